@@ -1,0 +1,286 @@
+//! Delay schedules: how long to wait after each failed attempt.
+//!
+//! A [`Backoff`] answers one question — "attempt `k` failed; how long until the next?" — so
+//! schedules are easy to swap and to property-test. The retry loop clamps every answer to
+//! the policy's `max_delay`, whatever the schedule says (SPEC D2).
+
+use std::time::Duration;
+
+use crate::jitter::{Jitter, JitterRng};
+
+/// A schedule of waits between attempts.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::{Backoff, JitterRng};
+///
+/// /// Wait 10 ms per failed attempt so far.
+/// struct Linear;
+/// impl Backoff for Linear {
+///     fn delay(&mut self, failed_attempt: u32, _previous: Duration, _rng: &mut JitterRng) -> Duration {
+///         Duration::from_millis(10) * failed_attempt
+///     }
+/// }
+/// assert_eq!(Linear.delay(3, Duration::ZERO, &mut JitterRng::seeded(0)), Duration::from_millis(30));
+/// ```
+pub trait Backoff {
+    /// The wait after attempt `failed_attempt` (1-based) failed. `previous` is the wait drawn
+    /// before it (`ZERO` before the first retry).
+    fn delay(&mut self, failed_attempt: u32, previous: Duration, rng: &mut JitterRng) -> Duration;
+}
+
+/// Saturating `base * 2^exponent` in milliseconds, capped at `max` (SPEC D1, D4).
+pub(crate) const fn doubling_cap_ms(base_ms: u64, max_ms: u64, exponent: u32) -> u64 {
+    if exponent >= 64 {
+        return max_ms;
+    }
+    let scaled = match base_ms.checked_mul(1u64 << exponent) {
+        Some(v) => v,
+        None => max_ms,
+    };
+    if scaled < max_ms { scaled } else { max_ms }
+}
+
+/// The policy's own schedule: `cap(k) = min(2^k · base, max)`, then jitter (SPEC D1, D2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyBackoff {
+    pub(crate) base_ms: u64,
+    pub(crate) max_ms: u64,
+    pub(crate) jitter: Jitter,
+}
+
+impl Backoff for PolicyBackoff {
+    fn delay(&mut self, failed_attempt: u32, previous: Duration, rng: &mut JitterRng) -> Duration {
+        let cap = Duration::from_millis(doubling_cap_ms(self.base_ms, self.max_ms, failed_attempt));
+        let base = Duration::from_millis(self.base_ms);
+        let max = Duration::from_millis(self.max_ms);
+        self.jitter.draw(cap, base, max, previous, rng)
+    }
+}
+
+/// The same wait after every failure.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::{Backoff, Constant, JitterRng};
+///
+/// let mut rng = JitterRng::seeded(0);
+/// assert_eq!(Constant(Duration::from_millis(5)).delay(9, Duration::ZERO, &mut rng), Duration::from_millis(5));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Constant(pub Duration);
+
+impl Backoff for Constant {
+    fn delay(&mut self, _: u32, _: Duration, _: &mut JitterRng) -> Duration {
+        self.0
+    }
+}
+
+/// A schedule computed by a closure of the failed attempt number (1-based).
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::{backoff_fn, Backoff, JitterRng};
+///
+/// let mut linear = backoff_fn(|attempt| Duration::from_millis(10) * attempt);
+/// assert_eq!(linear.delay(2, Duration::ZERO, &mut JitterRng::seeded(0)), Duration::from_millis(20));
+/// ```
+pub fn backoff_fn<F: FnMut(u32) -> Duration>(f: F) -> BackoffFn<F> {
+    BackoffFn(f)
+}
+
+/// See [`backoff_fn`].
+#[derive(Clone, Copy, Debug)]
+pub struct BackoffFn<F>(F);
+
+impl<F: FnMut(u32) -> Duration> Backoff for BackoffFn<F> {
+    fn delay(&mut self, failed_attempt: u32, _: Duration, _: &mut JitterRng) -> Duration {
+        (self.0)(failed_attempt)
+    }
+}
+
+/// Why an [`ExponentialBackoff`] could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackoffError {
+    /// The growth factor is NaN, infinite or below 1.
+    #[error("backoff.factor must be a finite number >= 1, got {0}")]
+    InvalidFactor(f64),
+    /// The base delay exceeds the cap.
+    #[error("backoff.base ({base:?}) must be <= backoff.cap ({cap:?})")]
+    BaseAboveCap {
+        /// The base delay given.
+        base: Duration,
+        /// The cap given.
+        cap: Duration,
+    },
+}
+
+/// A general exponential backoff (SPEC D3): before retry `i` (0-based) the un-jittered delay is
+/// `min(cap, base · factor^i)`; jitter then draws below it.
+///
+/// Defaults: base 100 ms, factor 2, cap 30 s, full jitter → un-jittered 100, 200, 400, 800 ms …
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::{ExponentialBackoff, Jitter};
+///
+/// let backoff = ExponentialBackoff::builder()
+///     .base(Duration::from_millis(100))
+///     .factor(3.0)
+///     .cap(Duration::from_secs(1))
+///     .jitter(Jitter::None)
+///     .build()?;
+/// let ms: Vec<u128> = (0..4).map(|i| backoff.unjittered(i).as_millis()).collect();
+/// assert_eq!(ms, [100, 300, 900, 1000]);
+/// # Ok::<(), retry_core::BackoffError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExponentialBackoff {
+    base: Duration,
+    factor: f64,
+    cap: Duration,
+    jitter: Jitter,
+}
+
+impl Default for ExponentialBackoff {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl ExponentialBackoff {
+    /// Base 100 ms, factor 2, cap 30 s, full jitter.
+    pub const DEFAULT: Self = Self {
+        base: Duration::from_millis(100),
+        factor: 2.0,
+        cap: Duration::from_secs(30),
+        jitter: Jitter::Full,
+    };
+
+    /// A builder starting from [`ExponentialBackoff::DEFAULT`].
+    pub const fn builder() -> ExponentialBackoffBuilder {
+        ExponentialBackoffBuilder(Self::DEFAULT)
+    }
+
+    /// The base delay.
+    pub const fn base(&self) -> Duration {
+        self.base
+    }
+
+    /// The growth factor.
+    pub const fn factor(&self) -> f64 {
+        self.factor
+    }
+
+    /// The cap of every delay.
+    pub const fn cap(&self) -> Duration {
+        self.cap
+    }
+
+    /// The jitter strategy.
+    pub const fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// `min(cap, base · factor^retry_index)`, saturating at the cap for huge indices (D4).
+    pub fn unjittered(&self, retry_index: u32) -> Duration {
+        let nanos = self.base.as_nanos() as f64 * self.factor.powf(f64::from(retry_index));
+        let cap_nanos = self.cap.as_nanos() as f64;
+        if !nanos.is_finite() || nanos >= cap_nanos {
+            return self.cap;
+        }
+        // 0 <= nanos < cap, so the whole-second part fits in u64.
+        let nanos = nanos.round() as u128;
+        Duration::new((nanos / 1_000_000_000) as u64, (nanos % 1_000_000_000) as u32).min(self.cap)
+    }
+
+    /// The jittered delay before retry `retry_index` (0-based).
+    pub fn delay_at(&self, retry_index: u32, previous: Duration, rng: &mut JitterRng) -> Duration {
+        self.jitter.draw(self.unjittered(retry_index), self.base, self.cap, previous, rng)
+    }
+
+    /// The endless sequence of jittered delays this backoff draws with `rng`.
+    ///
+    /// ```
+    /// use retry_core::{ExponentialBackoff, JitterRng};
+    ///
+    /// let delays: Vec<_> = ExponentialBackoff::DEFAULT.delays(JitterRng::seeded(3)).take(5).collect();
+    /// assert!(delays.iter().all(|d| *d <= ExponentialBackoff::DEFAULT.cap()));
+    /// ```
+    pub fn delays(self, rng: JitterRng) -> Delays {
+        Delays { backoff: self, rng, index: 0, previous: Duration::ZERO }
+    }
+}
+
+impl Backoff for ExponentialBackoff {
+    fn delay(&mut self, failed_attempt: u32, previous: Duration, rng: &mut JitterRng) -> Duration {
+        self.delay_at(failed_attempt.saturating_sub(1), previous, rng)
+    }
+}
+
+/// Builds a validated [`ExponentialBackoff`].
+#[derive(Clone, Copy, Debug)]
+#[must_use = "call `build()` to get the backoff"]
+pub struct ExponentialBackoffBuilder(ExponentialBackoff);
+
+impl ExponentialBackoffBuilder {
+    /// The first delay (before jitter).
+    pub const fn base(mut self, base: Duration) -> Self {
+        self.0.base = base;
+        self
+    }
+
+    /// The growth per retry; must be finite and `>= 1`.
+    pub const fn factor(mut self, factor: f64) -> Self {
+        self.0.factor = factor;
+        self
+    }
+
+    /// The ceiling of every delay.
+    pub const fn cap(mut self, cap: Duration) -> Self {
+        self.0.cap = cap;
+        self
+    }
+
+    /// The jitter strategy.
+    pub const fn jitter(mut self, jitter: Jitter) -> Self {
+        self.0.jitter = jitter;
+        self
+    }
+
+    /// Validates and returns the backoff.
+    ///
+    /// # Errors
+    /// [`BackoffError`] when the factor is not a finite number `>= 1` or the base exceeds the cap.
+    pub fn build(self) -> Result<ExponentialBackoff, BackoffError> {
+        let b = self.0;
+        if !b.factor.is_finite() || b.factor < 1.0 {
+            return Err(BackoffError::InvalidFactor(b.factor));
+        }
+        if b.base > b.cap {
+            return Err(BackoffError::BaseAboveCap { base: b.base, cap: b.cap });
+        }
+        Ok(b)
+    }
+}
+
+/// The iterator returned by [`ExponentialBackoff::delays`].
+#[derive(Clone, Debug)]
+pub struct Delays {
+    backoff: ExponentialBackoff,
+    rng: JitterRng,
+    index: u32,
+    previous: Duration,
+}
+
+impl Iterator for Delays {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.backoff.delay_at(self.index, self.previous, &mut self.rng);
+        self.index = self.index.saturating_add(1);
+        self.previous = delay;
+        Some(delay)
+    }
+}

@@ -1,0 +1,151 @@
+//! The clock: where the retry loop reads the time and sleeps.
+//!
+//! Time is injected, never taken from a global, so that tests can run every backoff,
+//! deadline and timeout on virtual time. Three ways to choose the clock, most specific
+//! first: [`Retry::clock`](crate::Retry::clock) on one call,
+//! [`RetryPolicy::with_clock`](crate::RetryPolicy::with_clock) on a policy, and
+//! [`Scope`](crate::Scope) for code you cannot reach (a function expanded from
+//! `#[retry]`). Without any of them, [`DefaultClock`] is tokio's timer, so
+//! `#[tokio::test(start_paused = true)]` already makes every backoff instant.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use pin_project_lite::pin_project;
+
+use crate::scope;
+
+/// A source of time and sleeps.
+///
+/// Implement it to drive retries from your own timer; the testkit's mock clock does.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use retry_core::Clock;
+///
+/// /// A clock that never waits: every sleep ends at once.
+/// #[derive(Clone)]
+/// struct Instantly;
+///
+/// impl Clock for Instantly {
+///     type Sleep = std::future::Ready<()>;
+///     fn now(&self) -> Instant { Instant::now() }
+///     fn sleep(&self, _: Duration) -> Self::Sleep { std::future::ready(()) }
+/// }
+/// ```
+pub trait Clock {
+    /// The future returned by [`Clock::sleep`].
+    type Sleep: Future<Output = ()>;
+
+    /// The current instant on this clock.
+    fn now(&self) -> Instant;
+
+    /// A future that completes once `duration` has passed on this clock.
+    fn sleep(&self, duration: Duration) -> Self::Sleep;
+}
+
+/// Tokio's timer, always (ignores [`Scope`](crate::Scope) overrides).
+///
+/// Needs a tokio runtime with the time driver enabled when a sleep is created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TokioClock;
+
+impl Clock for TokioClock {
+    type Sleep = tokio::time::Sleep;
+
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
+
+    fn sleep(&self, duration: Duration) -> Self::Sleep {
+        tokio::time::sleep(duration)
+    }
+}
+
+/// The clock of the surrounding [`Scope`](crate::Scope) if there is one, tokio's otherwise.
+///
+/// This is the clock of every policy that was not given one, so a testkit scope reaches
+/// retry loops deep inside the code under test.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DefaultClock;
+
+impl Clock for DefaultClock {
+    type Sleep = DefaultSleep;
+
+    fn now(&self) -> Instant {
+        match scope::scoped_clock() {
+            Some(clock) => clock.now(),
+            None => Clock::now(&TokioClock),
+        }
+    }
+
+    fn sleep(&self, duration: Duration) -> DefaultSleep {
+        let inner = match scope::scoped_clock() {
+            Some(clock) => SleepInner::Scoped { sleep: clock.sleep_boxed(duration) },
+            None => SleepInner::Tokio { sleep: tokio::time::sleep(duration) },
+        };
+        DefaultSleep { inner }
+    }
+}
+
+/// A boxed sleep, as a scoped clock hands it out.
+pub(crate) type BoxSleep = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+pin_project! {
+    /// The sleep of [`DefaultClock`]: tokio's timer (no allocation) or the scoped clock's.
+    pub struct DefaultSleep {
+        #[pin]
+        inner: SleepInner,
+    }
+}
+
+pin_project! {
+    #[project = SleepInnerProj]
+    enum SleepInner {
+        Tokio { #[pin] sleep: tokio::time::Sleep },
+        Scoped { sleep: BoxSleep },
+    }
+}
+
+impl fmt::Debug for DefaultSleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner {
+            SleepInner::Tokio { sleep } => f.debug_tuple("Tokio").field(&sleep.deadline()).finish(),
+            SleepInner::Scoped { .. } => f.write_str("Scoped"),
+        }
+    }
+}
+
+impl Future for DefaultSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.project().inner.project() {
+            SleepInnerProj::Tokio { sleep } => sleep.poll(cx),
+            SleepInnerProj::Scoped { sleep } => sleep.as_mut().poll(cx),
+        }
+    }
+}
+
+/// Object-safe face of a [`Clock`], for the scoped override.
+pub(crate) trait DynClock: Send + Sync {
+    fn now(&self) -> Instant;
+    fn sleep_boxed(&self, duration: Duration) -> BoxSleep;
+}
+
+impl<C> DynClock for C
+where
+    C: Clock + Send + Sync,
+    C::Sleep: Send + 'static,
+{
+    fn now(&self) -> Instant {
+        Clock::now(self)
+    }
+
+    fn sleep_boxed(&self, duration: Duration) -> BoxSleep {
+        Box::pin(Clock::sleep(self, duration))
+    }
+}

@@ -1,0 +1,75 @@
+//! Retry with exponential backoff and full jitter: correct by default, testable without
+//! sleeping.
+//!
+//! Flaky calls need retrying, but naive retry makes outages worse: clients that fail together
+//! retry together. This crate retries with **full jitter** (each wait drawn uniformly below an
+//! exponentially growing cap that never exceeds the configured maximum), validates its
+//! options before anything runs, and reads time from an injectable clock so that tests finish
+//! instantly.
+//!
+//! ```
+//! use retry_core::RetryOptions;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let policy = RetryOptions::new().with_max_attempts(5).with_base_delay_ms(500).resolve()?;
+//! let body = policy
+//!     .retry(|attempt| async move {
+//!         if attempt < 3 { Err(format!("503 on attempt {attempt}")) } else { Ok("payload") }
+//!     })
+//!     .notify(|err, attempt, delay| println!("attempt {attempt} failed ({err}); waiting {delay:?}"))
+//!     .await?;
+//! assert_eq!(body, "payload");
+//! # Ok(()) }
+//! ```
+//!
+//! # Defaults (SPEC O1)
+//!
+//! | option          | built-in | rule                                   |
+//! |-----------------|----------|----------------------------------------|
+//! | `max_attempts`  | 3        | `>= 1`, total attempts incl. the first |
+//! | `base_delay_ms` | 100      | `> 0`                                  |
+//! | `max_delay_ms`  | 3000     | `> 0`, `>= base_delay_ms`              |
+//! | `jitter`        | `full`   | `full`, `equal`, `decorrelated`, `none`|
+//!
+//! After failed attempt `k` the wait is uniform in `[0, min(2^k · base, max))`.
+//!
+//! # Where things are
+//!
+//! - [`RetryOptions`] → [`RetryPolicy`]: options in layers, validated once ([`OptionsError`]).
+//! - [`Retry`]: the loop, with [`when`](Retry::when), [`notify`](Retry::notify),
+//!   [`retry_after`](Retry::retry_after), [`deadline`](Retry::deadline),
+//!   [`attempt_timeout`](Retry::attempt_timeout), [`cancel_on`](Retry::cancel_on).
+//! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`]: delay schedules.
+//! - [`Clock`], [`Scope`]: injectable time and seeded randomness.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod backoff;
+mod clock;
+mod jitter;
+mod options;
+mod options_serde;
+mod policy;
+mod retry;
+mod scope;
+
+pub use backoff::{
+    Backoff, BackoffError, BackoffFn, Constant, Delays, ExponentialBackoff,
+    ExponentialBackoffBuilder, PolicyBackoff, backoff_fn,
+};
+pub use clock::{Clock, DefaultClock, DefaultSleep, TokioClock};
+pub use jitter::{Jitter, JitterRng, UnknownJitter};
+pub use options::{
+    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, OptionsError, RetryDefaults,
+    RetryOptions,
+};
+pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy, retry};
+pub use retry::{
+    Always, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError, ShouldRetry, Silent,
+    Unlimited,
+};
+pub use scope::Scope;
+
+#[doc(hidden)]
+pub use retry::IntoLimited;

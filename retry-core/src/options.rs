@@ -1,0 +1,318 @@
+//! Retry options: partial layers ([`RetryOptions`]) that resolve into a validated
+//! [`RetryPolicy`].
+//!
+//! Options arrive from several places — a call site, an owner's defaults, a config file, a
+//! persisted job row — and each may set only some fields. They are merged field by field
+//! (call site over owner over built-in), and only the merged result is checked against the
+//! cross-field rule, so that `{ base_delay_ms: 5000 }` fails against the built-in
+//! `max_delay_ms` of 3000 instead of being silently clamped (SPEC O2).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::jitter::Jitter;
+use crate::policy::RetryPolicy;
+
+/// Built-in `max_attempts` (total attempts, the first included).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Built-in `base_delay_ms`.
+pub const DEFAULT_BASE_DELAY_MS: u64 = 100;
+/// Built-in `max_delay_ms`.
+pub const DEFAULT_MAX_DELAY_MS: u64 = 3000;
+
+/// Partial retry options: every field may be unset and is then taken from a lower layer.
+///
+/// Plain data: `Copy`, `const`-constructible, and serde-compatible so that the same value can
+/// be written in code, in a config file or in a persisted job. Deserializing validates the
+/// fields that are present (SPEC O6).
+///
+/// ```
+/// use retry_core::RetryOptions;
+///
+/// // Owner-level defaults as a `const`.
+/// const OWNER: RetryOptions = RetryOptions { max_delay_ms: Some(50), ..RetryOptions::new() };
+///
+/// let call_site = RetryOptions::new().with_max_attempts(5);
+/// let policy = call_site.or(OWNER).with_base_delay_ms(10).resolve()?;
+/// assert_eq!(policy.max_attempts(), 5);
+/// assert_eq!(policy.max_delay().as_millis(), 50);
+/// # Ok::<(), retry_core::OptionsError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "crate::options_serde::RawOptions")]
+pub struct RetryOptions {
+    /// Total attempts, the first included (`>= 1`). `1` disables retrying.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Base of the exponential schedule, in milliseconds (`> 0`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_delay_ms: Option<u64>,
+    /// Ceiling of every computed delay, in milliseconds (`> 0`, `>= base_delay_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_delay_ms: Option<u64>,
+    /// How a delay is drawn below its cap; [`Jitter::Full`] when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Jitter>,
+}
+
+/// Why a set of options was rejected. `Display` is the exact message of SPEC O3.
+///
+/// ```
+/// use retry_core::{OptionsError, RetryOptions};
+///
+/// let err = RetryOptions::new().with_base_delay_ms(5000).resolve().unwrap_err();
+/// assert_eq!(err, OptionsError::BaseAboveMax);
+/// assert_eq!(err.to_string(), "retry.base_delay_ms must be <= retry.max_delay_ms");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// `max_attempts` below 1, negative, not finite, or out of range (O3 rule 1).
+    #[error("retry.max_attempts must be >= 1")]
+    MaxAttemptsBelowOne,
+    /// `max_attempts` with a fractional part (O3 rule 2).
+    #[error("retry.max_attempts must be an integer")]
+    MaxAttemptsNotInteger,
+    /// `base_delay_ms` zero, negative or not finite (O3 rule 3).
+    #[error("retry.base_delay_ms must be > 0")]
+    BaseDelayNotPositive,
+    /// `base_delay_ms` with a fractional part in a serialized form.
+    #[error("retry.base_delay_ms must be an integer")]
+    BaseDelayNotInteger,
+    /// `max_delay_ms` zero, negative or not finite (O3 rule 4).
+    #[error("retry.max_delay_ms must be > 0")]
+    MaxDelayNotPositive,
+    /// `max_delay_ms` with a fractional part in a serialized form.
+    #[error("retry.max_delay_ms must be an integer")]
+    MaxDelayNotInteger,
+    /// The resolved `base_delay_ms` exceeds the resolved `max_delay_ms` (O3 rule 5).
+    #[error("retry.base_delay_ms must be <= retry.max_delay_ms")]
+    BaseAboveMax,
+}
+
+impl OptionsError {
+    /// The O3 message, available in `const` contexts (the macros report it at compile time).
+    pub const fn message(self) -> &'static str {
+        match self {
+            Self::MaxAttemptsBelowOne => "retry.max_attempts must be >= 1",
+            Self::MaxAttemptsNotInteger => "retry.max_attempts must be an integer",
+            Self::BaseDelayNotPositive => "retry.base_delay_ms must be > 0",
+            Self::BaseDelayNotInteger => "retry.base_delay_ms must be an integer",
+            Self::MaxDelayNotPositive => "retry.max_delay_ms must be > 0",
+            Self::MaxDelayNotInteger => "retry.max_delay_ms must be an integer",
+            Self::BaseAboveMax => "retry.base_delay_ms must be <= retry.max_delay_ms",
+        }
+    }
+}
+
+impl RetryOptions {
+    /// Options with every field unset. `const`, so owner-level defaults can be `const` items.
+    pub const fn new() -> Self {
+        Self { max_attempts: None, base_delay_ms: None, max_delay_ms: None, jitter: None }
+    }
+
+    /// The built-in layer: 3 attempts, 100 ms base, 3000 ms ceiling, full jitter (SPEC O1).
+    pub const BUILTIN: Self = Self {
+        max_attempts: Some(DEFAULT_MAX_ATTEMPTS),
+        base_delay_ms: Some(DEFAULT_BASE_DELAY_MS),
+        max_delay_ms: Some(DEFAULT_MAX_DELAY_MS),
+        jitter: Some(Jitter::Full),
+    };
+
+    /// Sets `max_attempts`.
+    pub const fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// Sets `base_delay_ms`.
+    pub const fn with_base_delay_ms(mut self, base_delay_ms: u64) -> Self {
+        self.base_delay_ms = Some(base_delay_ms);
+        self
+    }
+
+    /// Sets `max_delay_ms`.
+    pub const fn with_max_delay_ms(mut self, max_delay_ms: u64) -> Self {
+        self.max_delay_ms = Some(max_delay_ms);
+        self
+    }
+
+    /// Sets the jitter strategy.
+    pub const fn with_jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = Some(jitter);
+        self
+    }
+
+    /// Layers `self` over `lower`, field by field: a field set in `self` wins (SPEC O2).
+    ///
+    /// ```
+    /// use retry_core::RetryOptions;
+    ///
+    /// let call_site = RetryOptions::new().with_max_attempts(5);
+    /// let owner = RetryOptions::new().with_max_attempts(2).with_max_delay_ms(50);
+    /// let merged = call_site.or(owner);
+    /// assert_eq!(merged.max_attempts, Some(5));
+    /// assert_eq!(merged.max_delay_ms, Some(50));
+    /// ```
+    pub const fn or(self, lower: Self) -> Self {
+        Self {
+            max_attempts: match self.max_attempts {
+                Some(v) => Some(v),
+                None => lower.max_attempts,
+            },
+            base_delay_ms: match self.base_delay_ms {
+                Some(v) => Some(v),
+                None => lower.base_delay_ms,
+            },
+            max_delay_ms: match self.max_delay_ms {
+                Some(v) => Some(v),
+                None => lower.max_delay_ms,
+            },
+            jitter: match self.jitter {
+                Some(v) => Some(v),
+                None => lower.jitter,
+            },
+        }
+    }
+
+    /// Checks the fields that are set, in the O3 order; the cross-field rule applies only when
+    /// both delays are set. This is the check for one layer on its own (owner-level defaults).
+    ///
+    /// # Errors
+    /// The first O3 rule that fails.
+    pub const fn validate(&self) -> Result<(), OptionsError> {
+        if let Some(0) = self.max_attempts {
+            return Err(OptionsError::MaxAttemptsBelowOne);
+        }
+        if let Some(0) = self.base_delay_ms {
+            return Err(OptionsError::BaseDelayNotPositive);
+        }
+        if let Some(0) = self.max_delay_ms {
+            return Err(OptionsError::MaxDelayNotPositive);
+        }
+        if let (Some(base), Some(max)) = (self.base_delay_ms, self.max_delay_ms) {
+            if base > max {
+                return Err(OptionsError::BaseAboveMax);
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills unset fields from the built-in layer and validates the result (SPEC O2–O4).
+    ///
+    /// `const`, so that a policy written in code is checked by the compiler:
+    ///
+    /// ```
+    /// use retry_core::{RetryOptions, RetryPolicy};
+    ///
+    /// const POLICY: RetryPolicy = match RetryOptions::new().with_max_attempts(5).resolve() {
+    ///     Ok(policy) => policy,
+    ///     Err(e) => panic!("{}", e.message()),
+    /// };
+    /// assert_eq!(POLICY.max_attempts(), 5);
+    /// ```
+    ///
+    /// # Errors
+    /// The first O3 rule the merged options break.
+    pub const fn resolve(self) -> Result<RetryPolicy, OptionsError> {
+        let merged = self.or(Self::BUILTIN);
+        if let Err(e) = merged.validate() {
+            return Err(e);
+        }
+        match (merged.max_attempts, merged.base_delay_ms, merged.max_delay_ms, merged.jitter) {
+            (Some(attempts), Some(base), Some(max), Some(jitter)) => {
+                Ok(RetryPolicy::from_validated(attempts, base, max, jitter))
+            }
+            // Unreachable: BUILTIN sets every field. Answer with the default policy rather
+            // than panic.
+            _ => Ok(RetryPolicy::DEFAULT),
+        }
+    }
+}
+
+impl fmt::Display for RetryOptions {
+    /// Renders the set fields as `key=value` pairs, e.g. `max_attempts=5 base_delay_ms=10`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut sep = "";
+        let mut field = |f: &mut fmt::Formatter<'_>, name: &str, value: &dyn fmt::Display| {
+            let r = write!(f, "{sep}{name}={value}");
+            sep = " ";
+            r
+        };
+        if let Some(v) = self.max_attempts {
+            field(f, "max_attempts", &v)?;
+        }
+        if let Some(v) = self.base_delay_ms {
+            field(f, "base_delay_ms", &v)?;
+        }
+        if let Some(v) = self.max_delay_ms {
+            field(f, "max_delay_ms", &v)?;
+        }
+        if let Some(v) = self.jitter {
+            field(f, "jitter", &v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Owner-level defaults (the layer between a call site and the built-in values), validated
+/// when created rather than when first used (SPEC O3, beyond the seed).
+///
+/// ```
+/// use retry_core::{OptionsError, RetryDefaults, RetryOptions};
+///
+/// let owner = RetryDefaults::new(RetryOptions::new().with_max_delay_ms(50))?;
+/// // The call site's base delay is checked against the owner's ceiling.
+/// let err = owner.resolve(RetryOptions::new().with_base_delay_ms(100)).unwrap_err();
+/// assert_eq!(err, OptionsError::BaseAboveMax);
+///
+/// // Invalid defaults are refused up front.
+/// assert!(RetryDefaults::new(RetryOptions::new().with_max_attempts(0)).is_err());
+/// # Ok::<(), OptionsError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RetryDefaults(RetryOptions);
+
+impl RetryDefaults {
+    /// Validates `options` as a layer of its own.
+    ///
+    /// # Errors
+    /// The first O3 rule the set fields break.
+    pub const fn new(options: RetryOptions) -> Result<Self, OptionsError> {
+        match options.validate() {
+            Ok(()) => Ok(Self(options)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The options of this layer.
+    pub const fn options(&self) -> RetryOptions {
+        self.0
+    }
+
+    /// Layers `call_site` over these defaults and the built-in values, then validates.
+    ///
+    /// # Errors
+    /// The first O3 rule the merged options break.
+    pub const fn resolve(&self, call_site: RetryOptions) -> Result<RetryPolicy, OptionsError> {
+        call_site.or(self.0).resolve()
+    }
+}
+
+impl TryFrom<RetryOptions> for RetryDefaults {
+    type Error = OptionsError;
+
+    fn try_from(options: RetryOptions) -> Result<Self, OptionsError> {
+        Self::new(options)
+    }
+}
+
+impl TryFrom<RetryOptions> for RetryPolicy {
+    type Error = OptionsError;
+
+    fn try_from(options: RetryOptions) -> Result<Self, OptionsError> {
+        options.resolve()
+    }
+}

@@ -1,0 +1,241 @@
+//! [`RetryPolicy`]: validated options plus the clock, ready to run retry loops.
+
+use std::time::Duration;
+
+use crate::backoff::{PolicyBackoff, doubling_cap_ms};
+use crate::clock::{Clock, DefaultClock};
+use crate::jitter::{Jitter, JitterRng};
+use crate::options::{
+    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, RetryOptions,
+};
+use crate::retry::Retry;
+
+/// The default ceiling on a server's retry-after hint: 60 s.
+pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// A validated retry policy. Build one with [`RetryOptions::resolve`] (or use
+/// [`RetryPolicy::DEFAULT`]), then run operations with [`RetryPolicy::retry`].
+///
+/// Cheap to copy and to share: the policy is plain numbers plus the clock, and every retry
+/// loop it starts keeps its own state.
+///
+/// ```
+/// use retry_core::RetryOptions;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = RetryOptions::new().with_max_attempts(4).with_base_delay_ms(50).resolve()?;
+/// let value = policy
+///     .retry(|attempt| async move { if attempt < 3 { Err("busy") } else { Ok(attempt) } })
+///     .await?;
+/// assert_eq!(value, 3);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RetryPolicy<C = DefaultClock> {
+    max_attempts: u32,
+    base_delay_ms: u64,
+    max_delay_ms: u64,
+    jitter: Jitter,
+    seed: Option<u64>,
+    max_retry_after: Duration,
+    clock: C,
+}
+
+impl RetryPolicy {
+    /// The built-in policy: 3 attempts, 100 ms base, 3000 ms ceiling, full jitter, tokio's
+    /// clock (or a scoped one).
+    pub const DEFAULT: Self = Self::from_validated(
+        DEFAULT_MAX_ATTEMPTS,
+        DEFAULT_BASE_DELAY_MS,
+        DEFAULT_MAX_DELAY_MS,
+        Jitter::Full,
+    );
+
+    /// Only [`RetryOptions::resolve`] calls this, after validation.
+    pub(crate) const fn from_validated(
+        max_attempts: u32,
+        base_delay_ms: u64,
+        max_delay_ms: u64,
+        jitter: Jitter,
+    ) -> Self {
+        Self {
+            max_attempts,
+            base_delay_ms,
+            max_delay_ms,
+            jitter,
+            seed: None,
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            clock: DefaultClock,
+        }
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl<C> RetryPolicy<C> {
+    /// Total attempts, the first included.
+    pub const fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The base of the exponential schedule.
+    pub const fn base_delay(&self) -> Duration {
+        Duration::from_millis(self.base_delay_ms)
+    }
+
+    /// The ceiling of every computed delay.
+    pub const fn max_delay(&self) -> Duration {
+        Duration::from_millis(self.max_delay_ms)
+    }
+
+    /// The jitter strategy.
+    pub const fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// The jitter seed, if the policy has one.
+    pub const fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+
+    /// The longest retry-after hint the loop will honour (SPEC D5).
+    pub const fn max_retry_after(&self) -> Duration {
+        self.max_retry_after
+    }
+
+    /// The clock.
+    pub const fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// D1's cap after failed attempt `k`: `min(2^k · base, max)`, saturating for huge `k`.
+    ///
+    /// ```
+    /// use retry_core::RetryPolicy;
+    ///
+    /// let caps: Vec<u128> = (1..=6).map(|k| RetryPolicy::DEFAULT.delay_cap(k).as_millis()).collect();
+    /// assert_eq!(caps, [200, 400, 800, 1600, 3000, 3000]);
+    /// assert_eq!(RetryPolicy::DEFAULT.delay_cap(u32::MAX).as_millis(), 3000);
+    /// ```
+    pub const fn delay_cap(&self, failed_attempt: u32) -> Duration {
+        Duration::from_millis(doubling_cap_ms(self.base_delay_ms, self.max_delay_ms, failed_attempt))
+    }
+
+    /// The policy's schedule as a [`Backoff`](crate::Backoff).
+    pub const fn backoff(&self) -> PolicyBackoff {
+        PolicyBackoff { base_ms: self.base_delay_ms, max_ms: self.max_delay_ms, jitter: self.jitter }
+    }
+
+    /// The options this policy was resolved from (every field set), for persisting it.
+    pub const fn to_options(&self) -> RetryOptions {
+        RetryOptions {
+            max_attempts: Some(self.max_attempts),
+            base_delay_ms: Some(self.base_delay_ms),
+            max_delay_ms: Some(self.max_delay_ms),
+            jitter: Some(self.jitter),
+        }
+    }
+
+    /// Uses `jitter` to draw delays.
+    pub const fn with_jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Seeds the jitter so that every loop of this policy draws the same delays (SPEC T2).
+    pub const fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Sets the ceiling on retry-after hints; a longer hint ends the loop with its error
+    /// instead of parking the caller (SPEC D5).
+    pub const fn with_max_retry_after(mut self, ceiling: Duration) -> Self {
+        self.max_retry_after = ceiling;
+        self
+    }
+
+    /// Runs this policy's loops on `clock`.
+    pub fn with_clock<C2: Clock>(self, clock: C2) -> RetryPolicy<C2> {
+        RetryPolicy {
+            max_attempts: self.max_attempts,
+            base_delay_ms: self.base_delay_ms,
+            max_delay_ms: self.max_delay_ms,
+            jitter: self.jitter,
+            seed: self.seed,
+            max_retry_after: self.max_retry_after,
+            clock,
+        }
+    }
+
+    /// The waits this policy would draw if every attempt failed: `max_attempts - 1` of them.
+    ///
+    /// ```
+    /// use retry_core::{Jitter, RetryOptions};
+    ///
+    /// let policy = RetryOptions::new().with_max_attempts(5).with_base_delay_ms(500).resolve()?
+    ///     .with_jitter(Jitter::None);
+    /// let ms: Vec<u128> = policy.delays(&mut retry_core::JitterRng::seeded(0)).map(|d| d.as_millis()).collect();
+    /// assert_eq!(ms, [1000, 2000, 3000, 3000]);
+    /// # Ok::<(), retry_core::OptionsError>(())
+    /// ```
+    pub fn delays<'a>(&self, rng: &'a mut JitterRng) -> impl Iterator<Item = Duration> + 'a {
+        use crate::backoff::Backoff;
+        let mut backoff = self.backoff();
+        let mut previous = Duration::ZERO;
+        (1..self.max_attempts).map(move |k| {
+            previous = backoff.delay(k, previous, rng);
+            previous
+        })
+    }
+
+    /// Retries `op` under this policy. `op` receives the attempt number, starting at 1.
+    ///
+    /// The returned future resolves to the operation's value or its **last** error; configure
+    /// it first with [`Retry::when`], [`Retry::notify`], [`Retry::retry_after`],
+    /// [`Retry::deadline`] and friends.
+    ///
+    /// ```
+    /// use retry_core::RetryPolicy;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let result: Result<(), String> = RetryPolicy::DEFAULT
+    ///     .retry(|attempt| async move { Err(format!("attempt {attempt} failed")) })
+    ///     .await;
+    /// assert_eq!(result.unwrap_err(), "attempt 3 failed");
+    /// # }
+    /// ```
+    pub fn retry<Op, Fut, T, E>(&self, op: Op) -> Retry<Op, Fut, E, C>
+    where
+        C: Clock + Clone,
+        Op: FnMut(u32) -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        Retry::new(self.clone(), op)
+    }
+}
+
+/// Retries `op` under [`RetryPolicy::DEFAULT`]: 3 attempts, full jitter, 100 ms → 3 s.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let mut calls = 0;
+/// let result: Result<u32, &str> = retry_core::retry(|attempt| {
+///     calls += 1;
+///     async move { if attempt == 1 { Err("flaky") } else { Ok(attempt) } }
+/// })
+/// .await;
+/// assert_eq!(result, Ok(2));
+/// # }
+/// ```
+pub fn retry<Op, Fut, T, E>(op: Op) -> Retry<Op, Fut, E, DefaultClock>
+where
+    Op: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    RetryPolicy::DEFAULT.retry(op)
+}

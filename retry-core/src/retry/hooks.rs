@@ -1,0 +1,70 @@
+//! The caller's hooks into the loop: whether to retry, who to tell, what the server asked for.
+//!
+//! Builder methods take closures (so their argument types are inferred); these traits let the
+//! loop also accept the no-op defaults without boxing anything.
+
+use std::time::Duration;
+
+/// Decides whether an error is worth another attempt (SPEC R3).
+pub trait ShouldRetry<E> {
+    /// `next_attempt` is the number the next attempt would have.
+    fn should_retry(&mut self, error: &E, next_attempt: u32) -> bool;
+}
+
+impl<E, F: FnMut(&E, u32) -> bool> ShouldRetry<E> for F {
+    fn should_retry(&mut self, error: &E, next_attempt: u32) -> bool {
+        self(error, next_attempt)
+    }
+}
+
+/// The default predicate: every error is retried (SPEC R2).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Always;
+
+impl<E> ShouldRetry<E> for Always {
+    fn should_retry(&mut self, _: &E, _: u32) -> bool {
+        true
+    }
+}
+
+/// Observes each retry: the error, the attempt that failed, and the chosen delay (SPEC R4).
+pub trait Notify<E> {
+    /// Called once per retry, before the wait.
+    fn notify(&mut self, error: &E, attempt: u32, delay: Duration);
+}
+
+impl<E, F: FnMut(&E, u32, Duration)> Notify<E> for F {
+    fn notify(&mut self, error: &E, attempt: u32, delay: Duration) {
+        self(error, attempt, delay)
+    }
+}
+
+/// The default observer: nothing but the `tracing` events.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Silent;
+
+impl<E> Notify<E> for Silent {
+    fn notify(&mut self, _: &E, _: u32, _: Duration) {}
+}
+
+/// Reads a server's retry-after hint out of an error (SPEC D5).
+pub trait RetryAfter<E> {
+    /// The wait the error asks for, if any.
+    fn retry_after(&mut self, error: &E) -> Option<Duration>;
+}
+
+impl<E, F: FnMut(&E) -> Option<Duration>> RetryAfter<E> for F {
+    fn retry_after(&mut self, error: &E) -> Option<Duration> {
+        self(error)
+    }
+}
+
+/// The default: errors carry no hint.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoHint;
+
+impl<E> RetryAfter<E> for NoHint {
+    fn retry_after(&mut self, _: &E) -> Option<Duration> {
+        None
+    }
+}

@@ -1,0 +1,375 @@
+//! The retry loop: [`Retry`], the future returned by [`RetryPolicy::retry`].
+//!
+//! The loop runs the operation with the attempt number (1-based), and after a failure either
+//! returns that error (attempts exhausted, the predicate said no, a limit hit) or waits and
+//! tries again. It is a hand-written state machine rather than an `async` block so that its
+//! type can be named, configured with builder methods, and cost no allocation.
+
+mod error;
+mod future;
+mod hooks;
+mod limits;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use pin_project_lite::pin_project;
+
+use crate::backoff::{Backoff, PolicyBackoff};
+use crate::clock::Clock;
+use crate::jitter::JitterRng;
+use crate::policy::RetryPolicy;
+
+pub use error::RetryError;
+pub use hooks::{Always, NoHint, Notify, RetryAfter, ShouldRetry, Silent};
+#[doc(hidden)]
+pub use limits::IntoLimited;
+pub use limits::{Limited, Limits, Unlimited};
+
+pin_project! {
+    /// What the loop is doing now. Attempt timers carry the token of the limit they enforce.
+    #[project = StateProj]
+    enum State<Fut, S, Token> {
+        // About to start the next attempt.
+        Start,
+        // An attempt is running, raced against its timer if the loop has limits.
+        Attempt { #[pin] fut: Fut, #[pin] timer: Option<S>, timer_kind: Option<Timer<Token>> },
+        // Waiting before the next attempt.
+        Backoff { #[pin] sleep: S },
+        // Finished; polled again it stays pending.
+        Done,
+    }
+}
+
+/// Which limit an attempt's timer enforces.
+#[derive(Clone, Copy, Debug)]
+enum Timer<Token> {
+    Deadline(Token),
+    AttemptTimeout(Token, Duration),
+}
+
+/// Counters and memory of one loop.
+#[derive(Debug)]
+struct Progress<E> {
+    /// The number of the attempt running or last run (0 before the first).
+    attempt: u32,
+    /// The previous wait (decorrelated jitter grows from it).
+    previous: Duration,
+    /// Created on the first retry, so the success path never touches randomness.
+    rng: Option<JitterRng>,
+    /// When the first attempt started; only read when a deadline is set.
+    started: Option<Instant>,
+    /// The last error, kept while waiting so a limit can still report it.
+    last: Option<E>,
+}
+
+pin_project! {
+    /// A retry loop in progress: the future returned by [`RetryPolicy::retry`].
+    ///
+    /// Resolves to `Result<T, E>` — the value, or the **last** error — until a limit is added
+    /// with [`deadline`](Retry::deadline), [`attempt_timeout`](Retry::attempt_timeout) or
+    /// [`cancel_on`](Retry::cancel_on); then to `Result<T, RetryError<E>>`.
+    ///
+    /// Dropping it cancels the loop: no work is left running in the background.
+    #[must_use = "a retry loop does nothing unless `.await`ed"]
+    pub struct Retry<Op, Fut, E, C: Clock, B = PolicyBackoff, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
+        policy: RetryPolicy<C>,
+        op: Op,
+        backoff: B,
+        when: W,
+        notify: N,
+        hint: H,
+        seed: Option<u64>,
+        progress: Progress<E>,
+        #[pin]
+        limits: L,
+        #[pin]
+        state: State<Fut, C::Sleep, L::Token>,
+    }
+}
+
+impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
+    pub(crate) fn new(policy: RetryPolicy<C>, op: Op) -> Self {
+        Retry {
+            backoff: policy.backoff(),
+            policy,
+            op,
+            when: Always,
+            notify: Silent,
+            hint: NoHint,
+            seed: None,
+            progress: Progress::new(),
+            limits: Unlimited,
+            state: State::Start,
+        }
+    }
+}
+
+impl<E> Progress<E> {
+    fn new() -> Self {
+        Progress { attempt: 0, previous: Duration::ZERO, rng: None, started: None, last: None }
+    }
+}
+
+// The return types spell out every type parameter on purpose: each builder changes one.
+#[allow(clippy::type_complexity)]
+impl<Op, Fut, T, E, C, B, W, N, H, L> Retry<Op, Fut, E, C, B, W, N, H, L>
+where
+    Op: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Clock,
+    L: Limits,
+{
+    /// Retries only errors for which `predicate(&error, next_attempt)` is true (SPEC R3).
+    ///
+    /// Consulted only when another attempt would follow: never after the final one. `false`
+    /// stops at once, without waiting, and returns that error.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// #[derive(Debug, PartialEq)]
+    /// enum ApiError { Busy, NotFound }
+    ///
+    /// let result: Result<(), ApiError> = retry_core::retry(|attempt| async move {
+    ///     Err(if attempt == 1 { ApiError::Busy } else { ApiError::NotFound })
+    /// })
+    /// .when(|e, _next_attempt| *e == ApiError::Busy)
+    /// .await;
+    /// assert_eq!(result, Err(ApiError::NotFound)); // attempt 2; not retried
+    /// # }
+    /// ```
+    pub fn when<F>(self, predicate: F) -> Retry<Op, Fut, E, C, B, F, N, H, L>
+    where
+        F: FnMut(&E, u32) -> bool,
+    {
+        Retry {
+            policy: self.policy,
+            op: self.op,
+            backoff: self.backoff,
+            when: predicate,
+            notify: self.notify,
+            hint: self.hint,
+            seed: self.seed,
+            progress: self.progress,
+            limits: self.limits,
+            state: State::Start,
+        }
+    }
+
+    /// Calls `observer(&error, failed_attempt, delay)` before each wait (SPEC R4).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let mut seen = Vec::new();
+    /// let _: Result<(), &str> = retry_core::retry(|_| async { Err("down") })
+    ///     .notify(|e, attempt, delay| seen.push((attempt, *e, delay)))
+    ///     .await;
+    /// assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2]); // 3 attempts, 2 waits
+    /// # }
+    /// ```
+    pub fn notify<F>(self, observer: F) -> Retry<Op, Fut, E, C, B, W, F, H, L>
+    where
+        F: FnMut(&E, u32, Duration),
+    {
+        Retry {
+            policy: self.policy,
+            op: self.op,
+            backoff: self.backoff,
+            when: self.when,
+            notify: observer,
+            hint: self.hint,
+            seed: self.seed,
+            progress: self.progress,
+            limits: self.limits,
+            state: State::Start,
+        }
+    }
+
+    /// Reads a server's hint from each error: `Some(wait)` replaces the computed delay (SPEC D5).
+    ///
+    /// A hint longer than the policy's [`max_retry_after`](RetryPolicy::max_retry_after), or
+    /// than what is left of the deadline, ends the loop with that error at once: a server must
+    /// not be able to park a client indefinitely.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// struct Throttled { retry_after: Duration }
+    ///
+    /// let mut waits = Vec::new();
+    /// let _: Result<(), Throttled> = retry_core::retry(|_| async {
+    ///     Err(Throttled { retry_after: Duration::from_secs(2) })
+    /// })
+    /// .retry_after(|e| Some(e.retry_after))
+    /// .notify(|_, _, delay| waits.push(delay))
+    /// .await;
+    /// assert_eq!(waits, [Duration::from_secs(2); 2]);
+    /// # }
+    /// ```
+    pub fn retry_after<F>(self, hint: F) -> Retry<Op, Fut, E, C, B, W, N, F, L>
+    where
+        F: FnMut(&E) -> Option<Duration>,
+    {
+        Retry {
+            policy: self.policy,
+            op: self.op,
+            backoff: self.backoff,
+            when: self.when,
+            notify: self.notify,
+            hint,
+            seed: self.seed,
+            progress: self.progress,
+            limits: self.limits,
+            state: State::Start,
+        }
+    }
+
+    /// Replaces the policy's schedule with `backoff` (e.g. an
+    /// [`ExponentialBackoff`](crate::ExponentialBackoff), a [`Constant`](crate::Constant)).
+    /// Its delays are still clamped to the policy's `max_delay`.
+    pub fn backoff<B2: Backoff>(self, backoff: B2) -> Retry<Op, Fut, E, C, B2, W, N, H, L> {
+        Retry {
+            policy: self.policy,
+            op: self.op,
+            backoff,
+            when: self.when,
+            notify: self.notify,
+            hint: self.hint,
+            seed: self.seed,
+            progress: self.progress,
+            limits: self.limits,
+            state: State::Start,
+        }
+    }
+
+    /// Runs this loop on `clock` instead of the policy's.
+    pub fn clock<C2: Clock>(self, clock: C2) -> Retry<Op, Fut, E, C2, B, W, N, H, L> {
+        Retry {
+            policy: self.policy.with_clock(clock),
+            op: self.op,
+            backoff: self.backoff,
+            when: self.when,
+            notify: self.notify,
+            hint: self.hint,
+            seed: self.seed,
+            progress: self.progress,
+            limits: self.limits,
+            state: State::Start,
+        }
+    }
+
+    /// Seeds this loop's jitter, for a reproducible sequence of delays (SPEC T2).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    fn limited<S: Future>(
+        self,
+        f: impl FnOnce(L) -> Limited<S>,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>> {
+        Retry {
+            policy: self.policy,
+            op: self.op,
+            backoff: self.backoff,
+            when: self.when,
+            notify: self.notify,
+            hint: self.hint,
+            seed: self.seed,
+            progress: self.progress,
+            limits: f(self.limits),
+            state: State::Start,
+        }
+    }
+
+    /// Gives the whole loop — attempts and waits — a time budget on the loop's clock (SPEC R5).
+    ///
+    /// The running attempt is dropped when the budget runs out, and a wait that would cross it
+    /// is not started. The output becomes `Result<T, RetryError<E>>`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_core::RetryError;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let result: Result<(), _> = retry_core::retry(|_| std::future::pending::<Result<(), ()>>())
+    ///     .deadline(Duration::from_millis(250))
+    ///     .await;
+    /// assert!(matches!(result, Err(RetryError::DeadlineExceeded { attempts: 1, last: None })));
+    /// # }
+    /// ```
+    pub fn deadline(
+        self,
+        budget: Duration,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
+    where
+        L: IntoLimited,
+    {
+        self.limited(|l| l.into_limited().with_deadline(budget))
+    }
+
+    /// Drops an attempt that runs longer than `timeout` and ends the loop with
+    /// [`RetryError::AttemptTimeout`]. To retry timed-out attempts instead, use
+    /// [`retry_attempt_timeout`](Retry::retry_attempt_timeout).
+    pub fn attempt_timeout(
+        self,
+        timeout: Duration,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
+    where
+        L: IntoLimited,
+    {
+        self.limited(|l| l.into_limited().with_attempt_timeout(timeout, false))
+    }
+
+    /// Drops an attempt that runs longer than `timeout` and retries it like a failure, with
+    /// the usual backoff, while attempts remain (SPEC R5: a timeout is retryable when the
+    /// caller says so). The last attempt timing out ends the loop with
+    /// [`RetryError::AttemptTimeout`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let result = retry_core::retry(|attempt| async move {
+    ///     if attempt == 1 {
+    ///         std::future::pending::<()>().await; // hangs
+    ///     }
+    ///     Ok::<_, ()>(attempt)
+    /// })
+    /// .retry_attempt_timeout(Duration::from_millis(100))
+    /// .await;
+    /// assert_eq!(result, Ok(2));
+    /// # }
+    /// ```
+    pub fn retry_attempt_timeout(
+        self,
+        timeout: Duration,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
+    where
+        L: IntoLimited,
+    {
+        self.limited(|l| l.into_limited().with_attempt_timeout(timeout, true))
+    }
+
+    /// Ends the loop with [`RetryError::Cancelled`] as soon as `signal` completes — during an
+    /// attempt (which is dropped) or a wait (which is cut short) (SPEC R6).
+    ///
+    /// Any future works: `token.cancelled_owned()` of a tokio-util `CancellationToken`, a
+    /// oneshot receiver, a `Notify`.
+    ///
+    /// ```
+    /// use retry_core::RetryError;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+    /// drop(cancel); // already cancelled
+    /// let result = retry_core::retry(|_| async { Err::<(), _>("down") })
+    ///     .cancel_on(cancelled)
+    ///     .await;
+    /// assert!(matches!(result, Err(RetryError::Cancelled { attempts: 0, .. })));
+    /// # }
+    /// ```
+    pub fn cancel_on<S: Future>(self, signal: S) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>>
+    where
+        L: IntoLimited,
+    {
+        self.limited(|l| l.into_limited().with_cancel(signal))
+    }
+}
