@@ -192,12 +192,22 @@ impl ExponentialBackoff {
         }
         // 0 <= nanos < cap, so the whole-second part fits in u64.
         let nanos = nanos.round() as u128;
-        Duration::new((nanos / 1_000_000_000) as u64, (nanos % 1_000_000_000) as u32).min(self.cap)
+        Duration::new(
+            (nanos / 1_000_000_000) as u64,
+            (nanos % 1_000_000_000) as u32,
+        )
+        .min(self.cap)
     }
 
     /// The jittered delay before retry `retry_index` (0-based).
     pub fn delay_at(&self, retry_index: u32, previous: Duration, rng: &mut JitterRng) -> Duration {
-        self.jitter.draw(self.unjittered(retry_index), self.base, self.cap, previous, rng)
+        self.jitter.draw(
+            self.unjittered(retry_index),
+            self.base,
+            self.cap,
+            previous,
+            rng,
+        )
     }
 
     /// The endless sequence of jittered delays this backoff draws with `rng`.
@@ -209,7 +219,12 @@ impl ExponentialBackoff {
     /// assert!(delays.iter().all(|d| *d <= ExponentialBackoff::DEFAULT.cap()));
     /// ```
     pub fn delays(self, rng: JitterRng) -> Delays {
-        Delays { backoff: self, rng, index: 0, previous: Duration::ZERO }
+        Delays {
+            backoff: self,
+            rng,
+            index: 0,
+            previous: Duration::ZERO,
+        }
     }
 }
 
@@ -259,7 +274,10 @@ impl ExponentialBackoffBuilder {
             return Err(BackoffError::InvalidFactor(b.factor));
         }
         if b.base > b.cap {
-            return Err(BackoffError::BaseAboveCap { base: b.base, cap: b.cap });
+            return Err(BackoffError::BaseAboveCap {
+                base: b.base,
+                cap: b.cap,
+            });
         }
         Ok(b)
     }
@@ -278,7 +296,9 @@ impl Iterator for Delays {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        let delay = self.backoff.delay_at(self.index, self.previous, &mut self.rng);
+        let delay = self
+            .backoff
+            .delay_at(self.index, self.previous, &mut self.rng);
         self.index = self.index.saturating_add(1);
         self.previous = delay;
         Some(delay)

@@ -84,8 +84,12 @@ impl Clock for DefaultClock {
 
     fn sleep(&self, duration: Duration) -> DefaultSleep {
         let inner = match scope::scoped_clock() {
-            Some(clock) => SleepInner::Scoped { sleep: clock.sleep_boxed(duration) },
-            None => SleepInner::Tokio { sleep: tokio::time::sleep(duration) },
+            Some(clock) => SleepInner::Scoped {
+                sleep: clock.sleep_boxed(duration),
+            },
+            None => SleepInner::Tokio {
+                sleep: tokio::time::sleep(duration),
+            },
         };
         DefaultSleep { inner }
     }

@@ -42,7 +42,12 @@ pub enum Jitter {
 
 impl Jitter {
     /// Every strategy, in the order their names are listed in messages.
-    pub const ALL: [Jitter; 4] = [Jitter::Full, Jitter::Equal, Jitter::Decorrelated, Jitter::None];
+    pub const ALL: [Jitter; 4] = [
+        Jitter::Full,
+        Jitter::Equal,
+        Jitter::Decorrelated,
+        Jitter::None,
+    ];
 
     /// The strategy's name as written in options (`"full"`, …).
     pub const fn name(self) -> &'static str {

@@ -44,6 +44,7 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod backoff;
 mod clock;

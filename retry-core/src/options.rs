@@ -109,7 +109,12 @@ impl OptionsError {
 impl RetryOptions {
     /// Options with every field unset. `const`, so owner-level defaults can be `const` items.
     pub const fn new() -> Self {
-        Self { max_attempts: None, base_delay_ms: None, max_delay_ms: None, jitter: None }
+        Self {
+            max_attempts: None,
+            base_delay_ms: None,
+            max_delay_ms: None,
+            jitter: None,
+        }
     }
 
     /// The built-in layer: 3 attempts, 100 ms base, 3000 ms ceiling, full jitter (SPEC O1).
@@ -220,7 +225,12 @@ impl RetryOptions {
         if let Err(e) = merged.validate() {
             return Err(e);
         }
-        match (merged.max_attempts, merged.base_delay_ms, merged.max_delay_ms, merged.jitter) {
+        match (
+            merged.max_attempts,
+            merged.base_delay_ms,
+            merged.max_delay_ms,
+            merged.jitter,
+        ) {
             (Some(attempts), Some(base), Some(max), Some(jitter)) => {
                 Ok(RetryPolicy::from_validated(attempts, base, max, jitter))
             }

@@ -108,11 +108,23 @@ impl TryFrom<RawOptions> for RetryOptions {
             max_attempts: raw.max_attempts.map(max_attempts).transpose()?,
             base_delay_ms: raw
                 .base_delay_ms
-                .map(|n| delay_ms(n, OptionsError::BaseDelayNotPositive, OptionsError::BaseDelayNotInteger))
+                .map(|n| {
+                    delay_ms(
+                        n,
+                        OptionsError::BaseDelayNotPositive,
+                        OptionsError::BaseDelayNotInteger,
+                    )
+                })
                 .transpose()?,
             max_delay_ms: raw
                 .max_delay_ms
-                .map(|n| delay_ms(n, OptionsError::MaxDelayNotPositive, OptionsError::MaxDelayNotInteger))
+                .map(|n| {
+                    delay_ms(
+                        n,
+                        OptionsError::MaxDelayNotPositive,
+                        OptionsError::MaxDelayNotInteger,
+                    )
+                })
                 .transpose()?,
             jitter: raw.jitter,
         };

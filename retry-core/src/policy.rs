@@ -122,12 +122,20 @@ impl<C> RetryPolicy<C> {
     /// assert_eq!(RetryPolicy::DEFAULT.delay_cap(u32::MAX).as_millis(), 3000);
     /// ```
     pub const fn delay_cap(&self, failed_attempt: u32) -> Duration {
-        Duration::from_millis(doubling_cap_ms(self.base_delay_ms, self.max_delay_ms, failed_attempt))
+        Duration::from_millis(doubling_cap_ms(
+            self.base_delay_ms,
+            self.max_delay_ms,
+            failed_attempt,
+        ))
     }
 
     /// The policy's schedule as a [`Backoff`](crate::Backoff).
     pub const fn backoff(&self) -> PolicyBackoff {
-        PolicyBackoff { base_ms: self.base_delay_ms, max_ms: self.max_delay_ms, jitter: self.jitter }
+        PolicyBackoff {
+            base_ms: self.base_delay_ms,
+            max_ms: self.max_delay_ms,
+            jitter: self.jitter,
+        }
     }
 
     /// The options this policy was resolved from (every field set), for persisting it.

@@ -45,7 +45,12 @@ where
             this.state.set(State::Done);
             tracing::debug!(target: TARGET, attempt = progress.attempt, "retry cancelled");
             let last = progress.last.take();
-            let exit = Exit::Stopped { token, reason: StopReason::Cancelled, attempts: progress.attempt, last };
+            let exit = Exit::Stopped {
+                token,
+                reason: StopReason::Cancelled,
+                attempts: progress.attempt,
+                last,
+            };
             return Poll::Ready(L::finish(Err(exit)));
         }
 
@@ -74,9 +79,17 @@ where
                     progress.attempt = progress.attempt.saturating_add(1);
                     let fut = (this.op)(progress.attempt);
                     let timer = timer.map(|d| this.policy.clock().sleep(d));
-                    this.state.set(State::Attempt { fut, timer, timer_kind });
+                    this.state.set(State::Attempt {
+                        fut,
+                        timer,
+                        timer_kind,
+                    });
                 }
-                StateProj::Attempt { fut, timer, timer_kind } => {
+                StateProj::Attempt {
+                    fut,
+                    timer,
+                    timer_kind,
+                } => {
                     let next = match fut.poll(cx) {
                         Poll::Ready(Ok(value)) => {
                             this.state.set(State::Done);
@@ -148,7 +161,9 @@ fn deadline_left<E, C: Clock, L: Limits>(
 ) -> Option<(Duration, L::Token)> {
     let (budget, token) = limits.deadline()?;
     let now = policy.clock().now();
-    let elapsed = progress.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+    let elapsed = progress
+        .started
+        .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
     Some((budget.saturating_sub(elapsed), token))
 }
 
@@ -165,7 +180,9 @@ fn scheduled_delay<E, C, B: Backoff>(
             None => JitterRng::from_entropy(),
         }
     });
-    backoff.delay(progress.attempt, progress.previous, rng).min(policy.max_delay())
+    backoff
+        .delay(progress.attempt, progress.previous, rng)
+        .min(policy.max_delay())
 }
 
 /// Decides what follows a failed attempt (SPEC R2, R3, D1, D5, R5).
@@ -267,4 +284,3 @@ where
 fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
-

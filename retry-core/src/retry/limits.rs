@@ -32,7 +32,12 @@ pub enum Exit<E, Token> {
     /// The operation's own error.
     Failed(E),
     /// A limit fired; `token` proves the loop had limits.
-    Stopped { token: Token, reason: StopReason, attempts: u32, last: Option<E> },
+    Stopped {
+        token: Token,
+        reason: StopReason,
+        attempts: u32,
+        last: Option<E>,
+    },
 }
 
 mod sealed {
@@ -142,8 +147,15 @@ impl<S: Future> Limits for Limited<S> {
     fn finish<T, E>(outcome: Result<T, Exit<E, Limit>>) -> Result<T, RetryError<E>> {
         outcome.map_err(|exit| match exit {
             Exit::Failed(e) => RetryError::Operation(e),
-            Exit::Stopped { reason, attempts, last, .. } => match reason {
-                StopReason::AttemptTimeout(timeout) => RetryError::AttemptTimeout { attempts, timeout },
+            Exit::Stopped {
+                reason,
+                attempts,
+                last,
+                ..
+            } => match reason {
+                StopReason::AttemptTimeout(timeout) => {
+                    RetryError::AttemptTimeout { attempts, timeout }
+                }
                 StopReason::Deadline => RetryError::DeadlineExceeded { attempts, last },
                 StopReason::Cancelled => RetryError::Cancelled { attempts, last },
             },
@@ -162,7 +174,12 @@ impl IntoLimited for Unlimited {
     type Signal = Pending<()>;
 
     fn into_limited(self) -> Limited<Pending<()>> {
-        Limited { deadline: None, attempt_timeout: None, retry_timeouts: false, cancel: None }
+        Limited {
+            deadline: None,
+            attempt_timeout: None,
+            retry_timeouts: false,
+            cancel: None,
+        }
     }
 }
 

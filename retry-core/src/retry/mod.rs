@@ -107,7 +107,13 @@ impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
 
 impl<E> Progress<E> {
     fn new() -> Self {
-        Progress { attempt: 0, previous: Duration::ZERO, rng: None, started: None, last: None }
+        Progress {
+            attempt: 0,
+            previous: Duration::ZERO,
+            rng: None,
+            started: None,
+            last: None,
+        }
     }
 }
 
@@ -297,10 +303,7 @@ where
     /// assert!(matches!(result, Err(RetryError::DeadlineExceeded { attempts: 1, last: None })));
     /// # }
     /// ```
-    pub fn deadline(
-        self,
-        budget: Duration,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
+    pub fn deadline(self, budget: Duration) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
     where
         L: IntoLimited,
     {

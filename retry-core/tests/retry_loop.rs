@@ -1,0 +1,536 @@
+//! The retry loop: SPEC R1–R6, D5, O5, and clock/seed injection.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use retry_core::{Jitter, RetryError, RetryOptions, RetryPolicy, Scope};
+use support::{InstantClock, fail_times};
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn policy(attempts: u32) -> RetryPolicy {
+    RetryOptions::new()
+        .with_max_attempts(attempts)
+        .resolve()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn r1_attempt_numbers_start_at_one() {
+    let seen = Mutex::new(Vec::new());
+    let result = policy(4)
+        .retry(|attempt| {
+            seen.lock().unwrap().push(attempt);
+            fail_times(3)(attempt)
+        })
+        .await;
+    assert_eq!(result, Ok(4));
+    assert_eq!(*seen.lock().unwrap(), [1, 2, 3, 4]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn r2_every_error_retried_and_the_last_returned() {
+    let calls = AtomicU32::new(0);
+    let result: Result<u32, String> = policy(5)
+        .retry(|attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move { Err(format!("failure {attempt}")) }
+        })
+        .await;
+    assert_eq!(result, Err("failure 5".to_owned()));
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn r3_predicate_sees_next_attempt_and_never_after_the_last() {
+    let mut consulted = Vec::new();
+    let _ = policy(5)
+        .retry(fail_times(u32::MAX))
+        .when(|_, next| {
+            consulted.push(next);
+            true
+        })
+        .await;
+    assert_eq!(consulted, [2, 3, 4, 5]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn r3_predicate_false_stops_at_once_without_waiting() {
+    let clock = InstantClock::new();
+    let result = policy(5)
+        .retry(fail_times(u32::MAX))
+        .clock(clock.clone())
+        .when(|e, _| e != "failure 2")
+        .await;
+    assert_eq!(result, Err("failure 2".to_owned()));
+    assert_eq!(clock.sleeps().len(), 1); // one wait, after attempt 1 only
+}
+
+#[tokio::test(start_paused = true)]
+async fn r4_notify_sees_error_attempt_and_delay_within_cap() {
+    let mut events = Vec::new();
+    let clock = InstantClock::new();
+    let p = RetryOptions::new()
+        .with_max_attempts(5)
+        .with_base_delay_ms(500)
+        .resolve()
+        .unwrap();
+    let _ = p
+        .retry(fail_times(u32::MAX))
+        .clock(clock.clone())
+        .notify(|e, attempt, delay| events.push((e.clone(), attempt, delay)))
+        .await;
+    assert_eq!(events.len(), 4);
+    for (i, (error, attempt, delay)) in events.iter().enumerate() {
+        let k = i as u32 + 1;
+        assert_eq!(*attempt, k);
+        assert_eq!(*error, format!("failure {k}"));
+        assert!(*delay < p.delay_cap(k));
+    }
+    // D1: the chosen delays are exactly the waits the clock saw.
+    assert_eq!(
+        clock.sleeps(),
+        events.iter().map(|e| e.2).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn d1_waits_follow_the_caps_exactly_with_no_jitter() {
+    let clock = InstantClock::new();
+    let p = RetryOptions::new()
+        .with_max_attempts(5)
+        .with_base_delay_ms(500)
+        .resolve()
+        .unwrap()
+        .with_jitter(Jitter::None);
+    let _ = p.retry(fail_times(u32::MAX)).clock(clock.clone()).await;
+    assert_eq!(clock.sleeps(), [1000 * MS, 2000 * MS, 3000 * MS, 3000 * MS]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn d1_no_wait_after_success() {
+    let clock = InstantClock::new();
+    let result = policy(5).retry(fail_times(2)).clock(clock.clone()).await;
+    assert_eq!(result, Ok(3));
+    assert_eq!(clock.sleeps().len(), 2); // attempts_made - 1
+}
+
+#[tokio::test(start_paused = true)]
+async fn o5_one_attempt_means_no_retry_and_no_sleep() {
+    let clock = InstantClock::new();
+    let calls = AtomicU32::new(0);
+    let result: Result<(), &str> = policy(1)
+        .with_clock(clock.clone())
+        .retry(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err("nope") }
+        })
+        .await;
+    assert_eq!(result, Err("nope"));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(clock.sleeps().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn paused_tokio_time_makes_default_clock_backoff_instant() {
+    let start = Instant::now();
+    let p = RetryPolicy::DEFAULT.with_jitter(Jitter::None);
+    let result = p.retry(fail_times(u32::MAX)).await;
+    assert!(result.is_err());
+    // Virtual time moved by exactly the two waits: 200 + 400 ms.
+    assert_eq!(start.elapsed(), 600 * MS);
+}
+
+// ---- D5: server hints ----
+
+#[derive(Debug, PartialEq)]
+struct Throttled(Duration);
+
+#[tokio::test(start_paused = true)]
+async fn d5_hint_replaces_the_computed_delay() {
+    let clock = InstantClock::new();
+    let result = policy(3)
+        .retry(|attempt| async move {
+            if attempt < 3 {
+                Err(Throttled(2500 * MS))
+            } else {
+                Ok(attempt)
+            }
+        })
+        .clock(clock.clone())
+        .retry_after(|e| Some(e.0))
+        .await;
+    assert_eq!(result, Ok(3));
+    assert_eq!(clock.sleeps(), [2500 * MS, 2500 * MS]); // beyond max_delay, within the hint ceiling
+}
+
+#[tokio::test(start_paused = true)]
+async fn d5_hint_above_ceiling_ends_the_loop_at_once() {
+    let clock = InstantClock::new();
+    let calls = AtomicU32::new(0);
+    let result: Result<(), Throttled> = policy(5)
+        .with_max_retry_after(Duration::from_secs(10))
+        .retry(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(Throttled(Duration::from_secs(3600))) }
+        })
+        .clock(clock.clone())
+        .retry_after(|e| Some(e.0))
+        .await;
+    assert_eq!(result, Err(Throttled(Duration::from_secs(3600))));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(clock.sleeps().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn d5_default_ceiling_is_sixty_seconds() {
+    assert_eq!(
+        RetryPolicy::DEFAULT.max_retry_after(),
+        Duration::from_secs(60)
+    );
+    let result: Result<(), Throttled> = policy(5)
+        .retry(|_| async { Err(Throttled(Duration::from_secs(61))) })
+        .retry_after(|e| Some(e.0))
+        .await;
+    assert_eq!(result, Err(Throttled(Duration::from_secs(61))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn d5_hint_beyond_remaining_deadline_ends_the_loop_at_once() {
+    // Paused tokio time: the deadline is a timer, not a sleep, so elapsed time is the measure.
+    let start = Instant::now();
+    let result: Result<(), _> = policy(5)
+        .retry(|_| async { Err(Throttled(Duration::from_secs(5))) })
+        .retry_after(|e| Some(e.0))
+        .deadline(Duration::from_secs(2))
+        .await;
+    assert_eq!(
+        result,
+        Err(RetryError::DeadlineExceeded {
+            attempts: 1,
+            last: Some(Throttled(Duration::from_secs(5)))
+        })
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO);
+}
+
+// ---- R5: deadline and attempt timeout ----
+
+#[tokio::test(start_paused = true)]
+async fn r5_deadline_cuts_a_running_attempt() {
+    let start = Instant::now();
+    let result: Result<(), RetryError<()>> = policy(3)
+        .retry(|_| std::future::pending())
+        .deadline(250 * MS)
+        .await;
+    assert_eq!(
+        result,
+        Err(RetryError::DeadlineExceeded {
+            attempts: 1,
+            last: None
+        })
+    );
+    assert_eq!(start.elapsed(), 250 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_deadline_stops_before_a_wait_that_would_cross_it() {
+    let start = Instant::now();
+    let p = RetryOptions::new()
+        .with_max_attempts(10)
+        .resolve()
+        .unwrap()
+        .with_jitter(Jitter::None);
+    // Waits would be 200, 400, 800 …: after 200 + 400 = 600 ms, an 800 ms wait crosses 1 s.
+    let result = p
+        .retry(fail_times(u32::MAX))
+        .deadline(Duration::from_secs(1))
+        .await;
+    assert_eq!(
+        result,
+        Err(RetryError::DeadlineExceeded {
+            attempts: 3,
+            last: Some("failure 3".to_owned())
+        })
+    );
+    assert_eq!(start.elapsed(), 600 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_attempt_timeout_is_final_by_default() {
+    let start = Instant::now();
+    let calls = AtomicU32::new(0);
+    let result: Result<(), RetryError<()>> = policy(3)
+        .retry(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::pending()
+        })
+        .attempt_timeout(100 * MS)
+        .await;
+    assert_eq!(
+        result,
+        Err(RetryError::AttemptTimeout {
+            attempts: 1,
+            timeout: 100 * MS
+        })
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(start.elapsed(), 100 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_attempt_timeout_retried_when_the_caller_says_so() {
+    let start = Instant::now();
+    let calls = AtomicU32::new(0);
+    let result: Result<(), RetryError<()>> = policy(3)
+        .with_jitter(Jitter::None)
+        .retry(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::pending()
+        })
+        .retry_attempt_timeout(100 * MS)
+        .await;
+    assert_eq!(
+        result,
+        Err(RetryError::AttemptTimeout {
+            attempts: 3,
+            timeout: 100 * MS
+        })
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // Three timeouts of 100 ms and the two no-jitter waits of 200 and 400 ms.
+    assert_eq!(start.elapsed(), 900 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_slow_attempt_then_fast_success() {
+    let start = Instant::now();
+    let result = policy(3)
+        .with_jitter(Jitter::None)
+        .retry(|attempt| async move {
+            if attempt == 1 {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+            Ok::<_, ()>(attempt)
+        })
+        .retry_attempt_timeout(100 * MS)
+        .deadline(Duration::from_secs(5))
+        .await;
+    assert_eq!(result, Ok(2));
+    assert_eq!(start.elapsed(), 300 * MS); // 100 ms timeout + 200 ms wait
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_success_under_limits_is_ok() {
+    let result = policy(3)
+        .retry(fail_times(1))
+        .deadline(Duration::from_secs(10))
+        .attempt_timeout(MS)
+        .await;
+    assert_eq!(result, Ok(2));
+}
+
+// ---- R6: cancellation ----
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancellation_interrupts_the_backoff_sleep_at_once() {
+    let start = Instant::now();
+    let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        tokio::time::sleep(50 * MS).await;
+        let _ = cancel.send(());
+    });
+    let p = RetryPolicy::DEFAULT.with_jitter(Jitter::None); // first wait would be 200 ms
+    let result = p.retry(fail_times(u32::MAX)).cancel_on(cancelled).await;
+    assert_eq!(
+        result,
+        Err(RetryError::Cancelled {
+            attempts: 1,
+            last: Some("failure 1".to_owned())
+        })
+    );
+    assert_eq!(start.elapsed(), 50 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancellation_drops_the_running_attempt() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        tokio::time::sleep(30 * MS).await;
+        let _ = cancel.send(());
+    });
+    let flag = dropped.clone();
+    let result: Result<(), RetryError<()>> = policy(3)
+        .retry(move |_| {
+            let guard = DropFlag(flag.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending().await
+            }
+        })
+        .cancel_on(cancelled)
+        .await;
+    assert_eq!(
+        result,
+        Err(RetryError::Cancelled {
+            attempts: 1,
+            last: None
+        })
+    );
+    assert!(dropped.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_dropping_the_future_cancels_the_attempt() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = dropped.clone();
+    let retry = policy(3).retry(move |_| {
+        let guard = DropFlag(flag.clone());
+        async move {
+            let _guard = guard;
+            std::future::pending::<Result<(), ()>>().await
+        }
+    });
+    let outcome = tokio::time::timeout(10 * MS, retry).await;
+    assert!(outcome.is_err());
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the attempt kept running after the loop was dropped"
+    );
+}
+
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+// ---- Clock and randomness injection ----
+
+#[tokio::test]
+async fn clock_on_the_policy_and_on_the_call() {
+    // No paused time here: a real wait would make this test slow, the injected clock does not.
+    let on_policy = InstantClock::new();
+    let _ = RetryPolicy::DEFAULT
+        .with_clock(on_policy.clone())
+        .retry(fail_times(u32::MAX))
+        .await;
+    assert_eq!(on_policy.sleeps().len(), 2);
+
+    let on_call = InstantClock::new();
+    let _ = RetryPolicy::DEFAULT
+        .with_clock(on_policy.clone())
+        .retry(fail_times(1))
+        .clock(on_call.clone())
+        .await;
+    assert_eq!(on_call.sleeps().len(), 1);
+    assert_eq!(on_policy.sleeps().len(), 2); // untouched by the second loop
+}
+
+#[tokio::test]
+async fn scope_reaches_loops_that_were_not_given_a_clock() {
+    let clock = InstantClock::new();
+    let inner = async { RetryPolicy::DEFAULT.retry(fail_times(u32::MAX)).await };
+    let result = Scope::new().clock(clock.clone()).run(inner).await;
+    assert!(result.is_err());
+    assert_eq!(clock.sleeps().len(), 2);
+}
+
+#[tokio::test]
+async fn explicit_clock_beats_the_scope() {
+    let scoped = InstantClock::new();
+    let explicit = InstantClock::new();
+    let inner = RetryPolicy::DEFAULT
+        .retry(fail_times(1))
+        .clock(explicit.clone());
+    let _ = Scope::new().clock(scoped.clone()).run(inner).await;
+    assert_eq!((scoped.sleeps().len(), explicit.sleeps().len()), (0, 1));
+}
+
+#[tokio::test]
+async fn nested_scopes_inherit_unset_fields() {
+    let clock = InstantClock::new();
+    let result = Scope::new()
+        .clock(clock.clone())
+        .run(async {
+            Scope::new()
+                .seed(9)
+                .run(async {
+                    assert_eq!(Scope::current_seed(), Some(9));
+                    assert!(Scope::has_clock());
+                    RetryPolicy::DEFAULT.retry(fail_times(1)).await
+                })
+                .await
+        })
+        .await;
+    assert_eq!(result, Ok(2));
+    assert_eq!(clock.sleeps().len(), 1);
+    assert_eq!(Scope::current_seed(), None);
+}
+
+async fn waits_with(seed_how: &str, seed: u64) -> Vec<Duration> {
+    let clock = InstantClock::new();
+    let p = RetryOptions::new()
+        .with_max_attempts(6)
+        .resolve()
+        .unwrap()
+        .with_clock(clock.clone());
+    match seed_how {
+        "policy" => drop(p.with_seed(seed).retry(fail_times(u32::MAX)).await),
+        "call" => drop(p.retry(fail_times(u32::MAX)).seed(seed).await),
+        _ => drop(
+            Scope::new()
+                .seed(seed)
+                .run(p.retry(fail_times(u32::MAX)))
+                .await,
+        ),
+    }
+    clock.sleeps()
+}
+
+#[tokio::test]
+async fn t2_seeded_jitter_is_reproducible_on_policy_call_and_scope() {
+    for how in ["policy", "call", "scope"] {
+        let a = waits_with(how, 11).await;
+        assert_eq!(a.len(), 5);
+        assert_eq!(a, waits_with(how, 11).await, "{how}");
+        assert_ne!(a, waits_with(how, 12).await, "{how}");
+    }
+    // The same seed gives the same sequence wherever it is set.
+    assert_eq!(waits_with("policy", 3).await, waits_with("scope", 3).await);
+}
+
+#[test]
+fn retry_error_reads_well() {
+    let e: RetryError<String> = RetryError::DeadlineExceeded {
+        attempts: 2,
+        last: Some("503".into()),
+    };
+    assert_eq!(
+        e.to_string(),
+        "retry deadline exceeded after 2 attempt(s); last error: 503"
+    );
+    assert_eq!(e.operation_error().map(String::as_str), Some("503"));
+    assert!(e.is_limit());
+    let e: RetryError<String> = RetryError::AttemptTimeout {
+        attempts: 3,
+        timeout: 100 * MS,
+    };
+    assert_eq!(e.to_string(), "attempt 3 timed out after 100ms");
+    assert_eq!(e.into_operation_error(), None);
+    let e: RetryError<String> = RetryError::Cancelled {
+        attempts: 0,
+        last: None,
+    };
+    assert_eq!(e.to_string(), "retry cancelled after 0 attempt(s)");
+    let e: RetryError<String> = RetryError::Operation("boom".into());
+    assert_eq!(e.to_string(), "boom");
+    assert!(!e.is_limit());
+}

@@ -1,0 +1,84 @@
+//! R4: the loop reports retries and give-ups as `tracing` events with target `retry_core`.
+
+mod support;
+
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use retry_core::{Jitter, RetryPolicy};
+use support::{InstantClock, fail_times};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+/// Records every event as `target: message {field=value …}`.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<String>>>);
+
+struct Line(String);
+
+impl Visit for Line {
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        if field.name() == "message" {
+            self.0.insert_str(0, &format!("{value:?}"));
+        } else {
+            self.0.push_str(&format!(" {}={value:?}", field.name()));
+        }
+    }
+}
+
+impl Subscriber for Recorder {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut line = Line(String::new());
+        event.record(&mut line);
+        let text = format!("{}: {}", event.metadata().target(), line.0);
+        self.0.lock().unwrap().push(text);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[test]
+fn r4_retries_and_give_up_are_traced() {
+    let recorder = Recorder::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(recorder.clone(), || {
+        let policy = RetryPolicy::DEFAULT
+            .with_jitter(Jitter::None)
+            .with_clock(InstantClock::new());
+        let result = runtime.block_on(policy.retry(fail_times(u32::MAX)));
+        assert!(result.is_err());
+    });
+    let lines = recorder.0.lock().unwrap().clone();
+    assert_eq!(
+        lines,
+        [
+            "retry_core: attempt failed; retrying attempt=1 delay_ms=200",
+            "retry_core: attempt failed; retrying attempt=2 delay_ms=400",
+            "retry_core: retry gave up: attempts exhausted attempt=3",
+        ]
+    );
+}
+
+#[test]
+fn r4_success_emits_nothing() {
+    let recorder = Recorder::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(recorder.clone(), || {
+        let result = runtime.block_on(RetryPolicy::DEFAULT.retry(fail_times(0)));
+        assert_eq!(result, Ok(1));
+    });
+    assert!(recorder.0.lock().unwrap().is_empty());
+}
