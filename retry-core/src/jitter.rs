@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rand::rngs::SmallRng;
+use rand::rngs::Xoshiro128PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
@@ -114,6 +114,9 @@ impl FromStr for Jitter {
 
 /// The random source behind jitter: seedable, owned by one retry loop, never process-global.
 ///
+/// A xoshiro128++ generator: 16 bytes of state, so it adds little to a retry future. Jitter
+/// needs spread, not secrecy.
+///
 /// ```
 /// use std::time::Duration;
 /// use retry_core::JitterRng;
@@ -123,19 +126,19 @@ impl FromStr for Jitter {
 /// assert_eq!(a, b); // same seed, same delays
 /// ```
 #[derive(Clone, Debug)]
-pub struct JitterRng(SmallRng);
+pub struct JitterRng(Xoshiro128PlusPlus);
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 impl JitterRng {
     /// A generator whose draws are reproducible from `seed`.
     pub fn seeded(seed: u64) -> Self {
-        Self(SmallRng::seed_from_u64(seed))
+        Self(Xoshiro128PlusPlus::seed_from_u64(seed))
     }
 
     /// A generator seeded from the thread's entropy source.
     pub fn from_entropy() -> Self {
-        Self(SmallRng::from_rng(&mut rand::rng()))
+        Self(Xoshiro128PlusPlus::from_rng(&mut rand::rng()))
     }
 
     /// A duration drawn uniformly from `[0, bound)`, at nanosecond resolution; `ZERO` when

@@ -32,12 +32,14 @@ pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RetryPolicy<C = DefaultClock> {
+    // Laid out compactly: a copy lives inside every retry future.
     max_attempts: u32,
+    jitter: Jitter,
+    has_seed: bool,
+    seed: u64,
     base_delay_ms: u64,
     max_delay_ms: u64,
-    jitter: Jitter,
-    seed: Option<u64>,
-    max_retry_after: Duration,
+    max_retry_after_ms: u64,
     clock: C,
 }
 
@@ -63,8 +65,9 @@ impl RetryPolicy {
             base_delay_ms,
             max_delay_ms,
             jitter,
-            seed: None,
-            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            has_seed: false,
+            seed: 0,
+            max_retry_after_ms: DEFAULT_MAX_RETRY_AFTER.as_secs() * 1000,
             clock: DefaultClock,
         }
     }
@@ -99,12 +102,12 @@ impl<C> RetryPolicy<C> {
 
     /// The jitter seed, if the policy has one.
     pub const fn seed(&self) -> Option<u64> {
-        self.seed
+        if self.has_seed { Some(self.seed) } else { None }
     }
 
     /// The longest retry-after hint the loop will honour (SPEC D5).
     pub const fn max_retry_after(&self) -> Duration {
-        self.max_retry_after
+        Duration::from_millis(self.max_retry_after_ms)
     }
 
     /// The clock.
@@ -156,14 +159,21 @@ impl<C> RetryPolicy<C> {
 
     /// Seeds the jitter so that every loop of this policy draws the same delays (SPEC T2).
     pub const fn with_seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
+        self.has_seed = true;
+        self.seed = seed;
         self
     }
 
     /// Sets the ceiling on retry-after hints; a longer hint ends the loop with its error
-    /// instead of parking the caller (SPEC D5).
+    /// instead of parking the caller (SPEC D5). Millisecond resolution; longer ceilings
+    /// saturate.
     pub const fn with_max_retry_after(mut self, ceiling: Duration) -> Self {
-        self.max_retry_after = ceiling;
+        let ms = ceiling.as_millis();
+        self.max_retry_after_ms = if ms > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            ms as u64
+        };
         self
     }
 
@@ -174,8 +184,9 @@ impl<C> RetryPolicy<C> {
             base_delay_ms: self.base_delay_ms,
             max_delay_ms: self.max_delay_ms,
             jitter: self.jitter,
+            has_seed: self.has_seed,
             seed: self.seed,
-            max_retry_after: self.max_retry_after,
+            max_retry_after_ms: self.max_retry_after_ms,
             clock,
         }
     }
