@@ -69,7 +69,13 @@ where
     P: Task,
     F: Task<Output = P::Output>,
 {
-    with_fallback_when(primary, fallback, DefaultFallback)
+    FallbackTask {
+        primary,
+        rest: Arc::new(Rest {
+            fallback,
+            should_fallback: DefaultFallback,
+        }),
+    }
 }
 
 /// Runs `fallback` when `primary` fails and `should_fallback` admits the failure.
@@ -86,7 +92,7 @@ where
 /// };
 /// let cached = |_: TaskContext| async { Ok::<_, TaskFailure>("cached") };
 /// // Time out, then read the cache: admitted explicitly.
-/// let task = with_fallback_when(with_timeout(live, Duration::from_millis(100))?, cached, |e: &TaskFailure| {
+/// let task = with_fallback_when(with_timeout(live, Duration::from_millis(100))?, cached, |e| {
 ///     e.is_timeout()
 /// });
 /// assert_eq!(task.run().await?, "cached");
@@ -100,7 +106,7 @@ pub fn with_fallback_when<P, F, S>(
 where
     P: Task,
     F: Task<Output = P::Output>,
-    S: ShouldFallback,
+    S: Fn(&TaskFailure) -> bool,
 {
     FallbackTask {
         primary,

@@ -78,7 +78,7 @@
 //! let per_attempt = with_timeout(flaky, Duration::from_millis(100))?;
 //! let task = retry(
 //!     per_attempt,
-//!     RetryConfig::new().retries(3).retryable(|e: &TaskFailure| e.is_timeout() || e.is_retryable()),
+//!     RetryConfig::new().retries(3).retryable(|e| e.is_timeout() || e.is_retryable()),
 //! );
 //! assert_eq!(task.run().await?, 3);
 //! assert_eq!(calls.load(Ordering::SeqCst), 3);

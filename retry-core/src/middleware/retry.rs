@@ -143,8 +143,8 @@ impl<D, P, A> RetryConfig<D, P, A> {
     }
 
     /// Waits `delay` before each retry: a [`Duration`], an
-    /// [`ExponentialBackoff`](crate::ExponentialBackoff), or a
-    /// `Fn(retry_index, &TaskFailure) -> Duration` (see [`TaskDelay`]).
+    /// [`ExponentialBackoff`](crate::ExponentialBackoff), or anything else that is a
+    /// [`TaskDelay`]. For a closure, [`delay_fn`](RetryConfig::delay_fn) infers its types.
     pub fn delay<D2: TaskDelay>(self, delay: D2) -> RetryConfig<D2, P, A> {
         RetryConfig {
             retries: self.retries,
@@ -155,9 +155,28 @@ impl<D, P, A> RetryConfig<D, P, A> {
         }
     }
 
+    /// Waits `delay(retry_index, &error)` before each retry; `retry_index` is 0-based.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_core::middleware::RetryConfig;
+    ///
+    /// let linear = RetryConfig::new().delay_fn(|i, _error| Duration::from_millis(50) * (i + 1));
+    /// # let _ = linear;
+    /// ```
+    pub fn delay_fn<D2>(self, delay: D2) -> RetryConfig<D2, P, A>
+    where
+        D2: Fn(u32, &TaskFailure) -> Duration,
+    {
+        self.delay(delay)
+    }
+
     /// Retries exactly the failures for which `predicate` is true — every failure but
     /// [`TaskFailure::Cancelled`] is put to it, a `Timeout` included (SPEC M9).
-    pub fn retryable<P2: RetryPredicate>(self, predicate: P2) -> RetryConfig<D, P2, A> {
+    pub fn retryable<P2>(self, predicate: P2) -> RetryConfig<D, P2, A>
+    where
+        P2: Fn(&TaskFailure) -> bool,
+    {
         RetryConfig {
             retries: self.retries,
             delay: self.delay,
@@ -169,7 +188,10 @@ impl<D, P, A> RetryConfig<D, P, A> {
 
     /// Calls `observer` before each retry's wait. The transform has no other channel: a
     /// scheduler sees one task however often it is retried (SPEC M8, Q4).
-    pub fn on_attempt<A2: OnAttempt>(self, observer: A2) -> RetryConfig<D, P, A2> {
+    pub fn on_attempt<A2>(self, observer: A2) -> RetryConfig<D, P, A2>
+    where
+        A2: Fn(&RetryAttempt<'_>),
+    {
         RetryConfig {
             retries: self.retries,
             delay: self.delay,

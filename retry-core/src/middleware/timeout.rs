@@ -108,11 +108,20 @@ pub fn with_activity_timeout<F: Task>(
 }
 
 /// A task wrapped by [`with_timeout`] or [`with_activity_timeout`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct TimeoutTask<F> {
     task: F,
     budget: Duration,
     kind: TimeoutKind,
+}
+
+impl<F> fmt::Debug for TimeoutTask<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimeoutTask")
+            .field("budget", &self.budget)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<F> TimeoutTask<F> {
