@@ -70,7 +70,7 @@ fn e1_retry_after_is_kept_in_milliseconds() {
 
 #[tokio::test(start_paused = true)]
 async fn e4_timeout_is_never_retryable_by_classification() {
-    assert!(!Timeout::RETRYABLE);
+    const { assert!(!Timeout::RETRYABLE) };
     let timed_out = with_timeout(Scripted::always(Call::ok(50)).task(), MS * 10)
         .unwrap()
         .run()
@@ -283,8 +283,7 @@ async fn d3_exponential_backoff_defaults_and_four_jitter_kinds() {
             .seed(7)
             .on_attempt(move |info| log.lock().unwrap().push(info.delay));
         let _ = retry(script.task(), config).run().await;
-        let seen = seen.lock().unwrap().clone();
-        seen
+        seen.lock().unwrap().clone()
     }
     let with = |jitter| {
         ExponentialBackoff::builder()

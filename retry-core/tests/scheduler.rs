@@ -474,11 +474,16 @@ async fn tasks_inherit_the_submitters_scope_clock() {
     // Real time, a scoped clock: the task's hour-long sleep is instant and recorded.
     let clock = InstantClock::new();
     let scheduler = Scheduler::new(SchedulerOptions::new()).unwrap();
-    let handle = Scope::new()
+    // The task runs in a spawned tokio task, which a task-local scope would not reach.
+    let result = Scope::new()
         .clock(clock.clone())
-        .run(async { scheduler.submit(Scripted::always(Call::ok(3_600_000)).task()) })
+        .run(async {
+            scheduler
+                .submit(Scripted::always(Call::ok(3_600_000)).task())
+                .await
+        })
         .await;
-    assert_eq!(handle.await.unwrap(), 1);
+    assert_eq!(result.unwrap(), 1);
     assert_eq!(clock.sleeps(), [Duration::from_secs(3600)]);
 }
 
