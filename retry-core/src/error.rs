@@ -295,10 +295,10 @@ impl Error for TaskError {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TimeoutKind {
-    /// A budget for the whole run ([`with_timeout`](crate::with_timeout)).
+    /// A budget for the whole run ([`with_timeout`](crate::middleware::with_timeout)).
     Total,
     /// A budget since the last sign of progress
-    /// ([`with_activity_timeout`](crate::with_activity_timeout)).
+    /// ([`with_activity_timeout`](crate::middleware::with_activity_timeout)).
     Activity,
 }
 

@@ -15,7 +15,7 @@ use super::cancel::CancelToken;
 ///
 /// It carries the task's cancellation signal — fired by a timeout layer at its deadline, by
 /// the caller, or by the scheduler — and the activity reset of
-/// [`with_activity_timeout`](crate::with_activity_timeout). A task that *watches* the signal
+/// [`with_activity_timeout`](crate::middleware::with_activity_timeout). A task that *watches* the signal
 /// (through [`sleep`](TaskContext::sleep), [`run`](TaskContext::run) or
 /// [`cancelled`](TaskContext::cancelled)) exits as soon as its budget is spent; one that
 /// does not runs to its end, and the timeout waits for it (SPEC M4).
@@ -99,7 +99,7 @@ impl TaskContext {
     }
 
     /// Reports progress: every enclosing
-    /// [`with_activity_timeout`](crate::with_activity_timeout) counts its budget again from
+    /// [`with_activity_timeout`](crate::middleware::with_activity_timeout) counts its budget again from
     /// now (SPEC M5). Does nothing when there is none.
     pub fn reset_timeout(&self) {
         if let Some(activity) = &self.activity {

@@ -13,7 +13,7 @@
 //! | [`with_activity_timeout`] | a budget since the last progress report   | M5   |
 //! | [`with_fallback`]         | business failures, answered second-best   | M6   |
 //!
-//! What a layer does with a failure depends on its *kind* ([`TaskFailure`]): cancellation is
+//! What a layer does with a failure depends on its *kind* ([`TaskFailure`](crate::TaskFailure)): cancellation is
 //! never retried nor answered by a fallback; a timeout is neither, unless the caller says so.
 //!
 //! # Order matters (SPEC M7)
