@@ -41,6 +41,11 @@
 //!   [`attempt_timeout`](Retry::attempt_timeout), [`cancel_on`](Retry::cancel_on).
 //! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`]: delay schedules.
 //! - [`Clock`], [`Scope`]: injectable time and seeded randomness.
+//! - [`TaskFailure`], [`TaskError`], [`classify`]: the task error model (SPEC E1–E4).
+//! - [`middleware`]: `retry`, `with_timeout`, `with_activity_timeout`, `with_fallback` —
+//!   stackable [`Task`] transforms (SPEC M1–M9).
+//! - [`Scheduler`]: runs tasks with a concurrency limit, a bounded queue and an on-error
+//!   policy, and reports their lifecycle (SPEC Q1–Q4).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -48,11 +53,14 @@
 
 mod backoff;
 mod clock;
+mod error;
 mod jitter;
+pub mod middleware;
 mod options;
 mod options_serde;
 mod policy;
 mod retry;
+mod scheduler;
 mod scope;
 
 pub use backoff::{
@@ -60,7 +68,9 @@ pub use backoff::{
     ExponentialBackoffBuilder, PolicyBackoff, backoff_fn,
 };
 pub use clock::{Clock, DefaultClock, DefaultSleep, TokioClock};
+pub use error::{BoxError, TaskError, TaskFailure, Timeout, TimeoutKind, classify};
 pub use jitter::{Jitter, JitterRng, UnknownJitter};
+pub use middleware::{CancelToken, Task, TaskContext};
 pub use options::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, OptionsError, RetryDefaults,
     RetryOptions,
@@ -69,6 +79,11 @@ pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy, retry};
 pub use retry::{
     Always, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError, ShouldRetry, Silent,
     Unlimited,
+};
+pub use scheduler::{
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_PENDING, OnError, Scheduler, SchedulerBuilder, SchedulerError,
+    SchedulerOptions, SchedulerState, SubscriptionId, TaskEvent, TaskHandle, TaskId, TaskOutcome,
+    TaskState,
 };
 pub use scope::Scope;
 

@@ -1,0 +1,377 @@
+//! The task error model: what can go wrong with a task, and whether it is worth retrying.
+//!
+//! The middleware and the scheduler decide what to do next from the *kind* of a failure, not
+//! from its message: a cancelled task must not be retried, a timed-out one is not retried by
+//! default, a business error says for itself whether another try could help. So every task
+//! fails with one [`TaskFailure`], whose variants separate what happened *between* the task
+//! and its runtime ([`Cancelled`](TaskFailure::Cancelled), [`Timeout`](TaskFailure::Timeout),
+//! [`QueueStopped`](TaskFailure::QueueStopped), [`QueueFull`](TaskFailure::QueueFull)) from
+//! the task's own structured error ([`TaskError`]) and from any other error it returned
+//! ([`Other`](TaskFailure::Other)) (SPEC E1).
+//!
+//! [`classify`] is the single answer to "is this retryable?" (SPEC E3): the scheduler reports
+//! it on the task-done event, and the retry middleware uses it when the caller gave no
+//! predicate of its own.
+//!
+//! ```
+//! use std::time::Duration;
+//! use retry_core::{classify, TaskError, TaskFailure};
+//!
+//! // E2: a TaskError is not retryable unless it says so; a kind alone does not.
+//! assert!(!classify(&TaskError::new("connection refused").with_kind("network").into()));
+//! let throttled = TaskError::new("429").with_retryable(true).with_retry_after(Duration::from_millis(1500));
+//! assert!(classify(&throttled.clone().into()));
+//! assert_eq!(throttled.retry_after_ms(), Some(1500));
+//!
+//! // Any other error is optimistically retryable.
+//! assert!(classify(&TaskFailure::other(std::io::Error::other("reset by peer"))));
+//! ```
+
+use std::borrow::Cow;
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A shareable, type-erased error: what [`TaskFailure::Other`] holds.
+pub type BoxError = Arc<dyn Error + Send + Sync + 'static>;
+
+/// Why a task did not produce a value (SPEC E1).
+///
+/// `Clone` (other errors are shared, not copied), so the scheduler can hand the same failure
+/// to its error hook, its events and the task's handle.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum TaskFailure {
+    /// The task's cancellation signal fired and the task gave up. Never retried.
+    Cancelled,
+    /// A time budget ran out (see [`Timeout`]). Not retryable by classification (SPEC E4).
+    Timeout(Timeout),
+    /// The scheduler stopped before the task ran: it was pending when the scheduler stopped,
+    /// or it was submitted afterwards.
+    QueueStopped,
+    /// The scheduler's pending queue was full when the task was submitted.
+    QueueFull {
+        /// How many tasks the pending queue holds.
+        capacity: usize,
+    },
+    /// The task's own structured error.
+    Task(TaskError),
+    /// Any other error the task returned.
+    Other(BoxError),
+}
+
+impl TaskFailure {
+    /// Wraps any error as [`TaskFailure::Other`].
+    ///
+    /// ```
+    /// use retry_core::TaskFailure;
+    ///
+    /// let failure = TaskFailure::other(std::io::Error::other("disk full"));
+    /// assert_eq!(failure.to_string(), "disk full");
+    /// ```
+    pub fn other<E: Error + Send + Sync + 'static>(error: E) -> Self {
+        Self::Other(Arc::new(error))
+    }
+
+    /// Whether the failure is retryable by the E3 classification; same as [`classify`].
+    pub fn is_retryable(&self) -> bool {
+        classify(self)
+    }
+
+    /// Whether this is [`TaskFailure::Cancelled`].
+    pub const fn is_cancelled(&self) -> bool {
+        matches!(self, Self::Cancelled)
+    }
+
+    /// Whether this is [`TaskFailure::Timeout`].
+    pub const fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout(_))
+    }
+
+    /// The task's own structured error, if that is what this is.
+    pub const fn as_task_error(&self) -> Option<&TaskError> {
+        match self {
+            Self::Task(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The E3 classification: is this failure worth another attempt?
+///
+/// | failure                                 | retryable        |
+/// |-----------------------------------------|------------------|
+/// | `QueueFull`, `QueueStopped`, `Timeout`  | `false`          |
+/// | `TaskError`                             | its own field    |
+/// | anything else (`Other`, `Cancelled`)    | `true`           |
+///
+/// This is a *diagnosis*, the flag the scheduler's done event carries. `Cancelled` counts as
+/// "anything else", as in the reference runtime; the retry middleware nevertheless never
+/// retries a cancelled task, whatever a predicate says (SPEC M2, M9).
+///
+/// ```
+/// use retry_core::{classify, TaskFailure};
+///
+/// assert!(!classify(&TaskFailure::QueueStopped));
+/// assert!(!classify(&TaskFailure::QueueFull { capacity: 8 }));
+/// assert!(classify(&TaskFailure::from("flaky")));
+/// ```
+pub fn classify(failure: &TaskFailure) -> bool {
+    match failure {
+        TaskFailure::QueueFull { .. } | TaskFailure::QueueStopped => false,
+        TaskFailure::Timeout(t) => t.retryable(),
+        TaskFailure::Task(e) => e.retryable(),
+        TaskFailure::Cancelled | TaskFailure::Other(_) => true,
+    }
+}
+
+impl fmt::Display for TaskFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cancelled => f.write_str("task cancelled"),
+            Self::Timeout(t) => t.fmt(f),
+            Self::QueueStopped => f.write_str("scheduler stopped: the task was not run"),
+            Self::QueueFull { capacity } => write!(
+                f,
+                "scheduler queue full ({capacity} pending): the task was not run"
+            ),
+            Self::Task(e) => e.fmt(f),
+            Self::Other(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Error for TaskFailure {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Other(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<TaskError> for TaskFailure {
+    fn from(error: TaskError) -> Self {
+        Self::Task(error)
+    }
+}
+
+impl From<Timeout> for TaskFailure {
+    fn from(timeout: Timeout) -> Self {
+        Self::Timeout(timeout)
+    }
+}
+
+/// A plain message, as an [`Other`](TaskFailure::Other) error (retryable by E3).
+impl From<&'static str> for TaskFailure {
+    fn from(message: &'static str) -> Self {
+        Self::other(Message(Cow::Borrowed(message)))
+    }
+}
+
+/// A plain message, as an [`Other`](TaskFailure::Other) error (retryable by E3).
+impl From<String> for TaskFailure {
+    fn from(message: String) -> Self {
+        Self::other(Message(Cow::Owned(message)))
+    }
+}
+
+/// An error that is only a message.
+#[derive(Debug)]
+struct Message(Cow<'static, str>);
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Error for Message {}
+
+/// A task's own structured error: a message, an optional kind, whether another attempt could
+/// help, and how long the server asked to wait (SPEC E1, E2).
+///
+/// `retryable` defaults to **false**: an error built without saying so is never retried, and
+/// setting a kind such as `"network"` does not change that. Plain data (serde), so it can be
+/// stored with a task's result.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::TaskError;
+///
+/// let e = TaskError::new("connection refused").with_kind("network");
+/// assert!(!e.retryable()); // E2
+/// assert_eq!(e.to_string(), "network: connection refused");
+///
+/// // HTTP `Retry-After: 2` is in seconds; the hint is kept in milliseconds.
+/// let e = TaskError::new("503").with_retryable(true).with_retry_after(Duration::from_secs(2));
+/// assert_eq!(e.retry_after_ms(), Some(2000));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TaskError {
+    message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
+    #[serde(default)]
+    retryable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
+}
+
+impl TaskError {
+    /// A non-retryable error with `message`, no kind and no hint.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the kind (`"network"`, `"validation"` …): a label, with no effect on retrying.
+    #[must_use]
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// Says whether another attempt could succeed.
+    #[must_use]
+    pub const fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Sets the wait the server asked for, kept in whole milliseconds (saturating).
+    #[must_use]
+    pub fn with_retry_after(mut self, wait: Duration) -> Self {
+        self.retry_after_ms = Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The kind, if one was set.
+    pub fn kind(&self) -> Option<&str> {
+        self.kind.as_deref()
+    }
+
+    /// Whether another attempt could succeed (`false` unless set).
+    pub const fn retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The wait the server asked for, in milliseconds.
+    pub const fn retry_after_ms(&self) -> Option<u64> {
+        self.retry_after_ms
+    }
+
+    /// The wait the server asked for.
+    pub const fn retry_after(&self) -> Option<Duration> {
+        match self.retry_after_ms {
+            Some(ms) => Some(Duration::from_millis(ms)),
+            None => None,
+        }
+    }
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Some(kind) => write!(f, "{kind}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl Error for TaskError {}
+
+/// Which budget a [`Timeout`] enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeoutKind {
+    /// A budget for the whole run ([`with_timeout`](crate::middleware::with_timeout)).
+    Total,
+    /// A budget since the last sign of progress
+    /// ([`with_activity_timeout`](crate::middleware::with_activity_timeout)).
+    Activity,
+}
+
+/// A time budget ran out (SPEC M4, M5).
+///
+/// Not retryable by classification, and that is a property of the type, not a constructor
+/// argument (SPEC E4): [`Timeout::RETRYABLE`] is `false` for every value. (A caller can still
+/// choose to retry timeouts with an explicit predicate, SPEC M9.)
+///
+/// It records the two instants of a timeout as durations: the budget (the deadline, counted
+/// from the start or from the last activity) and how long the task took to exit *after* the
+/// deadline. A task that watches its cancellation signal exits at once (`overrun` zero); one
+/// that does not runs on, and its overrun says for how long.
+///
+/// ```
+/// use retry_core::{Timeout, TimeoutKind};
+///
+/// assert!(!Timeout::RETRYABLE);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Timeout {
+    kind: TimeoutKind,
+    budget_ms: u64,
+    overrun_ms: u64,
+}
+
+impl Timeout {
+    /// Timeouts are never retryable by classification (SPEC E4).
+    pub const RETRYABLE: bool = false;
+
+    pub(crate) fn new(kind: TimeoutKind, budget: Duration, overrun: Duration) -> Self {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Self {
+            kind,
+            budget_ms: ms(budget),
+            overrun_ms: ms(overrun),
+        }
+    }
+
+    /// Always `false` (SPEC E4).
+    pub const fn retryable(&self) -> bool {
+        Self::RETRYABLE
+    }
+
+    /// Which budget ran out.
+    pub const fn kind(&self) -> TimeoutKind {
+        self.kind
+    }
+
+    /// The budget that ran out.
+    pub const fn budget(&self) -> Duration {
+        Duration::from_millis(self.budget_ms)
+    }
+
+    /// How long the task ran on after the deadline before it exited (whole milliseconds).
+    pub const fn overrun(&self) -> Duration {
+        Duration::from_millis(self.overrun_ms)
+    }
+}
+
+impl fmt::Display for Timeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            TimeoutKind::Total => write!(f, "task timed out after {} ms", self.budget_ms),
+            TimeoutKind::Activity => {
+                write!(f, "task made no progress for {} ms", self.budget_ms)
+            }
+        }?;
+        if self.overrun_ms > 0 {
+            write!(f, " (it exited {} ms after the deadline)", self.overrun_ms)?;
+        }
+        Ok(())
+    }
+}
+
+impl Error for Timeout {}

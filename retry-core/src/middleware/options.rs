@@ -1,0 +1,146 @@
+//! Middleware settings as plain data, and why a setting was refused.
+//!
+//! Settings are checked when a layer is built, never when it runs (SPEC O4): a zero timeout
+//! is refused by [`with_timeout`](super::with_timeout), a negative or fractional number in a
+//! config file by deserialization, each with a message in the O3 style.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::options_serde::RawNumber;
+
+use super::retry::{DEFAULT_RETRIES, RetryConfig};
+
+/// Why a middleware setting was refused. `Display` names the setting and the rule.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::middleware::{with_timeout, MiddlewareError};
+/// use retry_core::{TaskContext, TaskFailure};
+///
+/// let task = |_: TaskContext| async { Ok::<_, TaskFailure>(()) };
+/// let err = with_timeout(task, Duration::ZERO).unwrap_err();
+/// assert_eq!(err, MiddlewareError::ZeroTimeout);
+/// assert_eq!(err.to_string(), "timeout.ms must be > 0");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum MiddlewareError {
+    /// [`with_timeout`](super::with_timeout) was given a zero budget.
+    #[error("timeout.ms must be > 0")]
+    ZeroTimeout,
+    /// [`with_activity_timeout`](super::with_activity_timeout) was given a zero budget.
+    #[error("activity_timeout.ms must be > 0")]
+    ZeroActivityTimeout,
+    /// `retries` below zero or not finite.
+    #[error("retry.retries must be >= 0")]
+    NegativeRetries,
+    /// `retries` with a fractional part.
+    #[error("retry.retries must be an integer")]
+    RetriesNotInteger,
+    /// `delay_ms` below zero or not finite.
+    #[error("retry.delay_ms must be >= 0")]
+    NegativeDelay,
+    /// `delay_ms` with a fractional part.
+    #[error("retry.delay_ms must be an integer")]
+    DelayNotInteger,
+}
+
+/// The plain-data part of a retry layer's settings (SPEC M1), as stored in a config file or
+/// with a persisted job. Deserializing checks every field.
+///
+/// Closures — a delay function, a predicate, an observer — cannot be data; add them to the
+/// [`RetryConfig`] that [`config`](RetryTaskOptions::config) returns.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::middleware::RetryTaskOptions;
+///
+/// let options: RetryTaskOptions = serde_json::from_str(r#"{ "retries": 3, "delay_ms": 250 }"#)?;
+/// assert_eq!(options, RetryTaskOptions { retries: 3, delay_ms: Some(250) });
+/// assert_eq!(options.config().max_retries(), 3);
+///
+/// let err = serde_json::from_str::<RetryTaskOptions>(r#"{ "delay_ms": -5 }"#).unwrap_err();
+/// assert!(err.to_string().starts_with("retry.delay_ms must be >= 0"));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "RawRetryTaskOptions")]
+pub struct RetryTaskOptions {
+    /// Retries after the first run (default 2).
+    pub retries: u32,
+    /// A constant wait before each retry; unset waits for a
+    /// [`TaskError`](crate::TaskError)'s `retry_after` hint, or not at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+}
+
+impl Default for RetryTaskOptions {
+    fn default() -> Self {
+        Self {
+            retries: DEFAULT_RETRIES,
+            delay_ms: None,
+        }
+    }
+}
+
+impl RetryTaskOptions {
+    /// A [`RetryConfig`] with these settings and the default predicate and observer.
+    pub fn config(&self) -> RetryConfig {
+        RetryConfig::new()
+            .retries(self.retries)
+            .delay(self.delay_ms.map(Duration::from_millis))
+    }
+}
+
+/// The document's shape, numbers as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetryTaskOptions {
+    #[serde(default)]
+    retries: Option<RawNumber>,
+    #[serde(default)]
+    delay_ms: Option<RawNumber>,
+}
+
+impl TryFrom<RawRetryTaskOptions> for RetryTaskOptions {
+    type Error = MiddlewareError;
+
+    fn try_from(raw: RawRetryTaskOptions) -> Result<Self, MiddlewareError> {
+        let retries = match raw.retries {
+            Some(n) => whole(
+                n,
+                MiddlewareError::NegativeRetries,
+                MiddlewareError::RetriesNotInteger,
+            )?,
+            None => u64::from(DEFAULT_RETRIES),
+        };
+        Ok(Self {
+            retries: u32::try_from(retries).unwrap_or(u32::MAX),
+            delay_ms: raw
+                .delay_ms
+                .map(|n| {
+                    whole(
+                        n,
+                        MiddlewareError::NegativeDelay,
+                        MiddlewareError::DelayNotInteger,
+                    )
+                })
+                .transpose()?,
+        })
+    }
+}
+
+/// A count or a duration in a config document: a whole number `>= 0`, saturating at
+/// `u64::MAX`. Shared with the scheduler's options.
+pub(crate) fn whole<E>(n: RawNumber, negative: E, fractional: E) -> Result<u64, E> {
+    match n {
+        RawNumber::Int(i) if i < 0 => Err(negative),
+        RawNumber::Int(i) => Ok(u64::try_from(i).unwrap_or(u64::MAX)),
+        RawNumber::Float(f) if !f.is_finite() || f < 0.0 => Err(negative),
+        RawNumber::Float(f) if f.fract() != 0.0 => Err(fractional),
+        // Whole and non-negative: a saturating cast.
+        RawNumber::Float(f) => Ok(f as u64),
+    }
+}

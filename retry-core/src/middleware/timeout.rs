@@ -1,0 +1,238 @@
+//! The timeout transforms: a budget for a whole run (SPEC M4) or since the last progress
+//! report (SPEC M5).
+//!
+//! A timeout cannot stop a task; it can only *ask* it to stop. At the deadline the layer
+//! fires the task's cancellation signal and then waits for the task to exit before it fails
+//! with [`Timeout`]. Dropping the task's future instead would look faster, but the work
+//! behind it (a spawned request, a held connection, a scheduler's concurrency slot) would
+//! live on unseen. So a timeout has two instants: the deadline, and the task's exit — the
+//! same for a task that watches its signal, later for one that does not, by
+//! [`Timeout::overrun`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use pin_project_lite::pin_project;
+
+use crate::clock::{Clock, DefaultClock, DefaultSleep};
+use crate::error::{TaskFailure, Timeout, TimeoutKind};
+
+use super::MiddlewareError;
+use super::cancel::CancelToken;
+use super::context::{Activity, TaskContext};
+use super::task::Task;
+
+/// Gives every run of `task` a time budget (SPEC M4).
+///
+/// At the deadline the task's signal is cancelled; the run then ends, once the task has
+/// exited, with [`TaskFailure::Timeout`] — whatever the task returned after the deadline. A
+/// run that ends before the deadline returns its own result.
+///
+/// The budget is measured on the [`DefaultClock`]: tokio's timer, or the clock of the
+/// surrounding [`Scope`](crate::Scope).
+///
+/// # Errors
+/// [`MiddlewareError::ZeroTimeout`] when `budget` is zero.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::middleware::with_timeout;
+/// use retry_core::{Task, TaskContext, TaskFailure};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let slow = |cx: TaskContext| async move {
+///     cx.sleep(Duration::from_secs(10)).await?; // watches its signal
+///     Ok::<_, TaskFailure>("done")
+/// };
+/// let bounded = with_timeout(slow, Duration::from_millis(250))?;
+/// let err = bounded.run().await.unwrap_err();
+/// assert_eq!(err.to_string(), "task timed out after 250 ms");
+///
+/// assert!(with_timeout(slow, Duration::ZERO).is_err());
+/// # Ok(()) }
+/// ```
+pub fn with_timeout<F: Task>(task: F, budget: Duration) -> Result<TimeoutTask<F>, MiddlewareError> {
+    if budget.is_zero() {
+        return Err(MiddlewareError::ZeroTimeout);
+    }
+    Ok(TimeoutTask {
+        task,
+        budget,
+        kind: TimeoutKind::Total,
+    })
+}
+
+/// Gives every run of `task` a budget counted from its last progress report (SPEC M5).
+///
+/// The task reports progress with [`TaskContext::reset_timeout`]: a stream that keeps
+/// delivering chunks never times out, one that stalls for `budget` does. Otherwise it
+/// behaves like [`with_timeout`]: cancel, wait for the exit, fail with
+/// [`TaskFailure::Timeout`] (of kind [`TimeoutKind::Activity`]).
+///
+/// # Errors
+/// [`MiddlewareError::ZeroActivityTimeout`] when `budget` is zero.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::middleware::with_activity_timeout;
+/// use retry_core::{Task, TaskContext, TaskFailure};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Ten chunks, 40 ms apart: 400 ms in all, never 100 ms without progress.
+/// let stream = |cx: TaskContext| async move {
+///     for _ in 0..10 {
+///         cx.sleep(Duration::from_millis(40)).await?;
+///         cx.reset_timeout();
+///     }
+///     Ok::<_, TaskFailure>("complete")
+/// };
+/// let watched = with_activity_timeout(stream, Duration::from_millis(100))?;
+/// assert_eq!(watched.run().await?, "complete");
+/// # Ok(()) }
+/// ```
+pub fn with_activity_timeout<F: Task>(
+    task: F,
+    budget: Duration,
+) -> Result<TimeoutTask<F>, MiddlewareError> {
+    if budget.is_zero() {
+        return Err(MiddlewareError::ZeroActivityTimeout);
+    }
+    Ok(TimeoutTask {
+        task,
+        budget,
+        kind: TimeoutKind::Activity,
+    })
+}
+
+/// A task wrapped by [`with_timeout`] or [`with_activity_timeout`].
+#[derive(Clone)]
+pub struct TimeoutTask<F> {
+    task: F,
+    budget: Duration,
+    kind: TimeoutKind,
+}
+
+impl<F> fmt::Debug for TimeoutTask<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimeoutTask")
+            .field("budget", &self.budget)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> TimeoutTask<F> {
+    /// The budget of each run.
+    pub const fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// Which budget: the whole run, or since the last progress report.
+    pub const fn kind(&self) -> TimeoutKind {
+        self.kind
+    }
+}
+
+impl<F: Task> Task for TimeoutTask<F> {
+    type Output = F::Output;
+    type Future = TimeoutFuture<F::Future>;
+
+    fn call(&self, cx: TaskContext) -> Self::Future {
+        // The task gets its own branch of the signal: our deadline cancels it (and what lies
+        // below it), never the caller's.
+        let token = cx.cancel_token().child();
+        let mut inner = cx.with_child_token(token.clone());
+        let activity = match self.kind {
+            TimeoutKind::Total => None,
+            TimeoutKind::Activity => {
+                let activity = Activity::new(DefaultClock.now(), cx.activity().cloned());
+                inner = inner.with_activity(activity.clone());
+                Some(activity)
+            }
+        };
+        TimeoutFuture {
+            fut: self.task.call(inner),
+            timer: None,
+            token,
+            budget: self.budget,
+            kind: self.kind,
+            activity,
+            deadline: None,
+        }
+    }
+}
+
+pin_project! {
+    /// The future of one run of a [`TimeoutTask`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct TimeoutFuture<Fut> {
+        #[pin]
+        fut: Fut,
+        // Armed on the first poll, so the budget counts from when the run starts.
+        #[pin]
+        timer: Option<DefaultSleep>,
+        token: CancelToken,
+        budget: Duration,
+        kind: TimeoutKind,
+        activity: Option<Activity>,
+        // When the budget ran out; from then on the task is only waited for.
+        deadline: Option<Instant>,
+    }
+}
+
+impl<Fut> fmt::Debug for TimeoutFuture<Fut> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimeoutFuture")
+            .field("budget", &self.budget)
+            .field("kind", &self.kind)
+            .field("expired", &self.deadline.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, Fut: Future<Output = Result<T, TaskFailure>>> Future for TimeoutFuture<Fut> {
+    type Output = Result<T, TaskFailure>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if this.deadline.is_none() {
+            if this.timer.is_none() {
+                let now = DefaultClock.now();
+                if let Some(activity) = this.activity {
+                    activity.restart(now);
+                }
+                this.timer.set(Some(DefaultClock.sleep(*this.budget)));
+            }
+            if let Poll::Ready(result) = this.fut.as_mut().poll(cx) {
+                return Poll::Ready(result);
+            }
+            loop {
+                let Some(timer) = this.timer.as_mut().as_pin_mut() else {
+                    return Poll::Pending;
+                };
+                ready!(timer.poll(cx));
+                let now = DefaultClock.now();
+                // M5: progress since the timer was armed pushes the deadline out.
+                if let Some(activity) = this.activity {
+                    let due = activity.last() + *this.budget;
+                    if due > now {
+                        this.timer.set(Some(DefaultClock.sleep(due - now)));
+                        continue;
+                    }
+                }
+                *this.deadline = Some(now);
+                tracing::debug!(target: "retry_core::middleware", budget = ?this.budget, kind = ?this.kind, "task deadline reached; asking it to stop");
+                this.token.cancel();
+                break;
+            }
+        }
+        // M4: the budget is spent; wait for the task to exit, whatever it returns.
+        let _late_result = ready!(this.fut.poll(cx));
+        let deadline = this.deadline.unwrap_or_else(|| DefaultClock.now());
+        let overrun = DefaultClock.now().saturating_duration_since(deadline);
+        Poll::Ready(Err(Timeout::new(*this.kind, *this.budget, overrun).into()))
+    }
+}

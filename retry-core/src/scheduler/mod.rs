@@ -1,0 +1,528 @@
+//! The task scheduler: runs [`Task`]s with a concurrency limit, a bounded pending queue and
+//! an on-error policy, and tells subscribers about each task's life (SPEC Q1–Q4).
+//!
+//! Unbounded concurrency turns a slow dependency into a pile-up, and an unbounded queue
+//! turns it into memory exhaustion; so both are bounded, and a task that does not fit is
+//! refused at once with [`QueueFull`](TaskFailure::QueueFull) — backpressure the submitter
+//! can act on. Whether one failure should halt the rest depends on the batch: independent
+//! jobs go on ([`OnError::Continue`]), steps of one procedure stop ([`OnError::Stop`]).
+//!
+//! Every task ends in exactly one way, and its three witnesses agree: the error hook, the
+//! task's [`TaskState`], and the result its [`TaskHandle`] resolves to. A task that never
+//! ran because the scheduler stopped is not silently skipped: it fails with
+//! [`QueueStopped`](TaskFailure::QueueStopped) (SPEC Q3).
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use retry_core::{OnError, Scheduler, SchedulerOptions, TaskContext, TaskFailure, TaskState};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let failed = Arc::new(Mutex::new(Vec::new()));
+//! let hook = Arc::clone(&failed);
+//! let scheduler = Scheduler::builder()
+//!     .options(SchedulerOptions::new().with_concurrency(1).with_on_error(OnError::Stop))
+//!     .on_task_error(move |id, error| hook.lock().unwrap().push((id, error.to_string())))
+//!     .build()?;
+//!
+//! let ok = scheduler.submit(|_: TaskContext| async { Ok::<_, TaskFailure>(1) });
+//! let bad = scheduler.submit(|_: TaskContext| async { Err::<i32, _>(TaskFailure::from("boom")) });
+//! let never = scheduler.submit(|_: TaskContext| async { Ok::<_, TaskFailure>(3) });
+//!
+//! assert_eq!(ok.await?, 1);
+//! assert_eq!(bad.await.unwrap_err().to_string(), "boom");
+//! assert_eq!(never.state(), TaskState::Error);
+//! assert!(matches!(never.await, Err(TaskFailure::QueueStopped)));
+//! assert_eq!(failed.lock().unwrap().len(), 2);
+//! # Ok(()) }
+//! ```
+
+mod events;
+mod handle;
+mod job;
+mod options;
+mod queue;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, oneshot};
+
+use crate::error::TaskFailure;
+use crate::middleware::{CancelToken, Task, TaskContext};
+
+pub use events::{TaskEvent, TaskId, TaskOutcome, TaskState};
+pub use handle::TaskHandle;
+pub use options::{
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_PENDING, OnError, SchedulerError, SchedulerOptions,
+};
+
+use handle::Status;
+use job::{Job, TypedJob};
+use queue::{MemoryQueue, PendingQueue};
+
+const TARGET: &str = "retry_core::scheduler";
+
+type ErrorHook = Arc<dyn Fn(TaskId, &TaskFailure) + Send + Sync>;
+type Subscriber = Arc<dyn Fn(&TaskEvent) + Send + Sync>;
+
+/// Whether a scheduler still accepts tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerState {
+    /// Accepting and running tasks.
+    Running,
+    /// Terminal: after [`OnError::Stop`] saw a failure, or after
+    /// [`shutdown`](Scheduler::shutdown). Every submission fails with
+    /// [`QueueStopped`](TaskFailure::QueueStopped).
+    Stopped,
+}
+
+/// A subscription made with [`Scheduler::subscribe`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SubscriptionId(u64);
+
+/// Runs tasks with a concurrency limit, a bounded queue and an on-error policy (SPEC Q1–Q4).
+///
+/// Cheap to clone: clones share one scheduler. Tasks run as tokio tasks, so submit them
+/// from inside a tokio runtime (or build the scheduler inside one); each inherits the
+/// submitter's [`Scope`](crate::Scope) (its clock and seed).
+#[derive(Clone)]
+pub struct Scheduler {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    options: SchedulerOptions,
+    core: Mutex<Core>,
+    on_error: Option<ErrorHook>,
+    subscribers: Mutex<Subscribers>,
+    /// Woken whenever the scheduler may have become idle.
+    idle: Notify,
+    /// The runtime the scheduler was built in, if any.
+    runtime: Option<Handle>,
+    /// Parent of every task's cancellation signal.
+    token: CancelToken,
+}
+
+struct Core {
+    state: SchedulerState,
+    running: usize,
+    queue: Box<dyn PendingQueue<Queued>>,
+    next_id: u64,
+}
+
+#[derive(Default)]
+struct Subscribers {
+    next: u64,
+    list: Vec<(SubscriptionId, Subscriber)>,
+}
+
+/// A task in the queue.
+struct Queued {
+    id: TaskId,
+    status: Arc<Status>,
+    job: Box<dyn Job>,
+}
+
+/// Builds a [`Scheduler`]: options, error hook, subscribers.
+#[must_use = "call `build()` to get the scheduler"]
+pub struct SchedulerBuilder {
+    options: SchedulerOptions,
+    on_error: Option<ErrorHook>,
+    subscribers: Vec<Subscriber>,
+}
+
+impl fmt::Debug for SchedulerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SchedulerBuilder {
+    /// Uses `options` (concurrency, queue bound, on-error policy).
+    pub fn options(mut self, options: SchedulerOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Calls `hook(id, &failure)` for every task that ends in the error state — failed,
+    /// refused or drained — before its handle resolves.
+    pub fn on_task_error<H>(mut self, hook: H) -> Self
+    where
+        H: Fn(TaskId, &TaskFailure) + Send + Sync + 'static,
+    {
+        self.on_error = Some(Arc::new(hook));
+        self
+    }
+
+    /// Calls `subscriber` with every [`TaskEvent`], from the first task on.
+    pub fn subscribe<S>(mut self, subscriber: S) -> Self
+    where
+        S: Fn(&TaskEvent) + Send + Sync + 'static,
+    {
+        self.subscribers.push(Arc::new(subscriber));
+        self
+    }
+
+    /// Checks the options and builds the scheduler.
+    ///
+    /// # Errors
+    /// [`SchedulerError`] when the options break a rule (a concurrency of 0).
+    pub fn build(self) -> Result<Scheduler, SchedulerError> {
+        self.options.validate()?;
+        let mut subscribers = Subscribers::default();
+        for subscriber in self.subscribers {
+            subscribers.add(subscriber);
+        }
+        let core = Core {
+            state: SchedulerState::Running,
+            running: 0,
+            queue: Box::new(MemoryQueue::new(self.options.max_pending)),
+            next_id: 0,
+        };
+        Ok(Scheduler {
+            shared: Arc::new(Shared {
+                options: self.options,
+                core: Mutex::new(core),
+                on_error: self.on_error,
+                subscribers: Mutex::new(subscribers),
+                idle: Notify::new(),
+                runtime: Handle::try_current().ok(),
+                token: CancelToken::new(),
+            }),
+        })
+    }
+}
+
+impl Subscribers {
+    fn add(&mut self, subscriber: Subscriber) -> SubscriptionId {
+        self.next += 1;
+        let id = SubscriptionId(self.next);
+        self.list.push((id, subscriber));
+        id
+    }
+}
+
+/// What to do once the lock is released.
+#[derive(Default)]
+struct Actions {
+    start: Vec<Queued>,
+    reject: Vec<(Queued, TaskFailure)>,
+}
+
+impl Scheduler {
+    /// A builder with the default options, no hook and no subscriber.
+    pub fn builder() -> SchedulerBuilder {
+        SchedulerBuilder {
+            options: SchedulerOptions::new(),
+            on_error: None,
+            subscribers: Vec::new(),
+        }
+    }
+
+    /// A scheduler with `options`, no hook and no subscriber.
+    ///
+    /// # Errors
+    /// [`SchedulerError`] when the options break a rule.
+    ///
+    /// ```
+    /// use retry_core::{Scheduler, SchedulerOptions};
+    ///
+    /// let err = Scheduler::new(SchedulerOptions::new().with_concurrency(0)).unwrap_err();
+    /// assert_eq!(err.to_string(), "scheduler.concurrency must be >= 1");
+    /// ```
+    pub fn new(options: SchedulerOptions) -> Result<Self, SchedulerError> {
+        Self::builder().options(options).build()
+    }
+
+    /// The options.
+    pub fn options(&self) -> SchedulerOptions {
+        self.shared.options
+    }
+
+    /// Whether the scheduler still accepts tasks.
+    pub fn state(&self) -> SchedulerState {
+        self.shared.core().state
+    }
+
+    /// Tasks running now.
+    pub fn running(&self) -> usize {
+        self.shared.core().running
+    }
+
+    /// Tasks waiting for a slot.
+    pub fn pending(&self) -> usize {
+        self.shared.core().queue.len()
+    }
+
+    /// Calls `subscriber` with every later [`TaskEvent`], until
+    /// [`unsubscribe`](Scheduler::unsubscribe)d. Subscribers are called in the order they
+    /// subscribed, outside the scheduler's lock (they may call the scheduler).
+    pub fn subscribe<S>(&self, subscriber: S) -> SubscriptionId
+    where
+        S: Fn(&TaskEvent) + Send + Sync + 'static,
+    {
+        self.shared.subscribers().add(Arc::new(subscriber))
+    }
+
+    /// Ends a subscription; `false` if it had already ended.
+    pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
+        let mut subscribers = self.shared.subscribers();
+        let before = subscribers.list.len();
+        subscribers.list.retain(|(s, _)| *s != id);
+        subscribers.list.len() != before
+    }
+
+    /// Submits `task`: it starts at once if a slot is free, waits in the queue otherwise,
+    /// and is refused — its handle already in the error state — when the queue is full
+    /// ([`QueueFull`](TaskFailure::QueueFull)) or the scheduler has stopped
+    /// ([`QueueStopped`](TaskFailure::QueueStopped)) (SPEC Q1, Q2).
+    ///
+    /// The task is called with a context whose signal fires on
+    /// [`shutdown_now`](Scheduler::shutdown_now).
+    pub fn submit<F>(&self, task: F) -> TaskHandle<F::Output>
+    where
+        F: Task + Send + 'static,
+        F::Future: Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let (sender, receiver) = oneshot::channel();
+        let status = Status::new();
+        let job: Box<dyn Job> = Box::new(TypedJob::new(task, sender));
+        let id = {
+            let mut core = self.shared.core();
+            core.next_id += 1;
+            TaskId(core.next_id)
+        };
+        let handle = TaskHandle::new(id, Arc::clone(&status), receiver);
+        // Registered comes first, before anything can start or refuse the task.
+        self.shared.emit(&TaskEvent::Registered { id });
+        let queued = Queued { id, status, job };
+
+        let mut actions = Actions::default();
+        if self.shared.runtime().is_none() {
+            let failure = TaskFailure::other(NoRuntime);
+            actions.reject.push((queued, failure));
+        } else {
+            let mut core = self.shared.core();
+            if core.state == SchedulerState::Stopped {
+                actions.reject.push((queued, TaskFailure::QueueStopped));
+            } else if core.running < self.shared.options.concurrency && core.queue.len() == 0 {
+                core.running += 1;
+                actions.start.push(queued);
+            } else if let Err(queued) = core.queue.push(queued) {
+                let capacity = core.queue.capacity();
+                actions
+                    .reject
+                    .push((queued, TaskFailure::QueueFull { capacity }));
+            }
+        }
+        self.shared.perform(actions);
+        handle
+    }
+
+    /// Waits until no task is running or pending.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.shared.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let core = self.shared.core();
+                if core.running == 0 && core.queue.len() == 0 {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Graceful shutdown: stops accepting tasks, fails every pending task with
+    /// [`QueueStopped`](TaskFailure::QueueStopped) (it is not dropped), and waits for the
+    /// running ones to finish.
+    pub async fn shutdown(&self) {
+        self.shared.stop();
+        self.idle().await;
+    }
+
+    /// Like [`shutdown`](Scheduler::shutdown), and also fires the cancellation signal of
+    /// every running task; waits for them to exit.
+    pub async fn shutdown_now(&self) {
+        self.shared.stop();
+        self.shared.token.cancel();
+        self.idle().await;
+    }
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let core = self.shared.core();
+        f.debug_struct("Scheduler")
+            .field("options", &self.shared.options)
+            .field("state", &core.state)
+            .field("running", &core.running)
+            .field("pending", &core.queue.len())
+            .finish()
+    }
+}
+
+/// Submitted outside a tokio runtime, to a scheduler built outside one.
+#[derive(Debug)]
+struct NoRuntime;
+
+impl fmt::Display for NoRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "no tokio runtime: build the scheduler or submit the task inside a tokio runtime",
+        )
+    }
+}
+
+impl std::error::Error for NoRuntime {}
+
+impl Shared {
+    fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn subscribers(&self) -> MutexGuard<'_, Subscribers> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn runtime(&self) -> Option<Handle> {
+        self.runtime.clone().or_else(|| Handle::try_current().ok())
+    }
+
+    fn emit(&self, event: &TaskEvent) {
+        tracing::trace!(target: TARGET, ?event, "task event");
+        let subscribers: Vec<Subscriber> = self
+            .subscribers()
+            .list
+            .iter()
+            .map(|(_, s)| Arc::clone(s))
+            .collect();
+        for subscriber in subscribers {
+            subscriber(event);
+        }
+    }
+
+    /// Enters the terminal state and fails the pending tasks.
+    fn stop(self: &Arc<Self>) {
+        let mut actions = Actions::default();
+        {
+            let mut core = self.core();
+            self.stop_locked(&mut core, &mut actions);
+        }
+        self.perform(actions);
+    }
+
+    fn stop_locked(&self, core: &mut Core, actions: &mut Actions) {
+        if core.state != SchedulerState::Stopped {
+            tracing::debug!(target: TARGET, pending = core.queue.len(), "scheduler stopped");
+        }
+        core.state = SchedulerState::Stopped;
+        actions.reject.extend(
+            core.queue
+                .drain()
+                .into_iter()
+                .map(|q| (q, TaskFailure::QueueStopped)),
+        );
+    }
+
+    /// Starts and refuses tasks, outside the lock.
+    fn perform(self: &Arc<Self>, actions: Actions) {
+        for (queued, failure) in actions.reject {
+            let done = Completion {
+                shared: Arc::clone(self),
+                id: queued.id,
+                status: queued.status,
+                slot: false,
+            };
+            queued.job.reject(failure, done);
+        }
+        for queued in actions.start {
+            self.start(queued);
+        }
+        self.notify_if_idle();
+    }
+
+    fn start(self: &Arc<Self>, queued: Queued) {
+        let Queued { id, status, job } = queued;
+        status.set(TaskState::Running, None);
+        self.emit(&TaskEvent::Started { id });
+        let done = Completion {
+            shared: Arc::clone(self),
+            id,
+            status,
+            slot: true,
+        };
+        let cx = TaskContext::with_token(self.token.child());
+        match self.runtime() {
+            Some(runtime) => {
+                runtime.spawn(job.start(cx, done));
+            }
+            // Only reachable if the runtime went away between submission and start.
+            None => job.reject(TaskFailure::other(NoRuntime), done),
+        }
+    }
+
+    fn notify_if_idle(&self) {
+        let idle = {
+            let core = self.core();
+            core.running == 0 && core.queue.len() == 0
+        };
+        if idle {
+            self.idle.notify_waiters();
+        }
+    }
+}
+
+/// Records how a task ended — state, hook, event, in that order — and frees its slot.
+pub(crate) struct Completion {
+    shared: Arc<Shared>,
+    id: TaskId,
+    status: Arc<Status>,
+    /// Whether the task holds a concurrency slot (it was started).
+    slot: bool,
+}
+
+impl Completion {
+    pub(crate) fn finish(self, result: Result<(), &TaskFailure>) {
+        let Self {
+            shared,
+            id,
+            status,
+            slot,
+        } = self;
+        let outcome = events::TaskOutcome::of(result);
+        status.set(outcome.state(), result.err().cloned());
+        if let (Err(failure), Some(hook)) = (result, &shared.on_error) {
+            hook(id, failure);
+        }
+        shared.emit(&TaskEvent::Done { id, outcome });
+        if !slot {
+            return;
+        }
+        let mut actions = Actions::default();
+        {
+            let mut core = shared.core();
+            core.running = core.running.saturating_sub(1);
+            if result.is_err() && shared.options.on_error == OnError::Stop {
+                shared.stop_locked(&mut core, &mut actions);
+            }
+            while core.state == SchedulerState::Running && core.running < shared.options.concurrency
+            {
+                let Some(next) = core.queue.pop() else { break };
+                core.running += 1;
+                actions.start.push(next);
+            }
+        }
+        shared.perform(actions);
+    }
+}

@@ -1,0 +1,654 @@
+//! The error model and the middleware transforms: SPEC E1–E4, M1–M9, D3 (as the middleware's
+//! delay), and bad middleware input. All on paused tokio time.
+
+mod support;
+mod task_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use retry_core::middleware::{
+    MiddlewareError, RetryConfig, RetryTaskOptions, exponential_backoff, retry,
+    with_activity_timeout, with_fallback, with_fallback_when, with_timeout,
+};
+use retry_core::{
+    ExponentialBackoff, Jitter, Scope, Task, TaskContext, TaskError, TaskFailure, Timeout,
+    TimeoutKind, classify,
+};
+use support::InstantClock;
+use task_support::{Call, MS, Scripted, fatal, transient};
+use tokio::time::Instant;
+
+fn timeout_of(result: Result<u32, TaskFailure>) -> Timeout {
+    match result {
+        Err(TaskFailure::Timeout(t)) => t,
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------- E: the error model
+
+#[test]
+fn e1_e3_classification_of_each_failure() {
+    let cases: [(TaskFailure, bool); 8] = [
+        (TaskFailure::QueueFull { capacity: 1 }, false),
+        (TaskFailure::QueueStopped, false),
+        (TaskFailure::Cancelled, true), // E3: "any other error"
+        (fatal("bad request"), false),
+        (transient("503"), true),
+        (TaskFailure::from("socket reset"), true),
+        (TaskFailure::other(std::io::Error::other("disk")), true),
+        (TaskError::new("x").with_kind("network").into(), false),
+    ];
+    for (failure, retryable) in cases {
+        assert_eq!(classify(&failure), retryable, "{failure:?}");
+        assert_eq!(failure.is_retryable(), retryable);
+    }
+}
+
+#[test]
+fn e2_task_error_defaults_to_not_retryable_even_with_a_kind() {
+    let e = TaskError::new("connection refused").with_kind("network");
+    assert!(!e.retryable());
+    assert_eq!(e.retry_after(), None);
+    // Deserialized without the field: still false.
+    let e: TaskError =
+        serde_json::from_str(r#"{"message":"connection refused","kind":"network"}"#).unwrap();
+    assert!(!e.retryable());
+    assert!(!classify(&e.into()));
+}
+
+#[test]
+fn e1_retry_after_is_kept_in_milliseconds() {
+    let e = TaskError::new("429")
+        .with_retryable(true)
+        .with_retry_after(Duration::from_secs(3));
+    assert_eq!(e.retry_after_ms(), Some(3000));
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(json["retry_after_ms"], 3000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn e4_timeout_is_never_retryable_by_classification() {
+    const { assert!(!Timeout::RETRYABLE) };
+    let timed_out = with_timeout(Scripted::always(Call::ok(50)).task(), MS * 10)
+        .unwrap()
+        .run()
+        .await;
+    let t = timeout_of(timed_out);
+    assert!(!t.retryable());
+    assert!(!classify(&t.into()));
+}
+
+// ---------------------------------------------------------------- M1–M3: retry
+
+#[tokio::test(start_paused = true)]
+async fn m1_defaults_two_retries_and_attempt_info() {
+    let script = Scripted::always(Call::fail(0, transient("503")));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let task = retry(
+        script.task(),
+        RetryConfig::new()
+            .on_attempt(move |info| log.lock().unwrap().push((info.attempt, info.max_retries))),
+    );
+    assert!(task.run().await.is_err());
+    assert_eq!(script.calls(), 3); // 1 + retries (default 2)
+    assert_eq!(*seen.lock().unwrap(), [(1, 2), (2, 2)]); // 1-based retry index, max_retries = retries
+}
+
+#[tokio::test(start_paused = true)]
+async fn m1_delay_as_constant_function_or_retry_after_hint() {
+    async fn waits_with<D: retry_core::middleware::TaskDelay>(
+        delay: Option<D>,
+        failure: TaskFailure,
+    ) -> Vec<Duration> {
+        let script = Scripted::always(Call::fail(0, failure));
+        let config = RetryConfig::new().retries(3);
+        let start = Instant::now();
+        match delay {
+            Some(d) => drop(retry(script.task(), config.delay(d)).run().await),
+            None => drop(retry(script.task(), config).run().await),
+        }
+        let exits = script.exits_since(start);
+        exits.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+    // Constant.
+    assert_eq!(
+        waits_with(Some(MS * 25), transient("x")).await,
+        [MS * 25; 3]
+    );
+    // A function of the 0-based retry index.
+    let linear = |i: u32, _: &TaskFailure| MS * 10 * (i + 1);
+    assert_eq!(
+        waits_with(Some(linear), transient("x")).await,
+        [MS * 10, MS * 20, MS * 30]
+    );
+    // No delay: the TaskError's retry_after …
+    let hinted = TaskError::new("429")
+        .with_retryable(true)
+        .with_retry_after(MS * 70);
+    assert_eq!(
+        waits_with(None::<Duration>, hinted.into()).await,
+        [MS * 70; 3]
+    );
+    // … or nothing at all.
+    assert_eq!(
+        waits_with(None::<Duration>, transient("x")).await,
+        [Duration::ZERO; 3]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn m2_exits_without_another_attempt() {
+    let exits: [(TaskFailure, &str); 3] = [
+        (TaskFailure::Cancelled, "cancelled"),
+        (fatal("400"), "non-retryable"),
+        (TaskFailure::QueueStopped, "queue stopped"),
+    ];
+    for (failure, why) in exits {
+        let script = Scripted::always(Call::fail(0, failure));
+        let _ = retry(script.task(), RetryConfig::new().retries(5))
+            .run()
+            .await;
+        assert_eq!(script.calls(), 1, "{why}");
+    }
+    // Timeout from an inner budget.
+    let script = Scripted::always(Call::ok(100));
+    let result = retry(
+        with_timeout(script.task(), MS * 10).unwrap(),
+        RetryConfig::new().retries(5),
+    )
+    .run()
+    .await;
+    assert!(result.unwrap_err().is_timeout());
+    assert_eq!(script.calls(), 1, "timeout");
+    // The caller's predicate saying no.
+    let script = Scripted::always(Call::fail(0, transient("503")));
+    let _ = retry(
+        script.task(),
+        RetryConfig::new().retries(5).retryable(|_| false),
+    )
+    .run()
+    .await;
+    assert_eq!(script.calls(), 1, "predicate");
+}
+
+#[tokio::test(start_paused = true)]
+async fn m3_scenario_two_retryable_failures_then_success() {
+    let script = Scripted::new([Call::fail(0, transient("a")), Call::fail(0, transient("b"))]);
+    let on_attempt = Arc::new(Mutex::new(0));
+    let count = Arc::clone(&on_attempt);
+    let task = retry(
+        script.task(),
+        RetryConfig::new()
+            .retries(3)
+            .on_attempt(move |_| *count.lock().unwrap() += 1),
+    );
+    assert_eq!(task.run().await.unwrap(), 3); // the 3rd call's answer
+    assert_eq!(script.calls(), 3);
+    assert_eq!(*on_attempt.lock().unwrap(), 2);
+    assert_eq!(script.unplayed(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m3_scenario_non_retryable_task_error_is_called_once() {
+    let script = Scripted::always(Call::fail(0, fatal("400")));
+    let err = retry(script.task(), RetryConfig::new().retries(3))
+        .run()
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "400");
+    assert_eq!(script.calls(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m3_scenario_always_failing_is_called_one_plus_retries_times() {
+    for retries in [0, 1, 4] {
+        let script = Scripted::always(Call::fail(0, transient("503")));
+        let _ = retry(script.task(), RetryConfig::new().retries(retries))
+            .run()
+            .await;
+        assert_eq!(script.calls(), 1 + retries);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn m1_retry_returns_the_last_failure() {
+    let script = Scripted::new([
+        Call::fail(0, transient("first")),
+        Call::fail(0, transient("second")),
+    ]);
+    let err = retry(script.task(), RetryConfig::new().retries(1))
+        .run()
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "second");
+}
+
+#[tokio::test(start_paused = true)]
+async fn m1_a_wait_is_cut_short_by_cancellation() {
+    let script = Scripted::always(Call::fail(0, transient("503")));
+    let cx = TaskContext::new();
+    let task = retry(
+        script.task(),
+        RetryConfig::new()
+            .retries(3)
+            .delay(Duration::from_secs(3600)),
+    );
+    let token = cx.cancel_token().clone();
+    let start = Instant::now();
+    let run = tokio::spawn(task.call(cx));
+    tokio::time::sleep(MS * 5).await;
+    token.cancel();
+    let result = run.await.unwrap();
+    assert!(matches!(result, Err(TaskFailure::Cancelled)));
+    assert_eq!(Instant::now() - start, MS * 5);
+    assert_eq!(script.calls(), 1);
+}
+
+#[tokio::test]
+async fn m1_retry_waits_on_the_scoped_clock() {
+    // Real time, but a scoped clock: the waits are recorded and take no time.
+    let clock = InstantClock::new();
+    let script = Scripted::always(Call::fail(0, transient("503")));
+    let task = retry(script.task(), RetryConfig::new().retries(2).delay(MS * 250));
+    let _ = Scope::new().clock(clock.clone()).run(task.run()).await;
+    // (The scripted calls themselves sleep zero on the same clock.)
+    let waits: Vec<_> = clock
+        .sleeps()
+        .into_iter()
+        .filter(|d| !d.is_zero())
+        .collect();
+    assert_eq!(waits, [MS * 250, MS * 250]);
+}
+
+// ---------------------------------------------------------------- D3: exponential_backoff
+
+#[tokio::test(start_paused = true)]
+async fn d3_exponential_backoff_defaults_and_four_jitter_kinds() {
+    let b = exponential_backoff();
+    assert_eq!(
+        (b.base(), b.factor(), b.cap(), b.jitter()),
+        (MS * 100, 2.0, Duration::from_secs(30), Jitter::Full)
+    );
+
+    async fn delays(backoff: ExponentialBackoff) -> Vec<Duration> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let script = Scripted::always(Call::fail(0, transient("503")));
+        let config = RetryConfig::new()
+            .retries(6)
+            .delay(backoff)
+            .seed(7)
+            .on_attempt(move |info| log.lock().unwrap().push(info.delay));
+        let _ = retry(script.task(), config).run().await;
+        seen.lock().unwrap().clone()
+    }
+    let with = |jitter| {
+        ExponentialBackoff::builder()
+            .cap(MS * 1000)
+            .jitter(jitter)
+            .build()
+            .unwrap()
+    };
+    let caps = [100, 200, 400, 800, 1000, 1000].map(|ms| MS * ms);
+
+    assert_eq!(delays(with(Jitter::None)).await, caps);
+    for (d, cap) in delays(with(Jitter::Full)).await.into_iter().zip(caps) {
+        assert!(d < cap, "full: {d:?} < {cap:?}");
+    }
+    for (d, cap) in delays(with(Jitter::Equal)).await.into_iter().zip(caps) {
+        assert!(
+            d >= cap / 2 && d < cap,
+            "equal: {d:?} in [{:?}, {cap:?})",
+            cap / 2
+        );
+    }
+    let mut previous = MS * 100;
+    for d in delays(with(Jitter::Decorrelated)).await {
+        assert!(
+            d >= MS * 100 && d <= MS * 1000 && d < previous * 3,
+            "decorrelated: {d:?}"
+        );
+        previous = d.max(MS * 100);
+    }
+}
+
+// ---------------------------------------------------------------- M4: with_timeout
+
+#[tokio::test(start_paused = true)]
+async fn m4_cooperative_task_exits_at_the_deadline() {
+    // An 80 ms task under a 20 ms budget, watching its signal.
+    let script = Scripted::always(Call::ok(80));
+    let start = Instant::now();
+    let t = timeout_of(with_timeout(script.task(), MS * 20).unwrap().run().await);
+    let exit = script.exits_since(start)[0];
+    assert!(exit < MS * 60, "cooperative exit at {exit:?}");
+    assert_eq!(exit, MS * 20); // the two instants coincide
+    assert_eq!(Instant::now() - start, MS * 20);
+    assert_eq!(
+        (t.kind(), t.budget(), t.overrun()),
+        (TimeoutKind::Total, MS * 20, Duration::ZERO)
+    );
+    assert_eq!(script.saw_cancel(), [true]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_uncooperative_task_is_waited_for_then_times_out() {
+    // The same task ignoring its signal: it runs its 80 ms; the layer waits, then fails.
+    let script = Scripted::always(Call::ok(80).uncooperative());
+    let start = Instant::now();
+    let t = timeout_of(with_timeout(script.task(), MS * 20).unwrap().run().await);
+    let exit = script.exits_since(start)[0];
+    assert!(exit > MS * 60, "uncooperative exit at {exit:?}");
+    assert_eq!(Instant::now() - start, MS * 80); // the layer returned only after the exit
+    // Deadline at 20 ms, exit 60 ms later; the signal had fired.
+    assert_eq!((t.budget(), t.overrun()), (MS * 20, MS * 60));
+    assert_eq!(script.saw_cancel(), [true]);
+    assert_eq!(
+        TaskFailure::from(t).to_string(),
+        "task timed out after 20 ms (it exited 60 ms after the deadline)"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_a_run_within_budget_keeps_its_own_result() {
+    let ok = with_timeout(Scripted::always(Call::ok(10)).task(), MS * 20)
+        .unwrap()
+        .run()
+        .await;
+    assert_eq!(ok.unwrap(), 1);
+    let err = with_timeout(
+        Scripted::always(Call::fail(10, fatal("400"))).task(),
+        MS * 20,
+    )
+    .unwrap()
+    .run()
+    .await;
+    assert_eq!(err.unwrap_err().to_string(), "400");
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_caller_cancellation_passes_through_as_cancelled() {
+    let script = Scripted::always(Call::ok(1000));
+    let cx = TaskContext::new();
+    let token = cx.cancel_token().clone();
+    let run = tokio::spawn(with_timeout(script.task(), MS * 500).unwrap().call(cx));
+    tokio::time::sleep(MS * 5).await;
+    token.cancel();
+    assert!(matches!(run.await.unwrap(), Err(TaskFailure::Cancelled)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_an_inner_deadline_does_not_cancel_the_caller() {
+    let cx = TaskContext::new();
+    let _ = with_timeout(Scripted::always(Call::ok(50)).task(), MS * 10)
+        .unwrap()
+        .call(cx.clone())
+        .await;
+    assert!(!cx.is_cancelled());
+}
+
+// ---------------------------------------------------------------- M5: with_activity_timeout
+
+#[tokio::test(start_paused = true)]
+async fn m5_steady_progress_never_times_out_a_stall_does() {
+    let stream = |gaps: &'static [u64]| {
+        move |cx: TaskContext| async move {
+            for gap in gaps {
+                cx.sleep(MS * *gap as u32).await?;
+                cx.reset_timeout();
+            }
+            Ok::<_, TaskFailure>(gaps.len() as u32)
+        }
+    };
+    // 10 chunks 30 ms apart under a 50 ms activity budget: 300 ms, fine.
+    let steady = with_activity_timeout(stream(&[30; 10]), MS * 50).unwrap();
+    assert_eq!(steady.run().await.unwrap(), 10);
+
+    // Progress at 30 and 60 ms, then a stall: times out 50 ms after the last reset.
+    let start = Instant::now();
+    let stalling = with_activity_timeout(stream(&[30, 30, 500]), MS * 50).unwrap();
+    let t = timeout_of(stalling.run().await);
+    assert_eq!(Instant::now() - start, MS * 110);
+    assert_eq!((t.kind(), t.budget()), (TimeoutKind::Activity, MS * 50));
+    assert_eq!(
+        TaskFailure::from(t).to_string(),
+        "task made no progress for 50 ms"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn m5_a_reset_reaches_every_enclosing_activity_budget() {
+    let progress = |cx: TaskContext| async move {
+        for _ in 0..5 {
+            cx.sleep(MS * 30).await?;
+            cx.reset_timeout();
+        }
+        Ok::<_, TaskFailure>(0)
+    };
+    let inner = with_activity_timeout(progress, MS * 50).unwrap();
+    let outer = with_activity_timeout(inner, MS * 40).unwrap();
+    assert!(outer.run().await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn m5_reset_without_an_activity_budget_is_harmless() {
+    TaskContext::new().reset_timeout();
+}
+
+// ---------------------------------------------------------------- M6: with_fallback
+
+fn cached() -> impl Task<Output = u32> + Clone {
+    |_: TaskContext| async { Ok::<_, TaskFailure>(999) }
+}
+
+#[tokio::test(start_paused = true)]
+async fn m6_default_policy_refuses_cancelled_timeout_and_fatal_errors() {
+    for refused in [TaskFailure::Cancelled, fatal("400")] {
+        let primary = Scripted::always(Call::fail(0, refused.clone()));
+        let result = with_fallback(primary.task(), cached()).run().await;
+        assert_eq!(result.unwrap_err().to_string(), refused.to_string());
+    }
+    // "Time out, then read the cache" does not fall back by default.
+    let slow = with_timeout(Scripted::always(Call::ok(100)).task(), MS * 20).unwrap();
+    assert!(
+        with_fallback(slow, cached())
+            .run()
+            .await
+            .unwrap_err()
+            .is_timeout()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn m6_default_policy_admits_other_and_retryable_failures() {
+    for admitted in [
+        transient("503"),
+        TaskFailure::from("reset"),
+        TaskFailure::QueueFull { capacity: 1 },
+    ] {
+        let primary = Scripted::always(Call::fail(0, admitted));
+        assert_eq!(
+            with_fallback(primary.task(), cached()).run().await.unwrap(),
+            999
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn m6_explicit_predicate_admits_timeout_and_succeeds_with_the_fallback_value() {
+    let slow = with_timeout(Scripted::always(Call::ok(100)).task(), MS * 20).unwrap();
+    let task = with_fallback_when(slow, cached(), |e| e.is_timeout());
+    assert_eq!(task.run().await.unwrap(), 999);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m6_nothing_new_starts_for_a_cancelled_caller() {
+    let fallback = Scripted::always(Call::ok(0));
+    let primary = Scripted::always(Call::fail(10, TaskFailure::from("late")).uncooperative());
+    let cx = TaskContext::new();
+    let token = cx.cancel_token().clone();
+    let run = tokio::spawn(with_fallback_when(primary.task(), fallback.task(), |_| true).call(cx));
+    tokio::time::sleep(MS).await;
+    token.cancel();
+    assert_eq!(run.await.unwrap().unwrap_err().to_string(), "late");
+    assert_eq!(fallback.calls(), 0);
+}
+
+// ---------------------------------------------------------------- M7: order
+
+#[tokio::test(start_paused = true)]
+async fn m7_timeout_around_retry_is_one_budget_for_the_chain() {
+    // Each call takes 30 ms and fails transiently; 3 retries allowed; 50 ms budget.
+    let script = Scripted::always(Call::fail(30, transient("503")));
+    let start = Instant::now();
+    let task = with_timeout(retry(script.task(), RetryConfig::new().retries(3)), MS * 50).unwrap();
+    assert!(task.run().await.unwrap_err().is_timeout());
+    assert_eq!(Instant::now() - start, MS * 50);
+    assert_eq!(script.calls(), 2); // the second call was cut at 50 ms
+}
+
+#[tokio::test(start_paused = true)]
+async fn m7_retry_around_timeout_is_a_budget_per_attempt() {
+    let script = Scripted::always(Call::fail(30, transient("503")));
+    let start = Instant::now();
+    let task = retry(
+        with_timeout(script.task(), MS * 50).unwrap(),
+        RetryConfig::new().retries(3),
+    );
+    assert_eq!(task.run().await.unwrap_err().to_string(), "503");
+    assert_eq!(Instant::now() - start, MS * 120);
+    assert_eq!(script.calls(), 4); // every attempt fit its own budget
+}
+
+#[tokio::test(start_paused = true)]
+async fn m7_a_timeout_is_not_retried_in_either_order_by_default() {
+    let hangs = Call::ok(1000);
+    let a = Scripted::always(hangs.clone());
+    let _ = with_timeout(retry(a.task(), RetryConfig::new().retries(3)), MS * 50)
+        .unwrap()
+        .run()
+        .await;
+    let b = Scripted::always(hangs);
+    let _ = retry(
+        with_timeout(b.task(), MS * 50).unwrap(),
+        RetryConfig::new().retries(3),
+    )
+    .run()
+    .await;
+    assert_eq!((a.calls(), b.calls()), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn m7_recommended_stack_fallback_timeout_retry() {
+    let script = Scripted::always(Call::fail(10, transient("503")));
+    let task = with_fallback(
+        with_timeout(
+            retry(script.task(), RetryConfig::new().retries(2)),
+            MS * 1000,
+        )
+        .unwrap(),
+        cached(),
+    );
+    assert_eq!(task.run().await.unwrap(), 999);
+    assert_eq!(script.calls(), 3);
+}
+
+// ---------------------------------------------------------------- M9: predicates see timeouts
+
+#[tokio::test(start_paused = true)]
+async fn m9_a_predicate_can_retry_each_attempt_that_times_out() {
+    let script = Scripted::new([Call::ok(1000), Call::ok(1000)]); // then answers at once
+    let per_attempt = with_timeout(script.task(), MS * 100).unwrap();
+    let task = retry(
+        per_attempt,
+        RetryConfig::new()
+            .retries(3)
+            .retryable(|e| e.is_timeout() || e.is_retryable()),
+    );
+    assert_eq!(task.run().await.unwrap(), 3);
+    assert_eq!(script.calls(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m9_the_predicate_sees_every_failure_but_cancellation() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let script = Scripted::new([
+        Call::fail(0, fatal("400")),
+        Call::fail(0, TaskFailure::QueueStopped),
+        Call::fail(0, TaskFailure::Cancelled),
+    ]);
+    let task = retry(
+        script.task(),
+        RetryConfig::new().retries(5).retryable(move |e| {
+            log.lock().unwrap().push(e.to_string());
+            true
+        }),
+    );
+    assert!(matches!(task.run().await, Err(TaskFailure::Cancelled)));
+    assert_eq!(script.calls(), 3);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["400", "scheduler stopped: the task was not run"]
+    );
+}
+
+// ---------------------------------------------------------------- bad input
+
+#[test]
+fn bad_input_zero_budgets_are_refused_when_built() {
+    let task = |_: TaskContext| async { Ok::<_, TaskFailure>(()) };
+    assert_eq!(
+        with_timeout(task, Duration::ZERO).unwrap_err(),
+        MiddlewareError::ZeroTimeout
+    );
+    let err = with_activity_timeout(task, Duration::ZERO).unwrap_err();
+    assert_eq!(err.to_string(), "activity_timeout.ms must be > 0");
+}
+
+#[test]
+fn bad_input_retry_options_from_a_document() {
+    let cases = [
+        (r#"{"retries": -1}"#, "retry.retries must be >= 0"),
+        (r#"{"retries": 1.5}"#, "retry.retries must be an integer"),
+        (r#"{"delay_ms": -5}"#, "retry.delay_ms must be >= 0"),
+        (r#"{"delay_ms": 2.5}"#, "retry.delay_ms must be an integer"),
+        (r#"{"delay_ms": -0.5}"#, "retry.delay_ms must be >= 0"),
+    ];
+    for (doc, message) in cases {
+        let err = serde_json::from_str::<RetryTaskOptions>(doc)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(message), "{doc}: {err}");
+    }
+    let unknown = serde_json::from_str::<RetryTaskOptions>(r#"{"retry": 3}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(unknown.contains("unknown field `retry`"), "{unknown}");
+
+    let ok: RetryTaskOptions = serde_json::from_str("{}").unwrap();
+    assert_eq!(ok, RetryTaskOptions::default());
+    assert_eq!((ok.retries, ok.delay_ms), (2, None));
+    let round = RetryTaskOptions {
+        retries: 4,
+        delay_ms: Some(10),
+    };
+    assert_eq!(
+        serde_json::from_str::<RetryTaskOptions>(&serde_json::to_string(&round).unwrap()).unwrap(),
+        round
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_task_options_drive_the_layer() {
+    let options: RetryTaskOptions =
+        serde_json::from_str(r#"{"retries": 3, "delay_ms": 40}"#).unwrap();
+    let script = Scripted::always(Call::fail(0, transient("503")));
+    let start = Instant::now();
+    let _ = retry(script.task(), options.config()).run().await;
+    assert_eq!(script.calls(), 4);
+    assert_eq!(Instant::now() - start, MS * 120);
+}

@@ -1,0 +1,553 @@
+//! The scheduler: SPEC Q1–Q4, the M4 slot a timed-out task keeps, shutdown, bad options.
+//! All on paused tokio time.
+
+mod support;
+mod task_support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use retry_core::middleware::{RetryConfig, retry, with_timeout};
+use retry_core::{
+    OnError, Scheduler, SchedulerError, SchedulerOptions, SchedulerState, Scope, TaskContext,
+    TaskEvent, TaskFailure, TaskHandle, TaskId, TaskOutcome, TaskState,
+};
+use support::InstantClock;
+use task_support::{Call, MS, Scripted, fatal, transient};
+use tokio::time::Instant;
+
+/// A scheduler that records its error hook calls and its events.
+struct Recorded {
+    scheduler: Scheduler,
+    hook: Arc<Mutex<Vec<(TaskId, String)>>>,
+    events: Arc<Mutex<Vec<TaskEvent>>>,
+}
+
+fn recorded(options: SchedulerOptions) -> Recorded {
+    let hook = Arc::new(Mutex::new(Vec::new()));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let (h, e) = (Arc::clone(&hook), Arc::clone(&events));
+    let scheduler = Scheduler::builder()
+        .options(options)
+        .on_task_error(move |id, failure| h.lock().unwrap().push((id, failure.to_string())))
+        .subscribe(move |event| e.lock().unwrap().push(event.clone()))
+        .build()
+        .unwrap();
+    Recorded {
+        scheduler,
+        hook,
+        events,
+    }
+}
+
+impl Recorded {
+    fn events_of(&self, id: TaskId) -> Vec<TaskEvent> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.id() == id)
+            .cloned()
+            .collect()
+    }
+
+    fn hook_ids(&self) -> Vec<TaskId> {
+        self.hook
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
+fn serial(on_error: OnError) -> SchedulerOptions {
+    SchedulerOptions::new()
+        .with_concurrency(1)
+        .with_on_error(on_error)
+}
+
+// ---------------------------------------------------------------- Q1
+
+#[tokio::test(start_paused = true)]
+async fn q1_never_more_tasks_running_than_the_limit() {
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let scheduler = Scheduler::new(SchedulerOptions::new().with_concurrency(2)).unwrap();
+    let start = Instant::now();
+    let handles: Vec<_> = (0..5)
+        .map(|_| {
+            let (running, peak) = (Arc::clone(&running), Arc::clone(&peak));
+            scheduler.submit(move |cx: TaskContext| {
+                let (running, peak) = (Arc::clone(&running), Arc::clone(&peak));
+                async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    cx.sleep(MS * 10).await?;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    Ok::<_, TaskFailure>(())
+                }
+            })
+        })
+        .collect();
+    assert_eq!((scheduler.running(), scheduler.pending()), (2, 3));
+    for handle in handles {
+        handle.await.unwrap();
+    }
+    assert_eq!(peak.load(Ordering::SeqCst), 2);
+    assert_eq!(Instant::now() - start, MS * 30); // 5 tasks of 10 ms, 2 at a time
+}
+
+#[tokio::test(start_paused = true)]
+async fn q1_a_full_queue_refuses_with_queue_full() {
+    let r = recorded(
+        SchedulerOptions::new()
+            .with_concurrency(1)
+            .with_max_pending(1),
+    );
+    let running = r.scheduler.submit(Scripted::always(Call::ok(10)).task());
+    let pending = r.scheduler.submit(Scripted::always(Call::ok(10)).task());
+    let refused = r.scheduler.submit(Scripted::always(Call::ok(10)).task());
+    // Refused at once: already in the error state, the hook already called.
+    assert_eq!(refused.state(), TaskState::Error);
+    assert_eq!(r.hook_ids(), [refused.id()]);
+    let refused_id = refused.id();
+    assert!(matches!(
+        refused.await,
+        Err(TaskFailure::QueueFull { capacity: 1 })
+    ));
+    assert_eq!(
+        r.events_of(refused_id),
+        [
+            TaskEvent::Registered { id: refused_id },
+            TaskEvent::Done {
+                id: refused_id,
+                outcome: TaskOutcome::Error {
+                    error: "scheduler queue full (1 pending): the task was not run".into(),
+                    retryable: false
+                }
+            },
+        ]
+    );
+    // The others are unaffected.
+    assert!(running.await.is_ok() && pending.await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn q1_zero_max_pending_refuses_what_cannot_start_at_once() {
+    let scheduler = Scheduler::new(
+        SchedulerOptions::new()
+            .with_concurrency(1)
+            .with_max_pending(0),
+    )
+    .unwrap();
+    let first = scheduler.submit(Scripted::always(Call::ok(10)).task());
+    let second = scheduler.submit(Scripted::always(Call::ok(10)).task());
+    assert!(matches!(
+        second.await,
+        Err(TaskFailure::QueueFull { capacity: 0 })
+    ));
+    assert!(first.await.is_ok());
+}
+
+// ---------------------------------------------------------------- Q2, Q3
+
+/// Four tasks in order on a serial scheduler, the second failing.
+async fn four_tasks_second_failing(
+    on_error: OnError,
+) -> (Recorded, Vec<(TaskId, TaskState, Result<u32, TaskFailure>)>) {
+    let r = recorded(serial(on_error));
+    let handles: Vec<TaskHandle<u32>> = [
+        Call::ok(10),
+        Call::fail(10, TaskFailure::from("boom")),
+        Call::ok(10),
+        Call::ok(10),
+    ]
+    .into_iter()
+    .map(|call| r.scheduler.submit(Scripted::always(call).task()))
+    .collect();
+    let mut ended = Vec::new();
+    for mut handle in handles {
+        let result = (&mut handle).await;
+        ended.push((handle.id(), handle.state(), result));
+    }
+    (r, ended)
+}
+
+/// Q3: the hook, the task state and the result agree for every task.
+fn assert_witnesses_agree(r: &Recorded, ended: &[(TaskId, TaskState, Result<u32, TaskFailure>)]) {
+    let hook = r.hook.lock().unwrap().clone();
+    for (id, state, result) in ended {
+        let hooked = hook
+            .iter()
+            .find(|(h, _)| h == id)
+            .map(|(_, message)| message.clone());
+        match result {
+            Ok(_) => {
+                assert_eq!(*state, TaskState::Success, "{id}");
+                assert_eq!(hooked, None, "{id}");
+            }
+            Err(failure) => {
+                assert_eq!(*state, TaskState::Error, "{id}");
+                assert_eq!(hooked, Some(failure.to_string()), "{id}");
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn q3_continue_ends_with_three_successes_and_one_error() {
+    let (r, ended) = four_tasks_second_failing(OnError::Continue).await;
+    let successes = ended.iter().filter(|(_, _, res)| res.is_ok()).count();
+    assert_eq!((successes, ended.len() - successes), (3, 1));
+    assert_eq!(ended[1].2.as_ref().unwrap_err().to_string(), "boom");
+    assert_witnesses_agree(&r, &ended);
+    assert_eq!(r.scheduler.state(), SchedulerState::Running);
+}
+
+#[tokio::test(start_paused = true)]
+async fn q3_stop_ends_with_one_success_and_three_errors() {
+    let (r, ended) = four_tasks_second_failing(OnError::Stop).await;
+    let successes = ended.iter().filter(|(_, _, res)| res.is_ok()).count();
+    assert_eq!((successes, ended.len() - successes), (1, 3));
+    // Drained tasks end in the error state (not skipped), with QueueStopped.
+    for (id, state, result) in &ended[2..] {
+        assert_eq!(*state, TaskState::Error, "{id}");
+        assert!(
+            matches!(result, Err(TaskFailure::QueueStopped)),
+            "{id}: {result:?}"
+        );
+        // Never started.
+        assert!(
+            !r.events_of(*id)
+                .iter()
+                .any(|e| matches!(e, TaskEvent::Started { .. }))
+        );
+    }
+    assert_witnesses_agree(&r, &ended);
+    assert_eq!(r.hook_ids(), [TaskId(2), TaskId(3), TaskId(4)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn q2_stop_is_terminal_later_submissions_fail_at_once() {
+    let r = recorded(serial(OnError::Stop));
+    let _ = r
+        .scheduler
+        .submit(Scripted::always(Call::fail(0, fatal("400"))).task())
+        .await;
+    assert_eq!(r.scheduler.state(), SchedulerState::Stopped);
+    let late = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
+    assert_eq!(late.state(), TaskState::Error);
+    assert_eq!(
+        late.failure().map(|f| f.to_string()),
+        Some(TaskFailure::QueueStopped.to_string())
+    );
+    assert!(matches!(late.await, Err(TaskFailure::QueueStopped)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn q2_continue_one_failure_does_not_affect_later_tasks() {
+    let scheduler = Scheduler::new(serial(OnError::Continue)).unwrap();
+    assert!(
+        scheduler
+            .submit(Scripted::always(Call::fail(0, fatal("400"))).task())
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        scheduler
+            .submit(Scripted::always(Call::ok(0)).task())
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+// ---------------------------------------------------------------- Q4
+
+#[tokio::test(start_paused = true)]
+async fn q4_lifecycle_events_with_outcome_and_retryable_flag() {
+    let r = recorded(SchedulerOptions::new().with_concurrency(4));
+    let ok = r.scheduler.submit(Scripted::always(Call::ok(5)).task());
+    let other = r
+        .scheduler
+        .submit(Scripted::always(Call::fail(5, TaskFailure::from("reset"))).task());
+    let fatal_task = r
+        .scheduler
+        .submit(Scripted::always(Call::fail(5, fatal("400"))).task());
+    let transient_task = r
+        .scheduler
+        .submit(Scripted::always(Call::fail(5, transient("503"))).task());
+    let timed_out = r
+        .scheduler
+        .submit(with_timeout(Scripted::always(Call::ok(50)).task(), MS * 5).unwrap());
+    let ids = [
+        ok.id(),
+        other.id(),
+        fatal_task.id(),
+        transient_task.id(),
+        timed_out.id(),
+    ];
+    let _ = (
+        ok.await,
+        other.await,
+        fatal_task.await,
+        transient_task.await,
+        timed_out.await,
+    );
+
+    let expected_flags = [None, Some(true), Some(false), Some(true), Some(false)];
+    for (id, flag) in ids.into_iter().zip(expected_flags) {
+        let events = r.events_of(id);
+        assert_eq!(events.len(), 3, "{id}: {events:?}");
+        assert_eq!(events[0], TaskEvent::Registered { id });
+        assert_eq!(events[1], TaskEvent::Started { id });
+        match (&events[2], flag) {
+            (
+                TaskEvent::Done {
+                    outcome: TaskOutcome::Success,
+                    ..
+                },
+                None,
+            ) => {}
+            (
+                TaskEvent::Done {
+                    outcome: TaskOutcome::Error { retryable, .. },
+                    ..
+                },
+                Some(flag),
+            ) => {
+                assert_eq!(*retryable, flag, "{id}");
+            }
+            (event, _) => panic!("{id}: {event:?}"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn q4_m8_retries_inside_a_task_are_invisible_unless_recorded() {
+    let r = recorded(serial(OnError::Continue));
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&attempts);
+    let script = Scripted::new([Call::fail(0, transient("a")), Call::fail(0, transient("b"))]);
+    let task = retry(
+        script.task(),
+        RetryConfig::new().on_attempt(move |info| log.lock().unwrap().push(info.attempt)),
+    );
+    let handle = r.scheduler.submit(task);
+    let id = handle.id();
+    assert_eq!(handle.await.unwrap(), 3);
+    assert_eq!(script.calls(), 3);
+    // One task to the scheduler: one start, one done.
+    assert_eq!(r.events_of(id).len(), 3);
+    assert_eq!(*attempts.lock().unwrap(), [1, 2]); // the observer is the only record
+}
+
+#[tokio::test(start_paused = true)]
+async fn q4_subscribe_and_unsubscribe_at_run_time() {
+    let scheduler = Scheduler::new(SchedulerOptions::new()).unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&seen);
+    let sub = scheduler.subscribe(move |_| {
+        count.fetch_add(1, Ordering::SeqCst);
+    });
+    scheduler
+        .submit(Scripted::always(Call::ok(0)).task())
+        .await
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+    assert!(scheduler.unsubscribe(sub));
+    assert!(!scheduler.unsubscribe(sub));
+    scheduler
+        .submit(Scripted::always(Call::ok(0)).task())
+        .await
+        .unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn q4_events_are_plain_data() {
+    let event = TaskEvent::Done {
+        id: TaskId(7),
+        outcome: TaskOutcome::Success,
+    };
+    let json = serde_json::to_string(&event).unwrap();
+    assert_eq!(
+        json,
+        r#"{"event":"done","id":7,"outcome":{"state":"success"}}"#
+    );
+    assert_eq!(serde_json::from_str::<TaskEvent>(&json).unwrap(), event);
+}
+
+// ---------------------------------------------------------------- M4 under a scheduler
+
+#[tokio::test(start_paused = true)]
+async fn m4_an_uncooperative_timed_out_task_keeps_its_slot() {
+    async fn next_task_start(cooperative: bool) -> Duration {
+        let scheduler = Scheduler::new(serial(OnError::Continue)).unwrap();
+        let call = if cooperative {
+            Call::ok(80)
+        } else {
+            Call::ok(80).uncooperative()
+        };
+        let start = Instant::now();
+        let slow = scheduler.submit(with_timeout(Scripted::always(call).task(), MS * 20).unwrap());
+        let started = Arc::new(Mutex::new(None));
+        let mark = Arc::clone(&started);
+        let next = scheduler.submit(move |_: TaskContext| {
+            *mark.lock().unwrap() = Some(Instant::now());
+            async { Ok::<_, TaskFailure>(0) }
+        });
+        assert!(slow.await.unwrap_err().is_timeout());
+        next.await.unwrap();
+        let at = started.lock().unwrap().unwrap();
+        at - start
+    }
+    assert_eq!(next_task_start(true).await, MS * 20);
+    assert_eq!(next_task_start(false).await, MS * 80);
+}
+
+// ---------------------------------------------------------------- shutdown, robustness
+
+#[tokio::test(start_paused = true)]
+async fn graceful_shutdown_fails_pending_tasks_and_lets_running_ones_finish() {
+    let r = recorded(serial(OnError::Continue));
+    let running = r.scheduler.submit(Scripted::always(Call::ok(50)).task());
+    let pending = r.scheduler.submit(Scripted::always(Call::ok(50)).task());
+    let start = Instant::now();
+    r.scheduler.shutdown().await;
+    assert_eq!(Instant::now() - start, MS * 50); // waited for the running task
+    assert_eq!(r.scheduler.state(), SchedulerState::Stopped);
+    assert_eq!(running.await.unwrap(), 1);
+    assert_eq!(pending.state(), TaskState::Error);
+    let pending_id = pending.id();
+    assert!(matches!(pending.await, Err(TaskFailure::QueueStopped)));
+    assert_eq!(r.hook_ids(), [pending_id]);
+    assert!(matches!(
+        r.scheduler
+            .submit(Scripted::always(Call::ok(0)).task())
+            .await,
+        Err(TaskFailure::QueueStopped)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_now_signals_running_tasks() {
+    let scheduler = Scheduler::new(SchedulerOptions::new()).unwrap();
+    let cooperative = scheduler.submit(Scripted::always(Call::ok(10_000)).task());
+    let start = Instant::now();
+    scheduler.shutdown_now().await;
+    assert_eq!(Instant::now() - start, Duration::ZERO);
+    assert!(matches!(cooperative.await, Err(TaskFailure::Cancelled)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_task_fails_and_frees_its_slot() {
+    let r = recorded(serial(OnError::Continue));
+    let boom = r.scheduler.submit(|_: TaskContext| async {
+        if true {
+            panic!("kaboom");
+        }
+        Ok::<u32, TaskFailure>(0)
+    });
+    let after = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
+    assert_eq!(boom.await.unwrap_err().to_string(), "task panicked: kaboom");
+    assert_eq!(after.await.unwrap(), 1);
+    assert_eq!(r.hook_ids(), [TaskId(1)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_waits_for_running_and_pending_tasks() {
+    let scheduler = Scheduler::new(serial(OnError::Continue)).unwrap();
+    let start = Instant::now();
+    let handles: Vec<_> = (0..3)
+        .map(|_| scheduler.submit(Scripted::always(Call::ok(10)).task()))
+        .collect();
+    scheduler.idle().await;
+    assert_eq!(Instant::now() - start, MS * 30);
+    assert!(handles.iter().all(|h| h.state() == TaskState::Success));
+}
+
+#[tokio::test]
+async fn tasks_inherit_the_submitters_scope_clock() {
+    // Real time, a scoped clock: the task's hour-long sleep is instant and recorded.
+    let clock = InstantClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions::new()).unwrap();
+    // The task runs in a spawned tokio task, which a task-local scope would not reach.
+    let result = Scope::new()
+        .clock(clock.clone())
+        .run(async {
+            scheduler
+                .submit(Scripted::always(Call::ok(3_600_000)).task())
+                .await
+        })
+        .await;
+    assert_eq!(result.unwrap(), 1);
+    assert_eq!(clock.sleeps(), [Duration::from_secs(3600)]);
+}
+
+#[test]
+fn tasks_submitted_outside_a_runtime_fail_instead_of_panicking() {
+    let scheduler = Scheduler::new(SchedulerOptions::new()).unwrap();
+    let handle = scheduler.submit(|_: TaskContext| async { Ok::<_, TaskFailure>(()) });
+    assert_eq!(handle.state(), TaskState::Error);
+    let message = handle.failure().unwrap().to_string();
+    assert!(message.starts_with("no tokio runtime"), "{message}");
+}
+
+// ---------------------------------------------------------------- bad options
+
+#[test]
+fn bad_input_scheduler_options() {
+    let err = Scheduler::new(SchedulerOptions::new().with_concurrency(0)).unwrap_err();
+    assert_eq!(err, SchedulerError::ZeroConcurrency);
+    assert_eq!(err.to_string(), "scheduler.concurrency must be >= 1");
+    let cases = [
+        (
+            r#"{"concurrency": 0}"#,
+            "scheduler.concurrency must be >= 1",
+        ),
+        (
+            r#"{"concurrency": -2}"#,
+            "scheduler.concurrency must be >= 1",
+        ),
+        (
+            r#"{"concurrency": 1.5}"#,
+            "scheduler.concurrency must be an integer",
+        ),
+        (
+            r#"{"max_pending": -1}"#,
+            "scheduler.max_pending must be >= 0",
+        ),
+        (
+            r#"{"max_pending": 0.5}"#,
+            "scheduler.max_pending must be an integer",
+        ),
+        (
+            r#"{"on_error": "halt"}"#,
+            "unknown variant `halt`, expected `continue` or `stop`",
+        ),
+    ];
+    for (doc, message) in cases {
+        let err = serde_json::from_str::<SchedulerOptions>(doc)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(message), "{doc}: {err}");
+    }
+    let defaults: SchedulerOptions = serde_json::from_str("{}").unwrap();
+    assert_eq!(defaults, SchedulerOptions::new());
+    assert_eq!(
+        (
+            defaults.concurrency,
+            defaults.max_pending,
+            defaults.on_error
+        ),
+        (4, 1024, OnError::Continue)
+    );
+    let json = serde_json::to_string(&serial(OnError::Stop)).unwrap();
+    assert_eq!(
+        serde_json::from_str::<SchedulerOptions>(&json).unwrap(),
+        serial(OnError::Stop)
+    );
+}
