@@ -46,6 +46,8 @@
 //!   stackable [`Task`] transforms (SPEC M1–M9).
 //! - [`Scheduler`]: runs tasks with a concurrency limit, a bounded queue and an on-error
 //!   policy, and reports their lifecycle (SPEC Q1–Q4).
+//! - [`effects`]: agent tool calls that are never replayed blindly — declared effects,
+//!   stable idempotency keys, the pending-call ledger, recovery after a crash.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -53,6 +55,7 @@
 
 mod backoff;
 mod clock;
+pub mod effects;
 mod error;
 mod jitter;
 pub mod middleware;

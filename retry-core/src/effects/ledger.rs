@@ -1,0 +1,153 @@
+//! The [`Ledger`] trait: where pending tool calls are persisted before they run (SPEC A5).
+//!
+//! A crash between "the tool did something" and "we wrote down that it did" is unavoidable, so
+//! the ledger records the intent *first* and every step after it. What recovery can promise
+//! depends only on what is in here.
+//!
+//! The trait is shaped for a database, not for a map: owned values in and out (no references
+//! into storage), `async` methods, and each method one statement:
+//!
+//! | method              | SQL                                                                  |
+//! |---------------------|----------------------------------------------------------------------|
+//! | [`insert`]          | `INSERT … ON CONFLICT (run_id, call_id) DO NOTHING`, then the row     |
+//! | [`get`]             | `SELECT … WHERE run_id = ? AND call_id = ?`                           |
+//! | [`compare_and_swap`]| `UPDATE … SET …, revision = ? WHERE run_id = ? AND call_id = ? AND revision = ?` |
+//! | [`list_run`]        | `SELECT … WHERE run_id = ? ORDER BY seq`                              |
+//!
+//! The state machine itself is not the ledger's business: [`Ledger::transition`] checks the
+//! change with [`CallRecord::apply`] and then calls [`compare_and_swap`], so every backend
+//! enforces the same rules.
+//!
+//! [`insert`]: Ledger::insert
+//! [`get`]: Ledger::get
+//! [`compare_and_swap`]: Ledger::compare_and_swap
+//! [`list_run`]: Ledger::list_run
+
+use std::error::Error;
+use std::future::Future;
+
+use super::key::{CallKey, KeyError};
+use super::record::{CallRecord, IllegalTransition, Revision, Transition};
+
+/// What [`Ledger::insert`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Insert {
+    /// The record is new and stored as given (at [`Revision::FIRST`]).
+    Inserted(CallRecord),
+    /// A record with this key already existed; it is returned unchanged.
+    Existing(CallRecord),
+}
+
+/// A ledger operation that did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The record is not at the expected revision any more (or is gone): someone else moved it
+    /// first. Nothing was written; read it again and decide anew.
+    #[error("call `{key}` changed under us: expected revision {expected}, found {}", found.map_or_else(|| "no record".to_owned(), |r| r.to_string()))]
+    Conflict {
+        /// The call.
+        key: CallKey,
+        /// The revision the writer had read.
+        expected: Revision,
+        /// The revision stored now, if the record exists.
+        found: Option<Revision>,
+    },
+    /// The state machine refuses the change.
+    #[error(transparent)]
+    Illegal(#[from] IllegalTransition),
+    /// A run id that cannot name a run.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The storage itself failed (connection, disk, serialization).
+    #[error("ledger storage failed: {0}")]
+    Backend(#[source] Box<dyn Error + Send + Sync>),
+}
+
+/// Durable storage of pending tool calls, where every change is a compare-and-swap on a
+/// [`Revision`] (SPEC A1): never a silent overwrite.
+///
+/// [`MemoryLedger`](crate::MemoryLedger) implements it in memory; a SQL implementation maps
+/// each method to one statement (see the module docs). Implementations must make
+/// [`insert`](Ledger::insert) and [`compare_and_swap`](Ledger::compare_and_swap) atomic.
+///
+/// An implementation can write its methods as `async fn`:
+///
+/// ```
+/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger, Revision};
+///
+/// /// Logs every write, stores in memory.
+/// struct Logged(MemoryLedger);
+///
+/// impl Ledger for Logged {
+///     async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
+///         println!("insert {}", record.key);
+///         self.0.insert(record).await
+///     }
+///     async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+///         self.0.get(key).await
+///     }
+///     async fn compare_and_swap(
+///         &self,
+///         expected: Revision,
+///         next: CallRecord,
+///     ) -> Result<CallRecord, LedgerError> {
+///         println!("{} {expected} -> {}", next.key, next.state.name());
+///         self.0.compare_and_swap(expected, next).await
+///     }
+///     async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
+///         self.0.list_run(run_id).await
+///     }
+/// }
+/// ```
+pub trait Ledger: Send + Sync {
+    /// Stores `record` (normalised to [`Revision::FIRST`]) unless a record with its key
+    /// exists; either way returns what is stored now.
+    fn insert(
+        &self,
+        record: CallRecord,
+    ) -> impl Future<Output = Result<Insert, LedgerError>> + Send;
+
+    /// The record of `key`, if any.
+    fn get(
+        &self,
+        key: CallKey,
+    ) -> impl Future<Output = Result<Option<CallRecord>, LedgerError>> + Send;
+
+    /// Replaces the record of `next.key` with `next`, stored at `expected.next()`, **only if**
+    /// the stored revision is `expected`; returns the stored record.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Conflict`] if the stored revision is not `expected` (or there is no
+    /// record); nothing is written.
+    fn compare_and_swap(
+        &self,
+        expected: Revision,
+        next: CallRecord,
+    ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send;
+
+    /// Every call of run `run_id`, in the order they were inserted.
+    fn list_run(
+        &self,
+        run_id: String,
+    ) -> impl Future<Output = Result<Vec<CallRecord>, LedgerError>> + Send;
+
+    /// Moves `current` through `transition`: checked by the state machine
+    /// ([`CallRecord::apply`]), written by [`compare_and_swap`](Ledger::compare_and_swap) at
+    /// `current`'s revision.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Illegal`] before anything is written, or the errors of
+    /// [`compare_and_swap`](Ledger::compare_and_swap).
+    fn transition(
+        &self,
+        current: CallRecord,
+        transition: Transition,
+    ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
+        async move {
+            let next = current.apply(transition)?;
+            self.compare_and_swap(current.revision, next).await
+        }
+    }
+}
