@@ -1,0 +1,655 @@
+//! Tool effects (SPEC A2), idempotency keys (A4), the compare-and-swap ledger (A1) and the
+//! runner's single call (A3).
+
+mod effects_support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use effects_support::{LOOKUP, PAY, RUN, SEND, T0, UPSERT, World, call, key, runner, toolbox};
+use retry_core::effects::{
+    ArgsHash, CallKey, CallLimits, CallOutcome, CallRecord, CallState, Decision, FailureKind,
+    Insert, KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Revision,
+    RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome, ToolSpec,
+    Toolbox, Transition, tool_fn,
+};
+use serde_json::{Value, json};
+
+fn crash_free_toolbox(world: &World) -> Toolbox {
+    toolbox(world, &effects_support::Crash::never())
+}
+
+fn done(outcome: Result<CallOutcome, RunnerError>) -> ToolOutcome {
+    match outcome {
+        Ok(CallOutcome::Done(result)) => result.outcome,
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+fn failure(outcome: &ToolOutcome) -> FailureKind {
+    match outcome {
+        Err(failure) => failure.kind,
+        Ok(value) => panic!("expected a failure, got {value}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A2: the effect declaration.
+
+#[test]
+fn a2_an_undeclared_effect_is_a_side_effect() {
+    assert_eq!(ToolEffect::default(), ToolEffect::SideEffect);
+    assert_eq!(ToolSpec::new("anything").effect(), ToolEffect::SideEffect);
+    let record: CallRecord = serde_json::from_value(json!({
+        "key": {"run_id": "r", "call_id": "c"}, "tool": "t", "effect": "side-effect", "args": null,
+        "args_hash": ArgsHash::of(&Value::Null), "state": {"state": "prepared"}, "revision": 1,
+        "attempts": 0, "requires_approval": false, "approved": false, "lease_until": null
+    }))
+    .unwrap();
+    assert_eq!(record.effect, ToolEffect::SideEffect);
+}
+
+#[test]
+fn a2_effect_names_are_the_declared_strings() {
+    for (effect, name) in [
+        (ToolEffect::Read, "read"),
+        (ToolEffect::IdempotentWrite, "idempotent-write"),
+        (ToolEffect::SideEffect, "side-effect"),
+    ] {
+        assert_eq!(effect.to_string(), name);
+        assert_eq!(name.parse::<ToolEffect>(), Ok(effect));
+        assert_eq!(serde_json::to_value(effect).unwrap(), json!(name));
+        assert_eq!(
+            serde_json::from_value::<ToolEffect>(json!(name)).unwrap(),
+            effect
+        );
+    }
+    let err = "idempotent_write".parse::<ToolEffect>().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown tool effect `idempotent_write`: expected one of `read`, `idempotent-write`, `side-effect`"
+    );
+    assert!(serde_json::from_value::<ToolEffect>(json!("write")).is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// A4: stable idempotency keys.
+
+#[tokio::test(start_paused = true)]
+async fn a4_an_idempotent_write_receives_the_stable_key_run_id_call_id() {
+    let world = World::default();
+    // Two runners (two processes) submitting the same call hand the tool the same key.
+    for _ in 0..2 {
+        let runner = runner(MemoryLedger::new(), crash_free_toolbox(&world), T0);
+        done(runner.call(call("c7", UPSERT, json!({"note": 1}))).await).unwrap();
+    }
+    assert_eq!(world.keys_seen(), ["run-1:c7", "run-1:c7"]);
+    assert_eq!(key("c7").idempotency_key().as_str(), "run-1:c7");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a4_the_same_key_with_other_arguments_is_refused() {
+    let world = World::default();
+    let runner = runner(MemoryLedger::new(), crash_free_toolbox(&world), T0);
+    done(
+        runner
+            .call(call("c1", UPSERT, json!({"a": 1, "b": [1, 2]})))
+            .await,
+    )
+    .unwrap();
+
+    // Same arguments, members in another order: the same call, answered from the ledger.
+    let same = runner
+        .call(call("c1", UPSERT, json!({"b": [1, 2], "a": 1})))
+        .await
+        .unwrap();
+    assert_eq!(same.result().map(|r| r.source), Some(ResultSource::Ledger));
+
+    let other = runner
+        .call(call("c1", UPSERT, json!({"a": 2, "b": [1, 2]})))
+        .await;
+    let Err(RunnerError::IdempotencyConflict(conflict)) = other else {
+        panic!("{other:?}")
+    };
+    assert_eq!(conflict.key.as_str(), "run-1:c1");
+    assert_eq!(conflict.stored, ArgsHash::of(&json!({"a": 1, "b": [1, 2]})));
+    assert_eq!(conflict.given, ArgsHash::of(&json!({"a": 2, "b": [1, 2]})));
+    assert!(
+        conflict.to_string().contains("cannot be reused"),
+        "{conflict}"
+    );
+    assert_eq!(world.executions("upsert", "c1"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a4_the_same_key_for_another_tool_is_refused() {
+    let world = World::default();
+    let runner = runner(MemoryLedger::new(), crash_free_toolbox(&world), T0);
+    done(runner.call(call("c1", LOOKUP, json!(1))).await).unwrap();
+    let other = runner.call(call("c1", SEND, json!(1))).await;
+    assert!(
+        matches!(other, Err(RunnerError::IdempotencyConflict(c)) if c.stored_tool == "lookup" && c.tool == "send")
+    );
+    assert_eq!(world.total_executions("send"), 0);
+}
+
+#[test]
+fn a4_ids_that_would_make_an_empty_or_ambiguous_key_are_refused() {
+    assert_eq!(CallKey::new("", "c"), Err(KeyError::EmptyRunId));
+    assert_eq!(CallKey::new("r", ""), Err(KeyError::EmptyCallId));
+    // "a:b" + "c" and "a" + "b:c" would both be "a:b:c".
+    assert_eq!(
+        CallKey::new("a:b", "c"),
+        Err(KeyError::RunIdContainsColon("a:b".into()))
+    );
+    assert_eq!(
+        CallKey::new("a", "b:c").map(|k| k.idempotency_key().to_string()),
+        Ok("a:b:c".into())
+    );
+    assert!(serde_json::from_value::<CallKey>(json!({"run_id": "", "call_id": "c"})).is_err());
+    assert!(serde_json::from_value::<retry_core::effects::IdempotencyKey>(json!(" ")).is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// A1: every change is a compare-and-swap; committed is final.
+
+fn prepared(id: &str, effect: ToolEffect) -> CallRecord {
+    CallRecord::prepared(
+        key(id),
+        "t",
+        effect,
+        json!({}),
+        false,
+        T0 + Duration::from_secs(60),
+    )
+}
+
+#[tokio::test]
+async fn a1_a_stale_revision_cannot_move_a_call() {
+    let ledger = MemoryLedger::new();
+    let Insert::Inserted(first) = ledger
+        .insert(prepared("c1", ToolEffect::SideEffect))
+        .await
+        .unwrap()
+    else {
+        panic!("inserted twice")
+    };
+    assert_eq!(first.revision, Revision::FIRST);
+    let started = ledger
+        .transition(first.clone(), Transition::Start { lease_until: T0 })
+        .await
+        .unwrap();
+    assert_eq!(started.revision, Revision::FIRST.next());
+
+    // A second writer holding the old revision loses, and nothing is written.
+    let stale = ledger
+        .transition(first, Transition::Start { lease_until: T0 })
+        .await;
+    assert!(matches!(
+        stale,
+        Err(LedgerError::Conflict { expected, found: Some(found), .. }) if expected == Revision::FIRST && found == started.revision
+    ));
+    assert_eq!(ledger.get(key("c1")).await.unwrap(), Some(started.clone()));
+
+    // Inserting the same key again returns what is stored, unchanged.
+    assert_eq!(
+        ledger
+            .insert(prepared("c1", ToolEffect::Read))
+            .await
+            .unwrap(),
+        Insert::Existing(started)
+    );
+}
+
+#[test]
+fn a1_the_state_machine_refuses_overwrites_and_blind_replays() {
+    let lease = Transition::Start { lease_until: T0 };
+    let commit_ok = Transition::Commit {
+        outcome: Ok(json!(1)),
+    };
+
+    // A committed result is final.
+    let committed = prepared("c", ToolEffect::Read)
+        .apply(lease.clone())
+        .unwrap()
+        .apply(commit_ok.clone())
+        .unwrap();
+    for transition in [
+        lease.clone(),
+        commit_ok.clone(),
+        Transition::Reconcile {
+            reason: ReconcileReason::Cancelled,
+        },
+    ] {
+        let err = committed.apply(transition).unwrap_err();
+        assert_eq!(err.why, "a committed result is final");
+    }
+
+    // A started side effect is never started again; a started read or idempotent write may be.
+    let started = prepared("c", ToolEffect::SideEffect)
+        .apply(lease.clone())
+        .unwrap();
+    let err = started.apply(lease.clone()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "call `run-1:c` is `started`: `start` is not allowed (a started side effect is never run again automatically)"
+    );
+    for effect in [ToolEffect::Read, ToolEffect::IdempotentWrite] {
+        let again = prepared("c", effect)
+            .apply(lease.clone())
+            .unwrap()
+            .apply(lease.clone())
+            .unwrap();
+        assert_eq!(again.attempts, 2);
+    }
+
+    // A tool that never started has no output; an approval cannot be skipped.
+    assert!(prepared("c", ToolEffect::Read).apply(commit_ok).is_err());
+    let mut needs_approval = prepared("c", ToolEffect::Read);
+    needs_approval.requires_approval = true;
+    assert!(needs_approval.apply(lease.clone()).is_err());
+    let waiting = needs_approval.apply(Transition::AwaitApproval).unwrap();
+    let approved = waiting
+        .apply(Transition::Approve { lease_until: T0 })
+        .unwrap();
+    assert_eq!(
+        approved.apply(lease).map(|r| r.state),
+        Ok(CallState::Started)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a1_two_runners_racing_for_one_call_run_it_once() {
+    let world = World::default();
+    let ledger = MemoryLedger::new();
+    let a = runner(ledger.clone(), crash_free_toolbox(&world), T0);
+    let b = runner(ledger.clone(), crash_free_toolbox(&world), T0);
+    let c = call("c1", SEND, json!("ana"));
+    let (ra, rb) = tokio::join!(a.call(c.clone()), b.call(c));
+    let outcomes = [ra, rb];
+    assert_eq!(world.executions("send", "c1"), 1);
+    // One ran it; the other either found the result or was told it is in progress.
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| matches!(o, Ok(CallOutcome::Done(r)) if r.source == ResultSource::ThisCall))
+    );
+    assert!(outcomes.iter().all(|o| matches!(
+        o,
+        Ok(CallOutcome::Done(_)) | Err(RunnerError::InProgress { .. })
+    )));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a1_records_round_trip_through_serde_for_a_durable_ledger() {
+    let world = World::default();
+    let ledger = MemoryLedger::new();
+    let runner = runner(ledger.clone(), crash_free_toolbox(&world), T0);
+    done(runner.call(call("c1", UPSERT, json!({"x": 1}))).await).unwrap();
+    let record = ledger.get(key("c1")).await.unwrap().unwrap();
+    let text = serde_json::to_string(&record).unwrap();
+    assert!(text.contains(r#""state":"committed""#), "{text}");
+    assert!(text.contains(r#""args_hash":"sha256:"#), "{text}");
+    assert_eq!(serde_json::from_str::<CallRecord>(&text).unwrap(), record);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A3: the runner runs a call once and enforces its limits itself.
+
+/// Fails with an error it diagnoses as retryable, and counts its calls.
+struct Flaky(Arc<AtomicU32>);
+
+impl Tool for Flaky {
+    type Args = Value;
+    type Output = Value;
+    type Error = String;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("flaky").with_effect(ToolEffect::Read)
+    }
+
+    fn retryable(&self, _: &String) -> bool {
+        true
+    }
+
+    async fn call(&self, _: Value, _: ToolContext) -> Result<Value, String> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Err("503 from upstream".into())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a3_the_runner_never_retries() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let runner = runner(
+        MemoryLedger::new(),
+        Toolbox::new().with(Flaky(calls.clone())).unwrap(),
+        T0,
+    );
+    let c = ToolCall::new(key("c1"), "flaky", json!({}));
+    let outcome = done(runner.call(c.clone()).await);
+    assert_eq!(
+        outcome,
+        Err(ToolFailure::new(FailureKind::Tool, "503 from upstream").retryable(true))
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "a retryable error is a result, not a retry"
+    );
+    // Submitting the call again returns the stored failure; the tool is not called.
+    let again = runner.call(c).await.unwrap();
+    assert_eq!(again.result().map(|r| r.source), Some(ResultSource::Ledger));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[derive(serde::Deserialize)]
+struct Transfer {
+    amount: i64,
+}
+
+/// Validates input and output; counts its calls.
+struct Bank(Arc<AtomicU32>);
+
+impl Tool for Bank {
+    type Args = Transfer;
+    type Output = i64;
+    type Error = String;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("transfer")
+    }
+
+    fn validate(&self, t: &Transfer) -> Result<(), String> {
+        if t.amount > 0 {
+            Ok(())
+        } else {
+            Err("`amount` must be positive".into())
+        }
+    }
+
+    fn validate_output(&self, balance: &i64) -> Result<(), String> {
+        if *balance >= 0 {
+            Ok(())
+        } else {
+            Err(format!("balance {balance} is negative"))
+        }
+    }
+
+    async fn call(&self, t: Transfer, _: ToolContext) -> Result<i64, String> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(100 - t.amount)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a3_invalid_input_is_refused_before_the_tool_runs_invalid_output_after() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let ledger = MemoryLedger::new();
+    let runner = runner(
+        ledger.clone(),
+        Toolbox::new().with(Bank(calls.clone())).unwrap(),
+        T0,
+    );
+    let transfer = |id: &str, args| ToolCall::new(key(id), "transfer", args);
+
+    let not_parsed = done(runner.call(transfer("c1", json!({"amount": "ten"}))).await);
+    assert_eq!(failure(&not_parsed), FailureKind::InvalidInput);
+    let refused = done(runner.call(transfer("c2", json!({"amount": -5}))).await);
+    assert_eq!(refused.unwrap_err().message, "`amount` must be positive");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    let record = ledger.get(key("c2")).await.unwrap().unwrap();
+    assert_eq!(record.attempts, 0, "never started");
+
+    let overdrawn = done(runner.call(transfer("c3", json!({"amount": 150}))).await);
+    assert_eq!(failure(&overdrawn), FailureKind::InvalidOutput);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the tool ran; what it did stays done"
+    );
+    assert_eq!(
+        done(runner.call(transfer("c4", json!({"amount": 30}))).await),
+        Ok(json!(70))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a3_permission_is_checked_before_the_tool_runs() {
+    let world = World::default();
+    let runner = runner(MemoryLedger::new(), crash_free_toolbox(&world), T0).with_permission(
+        |_: &CallKey, tool: &ToolSpec, args: &Value| match (tool.effect(), args["to"].as_str()) {
+            (ToolEffect::SideEffect, Some(to)) if !to.ends_with("@example.com") => {
+                Err(format!("may not write to `{to}`"))
+            }
+            _ => Ok(()),
+        },
+    );
+    let denied = done(
+        runner
+            .call(call("c1", SEND, json!({"to": "boss@elsewhere.org"})))
+            .await,
+    );
+    assert_eq!(
+        denied,
+        Err(ToolFailure::new(
+            FailureKind::PermissionDenied,
+            "may not write to `boss@elsewhere.org`"
+        ))
+    );
+    assert_eq!(world.executions("send", "c1"), 0);
+    done(
+        runner
+            .call(call("c2", SEND, json!({"to": "ana@example.com"})))
+            .await,
+    )
+    .unwrap();
+    assert_eq!(world.executions("send", "c2"), 1);
+}
+
+/// A tool of `effect` that takes 10 s; counts how many runs finished.
+fn slow(effect: ToolEffect, finished: Arc<AtomicU32>) -> impl Tool {
+    tool_fn(
+        ToolSpec::new("slow").with_effect(effect),
+        move |_: Value, _: ToolContext| {
+            let finished = finished.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                finished.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, String>(json!("late"))
+            }
+        },
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a3_a_deadline_ends_a_read_with_a_failure_and_a_write_in_reconciliation() {
+    for effect in ToolEffect::ALL {
+        let finished = Arc::new(AtomicU32::new(0));
+        let ledger = MemoryLedger::new();
+        let runner = runner(
+            ledger.clone(),
+            Toolbox::new().with(slow(effect, finished.clone())).unwrap(),
+            T0,
+        );
+        let c = ToolCall::new(key("c1"), "slow", json!({}));
+        let began = tokio::time::Instant::now();
+        let outcome = runner
+            .call_with(
+                c.clone(),
+                CallLimits::new().deadline(Duration::from_secs(2)),
+            )
+            .await;
+        assert_eq!(
+            began.elapsed(),
+            Duration::from_secs(2),
+            "{effect}: stopped at the deadline"
+        );
+        assert_eq!(finished.load(Ordering::SeqCst), 0);
+        let state = ledger.get(key("c1")).await.unwrap().unwrap().state;
+        if effect == ToolEffect::Read {
+            assert_eq!(failure(&done(outcome)), FailureKind::DeadlineExceeded);
+            assert!(matches!(state, CallState::Committed { .. }));
+        } else {
+            let reason = ReconcileReason::DeadlineExceeded;
+            assert!(
+                matches!(outcome, Err(RunnerError::NeedsReconciliation { reason: r, .. }) if r == reason),
+                "{effect}"
+            );
+            assert_eq!(state, CallState::NeedsReconciliation { reason });
+            // Not run again on re-submission.
+            assert!(matches!(
+                runner.call(c).await,
+                Err(RunnerError::NeedsReconciliation { .. })
+            ));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a3_the_tools_own_timeout_bounds_every_call() {
+    let finished = Arc::new(AtomicU32::new(0));
+    let timed = tool_fn(
+        ToolSpec::new("timed")
+            .with_effect(ToolEffect::Read)
+            .with_timeout(Duration::from_millis(500)),
+        move |_: Value, ctx: ToolContext| {
+            let finished = finished.clone();
+            async move {
+                assert!(ctx.deadline().is_some());
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                finished.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, String>(0)
+            }
+        },
+    );
+    let runner = runner(MemoryLedger::new(), Toolbox::new().with(timed).unwrap(), T0);
+    let began = tokio::time::Instant::now();
+    // The call's own deadline is longer: the tool's timeout wins.
+    let limits = CallLimits::new().deadline(Duration::from_secs(60));
+    let outcome = done(
+        runner
+            .call_with(ToolCall::new(key("c1"), "timed", json!(null)), limits)
+            .await,
+    );
+    assert_eq!(failure(&outcome), FailureKind::DeadlineExceeded);
+    assert_eq!(began.elapsed(), Duration::from_millis(500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a3_cancellation_stops_the_call_at_once() {
+    for effect in ToolEffect::ALL {
+        let finished = Arc::new(AtomicU32::new(0));
+        let runner = runner(
+            MemoryLedger::new(),
+            Toolbox::new().with(slow(effect, finished.clone())).unwrap(),
+            T0,
+        );
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let limits = CallLimits::new().cancel_on(async move {
+            let _ = rx.await;
+        });
+        let began = tokio::time::Instant::now();
+        let (outcome, ()) = tokio::join!(
+            runner.call_with(ToolCall::new(key("c1"), "slow", json!({})), limits),
+            async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                let _ = tx.send(());
+            }
+        );
+        assert_eq!(began.elapsed(), Duration::from_secs(3), "{effect}");
+        assert_eq!(finished.load(Ordering::SeqCst), 0);
+        match effect {
+            ToolEffect::Read => assert_eq!(failure(&done(outcome)), FailureKind::Cancelled),
+            _ => assert!(matches!(
+                outcome,
+                Err(RunnerError::NeedsReconciliation {
+                    reason: ReconcileReason::Cancelled,
+                    ..
+                })
+            )),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a3_a_call_cancelled_before_it_started_never_runs() {
+    let world = World::default();
+    let runner = runner(MemoryLedger::new(), crash_free_toolbox(&world), T0);
+    let limits = CallLimits::new().cancel_on(std::future::ready(()));
+    let outcome = done(
+        runner
+            .call_with(call("c1", SEND, json!("ana")), limits)
+            .await,
+    );
+    assert_eq!(failure(&outcome), FailureKind::Cancelled);
+    assert_eq!(world.executions("send", "c1"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a3_errors_are_typed_and_say_what_happened() {
+    let world = World::default();
+    let runner = runner(MemoryLedger::new(), crash_free_toolbox(&world), T0);
+    let unknown = runner
+        .call(ToolCall::new(key("c1"), "nope", json!(null)))
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, RunnerError::UnknownTool { ref name } if name == "nope"));
+    assert_eq!(unknown.to_string(), "no tool named `nope` is registered");
+    assert!(matches!(
+        runner.decide(key("c2"), Decision::Approve).await,
+        Err(RunnerError::UnknownCall { .. })
+    ));
+    done(runner.call(call("c3", LOOKUP, json!(1))).await).unwrap();
+    let wrong = runner
+        .decide(key("c3"), Decision::Approve)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        wrong.to_string(),
+        "call `run-1:c3` is `committed`, not `awaiting_approval`"
+    );
+    assert!(matches!(
+        runner.call(call("c4", PAY, json!(1))).await,
+        Ok(CallOutcome::AwaitingApproval(_))
+    ));
+    assert_eq!(world.executions("pay", "c4"), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A5: `started` is persisted before the tool runs.
+
+#[tokio::test(start_paused = true)]
+async fn a5_started_is_persisted_before_the_tool_runs() {
+    let ledger = MemoryLedger::new();
+    let seen = Arc::new(Mutex::new(None));
+    let probe = {
+        let (ledger, seen) = (ledger.clone(), seen.clone());
+        tool_fn(ToolSpec::new("probe"), move |_: Value, ctx: ToolContext| {
+            let (ledger, seen) = (ledger.clone(), seen.clone());
+            async move {
+                let record = ledger
+                    .get(ctx.call().clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                *seen.lock().unwrap() =
+                    record.map(|r| (r.state, r.attempts, r.lease_until.is_some()));
+                Ok::<_, String>(ctx.attempt())
+            }
+        })
+    };
+    let runner = runner(ledger.clone(), Toolbox::new().with(probe).unwrap(), T0);
+    let outcome = done(
+        runner
+            .call(ToolCall::new(key("c1"), "probe", json!(null)))
+            .await,
+    );
+    assert_eq!(outcome, Ok(json!(1)));
+    assert_eq!(*seen.lock().unwrap(), Some((CallState::Started, 1, true)));
+    let record = ledger.get(key("c1")).await.unwrap().unwrap();
+    assert!(matches!(record.state, CallState::Committed { .. }));
+    assert_eq!(record.lease_until, None, "a finished call holds no lease");
+    assert_eq!(ledger.list_run(RUN.to_owned()).await.unwrap().len(), 1);
+    assert!(ledger.list_run("bad:run".to_owned()).await.is_err());
+}
