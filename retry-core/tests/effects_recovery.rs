@@ -371,6 +371,40 @@ async fn a5_read_and_idempotent_write_rerun_only_under_an_explicit_policy() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a5_a_rerun_refused_by_a_check_does_not_hide_an_earlier_write() {
+    let calls = [
+        call("r1", LOOKUP, json!("q")),
+        call("i1", UPSERT, json!({"note": 1})),
+    ];
+    let crashed = crash_at("tool i1 after effect", &calls).await;
+    // After the restart, writes are no longer permitted.
+    let deny = |_: &retry_core::effects::CallKey, tool: &ToolSpec, _: &serde_json::Value| match tool
+        .effect()
+    {
+        ToolEffect::Read => Ok(()),
+        _ => Err("writes are frozen".to_owned()),
+    };
+    let runner = restarted(&crashed).with_permission(deny);
+    let report = runner
+        .recover(RUN, &reruns(), |k| crashed.transcript.has(k))
+        .await
+        .unwrap();
+    // The first start of `i1` may have written: committing "permission denied" would hide it.
+    let action = &report.calls[1].action;
+    assert!(
+        matches!(
+            action,
+            RecoveryAction::NeedsReconciliation {
+                not_rerun: None,
+                ..
+            }
+        ),
+        "{action:?}"
+    );
+    assert_eq!(crashed.world.executions("upsert", "i1"), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a5_reruns_stop_at_the_attempt_budget() {
     let crashed = crash_at("tool i1 after effect", &[call("i1", UPSERT, json!(1))]).await;
     let policy = reruns().max_attempts(1);

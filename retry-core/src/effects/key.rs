@@ -116,7 +116,7 @@ impl fmt::Display for CallKey {
 /// A key that a downstream system uses to recognise a repeat of the same write.
 ///
 /// Derived by the runtime as `"{run_id}:{call_id}"` ([`CallKey::idempotency_key`]) and handed
-/// to every tool in its [`ToolContext`](crate::ToolContext); an `idempotent-write` tool must
+/// to every tool in its [`ToolContext`](super::ToolContext); an `idempotent-write` tool must
 /// pass it on (as Stripe's `Idempotency-Key` header, a unique column, a conditional put).
 /// Never empty.
 ///

@@ -66,7 +66,7 @@ pub enum LedgerError {
 /// Durable storage of pending tool calls, where every change is a compare-and-swap on a
 /// [`Revision`] (SPEC A1): never a silent overwrite.
 ///
-/// [`MemoryLedger`](crate::MemoryLedger) implements it in memory; a SQL implementation maps
+/// [`MemoryLedger`](super::MemoryLedger) implements it in memory; a SQL implementation maps
 /// each method to one statement (see the module docs). Implementations must make
 /// [`insert`](Ledger::insert) and [`compare_and_swap`](Ledger::compare_and_swap) atomic.
 ///

@@ -252,9 +252,9 @@ impl CallRecord {
         }
     }
 
-    /// Whether the lease has run out at `now` (a record without a lease has none to run out).
+    /// Whether nobody owns the call at `now`: its lease ran out, or it has none.
     pub fn lease_expired(&self, now: Timestamp) -> bool {
-        self.lease_until.is_some_and(|until| until <= now)
+        self.lease_until.is_none_or(|until| until <= now)
     }
 
     /// The record after `transition`, at the next revision; the record itself is unchanged.

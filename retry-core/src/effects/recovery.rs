@@ -19,8 +19,8 @@ use super::effect::ToolEffect;
 use super::key::CallKey;
 use super::ledger::Ledger;
 use super::outcome::ToolOutcome;
-use super::record::{CallRecord, CallState, ReconcileReason, Transition};
-use super::runner::{CallLimits, CallOutcome, ResultSource, RunnerError, ToolRunner};
+use super::record::{CallRecord, CallState, ReconcileReason};
+use super::runner::{CallLimits, CallOutcome, ResultSource, RunnerError, TARGET, ToolRunner};
 use super::safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, decide_retry,
 };
@@ -51,7 +51,7 @@ pub struct RecoveryPolicy {
 
 impl RecoveryPolicy {
     /// Re-runs nothing that started; runs prepared calls; at most
-    /// [`DEFAULT_MAX_ATTEMPTS`](crate::DEFAULT_MAX_ATTEMPTS) starts per call.
+    /// [`DEFAULT_MAX_ATTEMPTS`] starts per call.
     pub const fn new() -> Self {
         RecoveryPolicy {
             rerun_read: false,
@@ -110,7 +110,7 @@ impl Default for RecoveryPolicy {
 /// Why a started call was not re-run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NotRerun {
-    /// [`decide_retry`](super::decide_retry) refused (a side effect, the attempt budget…).
+    /// [`decide_retry`] refused (a side effect, the attempt budget…).
     Refused(RefuseReason),
     /// Safe to re-run, but the policy does not ask for re-runs of this effect.
     NoPolicy,
@@ -352,11 +352,8 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                     }
                 };
                 let reason = ReconcileReason::LeaseExpired;
-                match self
-                    .ledger()
-                    .transition(record, Transition::Reconcile { reason })
-                    .await
-                {
+                tracing::info!(target: TARGET, call = %record.key, %not_rerun, "not re-run");
+                match self.mark_unknown(record, effect, reason).await {
                     Ok(_) => RecoveryAction::NeedsReconciliation {
                         reason,
                         not_rerun: Some(not_rerun),

@@ -34,6 +34,9 @@ use super::time::{Epoch, Timestamp};
 use super::tool::{DynTool, ToolContext, ToolSpec, Toolbox};
 use crate::clock::{Clock, DefaultClock};
 
+/// The `tracing` target of the effects runtime.
+pub(crate) const TARGET: &str = "retry_core::effects";
+
 /// How long a runner owns a call it works on when the call has no deadline: 5 minutes.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
 
@@ -465,7 +468,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         decision: Decision,
     ) -> Result<CallOutcome, RunnerError> {
         let record = self
-            .awaiting(key, CallState::AwaitingApproval.name())
+            .expect_state(key, CallState::AwaitingApproval.name())
             .await?;
         match decision {
             Decision::Approve => {
@@ -497,7 +500,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         key: CallKey,
         resolution: Resolution,
     ) -> Result<CallOutcome, RunnerError> {
-        let record = self.awaiting(key, "needs_reconciliation").await?;
+        let record = self.expect_state(key, "needs_reconciliation").await?;
         match resolution {
             Resolution::Happened(outcome) => self.commit(record, outcome).await,
             Resolution::DidNotHappen => {
@@ -527,7 +530,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     }
 
     /// The record of `key`, which must be in state `expected`.
-    async fn awaiting(
+    async fn expect_state(
         &self,
         key: CallKey,
         expected: &'static str,
@@ -563,11 +566,11 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         let spec = tool.spec();
         let effect = record.effect.stricter(spec.effect());
         if let Err(failure) = tool.check(&record.args) {
-            return self.commit(record, Err(failure)).await;
+            return self.refuse(record, effect, failure).await;
         }
         if let Err(why) = self.permission.check(&record.key, &spec, &record.args) {
             let failure = ToolFailure::new(FailureKind::PermissionDenied, why);
-            return self.commit(record, Err(failure)).await;
+            return self.refuse(record, effect, failure).await;
         }
         if record.requires_approval && !record.approved {
             let record = self
@@ -591,14 +594,14 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         if cancelled.await {
             let failure =
                 ToolFailure::new(FailureKind::Cancelled, "cancelled before the tool started");
-            return self.commit(record, Err(failure)).await;
+            return self.refuse(record, effect, failure).await;
         }
         if remaining == Some(Duration::ZERO) {
             let failure = ToolFailure::new(
                 FailureKind::DeadlineExceeded,
                 "the deadline passed before the tool started",
             );
-            return self.commit(record, Err(failure)).await;
+            return self.refuse(record, effect, failure).await;
         }
 
         let lease_until =
@@ -648,17 +651,56 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 self.commit(record, Err(failure)).await
             }
             // A write that was cut short may have happened: a person has to find out.
-            Ended::Interrupted(reason) => {
-                let record = self
-                    .ledger
-                    .transition(record, Transition::Reconcile { reason })
-                    .await?;
-                Err(RunnerError::NeedsReconciliation {
-                    key: record.key,
-                    reason,
-                })
-            }
+            Ended::Interrupted(reason) => self.reconcile(record, effect, reason).await,
         }
+    }
+
+    /// Ends a call whose tool does not run now with `failure` — unless an earlier start of a
+    /// write may have done its work (a re-run refused by a check): then a committed failure
+    /// would hide that, and the call goes to reconciliation instead.
+    async fn refuse(
+        &self,
+        record: CallRecord,
+        effect: ToolEffect,
+        failure: ToolFailure,
+    ) -> Result<CallOutcome, RunnerError> {
+        if record.state == CallState::Started && effect != ToolEffect::Read {
+            return self
+                .reconcile(record, effect, ReconcileReason::LeaseExpired)
+                .await;
+        }
+        self.commit(record, Err(failure)).await
+    }
+
+    /// Moves a started write whose outcome is unknown to `needs_reconciliation`.
+    async fn reconcile(
+        &self,
+        record: CallRecord,
+        effect: ToolEffect,
+        reason: ReconcileReason,
+    ) -> Result<CallOutcome, RunnerError> {
+        let record = self.mark_unknown(record, effect, reason).await?;
+        Err(RunnerError::NeedsReconciliation {
+            key: record.key,
+            reason,
+        })
+    }
+
+    /// Records that a started call's outcome is unknown, loudly.
+    pub(crate) async fn mark_unknown(
+        &self,
+        record: CallRecord,
+        effect: ToolEffect,
+        reason: ReconcileReason,
+    ) -> Result<CallRecord, LedgerError> {
+        tracing::warn!(
+            target: TARGET,
+            call = %record.key, tool = %record.tool, %effect, %reason,
+            "a started call's outcome is unknown: it needs reconciliation"
+        );
+        self.ledger
+            .transition(record, Transition::Reconcile { reason })
+            .await
     }
 
     /// Commits `outcome`. If the call moved meanwhile — recovery declared it in need of
