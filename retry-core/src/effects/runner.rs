@@ -98,13 +98,14 @@ impl ToolCall {
 ///
 /// ```
 /// use std::time::Duration;
+/// use retry_core::CancelToken;
 /// use retry_core::effects::CallLimits;
 ///
-/// let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+/// let token = CancelToken::new();
 /// let limits = CallLimits::new()
 ///     .deadline(Duration::from_secs(5))
-///     .cancel_on(async move { let _ = rx.await; });
-/// # drop((tx, limits));
+///     .cancel_on(token.cancelled());
+/// # drop(limits);
 /// ```
 #[derive(Debug)]
 pub struct CallLimits<S = Pending<()>> {
@@ -136,8 +137,8 @@ impl<S> CallLimits<S> {
         self
     }
 
-    /// Stops waiting for the call when `signal` completes (drop-in for a cancellation token's
-    /// `cancelled()` future).
+    /// Stops waiting for the call when `signal` completes, e.g. a
+    /// [`CancelToken::cancelled`](crate::CancelToken::cancelled) future.
     pub fn cancel_on<S2: Future<Output = ()>>(self, signal: S2) -> CallLimits<S2> {
         CallLimits {
             deadline: self.deadline,
