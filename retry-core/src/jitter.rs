@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rand::rngs::SmallRng;
+use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
@@ -122,20 +122,24 @@ impl FromStr for Jitter {
 /// let b: Vec<_> = (0..3).map({ let mut r = JitterRng::seeded(1); move |_| r.below(Duration::from_secs(1)) }).collect();
 /// assert_eq!(a, b); // same seed, same delays
 /// ```
+///
+/// The generator is Xoshiro256++ by name, not rand's `SmallRng`: `SmallRng` may change
+/// algorithm in any rand release and differs between 32- and 64-bit targets, which would make
+/// a seeded timeline (or a committed snapshot of one) differ between machines (SPEC T2).
 #[derive(Clone, Debug)]
-pub struct JitterRng(SmallRng);
+pub struct JitterRng(Xoshiro256PlusPlus);
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 impl JitterRng {
     /// A generator whose draws are reproducible from `seed`.
     pub fn seeded(seed: u64) -> Self {
-        Self(SmallRng::seed_from_u64(seed))
+        Self(Xoshiro256PlusPlus::seed_from_u64(seed))
     }
 
     /// A generator seeded from the thread's entropy source.
     pub fn from_entropy() -> Self {
-        Self(SmallRng::from_rng(&mut rand::rng()))
+        Self(Xoshiro256PlusPlus::from_rng(&mut rand::rng()))
     }
 
     /// A duration drawn uniformly from `[0, bound)`, at nanosecond resolution; `ZERO` when
