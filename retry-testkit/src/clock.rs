@@ -49,6 +49,7 @@ pub const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 pub struct MockClock {
     shared: Arc<Shared>,
     seed: Option<u64>,
+    idle_yields: u32,
 }
 
 /// What every handle of one clock shares.
@@ -120,6 +121,7 @@ impl fmt::Debug for MockClock {
             .field("pending", &state.pending.len())
             .field("sleeps", &state.log.len())
             .field("seed", &self.seed)
+            .field("idle_yields", &self.idle_yields)
             .finish()
     }
 }
@@ -133,6 +135,7 @@ impl MockClock {
                 state: Mutex::new(State::default()),
             }),
             seed: None,
+            idle_yields: drive::IDLE_YIELDS,
         }
     }
 
@@ -154,6 +157,15 @@ impl MockClock {
     /// ```
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+
+    /// This clock (the same timeline) with [`run`](MockClock::run) yielding `yields` times to
+    /// the executor, with nothing waking the future, before it moves time. The default, 16,
+    /// gives a spawned task the future waits on 16 scheduler turns to answer; raise it for
+    /// tasks that need more, or set 0 when the future waits on nothing but the clock.
+    pub fn with_idle_yields(mut self, yields: u32) -> Self {
+        self.idle_yields = yields;
         self
     }
 
@@ -306,9 +318,10 @@ impl MockClock {
     ///
     /// The clock is installed as the [`Scope`] override (see [`scope`](MockClock::scope)),
     /// and virtual time advances by itself: whenever the future is waiting and nothing has
-    /// woken it, the runner first yields a few times to the executor — so that tasks it
-    /// waits on get to run — then moves time to the next pending deadline. Time never moves
-    /// while the future has work to do.
+    /// woken it, the runner first yields to the executor
+    /// ([a few times](MockClock::with_idle_yields)) — so that tasks it waits on get to run —
+    /// then moves time to the next pending deadline. Time never moves while the future has
+    /// work to do.
     ///
     /// On a current-thread runtime (the default of `#[tokio::test]`) this is deterministic.
     /// On a multi-thread runtime, time may move while a task on another worker is still
@@ -330,7 +343,7 @@ impl MockClock {
     /// # Ok(()) }
     /// ```
     pub fn run<F: Future>(&self, future: F) -> impl Future<Output = F::Output> + use<F> {
-        Driver::new(self.clone(), self.scope(future), drive::IDLE_YIELDS)
+        Driver::new(self.clone(), self.scope(future), self.idle_yields)
     }
 
     /// Runs `future` to completion on the current thread, without any async runtime, moving

@@ -20,9 +20,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use crate::clock::MockClock;
 
 /// How many times [`MockClock::run`](crate::MockClock::run) yields to the executor, with no
-/// wakeup arriving, before it moves time: enough for a task the future waits on, and a task
-/// that one waits on in turn, to run first.
-pub(crate) const IDLE_YIELDS: u32 = 3;
+/// wakeup arriving, before it moves time: each yield lets every ready task run once, so a
+/// task the future waits on gets this many turns to answer.
+pub(crate) const IDLE_YIELDS: u32 = 16;
 
 /// How many times the run loop re-polls a future that keeps waking itself before it yields
 /// to the executor, so a busy future cannot monopolise a thread.

@@ -231,15 +231,21 @@ impl Timeline {
         let total_ms = (total.as_secs_f64() * 1e3).max(1.0);
         let (left, width, lane) = (50.0, 660.0, 60.0);
         let x = |d: Duration| left + d.as_secs_f64() * 1e3 / total_ms * width;
-        let mut svg = Svg::new(left + width + 30.0, 140.0);
+        let mut svg = Svg::new(left + width + 30.0, 150.0);
         svg.text((left, 18.0), Anchor::Start, 13, "retry timeline");
-        for row in &rows {
+        let legend = [("ok", OK), ("error", ERR), ("dropped", DROPPED)];
+        for (i, (name, color)) in legend.into_iter().enumerate() {
+            let at = left + width - 210.0 + 75.0 * i as f64;
+            svg.rect(at, 9.0, 12.0, 10.0, color, name);
+            svg.text((at + 16.0, 18.0), Anchor::Start, 11, name);
+        }
+        for (i, row) in rows.iter().enumerate() {
             let (start, end) = (x(row.start), x(row.end.unwrap_or(row.start)));
             let fill = match row.outcome {
-                RowOutcome::Ok => "#2e7d32",
-                RowOutcome::Err(_) => "#c62828",
-                RowOutcome::Dropped => "#9e9e9e",
-                RowOutcome::Running => "#1565c0",
+                RowOutcome::Ok => OK,
+                RowOutcome::Err(_) => ERR,
+                RowOutcome::Dropped => DROPPED,
+                RowOutcome::Running => RUNNING,
             };
             let title = format!(
                 "attempt {}: {} ({} to {})",
@@ -267,10 +273,12 @@ impl Timeline {
                 let (from, to) = (x(done), x(done.saturating_add(wait)));
                 svg.line((from, lane), (to, lane), "#555555", true);
                 let label = format!("wait {}", ms(wait));
-                svg.text(((from + to) / 2.0, lane + 26.0), Anchor::Middle, 10, &label);
+                // Alternate two label rows so that labels of short waits do not overlap.
+                let y = lane + 26.0 + 12.0 * (i % 2) as f64;
+                svg.text(((from + to) / 2.0, y), Anchor::Middle, 10, &label);
             }
         }
-        let axis = 110.0;
+        let axis = 120.0;
         svg.line((left, axis), (left + width, axis), "#333333", false);
         for tick in svg::ticks(total_ms, 6) {
             let at = left + tick / total_ms * width;
@@ -286,6 +294,12 @@ impl fmt::Display for Timeline {
         f.write_str(&self.to_text())
     }
 }
+
+// Bar colours of the SVG rendering.
+const OK: &str = "#2e7d32";
+const ERR: &str = "#c62828";
+const DROPPED: &str = "#9e9e9e";
+const RUNNING: &str = "#1565c0";
 
 /// What followed an attempt, for the text rendering.
 fn then(row: &TimelineRow, last: bool) -> String {
