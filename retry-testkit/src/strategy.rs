@@ -19,7 +19,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_core::{Jitter, RetryOptions, RetryPolicy};
+use retry_core::{ExponentialBackoff, Jitter, RetryOptions, RetryPolicy};
 
 use crate::fault::{FaultScript, Step};
 
@@ -134,6 +134,28 @@ pub fn small_policies(max_attempts: u32) -> impl Strategy<Value = RetryPolicy> {
                 .unwrap_or(RetryPolicy::DEFAULT)
                 .with_jitter(jitter)
                 .with_seed(seed)
+        })
+}
+
+/// Valid general exponential backoffs (SPEC D3): base up to 10 s, factor 1–10 (whole and
+/// fractional), cap from the base up to a day, every jitter kind.
+pub fn exponential_backoffs() -> impl Strategy<Value = ExponentialBackoff> {
+    (
+        0u64..=10_000,
+        prop_oneof![Just(1.0), Just(2.0), 1.0f64..=10.0],
+        0u64..=86_400_000,
+        jitters(),
+    )
+        .prop_map(|(base_ms, factor, extra_ms, jitter)| {
+            let base = Duration::from_millis(base_ms);
+            ExponentialBackoff::builder()
+                .base(base)
+                .factor(factor)
+                .cap(base + Duration::from_millis(extra_ms))
+                .jitter(jitter)
+                .build()
+                // Unreachable: the factor is finite and >= 1 and the cap is above the base.
+                .unwrap_or(ExponentialBackoff::DEFAULT)
         })
 }
 

@@ -105,7 +105,7 @@ fn r5_deadline_with_retried_attempt_timeouts() {
     let spans: Vec<_> = attempts.iter().map(|a| (a.start, a.end)).collect();
     assert_eq!(
         spans,
-        [(0 * MS, Some(100 * MS)), (120 * MS, Some(220 * MS))]
+        [(Duration::ZERO, Some(100 * MS)), (120 * MS, Some(220 * MS))]
     );
     assert!(attempts.iter().all(|a| a.outcome == AttemptEnd::Dropped));
     script.assert_consumed();
