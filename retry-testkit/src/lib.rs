@@ -27,7 +27,7 @@
 //! ```
 //! use std::time::Duration;
 //! use retry_core::RetryOptions;
-//! use retry_testkit::{Fault, FaultScript, MockClock, Timeline};
+//! use retry_testkit::{Fault, FaultScript, MockClock};
 //!
 //! let clock = MockClock::new().with_seed(7);
 //! let script = FaultScript::new().fail_times(3, Fault::new("503")).succeed("ok").on(&clock);

@@ -424,9 +424,12 @@ pub fn chart_svg(summaries: &[Summary]) -> String {
             }
         }
     }
+    // One legend row, centred; about 7 px per character at font size 11.
     let legend_y = top + panel_h + 62.0;
-    for (i, strategy) in Strategy::ALL.into_iter().enumerate() {
-        let x = left + i as f64 * 150.0;
+    let item_width = |s: Strategy| 30.0 + 7.0 * s.name().len() as f64;
+    let total: f64 = Strategy::ALL.into_iter().map(item_width).sum();
+    let mut x = (left + 2.0 * panel_w + gap + 20.0 - total) / 2.0;
+    for strategy in Strategy::ALL {
         svg.rect(
             x,
             legend_y - 9.0,
@@ -436,6 +439,7 @@ pub fn chart_svg(summaries: &[Summary]) -> String {
             strategy.name(),
         );
         svg.text((x + 18.0, legend_y), Anchor::Start, 11, strategy.name());
+        x += item_width(strategy);
     }
     svg.finish()
 }
