@@ -59,6 +59,12 @@ struct Shared {
     state: Mutex<State>,
 }
 
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 #[derive(Default)]
 struct State {
     /// Virtual time since the clock was created.
@@ -175,10 +181,7 @@ impl MockClock {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.shared.lock()
     }
 
     /// Virtual time since the clock was created.
@@ -402,10 +405,7 @@ pub struct MockSleep {
 
 impl MockSleep {
     fn state(&self) -> MutexGuard<'_, State> {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.shared.lock()
     }
 
     /// The virtual time at which this sleep completes.

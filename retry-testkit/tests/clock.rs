@@ -1,23 +1,15 @@
 //! The mock clock: SPEC T1 (virtual time that every retry loop uses; sleeps instant in wall
 //! time and recorded).
 
+mod support;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use retry_core::{Jitter, RetryOptions, RetryPolicy};
 use retry_testkit::{FAR_FUTURE, MockClock, SleepRecord, SleepStatus, Stalled, join_all};
-
-const MS: Duration = Duration::from_millis(1);
-
-fn no_jitter(attempts: u32) -> RetryPolicy {
-    RetryOptions::new()
-        .with_max_attempts(attempts)
-        .with_jitter(Jitter::None)
-        .resolve()
-        .unwrap()
-}
+use support::{MS, no_jitter};
 
 /// A library function that retries with the default clock: the test cannot hand it a clock,
 /// like a function expanded from `#[retry]`.

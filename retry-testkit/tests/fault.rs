@@ -1,22 +1,14 @@
 //! Fault scripts: SPEC T4 (scripted failures, checked to be consumed), used with the retry
 //! loop's R1/R2 behaviour.
 
+mod support;
+
 use std::time::Duration;
 
-use retry_core::{Jitter, RetryOptions, RetryPolicy};
 use retry_testkit::{
     AttemptEnd, AttemptRecord, Fault, FaultScript, MockClock, Outcome, Step, Unconsumed,
 };
-
-const MS: Duration = Duration::from_millis(1);
-
-fn no_jitter(attempts: u32) -> RetryPolicy {
-    RetryOptions::new()
-        .with_max_attempts(attempts)
-        .with_jitter(Jitter::None)
-        .resolve()
-        .unwrap()
-}
+use support::{MS, no_jitter};
 
 #[test]
 fn t4_fail_twice_then_succeed_records_every_attempt() {

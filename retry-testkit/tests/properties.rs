@@ -5,6 +5,8 @@
 //! Every property runs [`CASES`] = 2,000 cases (proptest's default is 256); the whole file
 //! takes a few seconds in a debug build.
 
+#![cfg(feature = "proptest")]
+
 use std::time::Duration;
 
 use proptest::prelude::*;

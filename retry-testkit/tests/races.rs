@@ -2,22 +2,17 @@
 //! instant, deadlines together with attempt timeouts, cancellation in a wait (SPEC R5, R6,
 //! D5, run on T1's clock).
 
+mod support;
+
 use std::time::Duration;
 
-use retry_core::{Jitter, RetryError, RetryOptions, RetryPolicy};
-use retry_testkit::{AttemptEnd, Fault, FaultScript, MockClock, SleepStatus, Step};
-
-const MS: Duration = Duration::from_millis(1);
+use retry_core::{RetryError, RetryPolicy};
+use retry_testkit::{AttemptEnd, Fault, FaultScript, MockClock, Scripted, SleepStatus, Step};
+use support::{MS, no_jitter_with};
 
 /// `attempts` attempts, base 10 ms, max 1 s, no jitter: waits 20, 40, 80 … ms.
 fn policy(attempts: u32) -> RetryPolicy {
-    RetryOptions::new()
-        .with_max_attempts(attempts)
-        .with_base_delay_ms(10)
-        .with_max_delay_ms(1_000)
-        .with_jitter(Jitter::None)
-        .resolve()
-        .unwrap()
+    no_jitter_with(attempts, 10, 1_000)
 }
 
 #[test]
@@ -79,17 +74,15 @@ fn r5_failure_at_the_timeout_instant_is_a_failure_not_a_timeout() {
     script.assert_consumed();
 }
 
-#[test]
-fn r5_deadline_with_retried_attempt_timeouts() {
-    // Attempt 1 hangs and is cut at 100 ms; wait 20 ms; attempt 2 hangs from 120 ms and is
-    // cut at 220 ms; the next wait (40 ms) would cross the 250 ms deadline, so the loop ends.
+/// Two hanging attempts under a `deadline` and a retried 100 ms attempt timeout.
+fn two_hangs_under(deadline: Duration) -> (MockClock, Scripted<(), Fault>) {
     let clock = MockClock::new();
     let script = FaultScript::<(), Fault>::new().hang().hang().on(&clock);
     let out = clock
         .block_on(
             policy(10)
                 .retry(script.operation())
-                .deadline(250 * MS)
+                .deadline(deadline)
                 .retry_attempt_timeout(100 * MS),
         )
         .unwrap();
@@ -100,6 +93,15 @@ fn r5_deadline_with_retried_attempt_timeouts() {
             last: None
         })
     );
+    script.assert_consumed();
+    (clock, script)
+}
+
+#[test]
+fn r5_deadline_with_retried_attempt_timeouts() {
+    // Attempt 1 hangs and is cut at 100 ms; wait 20 ms; attempt 2 hangs from 120 ms and is
+    // cut at 220 ms; the next wait (40 ms) would cross the 250 ms deadline, so the loop ends.
+    let (clock, script) = two_hangs_under(250 * MS);
     assert_eq!(clock.elapsed(), 220 * MS);
     let attempts = script.attempts();
     let spans: Vec<_> = attempts.iter().map(|a| (a.start, a.end)).collect();
@@ -108,30 +110,13 @@ fn r5_deadline_with_retried_attempt_timeouts() {
         [(Duration::ZERO, Some(100 * MS)), (120 * MS, Some(220 * MS))]
     );
     assert!(attempts.iter().all(|a| a.outcome == AttemptEnd::Dropped));
-    script.assert_consumed();
 }
 
 #[test]
 fn r5_deadline_shorter_than_the_attempt_timeout_cuts_the_attempt_at_the_deadline() {
     // Attempt 2 starts at 120 ms with 30 ms of budget left: the deadline, not the 100 ms
     // attempt timeout, is its timer.
-    let clock = MockClock::new();
-    let script = FaultScript::<(), Fault>::new().hang().hang().on(&clock);
-    let out = clock
-        .block_on(
-            policy(10)
-                .retry(script.operation())
-                .deadline(150 * MS)
-                .retry_attempt_timeout(100 * MS),
-        )
-        .unwrap();
-    assert_eq!(
-        out,
-        Err(RetryError::DeadlineExceeded {
-            attempts: 2,
-            last: None
-        })
-    );
+    let (clock, script) = two_hangs_under(150 * MS);
     assert_eq!(clock.elapsed(), 150 * MS);
     assert_eq!(script.attempts()[1].end, Some(150 * MS));
 }
@@ -151,17 +136,29 @@ fn r5_success_exactly_at_the_deadline_counts() {
     assert_eq!(clock.elapsed(), 100 * MS);
 }
 
-#[test]
-fn r6_cancellation_during_a_wait_cuts_it_short() {
+/// A failure, then a 20 ms wait that a cancellation signal firing at `at` races.
+fn fail_then_cancel_at(
+    at: Duration,
+) -> (
+    MockClock,
+    Scripted<(), Fault>,
+    Result<(), RetryError<Fault>>,
+) {
     let clock = MockClock::new();
-    let script = FaultScript::<(), _>::new()
+    let script = FaultScript::new()
         .fail(Fault::new("503"))
         .succeed(())
         .on(&clock);
-    let cancel = clock.sleep(15 * MS);
+    let cancel = clock.sleep(at);
     let out = clock
         .block_on(policy(3).retry(script.operation()).cancel_on(cancel))
         .unwrap();
+    (clock, script, out)
+}
+
+#[test]
+fn r6_cancellation_during_a_wait_cuts_it_short() {
+    let (clock, script, out) = fail_then_cancel_at(15 * MS);
     assert_eq!(
         out,
         Err(RetryError::Cancelled {
@@ -181,20 +178,12 @@ fn r6_cancellation_during_a_wait_cuts_it_short() {
 
 #[test]
 fn r6_cancellation_at_the_instant_a_wait_ends_wins() {
-    let clock = MockClock::new();
-    let script = FaultScript::<(), _>::new()
-        .fail(Fault::new("503"))
-        .succeed(())
-        .on(&clock);
-    let cancel = clock.sleep(20 * MS);
-    let out = clock
-        .block_on(policy(3).retry(script.operation()).cancel_on(cancel))
-        .unwrap();
+    let (clock, script, out) = fail_then_cancel_at(20 * MS);
     assert!(
         matches!(out, Err(RetryError::Cancelled { attempts: 1, .. })),
         "{out:?}"
     );
-    assert_eq!(script.calls(), 1);
+    assert_eq!((clock.elapsed(), script.calls()), (20 * MS, 1));
 }
 
 #[test]
@@ -246,11 +235,17 @@ fn r6_dropping_the_loop_mid_wait_drops_its_sleep() {
     );
 }
 
-#[test]
-fn d5_retry_after_hint_replaces_the_wait_on_the_clock() {
+/// A failure asking to wait `hint`, then a success, under the policy's 60 s ceiling.
+fn throttled_for(
+    hint: Duration,
+) -> (
+    MockClock,
+    Scripted<&'static str, Fault>,
+    Result<&'static str, Fault>,
+) {
     let clock = MockClock::new();
     let script = FaultScript::new()
-        .fail(Fault::new("429").with_retry_after(Duration::from_secs(2)))
+        .fail(Fault::new("429").with_retry_after(hint))
         .succeed("ok")
         .on(&clock);
     let out = clock
@@ -260,6 +255,12 @@ fn d5_retry_after_hint_replaces_the_wait_on_the_clock() {
                 .retry_after(Fault::retry_after),
         )
         .unwrap();
+    (clock, script, out)
+}
+
+#[test]
+fn d5_retry_after_hint_replaces_the_wait_on_the_clock() {
+    let (clock, script, out) = throttled_for(Duration::from_secs(2));
     assert_eq!(out, Ok("ok"));
     assert_eq!(clock.sleeps(), [Duration::from_secs(2)]);
     assert_eq!(script.attempts()[1].start, Duration::from_secs(2));
@@ -267,18 +268,8 @@ fn d5_retry_after_hint_replaces_the_wait_on_the_clock() {
 
 #[test]
 fn d5_hint_above_the_ceiling_ends_the_loop_without_sleeping() {
-    let clock = MockClock::new();
-    let script = FaultScript::<(), _>::new()
-        .fail(Fault::new("503").with_retry_after(Duration::from_secs(120)))
-        .on(&clock);
-    let out = clock
-        .block_on(
-            policy(3)
-                .retry(script.operation())
-                .retry_after(Fault::retry_after),
-        )
-        .unwrap();
-    assert_eq!(out.unwrap_err().message(), "503");
+    let (clock, script, out) = throttled_for(Duration::from_secs(120));
+    assert_eq!(out.unwrap_err().message(), "429");
     assert!(clock.sleeps().is_empty());
-    assert_eq!(clock.elapsed(), Duration::ZERO);
+    assert_eq!((clock.elapsed(), script.remaining()), (Duration::ZERO, 1));
 }
