@@ -125,6 +125,10 @@ impl FromStr for Jitter {
 /// let b: Vec<_> = (0..3).map({ let mut r = JitterRng::seeded(1); move |_| r.below(Duration::from_secs(1)) }).collect();
 /// assert_eq!(a, b); // same seed, same delays
 /// ```
+///
+/// The generator is named explicitly rather than rand's `SmallRng`: `SmallRng` may change
+/// algorithm in any rand release and differs between 32- and 64-bit targets, which would make
+/// a seeded timeline (or a committed snapshot of one) differ between machines (SPEC T2).
 #[derive(Clone, Debug)]
 pub struct JitterRng(Xoshiro128PlusPlus);
 
