@@ -46,6 +46,8 @@
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[doc(hidden)]
+pub mod __private;
 mod backoff;
 mod clock;
 mod jitter;
@@ -67,10 +69,14 @@ pub use options::{
 };
 pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy, retry};
 pub use retry::{
-    Always, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError, ShouldRetry, Silent,
-    Unlimited,
+    Always, LimitExceeded, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError,
+    ShouldRetry, Silent, Unlimited,
 };
 pub use scope::Scope;
+
+// `#[retry(...)]`, behind the default `macros` feature.
+#[cfg(feature = "macros")]
+pub use retry_macros::retry;
 
 #[doc(hidden)]
 pub use retry::IntoLimited;

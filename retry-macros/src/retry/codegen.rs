@@ -1,0 +1,259 @@
+//! Emitting the retried function: the signature as written, a new body.
+//!
+//! The body becomes an `async` block that a `loop` builds once per attempt and hands to
+//! `Driver::attempt`; owned arguments are cloned for each attempt first. The policy is a
+//! `const`, so the options cost nothing at run time; values the macro could not read (a `const`
+//! path, a `defaults` layer) are checked inside that `const`, so a bad one is a compile error
+//! pointing at it. Generated code names only `::retry_core::__private` (or the `crate`
+//! override).
+
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::{ExprPath, FnArg, Generics, Ident, Pat, PatIdent, Signature, Type};
+
+use super::item::{Function, peel};
+use super::valid::{ATTEMPT_TIMEOUT_NOT_POSITIVE, DEADLINE_NOT_POSITIVE, Limit, Options, Value};
+
+/// The retried function.
+pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
+    let private = match &options.krate {
+        Some(path) => quote!(#path::__private),
+        None => quote!(::retry_core::__private),
+    };
+    let Function { attrs, vis, mut sig, inner_attrs, body } = function;
+    let clones = per_attempt_clones(&mut sig, &private);
+    let driver = driver(&options, &private, &sig.generics);
+    let retry = Ident::new("__retry", Span::mixed_site());
+    let result = Ident::new("__result", Span::mixed_site());
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #(#inner_attrs)*
+            let mut #retry = #driver;
+            loop {
+                #(#clones)*
+                match #retry.attempt(async { #body }).await {
+                    #private::ControlFlow::Break(#result) => return #result,
+                    #private::ControlFlow::Continue(()) => {}
+                }
+            }
+        }
+    }
+}
+
+/// `Driver::new(POLICY)` with the hooks and limits the options ask for.
+fn driver(options: &Options, private: &TokenStream, generics: &Generics) -> TokenStream {
+    let policy = policy(options, private, generics);
+    let when = options.when.iter().map(|path| quote!(.when(#path)));
+    let notify = options.notify.iter().map(|path| quote!(.notify(#path)));
+    let limits = limits(options, private, generics);
+    quote!(#private::Driver::new(#policy) #(#when)* #(#notify)* #limits)
+}
+
+/// The policy as a constant. The macro already checked every literal; what it could not read
+/// is checked here, each `const` path on its own first (O3 order), then the layers together.
+fn policy(options: &Options, private: &TokenStream, generics: &Generics) -> TokenStream {
+    let mut call_site = quote!(#private::RetryOptions::new());
+    let mut checks = Vec::new();
+    let mut culprit = None;
+    let fields = [
+        ("with_max_attempts", value_tokens(&options.max_attempts), options.max_attempts.as_const()),
+        ("with_base_delay_ms", value_tokens(&options.base_delay_ms), options.base_delay_ms.as_const()),
+        ("with_max_delay_ms", value_tokens(&options.max_delay_ms), options.max_delay_ms.as_const()),
+    ];
+    for (index, (setter, value, path)) in fields.into_iter().enumerate() {
+        let Some(value) = value else { continue };
+        let setter = Ident::new(setter, Span::call_site());
+        call_site = quote!(#call_site.#setter(#value));
+        if let Some(path) = path {
+            let alone = quote!(#private::RetryOptions::new().#setter(#path).validate());
+            checks.push(must(private, alone, path));
+            // The cross-field rule concerns the two delays.
+            if index > 0 && culprit.is_none() {
+                culprit = Some(path);
+            }
+        }
+    }
+    if let Some(jitter) = &options.jitter {
+        call_site = quote!(#call_site.with_jitter(#private::Jitter::#jitter));
+    }
+    let resolved = match &options.defaults {
+        Some(defaults) => {
+            checks.push(must(private, quote!(#private::RetryDefaults::new(#defaults)), defaults));
+            culprit = Some(defaults);
+            quote!(#call_site.or(#defaults).resolve())
+        }
+        None => quote!(#call_site.resolve()),
+    };
+    let resolved = match culprit {
+        Some(path) => must(private, resolved, path),
+        // Only literals: the macro checked them all, so this cannot fail.
+        None => quote!(#private::must(#resolved)),
+    };
+    let paths = [
+        options.max_attempts.as_const(),
+        options.base_delay_ms.as_const(),
+        options.max_delay_ms.as_const(),
+        options.defaults.as_ref(),
+    ];
+    constant(
+        quote!(#private::RetryPolicy),
+        quote!({ #(let _ = #checks;)* #resolved }),
+        paths.into_iter().flatten(),
+        generics,
+        "__RETRY_POLICY",
+    )
+}
+
+/// `.limits(deadline, attempt_timeout)`, spanned on the first limit's key so that a missing
+/// `E: From<LimitExceeded>` is reported there.
+fn limits(options: &Options, private: &TokenStream, generics: &Generics) -> TokenStream {
+    let deadline = options.deadline.as_ref();
+    let timeout = options.attempt_timeout.as_ref();
+    let Some(first) = deadline.or(timeout) else {
+        return TokenStream::new();
+    };
+    let duration = |limit: Option<&Limit>, message: &str, name: &str| match limit {
+        None => quote!(#private::None),
+        Some(Limit { value: Value::Lit(ms), .. }) => {
+            quote!(#private::Some(#private::Duration::from_millis(#ms)))
+        }
+        Some(Limit { value: Value::Const(path), .. }) => {
+            let checked = must_call(quote!(#private::positive_ms), quote!(#path, #message), path);
+            let value = constant(quote!(#private::Duration), checked, [path], generics, name);
+            quote!(#private::Some(#value))
+        }
+        Some(Limit { value: Value::Unset, .. }) => quote!(#private::None),
+    };
+    let deadline = duration(deadline, DEADLINE_NOT_POSITIVE, "__RETRY_DEADLINE");
+    let timeout = duration(timeout, ATTEMPT_TIMEOUT_NOT_POSITIVE, "__RETRY_ATTEMPT_TIMEOUT");
+    let method = Ident::new("limits", first.key.span());
+    quote!(.#method(#deadline, #timeout))
+}
+
+/// A compile-time value. A `const` item is evaluated by every build, `cargo check` included;
+/// it cannot name `Self` or the function's generic parameters, so a value that does is an
+/// inline `const { … }` block instead, evaluated when the function is instantiated.
+fn constant<'a>(
+    ty: TokenStream,
+    value: TokenStream,
+    paths: impl IntoIterator<Item = &'a ExprPath>,
+    generics: &Generics,
+    name: &str,
+) -> TokenStream {
+    let generic = |path: &ExprPath| {
+        path.qself.is_some()
+            || path.path.segments.first().is_some_and(|first| {
+                first.ident == "Self" || generics.type_params().any(|p| p.ident == first.ident) ||
+                    generics.const_params().any(|p| p.ident == first.ident)
+            })
+    };
+    if paths.into_iter().any(generic) {
+        return quote!(const { #value });
+    }
+    let name = Ident::new(name, Span::mixed_site());
+    quote!({
+        const #name: #ty = #value;
+        #name
+    })
+}
+
+/// `__private::must(checked)`, reported at `culprit` if the check fails.
+fn must(private: &TokenStream, checked: TokenStream, culprit: &ExprPath) -> TokenStream {
+    must_call(quote!(#private::must), checked, culprit)
+}
+
+/// `callee(args)` spanned so that a failed const evaluation underlines `culprit`: the callee
+/// takes the span of its first token, the parentheses the span of its last.
+fn must_call(callee: TokenStream, args: TokenStream, culprit: &impl ToTokens) -> TokenStream {
+    let (first, last) = span_range(culprit);
+    let callee = respan(callee, first);
+    let mut args = Group::new(Delimiter::Parenthesis, args);
+    args.set_span(last);
+    quote!(#callee #args)
+}
+
+fn span_range(tokens: &impl ToTokens) -> (Span, Span) {
+    let mut tokens = tokens.to_token_stream().into_iter();
+    let first = tokens.next().map_or_else(Span::call_site, |t| t.span());
+    let last = tokens.last().map_or(first, |t| t.span());
+    (first, last)
+}
+
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                token = TokenTree::Group(inner);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
+}
+
+/// `let name = CloneArg::clone_arg(&name);` for every owned argument: the previous attempt
+/// may have moved it. Borrowed arguments are lent to each attempt as they are. An argument
+/// bound by a pattern is renamed, and the pattern re-applied to each attempt's copy. The
+/// signature loses `mut` on cloned arguments (the copy gets it), so no `unused_mut` fires.
+fn per_attempt_clones(sig: &mut Signature, private: &TokenStream) -> Vec<TokenStream> {
+    let mut clones = Vec::new();
+    for (index, input) in sig.inputs.iter_mut().enumerate() {
+        let FnArg::Typed(arg) = input else { continue };
+        if matches!(peel(&arg.ty), Type::Reference(_)) || matches!(*arg.pat, Pat::Wild(_)) {
+            continue;
+        }
+        let (first, _) = span_range(&arg.pat);
+        let (_, last) = span_range(&arg.ty);
+        let (binding, source) = match &mut *arg.pat {
+            Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                let mutability = pat.mutability.take();
+                let ident = &pat.ident;
+                (quote!(#mutability #ident), pat.ident.clone())
+            }
+            pat => {
+                let renamed = format_ident!("__retry_arg{}", index, span = Span::mixed_site());
+                let original = std::mem::replace(
+                    pat,
+                    Pat::Ident(PatIdent {
+                        attrs: Vec::new(),
+                        by_ref: None,
+                        mutability: None,
+                        ident: renamed.clone(),
+                        subpat: None,
+                    }),
+                );
+                (original.into_token_stream(), renamed)
+            }
+        };
+        // Spanned over `name: Type`, so that a type that is not `Clone` is reported there.
+        let mut source = source;
+        source.set_span(source.span().located_at(last));
+        let amp = quote_spanned!(first=> &);
+        let call = respan(quote!(#private::CloneArg::clone_arg), first);
+        clones.push(quote!(let #binding = #call(#amp #source);));
+    }
+    clones
+}
+
+impl<T> Value<T> {
+    fn as_const(&self) -> Option<&ExprPath> {
+        match self {
+            Value::Const(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// The tokens of a set value: the literal (typed by the setter) or the path.
+fn value_tokens<T: ToTokens>(value: &Value<T>) -> Option<TokenStream> {
+    match value {
+        Value::Unset => None,
+        Value::Lit(v) => Some(v.to_token_stream()),
+        Value::Const(path) => Some(path.to_token_stream()),
+    }
+}
