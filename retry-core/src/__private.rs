@@ -46,3 +46,14 @@ impl<T: Clone> CloneArg for T {
         self.clone()
     }
 }
+
+/// Names the error type of a `Result` return type, so that the expansion can fix `E` before
+/// anything else infers it.
+pub trait IsResult {
+    /// `E` of `Result<T, E>`.
+    type Err;
+}
+
+impl<T, E> IsResult for Result<T, E> {
+    type Err = E;
+}

@@ -54,15 +54,14 @@ impl<E> Driver<E> {
 
 impl<E, W, N> Driver<E, W, N, Unlimited> {
     /// Adds an overall deadline and/or a per-attempt timeout. Their outcomes become the
-    /// function's own error through `E: From<LimitExceeded>`.
+    /// function's own error through `to_error`: `<E as FromLimit>::from_limit`, named by the
+    /// expansion where a missing `From<LimitExceeded>` is best reported.
     pub fn limits(
         self,
         deadline: Option<Duration>,
         attempt_timeout: Option<Duration>,
-    ) -> Driver<E, W, N, WithLimits<E>>
-    where
-        E: FromLimit,
-    {
+        to_error: fn(LimitExceeded) -> E,
+    ) -> Driver<E, W, N, WithLimits<E>> {
         let mut limited = Unlimited.into_limited();
         if let Some(budget) = deadline {
             limited = limited.with_deadline(budget);
@@ -78,7 +77,7 @@ impl<E, W, N> Driver<E, W, N, Unlimited> {
             limits: WithLimits {
                 limited,
                 budget: deadline.unwrap_or(Duration::ZERO),
-                to_error: E::from_limit,
+                to_error,
             },
             progress: self.progress,
         }
@@ -87,7 +86,11 @@ impl<E, W, N> Driver<E, W, N, Unlimited> {
 
 impl<E, W, N, L> Driver<E, W, N, L> {
     /// Retries only errors for which `predicate(&error, next_attempt)` is true (SPEC R3).
-    pub fn when<F: FnMut(&E, u32) -> bool>(self, predicate: F) -> Driver<E, F, N, L> {
+    ///
+    /// A function pointer, not a generic: the option names a function, and a function of the
+    /// wrong signature is then one type error at the option instead of one per use.
+    #[allow(clippy::type_complexity)]
+    pub fn when(self, predicate: fn(&E, u32) -> bool) -> Driver<E, fn(&E, u32) -> bool, N, L> {
         Driver {
             policy: self.policy,
             backoff: self.backoff,
@@ -99,7 +102,8 @@ impl<E, W, N, L> Driver<E, W, N, L> {
     }
 
     /// Calls `observer(&error, failed_attempt, delay)` before each wait (SPEC R4).
-    pub fn notify<F: FnMut(&E, u32, Duration)>(self, observer: F) -> Driver<E, W, F, L> {
+    #[allow(clippy::type_complexity)]
+    pub fn notify(self, observer: fn(&E, u32, Duration)) -> Driver<E, W, fn(&E, u32, Duration), L> {
         Driver {
             policy: self.policy,
             backoff: self.backoff,

@@ -22,9 +22,9 @@ use crate::clock::Clock;
 use crate::jitter::JitterRng;
 use crate::policy::RetryPolicy;
 
-pub use error::{LimitExceeded, RetryError};
 #[doc(hidden)]
 pub use driver::{Driver, DriverLimits, FromLimit, WithLimits};
+pub use error::{LimitExceeded, RetryError};
 pub use hooks::{Always, NoHint, Notify, RetryAfter, ShouldRetry, Silent};
 #[doc(hidden)]
 pub use limits::IntoLimited;

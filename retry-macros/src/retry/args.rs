@@ -32,12 +32,17 @@ pub(crate) const JITTERS: [&str; 4] = ["full", "equal", "decorrelated", "none"];
 pub(crate) struct Opt<T> {
     pub(crate) key: Ident,
     pub(crate) value: T,
+    /// Its position in the attribute, so that errors are reported in the order written.
+    pub(crate) index: usize,
 }
 
 /// A number option's value.
 pub(crate) enum Number {
     /// A literal, possibly negative or fractional; checked against the O3 rules in `valid.rs`.
-    Lit { value: LitValue, tokens: TokenStream },
+    Lit {
+        value: LitValue,
+        tokens: TokenStream,
+    },
     /// A path to a `const`, checked by const evaluation in the expansion.
     Const(ExprPath),
 }
@@ -64,7 +69,7 @@ pub(crate) struct Args {
     pub(crate) attempt_timeout_ms: Option<Opt<Number>>,
     pub(crate) defaults: Option<Opt<ExprPath>>,
     pub(crate) krate: Option<Opt<Path>>,
-    /// The keys read so far, valid values or not, to reject a second one.
+    /// The keys read so far, in order, valid or not: to reject a second one, and to number them.
     seen: Vec<String>,
 }
 
@@ -81,16 +86,23 @@ impl Args {
     }
 
     fn parse_one(&mut self, meta: ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
-        let Some(key) = meta.path.get_ident().cloned().or_else(|| keyword(&meta.path)) else {
+        let Some(key) = meta
+            .path
+            .get_ident()
+            .cloned()
+            .or_else(|| keyword(&meta.path))
+        else {
             return Err(meta.error(unknown_option(&meta.path.to_token_stream().to_string())));
         };
         let name = key.to_string();
+        let index = self.seen.len();
+        self.seen.push(name.clone());
         if !OPTIONS.contains(&name.as_str()) {
             // Skip the value so that the options after it are still read.
             if meta.input.peek(syn::Token![=]) {
                 meta.value()?.parse::<Expr>()?;
             }
-            errors.push(syn::Error::new(key.span(), unknown_option(&name)));
+            errors.push_at(index, syn::Error::new(key.span(), unknown_option(&name)));
             return Ok(());
         }
         if !meta.input.peek(syn::Token![=]) {
@@ -100,40 +112,62 @@ impl Args {
             ));
         }
         let value: Expr = meta.value()?.parse()?;
-        if self.seen.contains(&name) {
-            errors.push(syn::Error::new(
-                key.span(),
-                format!("duplicate option `{name}`: each option may be given once"),
-            ));
+        if self.seen[..index].contains(&name) {
+            errors.push_at(
+                index,
+                syn::Error::new(
+                    key.span(),
+                    format!("duplicate option `{name}`: each option may be given once"),
+                ),
+            );
             return Ok(());
         }
-        self.seen.push(name.clone());
         let set = match name.as_str() {
-            "max_attempts" => set(&mut self.max_attempts, key, number(&name, value)),
-            "base_delay_ms" => set(&mut self.base_delay_ms, key, number(&name, value)),
-            "max_delay_ms" => set(&mut self.max_delay_ms, key, number(&name, value)),
-            "deadline_ms" => set(&mut self.deadline_ms, key, number(&name, value)),
-            "attempt_timeout_ms" => set(&mut self.attempt_timeout_ms, key, number(&name, value)),
-            "jitter" => set(&mut self.jitter, key, jitter(value)),
-            "when" => set(&mut self.when, key, function(&name, "fn(&E, u32) -> bool", value)),
+            "max_attempts" => set(&mut self.max_attempts, key, index, number(&name, value)),
+            "base_delay_ms" => set(&mut self.base_delay_ms, key, index, number(&name, value)),
+            "max_delay_ms" => set(&mut self.max_delay_ms, key, index, number(&name, value)),
+            "deadline_ms" => set(&mut self.deadline_ms, key, index, number(&name, value)),
+            "attempt_timeout_ms" => set(
+                &mut self.attempt_timeout_ms,
+                key,
+                index,
+                number(&name, value),
+            ),
+            "jitter" => set(&mut self.jitter, key, index, jitter(value)),
+            "when" => set(
+                &mut self.when,
+                key,
+                index,
+                function(&name, "fn(&E, u32) -> bool", value),
+            ),
             "notify" => set(
                 &mut self.notify,
                 key,
+                index,
                 function(&name, "fn(&E, u32, std::time::Duration)", value),
             ),
-            "defaults" => set(&mut self.defaults, key, defaults(value)),
-            _ => set(&mut self.krate, key, krate(value)),
+            "defaults" => set(&mut self.defaults, key, index, defaults(value)),
+            _ => set(&mut self.krate, key, index, krate(value)),
         };
         if let Err(e) = set {
-            errors.push(e);
+            errors.push_at(index, e);
         }
         Ok(())
     }
 }
 
 /// The one setter: stores a value of the right kind (a second one was rejected before).
-fn set<T>(slot: &mut Option<Opt<T>>, key: Ident, value: syn::Result<T>) -> syn::Result<()> {
-    *slot = Some(Opt { key, value: value? });
+fn set<T>(
+    slot: &mut Option<Opt<T>>,
+    key: Ident,
+    index: usize,
+    value: syn::Result<T>,
+) -> syn::Result<()> {
+    *slot = Some(Opt {
+        key,
+        value: value?,
+        index,
+    });
     Ok(())
 }
 
@@ -147,7 +181,9 @@ fn keyword(path: &Path) -> Option<Ident> {
 fn unknown_option(name: &str) -> String {
     let valid = OPTIONS.map(|o| format!("`{o}`")).join(", ");
     match closest(name, &OPTIONS) {
-        Some(guess) => format!("unknown option `{name}`: did you mean `{guess}`? Expected one of {valid}"),
+        Some(guess) => {
+            format!("unknown option `{name}`: did you mean `{guess}`? Expected one of {valid}")
+        }
         None => format!("unknown option `{name}`: expected one of {valid}"),
     }
 }
@@ -187,12 +223,21 @@ fn number(name: &str, value: Expr) -> syn::Result<Number> {
         other => (false, other),
     };
     let value = match inner {
-        Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(lit), ..
+        }) => {
             check_suffix(name, lit.suffix(), lit.span(), INT_SUFFIXES)?;
             let magnitude = lit.base10_parse::<i128>().ok();
-            LitValue::Int(if negative { magnitude.map(|m| -m) } else { magnitude })
+            LitValue::Int(if negative {
+                magnitude.map(|m| -m)
+            } else {
+                magnitude
+            })
         }
-        Expr::Lit(ExprLit { lit: Lit::Float(lit), .. }) => {
+        Expr::Lit(ExprLit {
+            lit: Lit::Float(lit),
+            ..
+        }) => {
             check_suffix(name, lit.suffix(), lit.span(), &["f32", "f64"])?;
             let magnitude = lit.base10_parse::<f64>()?;
             LitValue::Float(if negative { -magnitude } else { magnitude })
@@ -201,7 +246,9 @@ fn number(name: &str, value: Expr) -> syn::Result<Number> {
         _ => {
             return Err(syn::Error::new_spanned(
                 tokens,
-                format!("`{name}` takes an integer literal (such as `500` or `10_000`) or the path of a `const`"),
+                format!(
+                    "`{name}` takes an integer literal (such as `500` or `10_000`) or the path of a `const`"
+                ),
             ));
         }
     };
@@ -230,8 +277,15 @@ fn expected_jitter() -> String {
 /// `"full"`, `"equal"`, `"decorrelated"` or `"none"`, turned into the variant's name.
 fn jitter(value: Expr) -> syn::Result<Ident> {
     let lit = match &value {
-        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => lit,
-        Expr::Path(path) if path.path.get_ident().is_some_and(|i| JITTERS.contains(&i.to_string().as_str())) => {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => lit,
+        Expr::Path(path)
+            if path
+                .path
+                .get_ident()
+                .is_some_and(|i| JITTERS.contains(&i.to_string().as_str())) =>
+        {
             let name = path.to_token_stream().to_string();
             return Err(syn::Error::new_spanned(
                 &value,
@@ -254,7 +308,10 @@ fn jitter(value: Expr) -> syn::Result<Ident> {
         _ => {
             return Err(syn::Error::new(
                 lit.span(),
-                format!("unknown jitter \"{name}\": expected one of {}", expected_jitter()),
+                format!(
+                    "unknown jitter \"{name}\": expected one of {}",
+                    expected_jitter()
+                ),
             ));
         }
     };
@@ -267,7 +324,9 @@ fn function(name: &str, signature: &str, value: Expr) -> syn::Result<ExprPath> {
         Expr::Path(path) => Ok(path),
         other => Err(syn::Error::new_spanned(
             other,
-            format!("`{name}` takes the path of a function `{signature}`, such as `{name} = is_transient`"),
+            format!(
+                "`{name}` takes the path of a function `{signature}`, such as `{name} = is_transient`"
+            ),
         )),
     }
 }
@@ -285,7 +344,10 @@ fn defaults(value: Expr) -> syn::Result<ExprPath> {
 
 /// `crate = "…"`: where `retry_core` is, for a renamed dependency.
 fn krate(value: Expr) -> syn::Result<Path> {
-    let Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) = &value else {
+    let Expr::Lit(ExprLit {
+        lit: Lit::Str(lit), ..
+    }) = &value
+    else {
         return Err(syn::Error::new_spanned(
             value,
             "`crate` takes a string with a path, such as `crate = \"my_retry_core\"`",
@@ -298,7 +360,10 @@ fn parse_crate(lit: &LitStr) -> syn::Result<Path> {
     lit.parse::<Path>().map_err(|_| {
         syn::Error::new(
             lit.span(),
-            format!("`crate` must be a path, such as `crate = \"my_retry_core\"`; \"{}\" is not one", lit.value()),
+            format!(
+                "`crate` must be a path, such as `crate = \"my_retry_core\"`; \"{}\" is not one",
+                lit.value()
+            ),
         )
     })
 }

@@ -9,10 +9,12 @@
 
 use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
-use syn::{ExprPath, FnArg, Generics, Ident, Pat, PatIdent, Signature, Type};
+use syn::{FnArg, Generics, Ident, Pat, PatIdent, ReturnType, Signature, Type};
 
 use super::item::{Function, peel};
-use super::valid::{ATTEMPT_TIMEOUT_NOT_POSITIVE, DEADLINE_NOT_POSITIVE, Limit, Options, Value};
+use super::valid::{
+    ATTEMPT_TIMEOUT_NOT_POSITIVE, ConstPath, DEADLINE_NOT_POSITIVE, Limit, Options, Value,
+};
 
 /// The retried function.
 pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
@@ -20,11 +22,30 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
         Some(path) => quote!(#path::__private),
         None => quote!(::retry_core::__private),
     };
-    let Function { attrs, vis, mut sig, inner_attrs, body } = function;
+    let Function {
+        attrs,
+        vis,
+        mut sig,
+        inner_attrs,
+        body,
+    } = function;
     let clones = per_attempt_clones(&mut sig, &private);
-    let driver = driver(&options, &private, &sig.generics);
+    let output = nameable_output(&sig);
+    let driver = driver(&options, &private, &sig.generics, output);
     let retry = Ident::new("__retry", Span::mixed_site());
     let result = Ident::new("__result", Span::mixed_site());
+    // An `async` block learns its output type from its first `return`: this one, never taken,
+    // makes it the declared return type before the body is checked, so the body's returns and
+    // tail coerce exactly as in the function (`&String` to `&str`, `?` conversions).
+    let ret = Ident::new("__ret", Span::mixed_site());
+    let output_first = output.map(|output| {
+        quote! {
+            if let #private::Some(#ret) = #private::None::<#output> {
+                #[allow(unreachable_code)]
+                return #ret;
+            }
+        }
+    });
     quote! {
         #(#attrs)*
         #vis #sig {
@@ -32,7 +53,7 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
             let mut #retry = #driver;
             loop {
                 #(#clones)*
-                match #retry.attempt(async { #body }).await {
+                match #retry.attempt(async { #output_first #body }).await {
                     #private::ControlFlow::Break(#result) => return #result,
                     #private::ControlFlow::Continue(()) => {}
                 }
@@ -41,47 +62,96 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
     }
 }
 
-/// `Driver::new(POLICY)` with the hooks and limits the options ask for.
-fn driver(options: &Options, private: &TokenStream, generics: &Generics) -> TokenStream {
+/// `Driver::new(POLICY)` with the hooks and limits the options ask for. The error type is
+/// named first when the return type allows, so that a hook of the wrong type is reported at
+/// the hook instead of changing what `E` is inferred to be.
+fn driver(
+    options: &Options,
+    private: &TokenStream,
+    generics: &Generics,
+    output: Option<&Type>,
+) -> TokenStream {
+    let error = output.map(|output| quote!(<#output as #private::IsResult>::Err));
     let policy = policy(options, private, generics);
+    let new = match &error {
+        Some(error) => quote!(#private::Driver::<#error>::new(#policy)),
+        None => quote!(#private::Driver::new(#policy)),
+    };
     let when = options.when.iter().map(|path| quote!(.when(#path)));
     let notify = options.notify.iter().map(|path| quote!(.notify(#path)));
-    let limits = limits(options, private, generics);
-    quote!(#private::Driver::new(#policy) #(#when)* #(#notify)* #limits)
+    let limits = limits(options, private, generics, error.as_ref());
+    quote!(#new #(#when)* #(#notify)* #limits)
+}
+
+/// The declared return type, unless it cannot be written in the body (an `impl Trait` inside
+/// it); inference then does without it.
+fn nameable_output(sig: &Signature) -> Option<&Type> {
+    fn has_impl(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|t| match t {
+            TokenTree::Ident(ident) => ident == "impl",
+            TokenTree::Group(group) => has_impl(group.stream()),
+            _ => false,
+        })
+    }
+    match &sig.output {
+        ReturnType::Type(_, ty) if !has_impl(ty.to_token_stream()) => Some(ty),
+        _ => None,
+    }
 }
 
 /// The policy as a constant. The macro already checked every literal; what it could not read
-/// is checked here, each `const` path on its own first (O3 order), then the layers together.
+/// is checked here: each `const` path on its own first (O3 order), then the layers together.
+/// Each path is bound to a local typed at its key, so a `const` of the wrong type is reported
+/// there too.
 fn policy(options: &Options, private: &TokenStream, generics: &Generics) -> TokenStream {
     let mut call_site = quote!(#private::RetryOptions::new());
-    let mut checks = Vec::new();
+    let mut statements = Vec::new();
     let mut culprit = None;
     let fields = [
-        ("with_max_attempts", value_tokens(&options.max_attempts), options.max_attempts.as_const()),
-        ("with_base_delay_ms", value_tokens(&options.base_delay_ms), options.base_delay_ms.as_const()),
-        ("with_max_delay_ms", value_tokens(&options.max_delay_ms), options.max_delay_ms.as_const()),
+        (
+            "with_max_attempts",
+            quote!(u32),
+            value_tokens(&options.max_attempts),
+        ),
+        (
+            "with_base_delay_ms",
+            quote!(u64),
+            value_tokens(&options.base_delay_ms),
+        ),
+        (
+            "with_max_delay_ms",
+            quote!(u64),
+            value_tokens(&options.max_delay_ms),
+        ),
     ];
-    for (index, (setter, value, path)) in fields.into_iter().enumerate() {
-        let Some(value) = value else { continue };
+    for (setter, ty, value) in fields {
         let setter = Ident::new(setter, Span::call_site());
-        call_site = quote!(#call_site.#setter(#value));
-        if let Some(path) = path {
-            let alone = quote!(#private::RetryOptions::new().#setter(#path).validate());
-            checks.push(must(private, alone, path));
-            // The cross-field rule concerns the two delays.
-            if index > 0 && culprit.is_none() {
-                culprit = Some(path);
+        let value = match value {
+            None => continue,
+            Some(Ok(literal)) => literal,
+            Some(Err(constant)) => {
+                let local = typed_local(constant, ty, &mut statements);
+                let alone = quote!(#private::RetryOptions::new().#setter(#local).validate());
+                statements.push(must(private, alone, &constant.path));
+                // The cross-field rule concerns the two delays.
+                if setter != "with_max_attempts" && culprit.is_none() {
+                    culprit = Some(&constant.path);
+                }
+                local.into_token_stream()
             }
-        }
+        };
+        call_site = quote!(#call_site.#setter(#value));
     }
     if let Some(jitter) = &options.jitter {
         call_site = quote!(#call_site.with_jitter(#private::Jitter::#jitter));
     }
     let resolved = match &options.defaults {
         Some(defaults) => {
-            checks.push(must(private, quote!(#private::RetryDefaults::new(#defaults)), defaults));
-            culprit = Some(defaults);
-            quote!(#call_site.or(#defaults).resolve())
+            let local = typed_local(defaults, quote!(#private::RetryOptions), &mut statements);
+            let alone = quote!(#private::RetryDefaults::new(#local));
+            statements.push(must(private, alone, &defaults.path));
+            culprit = Some(&defaults.path);
+            quote!(#call_site.or(#local).resolve())
         }
         None => quote!(#call_site.resolve()),
     };
@@ -98,37 +168,64 @@ fn policy(options: &Options, private: &TokenStream, generics: &Generics) -> Toke
     ];
     constant(
         quote!(#private::RetryPolicy),
-        quote!({ #(let _ = #checks;)* #resolved }),
+        quote!({ #(#statements;)* #resolved }),
         paths.into_iter().flatten(),
         generics,
         "__RETRY_POLICY",
     )
 }
 
-/// `.limits(deadline, attempt_timeout)`, spanned on the first limit's key so that a missing
-/// `E: From<LimitExceeded>` is reported there.
-fn limits(options: &Options, private: &TokenStream, generics: &Generics) -> TokenStream {
+/// `let max_attempts: u32 = PATH;`, the type spanned at the option's key.
+fn typed_local(constant: &ConstPath, ty: TokenStream, statements: &mut Vec<TokenStream>) -> Ident {
+    let local = Ident::new(&constant.key.to_string(), Span::mixed_site());
+    let ty = respan(ty, constant.key.span());
+    let path = &constant.path;
+    statements.push(quote!(let #local: #ty = #path));
+    local
+}
+
+/// `.limits(deadline, attempt_timeout, to_error)`. `to_error` is spanned on the first limit's
+/// key, so that a missing `E: From<LimitExceeded>` is reported there.
+fn limits(
+    options: &Options,
+    private: &TokenStream,
+    generics: &Generics,
+    error: Option<&TokenStream>,
+) -> TokenStream {
     let deadline = options.deadline.as_ref();
     let timeout = options.attempt_timeout.as_ref();
     let Some(first) = deadline.or(timeout) else {
         return TokenStream::new();
     };
-    let duration = |limit: Option<&Limit>, message: &str, name: &str| match limit {
-        None => quote!(#private::None),
-        Some(Limit { value: Value::Lit(ms), .. }) => {
-            quote!(#private::Some(#private::Duration::from_millis(#ms)))
-        }
-        Some(Limit { value: Value::Const(path), .. }) => {
-            let checked = must_call(quote!(#private::positive_ms), quote!(#path, #message), path);
-            let value = constant(quote!(#private::Duration), checked, [path], generics, name);
+    let duration = |limit: Option<&Limit>, message: &str, name: &str| match limit.map(|l| &l.value)
+    {
+        None | Some(Value::Unset) => quote!(#private::None),
+        Some(Value::Lit(ms)) => quote!(#private::Some(#private::Duration::from_millis(#ms))),
+        Some(Value::Const(path)) => {
+            let mut statements = Vec::new();
+            let local = typed_local(path, quote!(u64), &mut statements);
+            let checked = must_call(
+                quote!(#private::positive_ms),
+                quote!(#local, #message),
+                &path.path,
+            );
+            let value = quote!({ #(#statements;)* #checked });
+            let value = constant(quote!(#private::Duration), value, [path], generics, name);
             quote!(#private::Some(#value))
         }
-        Some(Limit { value: Value::Unset, .. }) => quote!(#private::None),
     };
     let deadline = duration(deadline, DEADLINE_NOT_POSITIVE, "__RETRY_DEADLINE");
-    let timeout = duration(timeout, ATTEMPT_TIMEOUT_NOT_POSITIVE, "__RETRY_ATTEMPT_TIMEOUT");
-    let method = Ident::new("limits", first.key.span());
-    quote!(.#method(#deadline, #timeout))
+    let timeout = duration(
+        timeout,
+        ATTEMPT_TIMEOUT_NOT_POSITIVE,
+        "__RETRY_ATTEMPT_TIMEOUT",
+    );
+    let to_error = match error {
+        Some(error) => quote!(<#error as #private::FromLimit>::from_limit),
+        None => quote!(#private::FromLimit::from_limit),
+    };
+    let to_error = respan(to_error, first.key.span());
+    quote!(.limits(#deadline, #timeout, #to_error))
 }
 
 /// A compile-time value. A `const` item is evaluated by every build, `cargo check` included;
@@ -137,15 +234,17 @@ fn limits(options: &Options, private: &TokenStream, generics: &Generics) -> Toke
 fn constant<'a>(
     ty: TokenStream,
     value: TokenStream,
-    paths: impl IntoIterator<Item = &'a ExprPath>,
+    paths: impl IntoIterator<Item = &'a ConstPath>,
     generics: &Generics,
     name: &str,
 ) -> TokenStream {
-    let generic = |path: &ExprPath| {
+    let generic = |constant: &ConstPath| {
+        let path = &constant.path;
         path.qself.is_some()
             || path.path.segments.first().is_some_and(|first| {
-                first.ident == "Self" || generics.type_params().any(|p| p.ident == first.ident) ||
-                    generics.const_params().any(|p| p.ident == first.ident)
+                first.ident == "Self"
+                    || generics.type_params().any(|p| p.ident == first.ident)
+                    || generics.const_params().any(|p| p.ident == first.ident)
             })
     };
     if paths.into_iter().any(generic) {
@@ -159,7 +258,7 @@ fn constant<'a>(
 }
 
 /// `__private::must(checked)`, reported at `culprit` if the check fails.
-fn must(private: &TokenStream, checked: TokenStream, culprit: &ExprPath) -> TokenStream {
+fn must(private: &TokenStream, checked: TokenStream, culprit: &syn::ExprPath) -> TokenStream {
     must_call(quote!(#private::must), checked, culprit)
 }
 
@@ -241,19 +340,19 @@ fn per_attempt_clones(sig: &mut Signature, private: &TokenStream) -> Vec<TokenSt
 }
 
 impl<T> Value<T> {
-    fn as_const(&self) -> Option<&ExprPath> {
+    fn as_const(&self) -> Option<&ConstPath> {
         match self {
-            Value::Const(path) => Some(path),
+            Value::Const(constant) => Some(constant),
             _ => None,
         }
     }
 }
 
-/// The tokens of a set value: the literal (typed by the setter) or the path.
-fn value_tokens<T: ToTokens>(value: &Value<T>) -> Option<TokenStream> {
+/// A set value: the literal's tokens (typed by their suffix), or the `const` path.
+fn value_tokens<T: ToTokens>(value: &Value<T>) -> Option<Result<TokenStream, &ConstPath>> {
     match value {
         Value::Unset => None,
-        Value::Lit(v) => Some(v.to_token_stream()),
-        Value::Const(path) => Some(path.to_token_stream()),
+        Value::Lit(v) => Some(Ok(v.to_token_stream())),
+        Value::Const(constant) => Some(Err(constant)),
     }
 }

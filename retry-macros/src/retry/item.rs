@@ -35,7 +35,13 @@ impl Parse for Function {
         braced!(content in input);
         let inner_attrs = content.call(Attribute::parse_inner)?;
         let body: TokenStream = content.parse()?;
-        Ok(Function { attrs, vis, sig, inner_attrs, body })
+        Ok(Function {
+            attrs,
+            vis,
+            sig,
+            inner_attrs,
+            body,
+        })
     }
 }
 
@@ -45,12 +51,17 @@ impl Function {
         let sig = &self.sig;
         if sig.asyncness.is_none() {
             errors.push(not_async(sig));
+            if from_async_trait(sig) {
+                return;
+            }
         }
         if let Err(e) = result_type(sig) {
             errors.push(e);
         }
         for input in &sig.inputs {
-            let FnArg::Receiver(receiver) = input else { continue };
+            let FnArg::Receiver(receiver) = input else {
+                continue;
+            };
             let borrowed = match &receiver.kind {
                 ReceiverKind::Reference(..) => true,
                 ReceiverKind::Typed(_, ty) => matches!(peel(ty), Type::Reference(_)),
@@ -64,22 +75,31 @@ impl Function {
             }
         }
         if let Some(variadic) = &sig.variadic {
-            errors.push(syn::Error::new_spanned(variadic, "`#[retry]` does not support variadic functions"));
+            errors.push(syn::Error::new_spanned(
+                variadic,
+                "`#[retry]` does not support variadic functions",
+            ));
         }
     }
 }
 
 /// A function that is not `async`, with a special word for `#[async_trait]`'s output.
 fn not_async(sig: &Signature) -> syn::Error {
-    // `#[async_trait]` runs first (it is on the `impl`), and turns each `async fn` into a
-    // `fn` returning `Pin<Box<dyn Future …>>` with an `'async_trait` lifetime.
-    let from_async_trait = sig.generics.lifetimes().any(|l| l.lifetime.ident == "async_trait");
-    let message = if from_async_trait {
+    let message = if from_async_trait(sig) {
         "`#[retry]` does not support `#[async_trait]` methods: `#[async_trait]` has already turned this `async fn` into a boxed future. Use an `async fn` in the trait (stable since Rust 1.75) or call a `#[retry]` inherent method from this one"
     } else {
         "`#[retry]` works on an `async fn` only: add `async`, or retry a future yourself with `RetryPolicy::retry`"
     };
     syn::Error::new_spanned(sig.fn_token, message)
+}
+
+/// Whether `#[async_trait]` already rewrote this method: it runs first (it is on the `impl`),
+/// and turns each `async fn` into a `fn` returning `Pin<Box<dyn Future …>>` with an
+/// `'async_trait` lifetime.
+fn from_async_trait(sig: &Signature) -> bool {
+    sig.generics
+        .lifetimes()
+        .any(|l| l.lifetime.ident == "async_trait")
 }
 
 /// The return type must read as a `Result`: `Result<T, E>`, or an alias named `Result`
@@ -95,7 +115,13 @@ fn result_type(sig: &Signature) -> syn::Result<()> {
         ReturnType::Type(_, ty) => ty,
     };
     if let Type::Path(path) = peel(ty) {
-        if path.qself.is_none() && path.path.segments.last().is_some_and(|s| s.ident == "Result") {
+        if path.qself.is_none()
+            && path
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "Result")
+        {
             return Ok(());
         }
     }

@@ -28,26 +28,52 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             Some(function)
         }
         Err(e) => {
-            errors.push(e);
+            errors.push(not_a_function(&item).unwrap_or(e));
             None
         }
     };
     match (function, options) {
         (Some(function), Some(options)) if errors.is_empty() => codegen::expand(function, options),
         _ => {
-            let errors = errors.0.iter().map(syn::Error::to_compile_error);
-            quote!(#(#errors)* #item)
+            let errors = errors.into_compile_errors();
+            quote!(#errors #item)
         }
     }
 }
 
-/// Every error of one attribute, reported together.
+/// Our own word when the item is not a function at all (syn would say "expected `fn`").
+fn not_a_function(item: &TokenStream) -> Option<syn::Error> {
+    let is_fn = item
+        .clone()
+        .into_iter()
+        .any(|t| matches!(&t, proc_macro2::TokenTree::Ident(i) if i == "fn"));
+    (!is_fn).then(|| {
+        syn::Error::new_spanned(
+            item,
+            "`#[retry]` goes on an `async fn` returning `Result<_, _>`",
+        )
+    })
+}
+
+/// Every error of one attribute, reported together, in the order of what they point at:
+/// the options as written, then the function.
 #[derive(Default)]
-pub(crate) struct Errors(Vec<syn::Error>);
+pub(crate) struct Errors(Vec<(usize, syn::Error)>);
 
 impl Errors {
+    /// An error about the option at `index` in the attribute.
+    pub(crate) fn push_at(&mut self, index: usize, error: syn::Error) {
+        self.0.push((index, error));
+    }
+
+    /// An error about the attribute's syntax or the function: after the options' own.
     pub(crate) fn push(&mut self, error: syn::Error) {
-        self.0.push(error);
+        self.0.push((usize::MAX, error));
+    }
+
+    fn into_compile_errors(mut self) -> TokenStream {
+        self.0.sort_by_key(|(index, _)| *index);
+        self.0.iter().map(|(_, e)| e.to_compile_error()).collect()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -58,3 +84,6 @@ impl Errors {
         self.0.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests;

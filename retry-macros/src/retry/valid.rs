@@ -32,7 +32,13 @@ pub(crate) enum Value<T> {
     /// A literal that passed its own rule.
     Lit(T),
     /// A `const` path, for the expansion to check.
-    Const(ExprPath),
+    Const(ConstPath),
+}
+
+/// A path to a `const` and the key it was given for (the expansion types it there).
+pub(crate) struct ConstPath {
+    pub(crate) key: Ident,
+    pub(crate) path: ExprPath,
 }
 
 /// A limit (`deadline_ms`, `attempt_timeout_ms`): its key, for spans, and its value.
@@ -51,7 +57,7 @@ pub(crate) struct Options {
     pub(crate) notify: Option<ExprPath>,
     pub(crate) deadline: Option<Limit>,
     pub(crate) attempt_timeout: Option<Limit>,
-    pub(crate) defaults: Option<ExprPath>,
+    pub(crate) defaults: Option<ConstPath>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -127,7 +133,10 @@ impl Options {
         if errors.len() > before {
             return None;
         }
-        let defaults = args.defaults.map(|o| o.value);
+        let defaults = args.defaults.map(|o| ConstPath {
+            key: o.key,
+            path: o.value,
+        });
         cross_field(&base_delay_ms, &max_delay_ms, defaults.is_some(), errors)?;
         Some(Options {
             max_attempts: max_attempts.value,
@@ -147,7 +156,8 @@ impl Options {
 /// A checked value with the span of what was written, for the cross-field error.
 struct Checked<T> {
     value: Value<T>,
-    tokens: Option<TokenStream>,
+    /// The literal as written, and the option's position.
+    tokens: Option<(TokenStream, usize)>,
 }
 
 impl<T> Checked<T> {
@@ -157,20 +167,32 @@ impl<T> Checked<T> {
             Value::Lit(v) => Value::Lit(f(v)),
             Value::Const(path) => Value::Const(path),
         };
-        Checked { value, tokens: self.tokens }
+        Checked {
+            value,
+            tokens: self.tokens,
+        }
     }
 }
 
 /// One option against its own rule. A failure is recorded and the option treated as unset.
 fn field(opt: Option<Opt<Number>>, rule: &Rule, errors: &mut Errors) -> Checked<u64> {
-    let unset = Checked { value: Value::Unset, tokens: None };
+    let unset = Checked {
+        value: Value::Unset,
+        tokens: None,
+    };
     let Some(opt) = opt else { return unset };
     match opt.value {
-        Number::Const(path) => Checked { value: Value::Const(path), tokens: None },
+        Number::Const(path) => Checked {
+            value: Value::Const(ConstPath { key: opt.key, path }),
+            tokens: None,
+        },
         Number::Lit { value, tokens } => match literal(value, rule) {
-            Ok(v) => Checked { value: Value::Lit(v), tokens: Some(tokens) },
+            Ok(v) => Checked {
+                value: Value::Lit(v),
+                tokens: Some((tokens, opt.index)),
+            },
             Err(message) => {
-                errors.push(syn::Error::new_spanned(tokens, message));
+                errors.push_at(opt.index, syn::Error::new_spanned(tokens, message));
                 unset
             }
         },
@@ -180,7 +202,10 @@ fn field(opt: Option<Opt<Number>>, rule: &Rule, errors: &mut Errors) -> Checked<
 fn limit(opt: Option<Opt<Number>>, rule: &Rule, errors: &mut Errors) -> Option<Limit> {
     let key = opt.as_ref()?.key.clone();
     let checked = field(opt, rule, errors);
-    Some(Limit { key, value: checked.value })
+    Some(Limit {
+        key,
+        value: checked.value,
+    })
 }
 
 /// O3 rules 1–4 for one literal, in the order of options_serde: below the minimum (or not
@@ -212,7 +237,10 @@ fn cross_field(
         Value::Unset if !has_defaults => Some(builtin),
         _ => None,
     };
-    let (Some(b), Some(m)) = (known(base, BUILTIN_BASE_DELAY_MS), known(max, BUILTIN_MAX_DELAY_MS)) else {
+    let (Some(b), Some(m)) = (
+        known(base, BUILTIN_BASE_DELAY_MS),
+        known(max, BUILTIN_MAX_DELAY_MS),
+    ) else {
         return Some(());
     };
     if b <= m {
@@ -221,10 +249,10 @@ fn cross_field(
     // Point at the base delay when it was written, else at the ceiling that undercuts the
     // built-in base.
     // Both built-in values pass, so at least one delay was written.
-    let Some(tokens) = base.tokens.as_ref().or(max.tokens.as_ref()) else {
+    let Some((tokens, index)) = base.tokens.as_ref().or(max.tokens.as_ref()) else {
         return Some(());
     };
-    errors.push(syn::Error::new_spanned(tokens, BASE_ABOVE_MAX));
+    errors.push_at(*index, syn::Error::new_spanned(tokens, BASE_ABOVE_MAX));
     None
 }
 
@@ -238,7 +266,10 @@ mod tests {
     fn o3_messages_match_the_runtime() {
         let pairs = [
             (MAX_ATTEMPTS_BELOW_ONE, OptionsError::MaxAttemptsBelowOne),
-            (MAX_ATTEMPTS_NOT_INTEGER, OptionsError::MaxAttemptsNotInteger),
+            (
+                MAX_ATTEMPTS_NOT_INTEGER,
+                OptionsError::MaxAttemptsNotInteger,
+            ),
             (BASE_DELAY_NOT_POSITIVE, OptionsError::BaseDelayNotPositive),
             (BASE_DELAY_NOT_INTEGER, OptionsError::BaseDelayNotInteger),
             (MAX_DELAY_NOT_POSITIVE, OptionsError::MaxDelayNotPositive),
@@ -252,27 +283,60 @@ mod tests {
 
     #[test]
     fn o1_builtin_layer_matches_the_runtime() {
-        assert_eq!(Some(BUILTIN_BASE_DELAY_MS), retry_core::RetryOptions::BUILTIN.base_delay_ms);
-        assert_eq!(Some(BUILTIN_MAX_DELAY_MS), retry_core::RetryOptions::BUILTIN.max_delay_ms);
+        assert_eq!(
+            Some(BUILTIN_BASE_DELAY_MS),
+            retry_core::RetryOptions::BUILTIN.base_delay_ms
+        );
+        assert_eq!(
+            Some(BUILTIN_MAX_DELAY_MS),
+            retry_core::RetryOptions::BUILTIN.max_delay_ms
+        );
     }
 
     #[test]
     fn o3_literal_rules_in_order() {
         let check = |v| literal(v, &MAX_ATTEMPTS);
-        assert_eq!(check(LitValue::Int(Some(0))).unwrap_err(), MAX_ATTEMPTS_BELOW_ONE);
-        assert_eq!(check(LitValue::Int(Some(-1))).unwrap_err(), MAX_ATTEMPTS_BELOW_ONE);
-        assert_eq!(check(LitValue::Float(0.5)).unwrap_err(), MAX_ATTEMPTS_BELOW_ONE);
-        assert_eq!(check(LitValue::Float(-1.5)).unwrap_err(), MAX_ATTEMPTS_BELOW_ONE);
-        assert_eq!(check(LitValue::Float(2.5)).unwrap_err(), MAX_ATTEMPTS_NOT_INTEGER);
+        assert_eq!(
+            check(LitValue::Int(Some(0))).unwrap_err(),
+            MAX_ATTEMPTS_BELOW_ONE
+        );
+        assert_eq!(
+            check(LitValue::Int(Some(-1))).unwrap_err(),
+            MAX_ATTEMPTS_BELOW_ONE
+        );
+        assert_eq!(
+            check(LitValue::Float(0.5)).unwrap_err(),
+            MAX_ATTEMPTS_BELOW_ONE
+        );
+        assert_eq!(
+            check(LitValue::Float(-1.5)).unwrap_err(),
+            MAX_ATTEMPTS_BELOW_ONE
+        );
+        assert_eq!(
+            check(LitValue::Float(2.5)).unwrap_err(),
+            MAX_ATTEMPTS_NOT_INTEGER
+        );
         assert_eq!(check(LitValue::Int(Some(5))), Ok(5));
         assert_eq!(
             check(LitValue::Int(Some(1 << 40))).unwrap_err(),
             "retry.max_attempts must be <= 4294967295"
         );
-        assert_eq!(check(LitValue::Int(None)).unwrap_err(), "retry.max_attempts must be <= 4294967295");
+        assert_eq!(
+            check(LitValue::Int(None)).unwrap_err(),
+            "retry.max_attempts must be <= 4294967295"
+        );
         let delay = |v| literal(v, &BASE_DELAY);
-        assert_eq!(delay(LitValue::Float(0.5)).unwrap_err(), BASE_DELAY_NOT_INTEGER);
-        assert_eq!(delay(LitValue::Float(0.0)).unwrap_err(), BASE_DELAY_NOT_POSITIVE);
-        assert_eq!(delay(LitValue::Int(Some(0))).unwrap_err(), BASE_DELAY_NOT_POSITIVE);
+        assert_eq!(
+            delay(LitValue::Float(0.5)).unwrap_err(),
+            BASE_DELAY_NOT_INTEGER
+        );
+        assert_eq!(
+            delay(LitValue::Float(0.0)).unwrap_err(),
+            BASE_DELAY_NOT_POSITIVE
+        );
+        assert_eq!(
+            delay(LitValue::Int(Some(0))).unwrap_err(),
+            BASE_DELAY_NOT_POSITIVE
+        );
     }
 }
