@@ -13,7 +13,11 @@ pub use crate::retry::{Driver, DriverLimits, FromLimit, WithLimits};
 
 /// The policy, or a compile error carrying the O3 message. `#[track_caller]` makes a failed
 /// `const` evaluation point at the option the macro spans this call on, not at this line.
+///
+/// The expansion calls this only inside `const` items and blocks: the panic is how a compile
+/// error is raised, and never happens at run time.
 #[track_caller]
+#[allow(clippy::panic)]
 pub const fn must<T: Copy>(checked: Result<T, OptionsError>) -> T {
     match checked {
         Ok(value) => value,
@@ -22,8 +26,9 @@ pub const fn must<T: Copy>(checked: Result<T, OptionsError>) -> T {
 }
 
 /// A `deadline_ms` or `attempt_timeout_ms` given as a `const` path: `> 0`, checked like
-/// the O3 rules.
+/// the O3 rules. Called only in `const` context, like [`must`].
 #[track_caller]
+#[allow(clippy::panic)]
 pub const fn positive_ms(ms: u64, message: &'static str) -> Duration {
     if ms == 0 {
         panic!("{}", message);

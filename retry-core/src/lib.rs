@@ -41,6 +41,9 @@
 //!   [`attempt_timeout`](Retry::attempt_timeout), [`cancel_on`](Retry::cancel_on).
 //! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`]: delay schedules.
 //! - [`Clock`], [`Scope`]: injectable time and seeded randomness.
+//! - `#[retry(...)]` (feature `macros`, on by default): the same loop as an attribute on an
+//!   `async fn`, its options checked at compile time; limits reach the function's own error
+//!   type through [`LimitExceeded`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -25,6 +25,9 @@ pub(super) enum Next<E, Token> {
     Stop(Exit<E, Token>),
 }
 
+/// The timer racing an attempt (its length and the limit it enforces), or the loop's end.
+pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exit<E, Token>>;
+
 /// Counts the next attempt and says which timer, if any, races it: the time left before the
 /// deadline or the attempt timeout, whichever is shorter (SPEC R5). Stops the loop instead when
 /// the deadline has already passed.
@@ -32,7 +35,7 @@ pub(super) fn start_attempt<E, C: Clock, L: Limits>(
     policy: &RetryPolicy<C>,
     limits: &L,
     progress: &mut Progress<E>,
-) -> Result<Option<(Duration, Timer<L::Token>)>, Exit<E, L::Token>> {
+) -> Started<E, L::Token> {
     let mut timer = None;
     if let Some((budget, token)) = limits.deadline() {
         let now = policy.clock().now();
