@@ -41,7 +41,6 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
     let output_first = output.map(|output| {
         quote! {
             if let #private::Some(#ret) = #private::None::<#output> {
-                #[allow(unreachable_code)]
                 return #ret;
             }
         }
