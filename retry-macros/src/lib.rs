@@ -87,9 +87,10 @@ mod retry;
 ///
 /// The messages are those of [`OptionsError`] (`retry.max_attempts must be >= 1`,
 /// `retry.max_attempts must be an integer` for `2.5`, …). A `const` path or a `defaults`
-/// layer is checked by const evaluation with the same messages, pointing at the path. Paths
-/// through `Self` or a generic parameter are evaluated when the function is instantiated (a
-/// `cargo build` of code that calls it); every other path by `cargo check` already. Unknown
+/// layer is checked by const evaluation with the same messages, pointing at the path. A free
+/// `const` (`RETRY`, `config::RETRY`) is checked by `cargo check` already; a `const` read
+/// through a type (`Self::RETRY`, `T::RETRY`, `Client::RETRY`) when the function is
+/// instantiated, i.e. by a build of code that calls it. Unknown
 /// or repeated options, values of the wrong kind, a function that is not `async` or does not
 /// return `Result` are errors too, all reported in one compile; the function itself is kept,
 /// so that these are the only errors.

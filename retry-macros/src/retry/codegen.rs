@@ -227,9 +227,12 @@ fn limits(
     quote!(.limits(#deadline, #timeout, #to_error))
 }
 
-/// A compile-time value. A `const` item is evaluated by every build, `cargo check` included;
-/// it cannot name `Self` or the function's generic parameters, so a value that does is an
-/// inline `const { … }` block instead, evaluated when the function is instantiated.
+/// A compile-time value. A `const` item is evaluated by every build, `cargo check` included,
+/// but it cannot name `Self` or a generic parameter (of the function or of its `impl`, which
+/// the attribute cannot see). So a value read through a type — `Self::RETRY`, `T::RETRY`,
+/// `Client::RETRY`, `<T as Config>::RETRY` — is an inline `const { … }` block instead,
+/// evaluated when the function is instantiated; a free `const` (`RETRY`, `config::RETRY`)
+/// keeps the eager `const` item.
 fn constant<'a>(
     ty: TokenStream,
     value: TokenStream,
@@ -237,16 +240,10 @@ fn constant<'a>(
     generics: &Generics,
     name: &str,
 ) -> TokenStream {
-    let generic = |constant: &ConstPath| {
-        let path = &constant.path;
-        path.qself.is_some()
-            || path.path.segments.first().is_some_and(|first| {
-                first.ident == "Self"
-                    || generics.type_params().any(|p| p.ident == first.ident)
-                    || generics.const_params().any(|p| p.ident == first.ident)
-            })
-    };
-    if paths.into_iter().any(generic) {
+    if paths
+        .into_iter()
+        .any(|constant| through_a_type(&constant.path, generics))
+    {
         return quote!(const { #value });
     }
     let name = Ident::new(name, Span::mixed_site());
@@ -254,6 +251,21 @@ fn constant<'a>(
         const #name: #ty = #value;
         #name
     })
+}
+
+/// Whether `path` may name an associated `const` of a type (by Rust's naming conventions:
+/// types are `UpperCamelCase`, modules `snake_case`).
+fn through_a_type(path: &syn::ExprPath, generics: &Generics) -> bool {
+    let segments = &path.path.segments;
+    let Some(first) = segments.first() else {
+        return false;
+    };
+    let name = first.ident.to_string();
+    path.qself.is_some()
+        || name == "Self"
+        || generics.type_params().any(|p| p.ident == first.ident)
+        || generics.const_params().any(|p| p.ident == first.ident)
+        || (segments.len() > 1 && name.starts_with(|c: char| c.is_ascii_uppercase()))
 }
 
 /// `__private::must(checked)`, reported at `culprit` if the check fails.

@@ -101,3 +101,41 @@ fn main() {
     drop(question_mark("4"));
     drop(unsafe_inside());
 }
+
+/// Owner-level defaults read through a type: `Self` of a generic `impl`, and the `impl`'s own
+/// type parameter, which the attribute cannot see.
+trait Config {
+    const RETRY: RetryOptions;
+}
+
+struct Fast;
+
+impl Config for Fast {
+    const RETRY: RetryOptions = RetryOptions::new().with_base_delay_ms(10);
+}
+
+struct Pool<C> {
+    config: std::marker::PhantomData<C>,
+}
+
+impl<C: Config> Pool<C> {
+    const RETRY: RetryOptions = RetryOptions::new().with_max_attempts(2);
+
+    #[retry(defaults = Self::RETRY)]
+    async fn own(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    #[retry(defaults = C::RETRY, max_delay_ms = Pool::<C>::CEILING_MS)]
+    async fn configured(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    const CEILING_MS: u64 = 1_000;
+}
+
+#[allow(dead_code)]
+fn use_pool(pool: &Pool<Fast>) {
+    drop(pool.own());
+    drop(pool.configured());
+}
