@@ -48,11 +48,16 @@
 //!   policy, and reports their lifecycle (SPEC Q1–Q4).
 //! - [`effects`]: agent tool calls that are never replayed blindly — declared effects,
 //!   stable idempotency keys, the pending-call ledger, recovery after a crash.
+//! - `#[retry(...)]` (feature `macros`, on by default): the same loop as an attribute on an
+//!   `async fn`, its options checked at compile time; limits reach the function's own error
+//!   type through [`LimitExceeded`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[doc(hidden)]
+pub mod __private;
 mod backoff;
 mod clock;
 pub mod effects;
@@ -80,8 +85,8 @@ pub use options::{
 };
 pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy, retry};
 pub use retry::{
-    Always, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError, ShouldRetry, Silent,
-    Unlimited,
+    Always, LimitExceeded, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError,
+    ShouldRetry, Silent, Unlimited,
 };
 pub use scheduler::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_PENDING, OnError, Scheduler, SchedulerBuilder, SchedulerError,
@@ -89,6 +94,10 @@ pub use scheduler::{
     TaskState,
 };
 pub use scope::Scope;
+
+// `#[retry(...)]`, behind the default `macros` feature.
+#[cfg(feature = "macros")]
+pub use retry_macros::retry;
 
 #[doc(hidden)]
 pub use retry::IntoLimited;

@@ -98,3 +98,51 @@ impl<E: Error + 'static> Error for RetryError<E> {
         }
     }
 }
+
+/// A limit ended a retry loop whose output is the operation's own error type: how the
+/// deadline and the attempt timeout of a `#[retry]` function reach its `Result<T, E>`.
+///
+/// A `#[retry(deadline_ms = …)]` or `#[retry(attempt_timeout_ms = …)]` function keeps its
+/// declared return type, so a limit has to become an `E`: the macro requires
+/// `E: From<LimitExceeded>` and returns `Err(E::from(limit))`. A timed-out attempt is an
+/// ordinary failure of that attempt (retried while attempts remain and `when` allows);
+/// the deadline ends the loop at once.
+///
+/// ```
+/// use retry_core::LimitExceeded;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum FetchError {
+///     #[error("server unavailable")]
+///     Unavailable,
+///     #[error(transparent)]
+///     Limit(#[from] LimitExceeded),
+/// }
+///
+/// let err = FetchError::from(LimitExceeded::DeadlineExceeded {
+///     attempts: 2,
+///     budget: std::time::Duration::from_secs(1),
+/// });
+/// assert_eq!(err.to_string(), "retry deadline of 1s exceeded after 2 attempt(s)");
+/// # let _ = FetchError::Unavailable;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimitExceeded {
+    /// The attempt ran longer than the per-attempt timeout and was dropped.
+    #[error("attempt {attempt} timed out after {timeout:?}")]
+    AttemptTimeout {
+        /// The number of the attempt that timed out (1-based).
+        attempt: u32,
+        /// The per-attempt limit.
+        timeout: Duration,
+    },
+    /// The overall deadline passed, or the next wait would have crossed it.
+    #[error("retry deadline of {budget:?} exceeded after {attempts} attempt(s)")]
+    DeadlineExceeded {
+        /// Attempts started.
+        attempts: u32,
+        /// The overall budget.
+        budget: Duration,
+    },
+}

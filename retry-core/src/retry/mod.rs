@@ -5,6 +5,8 @@
 //! tries again. It is a hand-written state machine rather than an `async` block so that its
 //! type can be named, configured with builder methods, and cost no allocation.
 
+mod decide;
+mod driver;
 mod error;
 mod future;
 mod hooks;
@@ -20,7 +22,9 @@ use crate::clock::Clock;
 use crate::jitter::JitterRng;
 use crate::policy::RetryPolicy;
 
-pub use error::RetryError;
+#[doc(hidden)]
+pub use driver::{Driver, DriverLimits, FromLimit, WithLimits};
+pub use error::{LimitExceeded, RetryError};
 pub use hooks::{Always, NoHint, Notify, RetryAfter, ShouldRetry, Silent};
 #[doc(hidden)]
 pub use limits::IntoLimited;

@@ -1,0 +1,198 @@
+//! What follows an attempt: the decisions of the retry loop, shared by every driver of it.
+//!
+//! The loop exists in two shapes: [`Retry`](super::Retry), a hand-written future around a
+//! closure, and the driver behind `#[retry]`, a plain `loop` around the function body (a
+//! closure cannot lend `&mut self` to each attempt). Both ask these functions what to do after
+//! each attempt, so the rules of SPEC R2–R5 and D1–D5 are written once.
+
+use std::time::Duration;
+
+use super::limits::{Exit, Limits, StopReason};
+use super::{Notify, Progress, RetryAfter, ShouldRetry, Timer};
+use crate::backoff::Backoff;
+use crate::clock::Clock;
+use crate::jitter::JitterRng;
+use crate::policy::RetryPolicy;
+use crate::scope::Scope;
+
+pub(super) const TARGET: &str = "retry_core";
+
+/// What follows a failed attempt.
+pub(super) enum Next<E, Token> {
+    /// Wait this long, then start the next attempt.
+    Wait(Duration),
+    /// The loop is over.
+    Stop(Exit<E, Token>),
+}
+
+/// The timer racing an attempt (its length and the limit it enforces), or the loop's end.
+pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exit<E, Token>>;
+
+/// Counts the next attempt and says which timer, if any, races it: the time left before the
+/// deadline or the attempt timeout, whichever is shorter (SPEC R5). Stops the loop instead when
+/// the deadline has already passed.
+pub(super) fn start_attempt<E, C: Clock, L: Limits>(
+    policy: &RetryPolicy<C>,
+    limits: &L,
+    progress: &mut Progress<E>,
+) -> Started<E, L::Token> {
+    let mut timer = None;
+    if let Some((budget, token)) = limits.deadline() {
+        let now = policy.clock().now();
+        let started = *progress.started.get_or_insert(now);
+        let left = budget.saturating_sub(now.saturating_duration_since(started));
+        if left.is_zero() {
+            return Err(deadline_exit(token, progress));
+        }
+        timer = Some((left, Timer::Deadline(token)));
+    }
+    if let Some((limit, token)) = limits.attempt_timeout() {
+        if timer.is_none_or(|(left, _)| limit < left) {
+            timer = Some((limit, Timer::AttemptTimeout(token, limit)));
+        }
+    }
+    progress.attempt = progress.attempt.saturating_add(1);
+    Ok(timer)
+}
+
+fn deadline_exit<E, Token>(token: Token, progress: &mut Progress<E>) -> Exit<E, Token> {
+    tracing::debug!(target: TARGET, attempt = progress.attempt, "retry deadline exceeded");
+    Exit::Stopped {
+        token,
+        reason: StopReason::Deadline,
+        attempts: progress.attempt,
+        last: progress.last.take(),
+    }
+}
+
+/// The time left before the deadline, if the loop has one.
+fn deadline_left<E, C: Clock, L: Limits>(
+    policy: &RetryPolicy<C>,
+    limits: &L,
+    progress: &Progress<E>,
+) -> Option<(Duration, L::Token)> {
+    let (budget, token) = limits.deadline()?;
+    let now = policy.clock().now();
+    let elapsed = progress
+        .started
+        .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+    Some((budget.saturating_sub(elapsed), token))
+}
+
+/// The next computed wait: the schedule's answer, clamped to the policy's ceiling (SPEC D2).
+fn scheduled_delay<E, C, B: Backoff>(
+    policy: &RetryPolicy<C>,
+    backoff: &mut B,
+    seed: Option<u64>,
+    progress: &mut Progress<E>,
+) -> Duration {
+    let rng = progress.rng.get_or_insert_with(|| {
+        match seed.or(policy.seed()).or_else(Scope::current_seed) {
+            Some(seed) => JitterRng::seeded(seed),
+            None => JitterRng::from_entropy(),
+        }
+    });
+    backoff
+        .delay(progress.attempt, progress.previous, rng)
+        .min(policy.max_delay())
+}
+
+/// Decides what follows a failed attempt (SPEC R2, R3, D1, D5, R5).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn after_failure<E, C, B, W, N, H, L>(
+    error: E,
+    policy: &RetryPolicy<C>,
+    backoff: &mut B,
+    when: &mut W,
+    notify: &mut N,
+    hint: &mut H,
+    seed: Option<u64>,
+    limits: &L,
+    progress: &mut Progress<E>,
+) -> Next<E, L::Token>
+where
+    C: Clock,
+    B: Backoff,
+    W: ShouldRetry<E>,
+    N: Notify<E>,
+    H: RetryAfter<E>,
+    L: Limits,
+{
+    let attempt = progress.attempt;
+    if attempt >= policy.max_attempts() {
+        tracing::debug!(target: TARGET, attempt, "retry gave up: attempts exhausted");
+        return Next::Stop(Exit::Failed(error));
+    }
+    if !when.should_retry(&error, attempt + 1) {
+        tracing::debug!(target: TARGET, attempt, "retry gave up: error not retryable");
+        return Next::Stop(Exit::Failed(error));
+    }
+    let delay = match hint.retry_after(&error) {
+        Some(asked) if asked > policy.max_retry_after() => {
+            tracing::debug!(
+                target: TARGET,
+                attempt,
+                retry_after_ms = duration_ms(asked),
+                "retry gave up: retry-after hint above the policy's ceiling"
+            );
+            return Next::Stop(Exit::Failed(error));
+        }
+        Some(asked) => asked,
+        None => scheduled_delay(policy, backoff, seed, progress),
+    };
+    if let Some((left, token)) = deadline_left(policy, limits, progress) {
+        if delay >= left {
+            progress.last = Some(error);
+            return Next::Stop(deadline_exit(token, progress));
+        }
+    }
+    notify.notify(&error, attempt, delay);
+    tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt failed; retrying");
+    progress.previous = delay;
+    progress.last = Some(error);
+    Next::Wait(delay)
+}
+
+/// Decides what follows an attempt cut off by its timer (SPEC R5).
+pub(super) fn after_timer<E, C, B, L>(
+    kind: Timer<L::Token>,
+    policy: &RetryPolicy<C>,
+    backoff: &mut B,
+    seed: Option<u64>,
+    limits: &L,
+    progress: &mut Progress<E>,
+) -> Next<E, L::Token>
+where
+    C: Clock,
+    B: Backoff,
+    L: Limits,
+{
+    let (token, timeout) = match kind {
+        Timer::Deadline(token) => return Next::Stop(deadline_exit(token, progress)),
+        Timer::AttemptTimeout(token, timeout) => (token, timeout),
+    };
+    let attempt = progress.attempt;
+    let stop = Exit::Stopped {
+        token,
+        reason: StopReason::AttemptTimeout(timeout),
+        attempts: attempt,
+        last: None,
+    };
+    if !limits.retries_timeouts() || attempt >= policy.max_attempts() {
+        tracing::debug!(target: TARGET, attempt, timeout_ms = duration_ms(timeout), "attempt timed out; giving up");
+        return Next::Stop(stop);
+    }
+    let delay = scheduled_delay(policy, backoff, seed, progress);
+    if let Some((left, token)) = deadline_left(policy, limits, progress) {
+        if delay >= left {
+            return Next::Stop(deadline_exit(token, progress));
+        }
+    }
+    tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt timed out; retrying");
+    progress.previous = delay;
+    Next::Wait(delay)
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,287 @@
+//! The loop behind `#[retry]`: one attempt per call, decided by the same rules as [`Retry`].
+//!
+//! [`Retry`] owns its operation, a closure called once per attempt. That shape cannot serve a
+//! function body: a body that uses `&mut self` or a borrowed argument would have to lend them
+//! to every attempt's future from inside a closure, which the borrow checker refuses. So the
+//! expanded function keeps a plain `loop` around its own body and asks a [`Driver`], once per
+//! attempt, to run the body's future and say whether to stop or go on. What follows each
+//! attempt is decided by the shared functions of `decide.rs`, and every wait goes through
+//! [`DefaultClock`], so a [`Scope`](crate::Scope) or paused tokio time reaches these
+//! functions too.
+//!
+//! [`Retry`]: super::Retry
+
+use std::convert::Infallible;
+use std::future::{Future, Pending, poll_fn};
+use std::ops::ControlFlow;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use super::decide::{Next, after_failure, after_timer, start_attempt};
+use super::error::LimitExceeded;
+use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, Unlimited};
+use super::{Always, NoHint, Notify, Progress, ShouldRetry, Silent, Timer};
+use crate::backoff::PolicyBackoff;
+use crate::clock::{Clock, DefaultClock};
+use crate::policy::RetryPolicy;
+
+/// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
+/// expansion is its only caller.
+#[derive(Debug)]
+pub struct Driver<E, W = Always, N = Silent, L = Unlimited> {
+    policy: RetryPolicy<DefaultClock>,
+    backoff: PolicyBackoff,
+    when: W,
+    notify: N,
+    limits: L,
+    progress: Progress<E>,
+}
+
+impl<E> Driver<E> {
+    /// A driver for one call under `policy`, without hooks or limits.
+    pub fn new(policy: RetryPolicy<DefaultClock>) -> Self {
+        Driver {
+            backoff: policy.backoff(),
+            policy,
+            when: Always,
+            notify: Silent,
+            limits: Unlimited,
+            progress: Progress::new(),
+        }
+    }
+}
+
+impl<E, W, N> Driver<E, W, N, Unlimited> {
+    /// Adds an overall deadline and/or a per-attempt timeout. Their outcomes become the
+    /// function's own error through `to_error`: `<E as FromLimit>::from_limit`, named by the
+    /// expansion where a missing `From<LimitExceeded>` is best reported.
+    pub fn limits(
+        self,
+        deadline: Option<Duration>,
+        attempt_timeout: Option<Duration>,
+        to_error: fn(LimitExceeded) -> E,
+    ) -> Driver<E, W, N, WithLimits<E>> {
+        let mut limited = Unlimited.into_limited();
+        if let Some(budget) = deadline {
+            limited = limited.with_deadline(budget);
+        }
+        if let Some(timeout) = attempt_timeout {
+            limited = limited.with_attempt_timeout(timeout, true);
+        }
+        Driver {
+            policy: self.policy,
+            backoff: self.backoff,
+            when: self.when,
+            notify: self.notify,
+            limits: WithLimits {
+                limited,
+                budget: deadline.unwrap_or(Duration::ZERO),
+                to_error,
+            },
+            progress: self.progress,
+        }
+    }
+}
+
+impl<E, W, N, L> Driver<E, W, N, L> {
+    /// Retries only errors for which `predicate(&error, next_attempt)` is true (SPEC R3).
+    ///
+    /// A function pointer, not a generic: the option names a function, and a function of the
+    /// wrong signature is then one type error at the option instead of one per use.
+    #[allow(clippy::type_complexity)]
+    pub fn when(self, predicate: fn(&E, u32) -> bool) -> Driver<E, fn(&E, u32) -> bool, N, L> {
+        Driver {
+            policy: self.policy,
+            backoff: self.backoff,
+            when: predicate,
+            notify: self.notify,
+            limits: self.limits,
+            progress: self.progress,
+        }
+    }
+
+    /// Calls `observer(&error, failed_attempt, delay)` before each wait (SPEC R4).
+    #[allow(clippy::type_complexity)]
+    pub fn notify(self, observer: fn(&E, u32, Duration)) -> Driver<E, W, fn(&E, u32, Duration), L> {
+        Driver {
+            policy: self.policy,
+            backoff: self.backoff,
+            when: self.when,
+            notify: observer,
+            limits: self.limits,
+            progress: self.progress,
+        }
+    }
+
+    /// Runs one attempt, `body`, then waits if another attempt follows.
+    ///
+    /// `Break` carries the function's result: the value, the last error, or a limit turned
+    /// into `E`. `Continue` means: build the body's future again and call this once more.
+    pub async fn attempt<T, F>(&mut self, body: F) -> ControlFlow<Result<T, E>>
+    where
+        F: Future<Output = Result<T, E>>,
+        W: ShouldRetry<E>,
+        N: Notify<E>,
+        L: DriverLimits<E>,
+    {
+        let limits = self.limits.limits();
+        let timer = match start_attempt(&self.policy, limits, &mut self.progress) {
+            Ok(timer) => timer,
+            Err(exit) => return ControlFlow::Break(Err(self.limits.error(exit))),
+        };
+        let outcome = match timer {
+            None => Ok(body.await),
+            Some((limit, kind)) => race(body, self.policy.clock().sleep(limit))
+                .await
+                .ok_or(kind),
+        };
+        let next = match outcome {
+            Ok(Ok(value)) => return ControlFlow::Break(Ok(value)),
+            Ok(Err(error)) => self.after_failure(error),
+            // A timed-out attempt fails like any other: `when` and `notify` see it as an `E`.
+            Err(Timer::AttemptTimeout(token, timeout)) => {
+                let error = self.limits.error(Exit::Stopped {
+                    token,
+                    reason: StopReason::AttemptTimeout(timeout),
+                    attempts: self.progress.attempt,
+                    last: None,
+                });
+                self.after_failure(error)
+            }
+            Err(deadline) => after_timer(
+                deadline,
+                &self.policy,
+                &mut self.backoff,
+                None,
+                self.limits.limits(),
+                &mut self.progress,
+            ),
+        };
+        match next {
+            Next::Stop(exit) => ControlFlow::Break(Err(self.limits.error(exit))),
+            Next::Wait(delay) => {
+                if !delay.is_zero() {
+                    self.policy.clock().sleep(delay).await;
+                }
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    fn after_failure(&mut self, error: E) -> Next<E, <L::Limits as Limits>::Token>
+    where
+        W: ShouldRetry<E>,
+        N: Notify<E>,
+        L: DriverLimits<E>,
+    {
+        after_failure(
+            error,
+            &self.policy,
+            &mut self.backoff,
+            &mut self.when,
+            &mut self.notify,
+            &mut NoHint,
+            None,
+            self.limits.limits(),
+            &mut self.progress,
+        )
+    }
+}
+
+/// Polls `body` and `timer` together: `Some(output)` if the body finished first, `None` if the
+/// timer did. The body is polled first, as in [`Retry`](super::Retry).
+async fn race<F: Future, S: Future<Output = ()>>(body: F, timer: S) -> Option<F::Output> {
+    let mut body = pin!(body);
+    let mut timer = pin!(timer);
+    poll_fn(move |cx| {
+        if let Poll::Ready(output) = body.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// A driver's limits, and how their outcomes become the function's error type.
+pub trait DriverLimits<E> {
+    /// The loop's limits, as the shared decisions read them.
+    type Limits: Limits;
+
+    /// The limits.
+    fn limits(&self) -> &Self::Limits;
+
+    /// The function's error for a loop that ended without a value.
+    fn error(&self, exit: Exit<E, <Self::Limits as Limits>::Token>) -> E;
+}
+
+impl<E> DriverLimits<E> for Unlimited {
+    type Limits = Unlimited;
+
+    fn limits(&self) -> &Unlimited {
+        self
+    }
+
+    fn error(&self, exit: Exit<E, Infallible>) -> E {
+        match exit {
+            Exit::Failed(error) => error,
+            Exit::Stopped { token, .. } => match token {},
+        }
+    }
+}
+
+/// A deadline and/or an attempt timeout, with the conversion of their outcomes into `E`.
+#[derive(Debug)]
+pub struct WithLimits<E> {
+    limited: Limited<Pending<()>>,
+    budget: Duration,
+    to_error: fn(LimitExceeded) -> E,
+}
+
+impl<E> DriverLimits<E> for WithLimits<E> {
+    type Limits = Limited<Pending<()>>;
+
+    fn limits(&self) -> &Limited<Pending<()>> {
+        &self.limited
+    }
+
+    fn error(&self, exit: Exit<E, Limit>) -> E {
+        let (reason, attempts) = match exit {
+            Exit::Failed(error) => return error,
+            Exit::Stopped {
+                reason, attempts, ..
+            } => (reason, attempts),
+        };
+        (self.to_error)(match reason {
+            StopReason::AttemptTimeout(timeout) => LimitExceeded::AttemptTimeout {
+                attempt: attempts,
+                timeout,
+            },
+            // A driver has no cancellation signal: every other stop is the deadline's.
+            StopReason::Deadline | StopReason::Cancelled => LimitExceeded::DeadlineExceeded {
+                attempts,
+                budget: self.budget,
+            },
+        })
+    }
+}
+
+/// `E: From<LimitExceeded>`, under a name whose error message explains why `#[retry]` asks.
+#[diagnostic::on_unimplemented(
+    message = "`#[retry]` with `deadline_ms` or `attempt_timeout_ms` returns those limits as `{Self}`, which does not implement `From<retry_core::LimitExceeded>`",
+    label = "this limit needs `{Self}: From<retry_core::LimitExceeded>`",
+    note = "add a variant such as `Limit(#[from] retry_core::LimitExceeded)` to the error type, or implement `From<retry_core::LimitExceeded>` for it"
+)]
+pub trait FromLimit {
+    /// `E::from(limit)`.
+    fn from_limit(limit: LimitExceeded) -> Self;
+}
+
+impl<E: From<LimitExceeded>> FromLimit for E {
+    fn from_limit(limit: LimitExceeded) -> Self {
+        E::from(limit)
+    }
+}

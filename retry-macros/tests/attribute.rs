@@ -1,0 +1,452 @@
+//! Run-time behaviour of `#[retry]` functions (SPEC X1, X4 with O5, D1, R2–R5), on paused
+//! tokio time or a recording clock: no test sleeps for real.
+//!
+//! Hooks are plain functions (the attribute takes paths), so each test that observes them has
+//! its own static log.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use retry_core::{Clock, Jitter, LimitExceeded, RetryOptions, RetryPolicy, Scope, retry};
+
+#[derive(Clone, Debug, PartialEq)]
+enum Error {
+    /// A failure of attempt `n`.
+    Failed(u32),
+    Fatal,
+    Limit(LimitExceeded),
+    Parse,
+}
+
+impl From<LimitExceeded> for Error {
+    fn from(limit: LimitExceeded) -> Self {
+        Error::Limit(limit)
+    }
+}
+
+impl From<std::num::ParseIntError> for Error {
+    fn from(_: std::num::ParseIntError) -> Self {
+        Error::Parse
+    }
+}
+
+/// A log of `(attempt, delay)` pairs, as `notify` reports them.
+type Log = Mutex<Vec<(u32, Duration)>>;
+
+fn take(log: &Log) -> Vec<(u32, Duration)> {
+    std::mem::take(&mut *log.lock().unwrap())
+}
+
+fn elapsed_since(start: tokio::time::Instant) -> Duration {
+    tokio::time::Instant::now() - start
+}
+
+/// Tokio's timer rounds each sleep up to the next millisecond.
+fn assert_slept(start: tokio::time::Instant, waits: &[Duration]) {
+    let elapsed = elapsed_since(start);
+    let total: Duration = waits.iter().sum();
+    let slack = Duration::from_millis(waits.len() as u64);
+    assert!(
+        elapsed >= total && elapsed <= total + slack,
+        "{elapsed:?} vs {waits:?}"
+    );
+}
+
+// X1 ------------------------------------------------------------------------------------------
+
+static X1_CALLS: AtomicU32 = AtomicU32::new(0);
+static X1_LOG: Log = Mutex::new(Vec::new());
+
+fn x1_notify(_: &Error, attempt: u32, delay: Duration) {
+    X1_LOG.lock().unwrap().push((attempt, delay));
+}
+
+#[retry(max_attempts = 5, base_delay_ms = 500, max_delay_ms = 10_000, notify = x1_notify)]
+async fn x1_fails_twice() -> Result<u32, Error> {
+    let call = X1_CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+    if call < 3 {
+        Err(Error::Failed(call))
+    } else {
+        Ok(call)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn x1_body_reruns_until_it_succeeds_with_d1_waits() {
+    let start = tokio::time::Instant::now();
+    assert_eq!(x1_fails_twice().await, Ok(3));
+    assert_eq!(X1_CALLS.load(Ordering::SeqCst), 3);
+    let log = take(&X1_LOG);
+    // D1: two waits, after attempts 1 and 2, each in [0, min(2^k · 500, 10 000)).
+    assert_eq!(log.iter().map(|(a, _)| *a).collect::<Vec<_>>(), [1, 2]);
+    assert!(log[0].1 < Duration::from_millis(1000), "{log:?}");
+    assert!(log[1].1 < Duration::from_millis(2000), "{log:?}");
+    // The waits happened on the (paused) tokio clock, and nothing else did.
+    assert_slept(start, &[log[0].1, log[1].1]);
+}
+
+// R2, R3 --------------------------------------------------------------------------------------
+
+static R2_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(max_attempts = 5, base_delay_ms = 10)]
+async fn r2_always_fails() -> Result<(), Error> {
+    Err(Error::Failed(R2_CALLS.fetch_add(1, Ordering::SeqCst) + 1))
+}
+
+#[tokio::test(start_paused = true)]
+async fn r2_every_attempt_used_and_the_last_error_returned() {
+    assert_eq!(r2_always_fails().await, Err(Error::Failed(5)));
+    assert_eq!(R2_CALLS.load(Ordering::SeqCst), 5);
+}
+
+static R3_CONSULTED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn r3_record(_: &Error, next_attempt: u32) -> bool {
+    R3_CONSULTED.lock().unwrap().push(next_attempt);
+    true
+}
+
+#[retry(max_attempts = 5, base_delay_ms = 10, when = r3_record)]
+async fn r3_always_fails() -> Result<(), Error> {
+    Err(Error::Fatal)
+}
+
+#[tokio::test(start_paused = true)]
+async fn r3_when_sees_the_next_attempt_and_never_after_the_last() {
+    assert_eq!(r3_always_fails().await, Err(Error::Fatal));
+    assert_eq!(*R3_CONSULTED.lock().unwrap(), [2, 3, 4, 5]);
+}
+
+fn r3_only_failed(error: &Error, _: u32) -> bool {
+    matches!(error, Error::Failed(_))
+}
+
+static R3_STOP_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(max_attempts = 5, when = r3_only_failed)]
+async fn r3_fatal_on_second() -> Result<(), Error> {
+    let call = R3_STOP_CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+    Err(if call == 1 {
+        Error::Failed(1)
+    } else {
+        Error::Fatal
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn r3_when_false_stops_at_once_with_that_error() {
+    assert_eq!(r3_fatal_on_second().await, Err(Error::Fatal));
+    assert_eq!(R3_STOP_CALLS.load(Ordering::SeqCst), 2);
+}
+
+// R4, D1 --------------------------------------------------------------------------------------
+
+static R4_LOG: Mutex<Vec<(Error, u32, Duration)>> = Mutex::new(Vec::new());
+
+fn r4_notify(error: &Error, attempt: u32, delay: Duration) {
+    R4_LOG.lock().unwrap().push((error.clone(), attempt, delay));
+}
+
+static R4_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(max_attempts = 6, notify = r4_notify)]
+async fn r4_always_fails() -> Result<(), Error> {
+    Err(Error::Failed(R4_CALLS.fetch_add(1, Ordering::SeqCst) + 1))
+}
+
+#[tokio::test(start_paused = true)]
+async fn r4_notify_sees_each_error_attempt_and_a_delay_below_the_d1_cap() {
+    let start = tokio::time::Instant::now();
+    assert_eq!(r4_always_fails().await, Err(Error::Failed(6)));
+    let log = R4_LOG.lock().unwrap().clone();
+    // Built-in caps: 200, 400, 800, 1600, 3000 ms; no wait after the sixth attempt.
+    let caps = [200, 400, 800, 1600, 3000].map(Duration::from_millis);
+    assert_eq!(log.len(), caps.len());
+    for ((error, attempt, delay), (k, cap)) in log.iter().zip((1..).zip(caps)) {
+        assert_eq!((error, *attempt), (&Error::Failed(k), k));
+        assert!(*delay < cap, "attempt {k}: {delay:?} >= {cap:?}");
+    }
+    assert_slept(start, &log.iter().map(|l| l.2).collect::<Vec<_>>());
+}
+
+// O5 ------------------------------------------------------------------------------------------
+
+static O5_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(max_attempts = 1)]
+async fn o5_single_attempt() -> Result<(), Error> {
+    O5_CALLS.fetch_add(1, Ordering::SeqCst);
+    Err(Error::Fatal)
+}
+
+#[tokio::test(start_paused = true)]
+async fn o5_one_attempt_means_no_retry_and_no_wait() {
+    let start = tokio::time::Instant::now();
+    assert_eq!(o5_single_attempt().await, Err(Error::Fatal));
+    assert_eq!(O5_CALLS.load(Ordering::SeqCst), 1);
+    assert_eq!(elapsed_since(start), Duration::ZERO);
+}
+
+// X1: `?` and `return` end the current attempt -------------------------------------------------
+
+static X1_Q_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(base_delay_ms = 1)]
+async fn x1_question_mark(inputs: &[&str]) -> Result<u32, Error> {
+    let call = X1_Q_CALLS.fetch_add(1, Ordering::SeqCst);
+    let value: u32 = inputs[call as usize].parse()?;
+    if value == 0 {
+        return Err(Error::Failed(call + 1));
+    }
+    Ok(value)
+}
+
+#[tokio::test(start_paused = true)]
+async fn x1_question_mark_and_return_end_the_attempt_not_the_loop() {
+    assert_eq!(x1_question_mark(&["nope", "0", "7"]).await, Ok(7));
+    assert_eq!(X1_Q_CALLS.load(Ordering::SeqCst), 3);
+}
+
+// X4: receivers, borrowed and owned arguments, generics ---------------------------------------
+
+struct Connection {
+    opened: u32,
+    log: Vec<String>,
+}
+
+impl Connection {
+    const RETRY: RetryOptions = RetryOptions::new()
+        .with_max_attempts(4)
+        .with_base_delay_ms(1);
+
+    /// `&mut self`, an owned argument mutated by each attempt, and a borrowed `&mut` one.
+    #[retry(defaults = Self::RETRY)]
+    async fn send(&mut self, mut message: String, sent: &mut Vec<String>) -> Result<u32, Error> {
+        self.opened += 1;
+        message.push_str(&format!("#{}", self.opened));
+        sent.push(message.clone());
+        self.log.push(message);
+        if self.opened < 3 {
+            Err(Error::Failed(self.opened))
+        } else {
+            Ok(self.opened)
+        }
+    }
+
+    #[retry(max_attempts = 2, base_delay_ms = 1)]
+    async fn last(&self) -> Result<&str, Error> {
+        self.log.last().map(String::as_str).ok_or(Error::Fatal)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn x4_mut_self_and_arguments_are_lent_or_cloned_per_attempt() {
+    let mut connection = Connection {
+        opened: 0,
+        log: Vec::new(),
+    };
+    let mut sent = Vec::new();
+    assert_eq!(connection.send("hello".to_owned(), &mut sent).await, Ok(3));
+    // Each attempt started from the caller's `message`, not from the previous attempt's.
+    assert_eq!(sent, ["hello#1", "hello#2", "hello#3"]);
+    assert_eq!(connection.log, sent);
+    assert_eq!(connection.last().await, Ok("hello#3"));
+}
+
+static X4_GENERIC_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(max_attempts = 3, base_delay_ms = 1)]
+async fn x4_generic<T, K>(
+    items: &[T],
+    key: K,
+    wanted: impl Into<usize> + Clone,
+) -> Result<usize, Error>
+where
+    T: PartialEq<K>,
+    K: Clone,
+{
+    let call = X4_GENERIC_CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+    let count = items.iter().filter(|item| **item == key).count();
+    if count < wanted.into() && call < 2 {
+        Err(Error::Failed(call))
+    } else {
+        Ok(count)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn x4_generic_fn_with_impl_trait_and_where_clause() {
+    assert_eq!(x4_generic(&[1, 2, 2], 2, 5u8).await, Ok(2));
+    assert_eq!(X4_GENERIC_CALLS.load(Ordering::SeqCst), 2);
+}
+
+// R5: deadline and attempt timeout ------------------------------------------------------------
+
+#[retry(
+    max_attempts = 100,
+    base_delay_ms = 400,
+    jitter = "none",
+    deadline_ms = 1_000
+)]
+async fn r5_deadline() -> Result<(), Error> {
+    Err(Error::Fatal)
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_deadline_ends_the_loop_as_the_functions_error() {
+    let start = tokio::time::Instant::now();
+    let result = r5_deadline().await;
+    // Waits of 800 ms, then 1600 ms would cross the 1 s budget: the loop stops at once.
+    let limit = LimitExceeded::DeadlineExceeded {
+        attempts: 2,
+        budget: Duration::from_secs(1),
+    };
+    assert_eq!(result, Err(Error::Limit(limit)));
+    assert_eq!(elapsed_since(start), Duration::from_millis(800));
+}
+
+#[retry(max_attempts = 3, deadline_ms = 300)]
+async fn r5_hangs() -> Result<(), Error> {
+    std::future::pending().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_deadline_drops_a_hung_attempt() {
+    let start = tokio::time::Instant::now();
+    let limit = LimitExceeded::DeadlineExceeded {
+        attempts: 1,
+        budget: Duration::from_millis(300),
+    };
+    assert_eq!(r5_hangs().await, Err(Error::Limit(limit)));
+    assert_eq!(elapsed_since(start), Duration::from_millis(300));
+}
+
+static R5_TIMEOUT_LOG: Mutex<Vec<(Error, u32)>> = Mutex::new(Vec::new());
+
+fn r5_timeout_notify(error: &Error, attempt: u32, _: Duration) {
+    R5_TIMEOUT_LOG
+        .lock()
+        .unwrap()
+        .push((error.clone(), attempt));
+}
+
+static R5_TIMEOUT_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(max_attempts = 3, base_delay_ms = 10, attempt_timeout_ms = 100, notify = r5_timeout_notify)]
+async fn r5_first_attempt_hangs() -> Result<u32, Error> {
+    let call = R5_TIMEOUT_CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+    if call == 1 {
+        std::future::pending::<()>().await;
+    }
+    Ok(call)
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_a_timed_out_attempt_fails_like_any_other_and_is_retried() {
+    assert_eq!(r5_first_attempt_hangs().await, Ok(2));
+    let timeout = LimitExceeded::AttemptTimeout {
+        attempt: 1,
+        timeout: Duration::from_millis(100),
+    };
+    assert_eq!(
+        *R5_TIMEOUT_LOG.lock().unwrap(),
+        [(Error::Limit(timeout), 1)]
+    );
+}
+
+fn r5_not_timeouts(error: &Error, _: u32) -> bool {
+    !matches!(error, Error::Limit(_))
+}
+
+#[retry(max_attempts = 3, attempt_timeout_ms = 100, when = r5_not_timeouts)]
+async fn r5_timeouts_not_retried() -> Result<(), Error> {
+    std::future::pending().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_when_decides_whether_a_timeout_is_retried() {
+    let start = tokio::time::Instant::now();
+    let timeout = LimitExceeded::AttemptTimeout {
+        attempt: 1,
+        timeout: Duration::from_millis(100),
+    };
+    assert_eq!(r5_timeouts_not_retried().await, Err(Error::Limit(timeout)));
+    assert_eq!(elapsed_since(start), Duration::from_millis(100));
+}
+
+// Scope: a clock and a seed reach a `#[retry]` function unchanged (T1, T2) ----------------------
+
+/// Sleeps end at once and are recorded; time moves by what was slept.
+#[derive(Clone, Default)]
+struct RecordingClock {
+    slept: std::sync::Arc<Mutex<Vec<Duration>>>,
+}
+
+impl Clock for RecordingClock {
+    type Sleep = std::future::Ready<()>;
+
+    fn now(&self) -> Instant {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *ORIGIN.get_or_init(Instant::now) + self.slept.lock().unwrap().iter().sum::<Duration>()
+    }
+
+    fn sleep(&self, duration: Duration) -> Self::Sleep {
+        self.slept.lock().unwrap().push(duration);
+        std::future::ready(())
+    }
+}
+
+#[retry(max_attempts = 4, base_delay_ms = 100)]
+async fn scoped_always_fails() -> Result<(), Error> {
+    Err(Error::Fatal)
+}
+
+#[tokio::test]
+async fn scope_clock_and_seed_reach_the_function_and_match_the_hand_written_loop() {
+    let clock = RecordingClock::default();
+    let result = Scope::new()
+        .clock(clock.clone())
+        .seed(7)
+        .run(scoped_always_fails())
+        .await;
+    assert_eq!(result, Err(Error::Fatal));
+    let expanded = clock.slept.lock().unwrap().clone();
+    assert_eq!(expanded.len(), 3);
+
+    // The same policy written by hand draws the same delays from the same seed.
+    let by_hand = RecordingClock::default();
+    let policy: RetryPolicy = RetryOptions::new()
+        .with_max_attempts(4)
+        .with_base_delay_ms(100)
+        .resolve()
+        .unwrap();
+    let result: Result<(), Error> = Scope::new()
+        .clock(by_hand.clone())
+        .seed(7)
+        .run(policy.retry(|_| async { Err(Error::Fatal) }))
+        .await;
+    assert_eq!(result, Err(Error::Fatal));
+    assert_eq!(*by_hand.slept.lock().unwrap(), expanded);
+}
+
+#[retry(max_attempts = 5, base_delay_ms = 500, jitter = "none")]
+async fn d1_no_jitter() -> Result<(), Error> {
+    Err(Error::Fatal)
+}
+
+#[tokio::test]
+async fn d1_caps_with_max_attempts_5_base_500() {
+    let clock = RecordingClock::default();
+    let _ = Scope::new().clock(clock.clone()).run(d1_no_jitter()).await;
+    let ms: Vec<u128> = clock
+        .slept
+        .lock()
+        .unwrap()
+        .iter()
+        .map(Duration::as_millis)
+        .collect();
+    assert_eq!(ms, [1000, 2000, 3000, 3000]);
+    assert_eq!(Jitter::None.name(), "none");
+}

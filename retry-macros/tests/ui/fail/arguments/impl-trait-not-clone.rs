@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry]
+async fn send(body: impl AsRef<[u8]>) -> Result<usize, String> {
+    Ok(body.as_ref().len())
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+use retry_core::retry;
+
+struct Request {
+    body: Vec<u8>,
+}
+
+#[retry]
+async fn send(request: Request) -> Result<usize, String> {
+    Ok(request.body.len())
+}
+
+fn main() {}

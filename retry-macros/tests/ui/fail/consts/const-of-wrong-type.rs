@@ -1,0 +1,10 @@
+use retry_core::retry;
+
+const ATTEMPTS: u64 = 5;
+
+#[retry(max_attempts = ATTEMPTS)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

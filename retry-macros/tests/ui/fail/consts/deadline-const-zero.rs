@@ -1,0 +1,10 @@
+use retry_core::retry;
+
+const DEADLINE_MS: u64 = 0;
+
+#[retry(deadline_ms = DEADLINE_MS)]
+async fn fetch() -> Result<(), retry_core::LimitExceeded> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry(max_attempts = 0)]
+fn fetch() -> u32 {
+    1
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use retry_core::retry;
+
+#[retry]
+async fn fetch() {}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use retry_core::retry;
+
+#[retry]
+struct Client;
+
+fn main() {}

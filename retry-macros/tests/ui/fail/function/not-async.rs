@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry]
+fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

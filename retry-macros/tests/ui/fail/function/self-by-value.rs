@@ -1,0 +1,12 @@
+use retry_core::retry;
+
+struct Job;
+
+impl Job {
+    #[retry]
+    async fn run(self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+use std::time::Duration;
+
+use retry_core::retry;
+
+fn log_retry(error: &std::io::Error, attempt: u32, delay: Duration) {
+    eprintln!("attempt {attempt} failed: {error}; retrying in {delay:?}");
+}
+
+#[retry(notify = log_retry)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

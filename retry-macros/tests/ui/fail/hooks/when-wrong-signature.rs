@@ -1,0 +1,12 @@
+use retry_core::retry;
+
+fn is_transient(error: &String) -> bool {
+    error.starts_with("503")
+}
+
+#[retry(when = is_transient)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

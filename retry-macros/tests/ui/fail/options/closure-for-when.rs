@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry(when = |_, _| true)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry(max_attempts = 5_000_000_000)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use retry_core::retry;
+
+// The built-in `base_delay_ms` is 100.
+#[retry(max_delay_ms = 50)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry(base_delay_ms = 500ms)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry(max_attempt = 5)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}
