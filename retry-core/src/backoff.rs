@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::jitter::{Jitter, JitterRng};
+use crate::policy::RetryPolicy;
 
 /// A schedule of waits between attempts.
 ///
@@ -55,6 +56,51 @@ impl Backoff for PolicyBackoff {
         let base = Duration::from_millis(self.base_ms);
         let max = Duration::from_millis(self.max_ms);
         self.jitter.draw(cap, base, max, previous, rng)
+    }
+}
+
+/// The default schedule of a [`Retry`](crate::Retry): the policy's own (SPEC D1, D2).
+///
+/// Zero-sized: the loop reads base, ceiling and jitter from the policy it already holds,
+/// instead of carrying a second copy of them in every retry future.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FromPolicy;
+
+/// Where the retry loop gets its next wait: the policy's own schedule ([`FromPolicy`]) or
+/// any [`Backoff`]. Implemented for both; not meant to be implemented elsewhere.
+#[doc(hidden)]
+pub trait Schedule {
+    /// The wait after `failed_attempt`, before the clamp to the policy's ceiling.
+    fn next_delay<C>(
+        &mut self,
+        policy: &RetryPolicy<C>,
+        failed_attempt: u32,
+        previous: Duration,
+        rng: &mut JitterRng,
+    ) -> Duration;
+}
+
+impl Schedule for FromPolicy {
+    fn next_delay<C>(
+        &mut self,
+        policy: &RetryPolicy<C>,
+        failed_attempt: u32,
+        previous: Duration,
+        rng: &mut JitterRng,
+    ) -> Duration {
+        policy.backoff().delay(failed_attempt, previous, rng)
+    }
+}
+
+impl<B: Backoff> Schedule for B {
+    fn next_delay<C>(
+        &mut self,
+        _: &RetryPolicy<C>,
+        failed_attempt: u32,
+        previous: Duration,
+        rng: &mut JitterRng,
+    ) -> Duration {
+        self.delay(failed_attempt, previous, rng)
     }
 }
 

@@ -73,7 +73,7 @@ mod scope;
 
 pub use backoff::{
     Backoff, BackoffError, BackoffFn, Constant, Delays, ExponentialBackoff,
-    ExponentialBackoffBuilder, PolicyBackoff, backoff_fn,
+    ExponentialBackoffBuilder, FromPolicy, PolicyBackoff, backoff_fn,
 };
 pub use clock::{Clock, DefaultClock, DefaultSleep, TokioClock};
 pub use error::{BoxError, TaskError, TaskFailure, Timeout, TimeoutKind, classify};
@@ -100,4 +100,6 @@ pub use scope::Scope;
 pub use retry_macros::retry;
 
 #[doc(hidden)]
-pub use retry::IntoLimited;
+pub use backoff::Schedule;
+#[doc(hidden)]
+pub use retry::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};

@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use super::limits::{Exit, Limits, StopReason};
+use super::limits::{Exit, Limits, Memory, StopReason};
 use super::{Notify, Progress, RetryAfter, ShouldRetry, Timer};
-use crate::backoff::Backoff;
+use crate::backoff::Schedule;
 use crate::clock::Clock;
 use crate::jitter::JitterRng;
 use crate::policy::RetryPolicy;
@@ -34,12 +34,12 @@ pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exi
 pub(super) fn start_attempt<E, C: Clock, L: Limits>(
     policy: &RetryPolicy<C>,
     limits: &L,
-    progress: &mut Progress<E>,
+    progress: &mut Progress<L::Memory<E>>,
 ) -> Started<E, L::Token> {
     let mut timer = None;
     if let Some((budget, token)) = limits.deadline() {
         let now = policy.clock().now();
-        let started = *progress.started.get_or_insert(now);
+        let started = Memory::<E>::start(&mut progress.memory, now);
         let left = budget.saturating_sub(now.saturating_duration_since(started));
         if left.is_zero() {
             return Err(deadline_exit(token, progress));
@@ -55,13 +55,16 @@ pub(super) fn start_attempt<E, C: Clock, L: Limits>(
     Ok(timer)
 }
 
-fn deadline_exit<E, Token>(token: Token, progress: &mut Progress<E>) -> Exit<E, Token> {
+fn deadline_exit<E, M: Memory<E>, Token>(
+    token: Token,
+    progress: &mut Progress<M>,
+) -> Exit<E, Token> {
     tracing::debug!(target: TARGET, attempt = progress.attempt, "retry deadline exceeded");
     Exit::Stopped {
         token,
         reason: StopReason::Deadline,
         attempts: progress.attempt,
-        last: progress.last.take(),
+        last: progress.memory.take_last(),
     }
 }
 
@@ -69,31 +72,31 @@ fn deadline_exit<E, Token>(token: Token, progress: &mut Progress<E>) -> Exit<E, 
 fn deadline_left<E, C: Clock, L: Limits>(
     policy: &RetryPolicy<C>,
     limits: &L,
-    progress: &Progress<E>,
+    progress: &Progress<L::Memory<E>>,
 ) -> Option<(Duration, L::Token)> {
     let (budget, token) = limits.deadline()?;
     let now = policy.clock().now();
-    let elapsed = progress
-        .started
+    let elapsed = Memory::<E>::started(&progress.memory)
         .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
     Some((budget.saturating_sub(elapsed), token))
 }
 
 /// The next computed wait: the schedule's answer, clamped to the policy's ceiling (SPEC D2).
-fn scheduled_delay<E, C, B: Backoff>(
+fn scheduled_delay<C, B: Schedule, M>(
     policy: &RetryPolicy<C>,
     backoff: &mut B,
-    seed: Option<u64>,
-    progress: &mut Progress<E>,
+    progress: &mut Progress<M>,
 ) -> Duration {
-    let rng = progress.rng.get_or_insert_with(|| {
-        match seed.or(policy.seed()).or_else(Scope::current_seed) {
-            Some(seed) => JitterRng::seeded(seed),
-            None => JitterRng::from_entropy(),
-        }
-    });
+    let previous = progress.previous();
+    let rng =
+        progress
+            .rng
+            .get_or_insert_with(|| match policy.seed().or_else(Scope::current_seed) {
+                Some(seed) => JitterRng::seeded(seed),
+                None => JitterRng::from_entropy(),
+            });
     backoff
-        .delay(progress.attempt, progress.previous, rng)
+        .next_delay(policy, progress.attempt, previous, rng)
         .min(policy.max_delay())
 }
 
@@ -106,13 +109,12 @@ pub(super) fn after_failure<E, C, B, W, N, H, L>(
     when: &mut W,
     notify: &mut N,
     hint: &mut H,
-    seed: Option<u64>,
     limits: &L,
-    progress: &mut Progress<E>,
+    progress: &mut Progress<L::Memory<E>>,
 ) -> Next<E, L::Token>
 where
     C: Clock,
-    B: Backoff,
+    B: Schedule,
     W: ShouldRetry<E>,
     N: Notify<E>,
     H: RetryAfter<E>,
@@ -138,18 +140,18 @@ where
             return Next::Stop(Exit::Failed(error));
         }
         Some(asked) => asked,
-        None => scheduled_delay(policy, backoff, seed, progress),
+        None => scheduled_delay(policy, backoff, progress),
     };
     if let Some((left, token)) = deadline_left(policy, limits, progress) {
         if delay >= left {
-            progress.last = Some(error);
+            progress.memory.remember(error);
             return Next::Stop(deadline_exit(token, progress));
         }
     }
     notify.notify(&error, attempt, delay);
     tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt failed; retrying");
-    progress.previous = delay;
-    progress.last = Some(error);
+    progress.set_previous(delay);
+    progress.memory.remember(error);
     Next::Wait(delay)
 }
 
@@ -158,13 +160,12 @@ pub(super) fn after_timer<E, C, B, L>(
     kind: Timer<L::Token>,
     policy: &RetryPolicy<C>,
     backoff: &mut B,
-    seed: Option<u64>,
     limits: &L,
-    progress: &mut Progress<E>,
+    progress: &mut Progress<L::Memory<E>>,
 ) -> Next<E, L::Token>
 where
     C: Clock,
-    B: Backoff,
+    B: Schedule,
     L: Limits,
 {
     let (token, timeout) = match kind {
@@ -182,14 +183,14 @@ where
         tracing::debug!(target: TARGET, attempt, timeout_ms = duration_ms(timeout), "attempt timed out; giving up");
         return Next::Stop(stop);
     }
-    let delay = scheduled_delay(policy, backoff, seed, progress);
+    let delay = scheduled_delay(policy, backoff, progress);
     if let Some((left, token)) = deadline_left(policy, limits, progress) {
         if delay >= left {
             return Next::Stop(deadline_exit(token, progress));
         }
     }
     tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt timed out; retrying");
-    progress.previous = delay;
+    progress.set_previous(delay);
     Next::Wait(delay)
 }
 

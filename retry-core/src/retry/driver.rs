@@ -22,32 +22,29 @@ use super::decide::{Next, after_failure, after_timer, start_attempt};
 use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, Unlimited};
 use super::{Always, NoHint, Notify, Progress, ShouldRetry, Silent, Timer};
-use crate::backoff::PolicyBackoff;
+use crate::backoff::FromPolicy;
 use crate::clock::{Clock, DefaultClock};
 use crate::policy::RetryPolicy;
 
 /// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
 /// expansion is its only caller.
-#[derive(Debug)]
-pub struct Driver<E, W = Always, N = Silent, L = Unlimited> {
+pub struct Driver<E, W = Always, N = Silent, L: DriverLimits<E> = Unlimited> {
     policy: RetryPolicy<DefaultClock>,
-    backoff: PolicyBackoff,
     when: W,
     notify: N,
     limits: L,
-    progress: Progress<E>,
+    progress: Progress<<L::Limits as Limits>::Memory<E>>,
 }
 
 impl<E> Driver<E> {
     /// A driver for one call under `policy`, without hooks or limits.
     pub fn new(policy: RetryPolicy<DefaultClock>) -> Self {
         Driver {
-            backoff: policy.backoff(),
             policy,
             when: Always,
             notify: Silent,
             limits: Unlimited,
-            progress: Progress::new(),
+            progress: Progress::new::<E>(),
         }
     }
 }
@@ -71,7 +68,6 @@ impl<E, W, N> Driver<E, W, N, Unlimited> {
         }
         Driver {
             policy: self.policy,
-            backoff: self.backoff,
             when: self.when,
             notify: self.notify,
             limits: WithLimits {
@@ -79,12 +75,21 @@ impl<E, W, N> Driver<E, W, N, Unlimited> {
                 budget: deadline.unwrap_or(Duration::ZERO),
                 to_error,
             },
-            progress: self.progress,
+            progress: Progress::new::<E>(),
         }
     }
 }
 
-impl<E, W, N, L> Driver<E, W, N, L> {
+impl<E, W, N, L: DriverLimits<E>> std::fmt::Debug for Driver<E, W, N, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("policy", &self.policy)
+            .field("attempt", &self.progress.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E, W, N, L: DriverLimits<E>> Driver<E, W, N, L> {
     /// Retries only errors for which `predicate(&error, next_attempt)` is true (SPEC R3).
     ///
     /// A function pointer, not a generic: the option names a function, and a function of the
@@ -93,7 +98,6 @@ impl<E, W, N, L> Driver<E, W, N, L> {
     pub fn when(self, predicate: fn(&E, u32) -> bool) -> Driver<E, fn(&E, u32) -> bool, N, L> {
         Driver {
             policy: self.policy,
-            backoff: self.backoff,
             when: predicate,
             notify: self.notify,
             limits: self.limits,
@@ -106,7 +110,6 @@ impl<E, W, N, L> Driver<E, W, N, L> {
     pub fn notify(self, observer: fn(&E, u32, Duration)) -> Driver<E, W, fn(&E, u32, Duration), L> {
         Driver {
             policy: self.policy,
-            backoff: self.backoff,
             when: self.when,
             notify: observer,
             limits: self.limits,
@@ -152,8 +155,7 @@ impl<E, W, N, L> Driver<E, W, N, L> {
             Err(deadline) => after_timer(
                 deadline,
                 &self.policy,
-                &mut self.backoff,
-                None,
+                &mut FromPolicy,
                 self.limits.limits(),
                 &mut self.progress,
             ),
@@ -178,11 +180,10 @@ impl<E, W, N, L> Driver<E, W, N, L> {
         after_failure(
             error,
             &self.policy,
-            &mut self.backoff,
+            &mut FromPolicy,
             &mut self.when,
             &mut self.notify,
             &mut NoHint,
-            None,
             self.limits.limits(),
             &mut self.progress,
         )

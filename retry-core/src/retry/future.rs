@@ -5,9 +5,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt};
-use super::limits::{Exit, Limits, StopReason};
+use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
 use super::{Notify, Retry, RetryAfter, ShouldRetry, State, StateProj};
-use crate::backoff::Backoff;
+use crate::backoff::Schedule;
 use crate::clock::Clock;
 
 impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H, L>
@@ -15,7 +15,7 @@ where
     Op: FnMut(u32) -> Fut,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Backoff,
+    B: Schedule,
     W: ShouldRetry<E>,
     N: Notify<E>,
     H: RetryAfter<E>,
@@ -31,7 +31,7 @@ where
         if let Some(token) = this.limits.as_mut().poll_cancelled(cx) {
             this.state.set(State::Done);
             tracing::debug!(target: TARGET, attempt = progress.attempt, "retry cancelled");
-            let last = progress.last.take();
+            let last = Memory::<E>::take_last(&mut progress.memory);
             let exit = Exit::Stopped {
                 token,
                 reason: StopReason::Cancelled,
@@ -52,21 +52,15 @@ where
                         }
                     };
                     let fut = (this.op)(progress.attempt);
-                    let (timer, timer_kind) = match timer {
-                        Some((limit, kind)) => (Some(this.policy.clock().sleep(limit)), Some(kind)),
-                        None => (None, None),
+                    let timer = match timer {
+                        Some((limit, kind)) => {
+                            L::Timer::armed(this.policy.clock().sleep(limit), kind)
+                        }
+                        None => L::Timer::idle(),
                     };
-                    this.state.set(State::Attempt {
-                        fut,
-                        timer,
-                        timer_kind,
-                    });
+                    this.state.set(State::Attempt { fut, timer });
                 }
-                StateProj::Attempt {
-                    fut,
-                    timer,
-                    timer_kind,
-                } => {
+                StateProj::Attempt { fut, timer } => {
                     let next = match fut.poll(cx) {
                         Poll::Ready(Ok(value)) => {
                             this.state.set(State::Done);
@@ -79,24 +73,19 @@ where
                             this.when,
                             this.notify,
                             this.hint,
-                            *this.seed,
                             &*this.limits,
                             progress,
                         ),
-                        Poll::Pending => {
-                            let fired = timer.as_pin_mut().is_some_and(|t| t.poll(cx).is_ready());
-                            match (fired, *timer_kind) {
-                                (true, Some(kind)) => after_timer(
-                                    kind,
-                                    this.policy,
-                                    this.backoff,
-                                    *this.seed,
-                                    &*this.limits,
-                                    progress,
-                                ),
-                                _ => return Poll::Pending,
-                            }
-                        }
+                        Poll::Pending => match timer.poll_fired(cx) {
+                            Some(kind) => after_timer(
+                                kind,
+                                this.policy,
+                                this.backoff,
+                                &*this.limits,
+                                progress,
+                            ),
+                            None => return Poll::Pending,
+                        },
                     };
                     match next {
                         Next::Stop(exit) => {

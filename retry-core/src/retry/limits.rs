@@ -10,10 +10,11 @@ use std::convert::Infallible;
 use std::future::{Future, Pending};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
 
+use super::Timer;
 use super::error::RetryError;
 
 /// Why a limit stopped the loop.
@@ -52,6 +53,12 @@ pub trait Limits: sealed::Sealed {
     /// What the loop resolves to.
     #[doc(hidden)]
     type Output<T, E>;
+    /// What the loop must remember for these limits (nothing, for [`Unlimited`]).
+    #[doc(hidden)]
+    type Memory<E>: Memory<E>;
+    /// The timer racing each attempt (none, for [`Unlimited`]).
+    #[doc(hidden)]
+    type Timer<S: Future<Output = ()>>: TimerSlot<S, Self::Token>;
     #[doc(hidden)]
     fn deadline(&self) -> Option<(Duration, Self::Token)>;
     #[doc(hidden)]
@@ -74,6 +81,8 @@ impl sealed::Sealed for Unlimited {}
 impl Limits for Unlimited {
     type Token = Infallible;
     type Output<T, E> = Result<T, E>;
+    type Memory<E> = Forget;
+    type Timer<S: Future<Output = ()>> = NoTimer;
 
     fn deadline(&self) -> Option<(Duration, Infallible)> {
         None
@@ -123,6 +132,8 @@ impl<S> sealed::Sealed for Limited<S> {}
 impl<S: Future> Limits for Limited<S> {
     type Token = Limit;
     type Output<T, E> = Result<T, RetryError<E>>;
+    type Memory<E> = Recall<E>;
+    type Timer<T: Future<Output = ()>> = ArmedTimer<T>;
 
     fn deadline(&self) -> Option<(Duration, Limit)> {
         self.deadline.map(|d| (d, Limit(())))
@@ -209,6 +220,148 @@ impl<S> Limited<S> {
             attempt_timeout: self.attempt_timeout,
             retry_timeouts: self.retry_timeouts,
             cancel: Some(signal),
+        }
+    }
+}
+
+/// The loop's memory of what only limits need: when the first attempt started (for the
+/// deadline) and the last error (for a deadline or cancellation outcome). A loop without
+/// limits keeps neither, so its future is smaller.
+#[doc(hidden)]
+pub trait Memory<E> {
+    /// Nothing remembered yet.
+    fn empty() -> Self;
+    /// Keeps `error` as the last one seen.
+    fn remember(&mut self, error: E);
+    /// The last error seen, taken out.
+    fn take_last(&mut self) -> Option<E>;
+    /// When the first attempt started, recording `now` if nothing was recorded yet.
+    fn start(&mut self, now: Instant) -> Instant;
+    /// When the first attempt started, if recorded.
+    fn started(&self) -> Option<Instant>;
+}
+
+/// The memory of a loop without limits: nothing.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Forget;
+
+impl<E> Memory<E> for Forget {
+    fn empty() -> Self {
+        Forget
+    }
+
+    fn remember(&mut self, _: E) {}
+
+    fn take_last(&mut self) -> Option<E> {
+        None
+    }
+
+    fn start(&mut self, now: Instant) -> Instant {
+        now
+    }
+
+    fn started(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// The memory of a loop with limits.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Recall<E> {
+    started: Option<Instant>,
+    last: Option<E>,
+}
+
+impl<E> Memory<E> for Recall<E> {
+    fn empty() -> Self {
+        Recall {
+            started: None,
+            last: None,
+        }
+    }
+
+    fn remember(&mut self, error: E) {
+        self.last = Some(error);
+    }
+
+    fn take_last(&mut self) -> Option<E> {
+        self.last.take()
+    }
+
+    fn start(&mut self, now: Instant) -> Instant {
+        *self.started.get_or_insert(now)
+    }
+
+    fn started(&self) -> Option<Instant> {
+        self.started
+    }
+}
+
+/// The timer racing an attempt, as the loop's limits need it.
+#[doc(hidden)]
+pub trait TimerSlot<S, Token> {
+    /// No timer.
+    fn idle() -> Self;
+    /// A timer `sleep` enforcing `kind`.
+    fn armed(sleep: S, kind: Timer<Token>) -> Self;
+    /// `Some(kind)` once the timer has fired.
+    fn poll_fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Option<Timer<Token>>;
+}
+
+/// A loop without limits never races its attempts: no timer, no bytes.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoTimer;
+
+impl<S> TimerSlot<S, Infallible> for NoTimer {
+    fn idle() -> Self {
+        NoTimer
+    }
+
+    fn armed(_: S, kind: Timer<Infallible>) -> Self {
+        match kind {
+            Timer::Deadline(token) | Timer::AttemptTimeout(token, _) => match token {},
+        }
+    }
+
+    fn poll_fired(self: Pin<&mut Self>, _: &mut Context<'_>) -> Option<Timer<Infallible>> {
+        None
+    }
+}
+
+pin_project! {
+    /// The timer of a loop with limits.
+    #[doc(hidden)]
+    #[derive(Debug)]
+    pub struct ArmedTimer<S> {
+        #[pin]
+        sleep: Option<S>,
+        kind: Option<Timer<Limit>>,
+    }
+}
+
+impl<S: Future<Output = ()>> TimerSlot<S, Limit> for ArmedTimer<S> {
+    fn idle() -> Self {
+        ArmedTimer {
+            sleep: None,
+            kind: None,
+        }
+    }
+
+    fn armed(sleep: S, kind: Timer<Limit>) -> Self {
+        ArmedTimer {
+            sleep: Some(sleep),
+            kind: Some(kind),
+        }
+    }
+
+    fn poll_fired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Option<Timer<Limit>> {
+        let this = self.project();
+        match this.sleep.as_pin_mut()?.poll(cx) {
+            Poll::Ready(()) => *this.kind,
+            Poll::Pending => None,
         }
     }
 }

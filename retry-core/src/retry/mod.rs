@@ -13,11 +13,11 @@ mod hooks;
 mod limits;
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use crate::backoff::{Backoff, PolicyBackoff};
+use crate::backoff::{Backoff, FromPolicy};
 use crate::clock::Clock;
 use crate::jitter::JitterRng;
 use crate::policy::RetryPolicy;
@@ -27,17 +27,18 @@ pub use driver::{Driver, DriverLimits, FromLimit, WithLimits};
 pub use error::{LimitExceeded, RetryError};
 pub use hooks::{Always, NoHint, Notify, RetryAfter, ShouldRetry, Silent};
 #[doc(hidden)]
-pub use limits::IntoLimited;
+pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
 pub use limits::{Limited, Limits, Unlimited};
 
 pin_project! {
-    /// What the loop is doing now. Attempt timers carry the token of the limit they enforce.
+    /// What the loop is doing now. `T` is the timer slot of the loop's limits: zero-sized
+    /// without limits.
     #[project = StateProj]
-    enum State<Fut, S, Token> {
+    enum State<Fut, S, T> {
         // About to start the next attempt.
         Start,
         // An attempt is running, raced against its timer if the loop has limits.
-        Attempt { #[pin] fut: Fut, #[pin] timer: Option<S>, timer_kind: Option<Timer<Token>> },
+        Attempt { #[pin] fut: Fut, #[pin] timer: T },
         // Waiting before the next attempt.
         Backoff { #[pin] sleep: S },
         // Finished; polled again it stays pending.
@@ -46,25 +47,46 @@ pin_project! {
 }
 
 /// Which limit an attempt's timer enforces.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
-enum Timer<Token> {
+pub enum Timer<Token> {
     Deadline(Token),
     AttemptTimeout(Token, Duration),
 }
 
-/// Counters and memory of one loop.
+/// Counters and memory of one loop. Kept small: it lives inside every retry future.
 #[derive(Debug)]
-struct Progress<E> {
+struct Progress<M> {
     /// The number of the attempt running or last run (0 before the first).
     attempt: u32,
-    /// The previous wait (decorrelated jitter grows from it).
-    previous: Duration,
     /// Created on the first retry, so the success path never touches randomness.
     rng: Option<JitterRng>,
-    /// When the first attempt started; only read when a deadline is set.
-    started: Option<Instant>,
-    /// The last error, kept while waiting so a limit can still report it.
-    last: Option<E>,
+    /// The previous wait in nanoseconds, saturating (decorrelated jitter grows from it).
+    previous_nanos: u64,
+    /// What the loop's limits need remembered: see [`Memory`].
+    memory: M,
+}
+
+impl<M> Progress<M> {
+    fn new<E>() -> Self
+    where
+        M: Memory<E>,
+    {
+        Progress {
+            attempt: 0,
+            rng: None,
+            previous_nanos: 0,
+            memory: M::empty(),
+        }
+    }
+
+    fn previous(&self) -> Duration {
+        Duration::from_nanos(self.previous_nanos)
+    }
+
+    fn set_previous(&mut self, delay: Duration) {
+        self.previous_nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+    }
 }
 
 pin_project! {
@@ -76,47 +98,33 @@ pin_project! {
     ///
     /// Dropping it cancels the loop: no work is left running in the background.
     #[must_use = "a retry loop does nothing unless `.await`ed"]
-    pub struct Retry<Op, Fut, E, C: Clock, B = PolicyBackoff, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
+    pub struct Retry<Op, Fut, E, C: Clock, B = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
         policy: RetryPolicy<C>,
         op: Op,
         backoff: B,
         when: W,
         notify: N,
         hint: H,
-        seed: Option<u64>,
-        progress: Progress<E>,
+        progress: Progress<L::Memory<E>>,
         #[pin]
         limits: L,
         #[pin]
-        state: State<Fut, C::Sleep, L::Token>,
+        state: State<Fut, C::Sleep, L::Timer<C::Sleep>>,
     }
 }
 
 impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
     pub(crate) fn new(policy: RetryPolicy<C>, op: Op) -> Self {
         Retry {
-            backoff: policy.backoff(),
             policy,
             op,
+            backoff: FromPolicy,
             when: Always,
             notify: Silent,
             hint: NoHint,
-            seed: None,
-            progress: Progress::new(),
+            progress: Progress::new::<E>(),
             limits: Unlimited,
             state: State::Start,
-        }
-    }
-}
-
-impl<E> Progress<E> {
-    fn new() -> Self {
-        Progress {
-            attempt: 0,
-            previous: Duration::ZERO,
-            rng: None,
-            started: None,
-            last: None,
         }
     }
 }
@@ -159,7 +167,6 @@ where
             when: predicate,
             notify: self.notify,
             hint: self.hint,
-            seed: self.seed,
             progress: self.progress,
             limits: self.limits,
             state: State::Start,
@@ -188,7 +195,6 @@ where
             when: self.when,
             notify: observer,
             hint: self.hint,
-            seed: self.seed,
             progress: self.progress,
             limits: self.limits,
             state: State::Start,
@@ -227,7 +233,6 @@ where
             when: self.when,
             notify: self.notify,
             hint,
-            seed: self.seed,
             progress: self.progress,
             limits: self.limits,
             state: State::Start,
@@ -245,7 +250,6 @@ where
             when: self.when,
             notify: self.notify,
             hint: self.hint,
-            seed: self.seed,
             progress: self.progress,
             limits: self.limits,
             state: State::Start,
@@ -261,7 +265,6 @@ where
             when: self.when,
             notify: self.notify,
             hint: self.hint,
-            seed: self.seed,
             progress: self.progress,
             limits: self.limits,
             state: State::Start,
@@ -270,7 +273,7 @@ where
 
     /// Seeds this loop's jitter, for a reproducible sequence of delays (SPEC T2).
     pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
+        self.policy = self.policy.with_seed(seed);
         self
     }
 
@@ -285,8 +288,8 @@ where
             when: self.when,
             notify: self.notify,
             hint: self.hint,
-            seed: self.seed,
-            progress: self.progress,
+            // Limits remember more (start instant, last error); nothing has run yet.
+            progress: Progress::new::<E>(),
             limits: f(self.limits),
             state: State::Start,
         }
