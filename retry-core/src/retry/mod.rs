@@ -335,6 +335,12 @@ where
     /// caller says so). The last attempt timing out ends the loop with
     /// [`RetryError::AttemptTimeout`].
     ///
+    /// A timed-out attempt has no error value, so [`when`](Retry::when) and
+    /// [`notify`](Retry::notify) are not called for it; the retry is reported as a `tracing`
+    /// event ("attempt timed out; retrying"). To treat timeouts as errors of your own type
+    /// (seen by `when` and `notify`), time the operation inside `op` instead, e.g. with
+    /// `tokio::time::timeout`.
+    ///
     /// ```
     /// use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
