@@ -231,6 +231,9 @@ impl ExponentialBackoff {
 
     /// `min(cap, base · factor^retry_index)`, saturating at the cap for huge indices (D4).
     pub fn unjittered(&self, retry_index: u32) -> Duration {
+        if self.base.is_zero() {
+            return Duration::ZERO; // 0 · factor^i, even where factor^i overflows to infinity
+        }
         let nanos = self.base.as_nanos() as f64 * self.factor.powf(f64::from(retry_index));
         let cap_nanos = self.cap.as_nanos() as f64;
         if !nanos.is_finite() || nanos >= cap_nanos {

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use pin_project_lite::pin_project;
 
 use crate::scope;
+use crate::thread_sleep::ThreadSleep;
 
 /// A source of time and sleeps.
 ///
@@ -49,7 +50,9 @@ pub trait Clock {
 
 /// Tokio's timer, always (ignores [`Scope`](crate::Scope) overrides).
 ///
-/// Needs a tokio runtime with the time driver enabled when a sleep is created.
+/// # Panics
+/// Creating a sleep outside a tokio runtime with the time driver enabled panics (tokio's
+/// rule). [`DefaultClock`] does not: it falls back to a timer thread there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TokioClock;
 
@@ -68,7 +71,8 @@ impl Clock for TokioClock {
 /// The clock of the surrounding [`Scope`](crate::Scope) if there is one, tokio's otherwise.
 ///
 /// This is the clock of every policy that was not given one, so a testkit scope reaches
-/// retry loops deep inside the code under test.
+/// retry loops deep inside the code under test. Outside a tokio runtime (another executor, a
+/// plain `block_on`) its waits run on a short-lived timer thread instead of panicking.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DefaultClock;
 
@@ -87,8 +91,11 @@ impl Clock for DefaultClock {
             Some(clock) => SleepInner::Scoped {
                 sleep: clock.sleep_boxed(duration),
             },
-            None => SleepInner::Tokio {
+            None if tokio::runtime::Handle::try_current().is_ok() => SleepInner::Tokio {
                 sleep: tokio::time::sleep(duration),
+            },
+            None => SleepInner::Thread {
+                sleep: ThreadSleep::new(duration),
             },
         };
         DefaultSleep { inner }
@@ -111,6 +118,7 @@ pin_project! {
     enum SleepInner {
         Tokio { #[pin] sleep: tokio::time::Sleep },
         Scoped { sleep: BoxSleep },
+        Thread { sleep: ThreadSleep },
     }
 }
 
@@ -119,6 +127,7 @@ impl fmt::Debug for DefaultSleep {
         match &self.inner {
             SleepInner::Tokio { sleep } => f.debug_tuple("Tokio").field(&sleep.deadline()).finish(),
             SleepInner::Scoped { .. } => f.write_str("Scoped"),
+            SleepInner::Thread { sleep } => f.debug_tuple("Thread").field(sleep).finish(),
         }
     }
 }
@@ -130,6 +139,7 @@ impl Future for DefaultSleep {
         match self.project().inner.project() {
             SleepInnerProj::Tokio { sleep } => sleep.poll(cx),
             SleepInnerProj::Scoped { sleep } => sleep.as_mut().poll(cx),
+            SleepInnerProj::Thread { sleep } => Pin::new(sleep).poll(cx),
         }
     }
 }

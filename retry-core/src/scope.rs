@@ -71,15 +71,18 @@ impl Scope {
     }
 
     /// Runs `future` with these overrides. Fields this scope leaves unset are inherited from
-    /// an enclosing scope, if the call happens inside one.
-    pub fn run<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+    /// an enclosing scope.
+    ///
+    /// The enclosing scope is looked up when the returned future first runs, not when `run`
+    /// is called: `clock.block_on(Scope::new().seed(1).run(op))` still sees `clock`.
+    pub async fn run<F: Future>(self, future: F) -> F::Output {
         let merged = SCOPE
             .try_with(|outer| Scope {
                 clock: self.clock.clone().or_else(|| outer.clock.clone()),
                 seed: self.seed.or(outer.seed),
             })
             .unwrap_or(self);
-        SCOPE.scope(merged, future)
+        SCOPE.scope(merged, future).await
     }
 
     /// The seed of the surrounding scope, if any.

@@ -150,6 +150,18 @@ fn d3_exponential_builder_validates() {
 }
 
 #[test]
+fn d3_zero_base_means_zero_waits_at_every_index() {
+    let b = ExponentialBackoff::builder()
+        .base(Duration::ZERO)
+        .jitter(Jitter::None)
+        .build()
+        .unwrap();
+    for i in [0, 10, 2000, u32::MAX] {
+        assert_eq!(b.unjittered(i), Duration::ZERO, "retry index {i}");
+    }
+}
+
+#[test]
 fn d3_constant_and_custom_delays() {
     let mut rng = JitterRng::seeded(0);
     assert_eq!(Constant(7 * MS).delay(99, Duration::ZERO, &mut rng), 7 * MS);

@@ -200,7 +200,7 @@ async fn d5_default_ceiling_is_sixty_seconds() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn d5_hint_beyond_remaining_deadline_ends_the_loop_at_once() {
+async fn d5_hint_beyond_remaining_deadline_ends_the_loop_with_that_error_at_once() {
     // Paused tokio time: the deadline is a timer, not a sleep, so elapsed time is the measure.
     let start = Instant::now();
     let result: Result<(), _> = policy(5)
@@ -210,10 +210,7 @@ async fn d5_hint_beyond_remaining_deadline_ends_the_loop_at_once() {
         .await;
     assert_eq!(
         result,
-        Err(RetryError::DeadlineExceeded {
-            attempts: 1,
-            last: Some(Throttled(Duration::from_secs(5)))
-        })
+        Err(RetryError::Operation(Throttled(Duration::from_secs(5))))
     );
     assert_eq!(start.elapsed(), Duration::ZERO);
 }
@@ -275,7 +272,8 @@ async fn r5_attempt_timeout_is_final_by_default() {
         result,
         Err(RetryError::AttemptTimeout {
             attempts: 1,
-            timeout: 100 * MS
+            timeout: 100 * MS,
+            last: None,
         })
     );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -298,7 +296,8 @@ async fn r5_attempt_timeout_retried_when_the_caller_says_so() {
         result,
         Err(RetryError::AttemptTimeout {
             attempts: 3,
-            timeout: 100 * MS
+            timeout: 100 * MS,
+            last: None,
         })
     );
     assert_eq!(calls.load(Ordering::SeqCst), 3);
@@ -522,6 +521,7 @@ fn retry_error_reads_well() {
     let e: RetryError<String> = RetryError::AttemptTimeout {
         attempts: 3,
         timeout: 100 * MS,
+        last: None,
     };
     assert_eq!(e.to_string(), "attempt 3 timed out after 100ms");
     assert_eq!(e.into_operation_error(), None);
@@ -533,4 +533,115 @@ fn retry_error_reads_well() {
     let e: RetryError<String> = RetryError::Operation("boom".into());
     assert_eq!(e.to_string(), "boom");
     assert!(!e.is_limit());
+}
+
+#[tokio::test(start_paused = true)]
+async fn r5_final_attempt_timeout_keeps_the_last_error() {
+    let result = policy(2)
+        .retry(|attempt| async move {
+            if attempt == 1 {
+                Err("503")
+            } else {
+                std::future::pending::<Result<(), &str>>().await
+            }
+        })
+        .retry_attempt_timeout(100 * MS)
+        .await;
+    assert_eq!(
+        result,
+        Err(RetryError::AttemptTimeout {
+            attempts: 2,
+            timeout: 100 * MS,
+            last: Some("503")
+        })
+    );
+}
+
+#[test]
+fn r6_a_finished_loop_stays_pending_and_never_polls_its_signal_again() {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+
+    // A oneshot receiver panics if polled after it completed.
+    let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+    drop(cancel);
+    let mut retry = pin!(policy(3).retry(fail_times(u32::MAX)).cancel_on(cancelled));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(retry.as_mut().poll(&mut cx).is_ready());
+    assert!(retry.as_mut().poll(&mut cx).is_pending());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn r2_immediate_retries_yield_so_other_tasks_run() {
+    // Zero waits never touch the timer, but a long run of them must not starve this thread.
+    let ready = Arc::new(AtomicBool::new(false));
+    let setter = ready.clone();
+    tokio::spawn(async move { setter.store(true, Ordering::SeqCst) });
+    let result = RetryOptions::new()
+        .with_max_attempts(100_000)
+        .resolve()
+        .unwrap()
+        .retry(|attempt| {
+            let ready = ready.clone();
+            async move {
+                if ready.load(Ordering::SeqCst) {
+                    Ok(attempt)
+                } else {
+                    Err("not yet")
+                }
+            }
+        })
+        .backoff(retry_core::Constant(Duration::ZERO))
+        .await;
+    let attempt = result.unwrap();
+    assert!(attempt <= 17, "the spawned task waited {attempt} attempts");
+}
+
+#[tokio::test]
+async fn scope_built_before_it_runs_inherits_the_enclosing_clock() {
+    let clock = InstantClock::new();
+    // Built outside the clock's scope, run inside it: the inner scope must still see it.
+    let inner = Scope::new()
+        .seed(1)
+        .run(RetryPolicy::DEFAULT.retry(fail_times(1)));
+    let result = Scope::new().clock(clock.clone()).run(inner).await;
+    assert_eq!(result, Ok(2));
+    assert_eq!(clock.sleeps().len(), 1);
+}
+
+/// A minimal executor, to run a loop outside any tokio runtime.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+#[test]
+fn default_clock_waits_on_a_timer_thread_outside_tokio() {
+    // 1 ms waits in real time: the only wall-clock wait in this suite, and a short one.
+    let p = RetryOptions::new()
+        .with_base_delay_ms(1)
+        .with_max_delay_ms(1)
+        .resolve()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let result = block_on(p.with_jitter(Jitter::None).retry(fail_times(2)));
+    assert_eq!(result, Ok(3));
+    assert!(started.elapsed() >= 2 * MS);
 }

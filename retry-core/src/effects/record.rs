@@ -108,8 +108,10 @@ impl CallState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconcileReason {
-    /// The runner that started it stopped renewing its lease without recording a result: it
-    /// crashed, or lost the ledger, while the tool may have been running.
+    /// The call's lease ran out without a recorded result: its runner crashed or lost the
+    /// ledger while the tool may have been running. Leases are set once when the call starts
+    /// (its deadline plus a margin, or the runner's lease when it has none) and are not
+    /// renewed, so give long-running tools a timeout or the runner a longer lease.
     LeaseExpired,
     /// The runner stopped waiting at the deadline while the tool was running.
     DeadlineExceeded,

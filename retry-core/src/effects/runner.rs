@@ -617,7 +617,8 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             Err(e) => return Err(e.into()),
         };
 
-        let deadline = remaining.map(|r| self.clock.now() + r);
+        // A budget too large for an `Instant` is no deadline at all, not a panic.
+        let deadline = remaining.and_then(|r| self.clock.now().checked_add(r));
         let ctx = ToolContext::new(record.key.clone(), effect, record.attempts, deadline);
         let work = tool.invoke(record.args.clone(), ctx);
         let timer = remaining.map(|r| self.clock.sleep(r));

@@ -129,7 +129,8 @@ where
         tracing::debug!(target: TARGET, attempt, "retry gave up: error not retryable");
         return Next::Stop(Exit::Failed(error));
     }
-    let delay = match hint.retry_after(&error) {
+    let hinted = hint.retry_after(&error);
+    let delay = match hinted {
         Some(asked) if asked > policy.max_retry_after() => {
             tracing::debug!(
                 target: TARGET,
@@ -143,6 +144,11 @@ where
         None => scheduled_delay(policy, backoff, progress),
     };
     if let Some((left, token)) = deadline_left(policy, limits, progress) {
+        if delay >= left && hinted.is_some() {
+            // D5: a server's hint that outlasts the budget ends the loop with its error.
+            tracing::debug!(target: TARGET, attempt, "retry gave up: retry-after hint beyond the deadline");
+            return Next::Stop(Exit::Failed(error));
+        }
         if delay >= left {
             progress.memory.remember(error);
             return Next::Stop(deadline_exit(token, progress));
@@ -173,15 +179,14 @@ where
         Timer::AttemptTimeout(token, timeout) => (token, timeout),
     };
     let attempt = progress.attempt;
-    let stop = Exit::Stopped {
-        token,
-        reason: StopReason::AttemptTimeout(timeout),
-        attempts: attempt,
-        last: None,
-    };
     if !limits.retries_timeouts() || attempt >= policy.max_attempts() {
         tracing::debug!(target: TARGET, attempt, timeout_ms = duration_ms(timeout), "attempt timed out; giving up");
-        return Next::Stop(stop);
+        return Next::Stop(Exit::Stopped {
+            token,
+            reason: StopReason::AttemptTimeout(timeout),
+            attempts: attempt,
+            last: progress.memory.take_last(),
+        });
     }
     let delay = scheduled_delay(policy, backoff, progress);
     if let Some((left, token)) = deadline_left(policy, limits, progress) {
@@ -192,6 +197,16 @@ where
     tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt timed out; retrying");
     progress.set_previous(delay);
     Next::Wait(delay)
+}
+
+/// Immediate retries (zero waits) in a row before the loop yields to its executor once.
+const IMMEDIATE_RETRIES_PER_YIELD: u32 = 16;
+
+/// Whether the loop should yield before the attempt after `failed_attempt`, when the wait is
+/// zero: a zero wait never touches the timer, but a long run of them must not starve the other
+/// tasks of a single-threaded executor.
+pub(super) fn yields_after(failed_attempt: u32) -> bool {
+    failed_attempt % IMMEDIATE_RETRIES_PER_YIELD == 0
 }
 
 fn duration_ms(d: Duration) -> u64 {

@@ -18,7 +18,7 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use super::decide::{Next, after_failure, after_timer, start_attempt};
+use super::decide::{Next, after_failure, after_timer, start_attempt, yields_after};
 use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, Unlimited};
 use super::{Always, NoHint, Notify, Progress, ShouldRetry, Silent, Timer};
@@ -165,6 +165,8 @@ impl<E, W, N, L: DriverLimits<E>> Driver<E, W, N, L> {
             Next::Wait(delay) => {
                 if !delay.is_zero() {
                     self.policy.clock().sleep(delay).await;
+                } else if yields_after(self.progress.attempt) {
+                    yield_once().await;
                 }
                 ControlFlow::Continue(())
             }
@@ -188,6 +190,20 @@ impl<E, W, N, L: DriverLimits<E>> Driver<E, W, N, L> {
             &mut self.progress,
         )
     }
+}
+
+/// Returns `Pending` once (waking itself at once), so the executor can run other tasks.
+async fn yield_once() {
+    let mut yielded = false;
+    poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
 }
 
 /// Polls `body` and `timer` together: `Some(output)` if the body finished first, `None` if the

@@ -24,6 +24,8 @@ pub enum RetryError<E> {
         attempts: u32,
         /// The per-attempt limit.
         timeout: Duration,
+        /// The last error an earlier attempt failed with, if one did.
+        last: Option<E>,
     },
     /// The overall deadline passed, or the next wait would have crossed it.
     DeadlineExceeded {
@@ -47,8 +49,9 @@ impl<E> RetryError<E> {
     pub fn operation_error(&self) -> Option<&E> {
         match self {
             Self::Operation(e) => Some(e),
-            Self::DeadlineExceeded { last, .. } | Self::Cancelled { last, .. } => last.as_ref(),
-            Self::AttemptTimeout { .. } => None,
+            Self::AttemptTimeout { last, .. }
+            | Self::DeadlineExceeded { last, .. }
+            | Self::Cancelled { last, .. } => last.as_ref(),
         }
     }
 
@@ -56,8 +59,9 @@ impl<E> RetryError<E> {
     pub fn into_operation_error(self) -> Option<E> {
         match self {
             Self::Operation(e) => Some(e),
-            Self::DeadlineExceeded { last, .. } | Self::Cancelled { last, .. } => last,
-            Self::AttemptTimeout { .. } => None,
+            Self::AttemptTimeout { last, .. }
+            | Self::DeadlineExceeded { last, .. }
+            | Self::Cancelled { last, .. } => last,
         }
     }
 
@@ -75,8 +79,13 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
         };
         match self {
             Self::Operation(e) => e.fmt(f),
-            Self::AttemptTimeout { attempts, timeout } => {
-                write!(f, "attempt {attempts} timed out after {timeout:?}")
+            Self::AttemptTimeout {
+                attempts,
+                timeout,
+                last: l,
+            } => {
+                write!(f, "attempt {attempts} timed out after {timeout:?}")?;
+                last(f, l)
             }
             Self::DeadlineExceeded { attempts, last: l } => {
                 write!(f, "retry deadline exceeded after {attempts} attempt(s)")?;

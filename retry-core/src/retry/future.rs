@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt};
+use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt, yields_after};
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
 use super::{Notify, Retry, RetryAfter, ShouldRetry, State, StateProj};
 use crate::backoff::Schedule;
@@ -27,6 +27,10 @@ where
         let mut this = self.project();
         let progress = this.progress;
 
+        // Finished: stays pending, and never polls the cancellation signal again.
+        if let StateProj::Done = this.state.as_mut().project() {
+            return Poll::Pending;
+        }
         // R6: cancellation wins over everything, including a wait in progress.
         if let Some(token) = this.limits.as_mut().poll_cancelled(cx) {
             this.state.set(State::Done);
@@ -92,7 +96,15 @@ where
                             this.state.set(State::Done);
                             return Poll::Ready(L::finish(Err(exit)));
                         }
-                        Next::Wait(delay) if delay.is_zero() => this.state.set(State::Start),
+                        Next::Wait(delay) if delay.is_zero() => {
+                            // No timer for a zero wait, but a long run of immediate retries
+                            // yields now and then so other tasks on this thread get to run.
+                            this.state.set(State::Start);
+                            if yields_after(progress.attempt) {
+                                cx.waker().wake_by_ref();
+                                return Poll::Pending;
+                            }
+                        }
                         Next::Wait(delay) => {
                             let sleep = this.policy.clock().sleep(delay);
                             this.state.set(State::Backoff { sleep });

@@ -164,9 +164,11 @@ impl<S: Future> Limits for Limited<S> {
                 last,
                 ..
             } => match reason {
-                StopReason::AttemptTimeout(timeout) => {
-                    RetryError::AttemptTimeout { attempts, timeout }
-                }
+                StopReason::AttemptTimeout(timeout) => RetryError::AttemptTimeout {
+                    attempts,
+                    timeout,
+                    last,
+                },
                 StopReason::Deadline => RetryError::DeadlineExceeded { attempts, last },
                 StopReason::Cancelled => RetryError::Cancelled { attempts, last },
             },
