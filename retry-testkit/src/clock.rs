@@ -330,6 +330,14 @@ impl MockClock {
     /// On a multi-thread runtime, time may move while a task on another worker is still
     /// busy; drive such tests by hand with [`advance`](MockClock::advance).
     ///
+    /// **Waiting on the outside world.** The runner cannot see what else the future waits
+    /// for. If it waits on real I/O (a socket, a child process, a channel fed by a thread)
+    /// for longer than the idle yields take, virtual time moves on to the next mock sleep —
+    /// for example a loop's deadline timer, which then fires although only microseconds of
+    /// real time passed. Keep real I/O out of futures run this way, or use
+    /// [`scope`](MockClock::scope) and move time yourself with
+    /// [`advance`](MockClock::advance).
+    ///
     /// ```
     /// use std::time::Duration;
     /// use retry_core::{Jitter, RetryOptions};
