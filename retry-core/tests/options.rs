@@ -202,7 +202,7 @@ fn o6_policy_round_trips_through_its_options() {
 }
 
 #[test]
-fn options_display_lists_set_fields() {
+fn o6_options_display_lists_set_fields() {
     assert_eq!(
         opts(Some(5), None, Some(10)).to_string(),
         "max_attempts=5 max_delay_ms=10"

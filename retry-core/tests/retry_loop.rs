@@ -136,7 +136,7 @@ async fn o5_one_attempt_means_no_retry_and_no_sleep() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn paused_tokio_time_makes_default_clock_backoff_instant() {
+async fn t1_paused_tokio_time_makes_default_clock_backoff_instant() {
     let start = Instant::now();
     let p = RetryPolicy::DEFAULT.with_jitter(Jitter::None);
     let result = p.retry(fail_times(u32::MAX)).await;
@@ -414,7 +414,7 @@ impl Drop for DropFlag {
 // ---- Clock and randomness injection ----
 
 #[tokio::test]
-async fn clock_on_the_policy_and_on_the_call() {
+async fn t1_clock_on_the_policy_and_on_the_call() {
     // No paused time here: a real wait would make this test slow, the injected clock does not.
     let on_policy = InstantClock::new();
     let _ = RetryPolicy::DEFAULT
@@ -434,7 +434,7 @@ async fn clock_on_the_policy_and_on_the_call() {
 }
 
 #[tokio::test]
-async fn scope_reaches_loops_that_were_not_given_a_clock() {
+async fn t1_scope_reaches_loops_that_were_not_given_a_clock() {
     let clock = InstantClock::new();
     let inner = async { RetryPolicy::DEFAULT.retry(fail_times(u32::MAX)).await };
     let result = Scope::new().clock(clock.clone()).run(inner).await;
@@ -443,7 +443,7 @@ async fn scope_reaches_loops_that_were_not_given_a_clock() {
 }
 
 #[tokio::test]
-async fn explicit_clock_beats_the_scope() {
+async fn t1_explicit_clock_beats_the_scope() {
     let scoped = InstantClock::new();
     let explicit = InstantClock::new();
     let inner = RetryPolicy::DEFAULT
@@ -454,7 +454,7 @@ async fn explicit_clock_beats_the_scope() {
 }
 
 #[tokio::test]
-async fn nested_scopes_inherit_unset_fields() {
+async fn t1_t2_nested_scopes_inherit_unset_fields() {
     let clock = InstantClock::new();
     let result = Scope::new()
         .clock(clock.clone())
@@ -507,7 +507,7 @@ async fn t2_seeded_jitter_is_reproducible_on_policy_call_and_scope() {
 }
 
 #[test]
-fn retry_error_reads_well() {
+fn r5_r6_retry_error_reads_well() {
     let e: RetryError<String> = RetryError::DeadlineExceeded {
         attempts: 2,
         last: Some("503".into()),
@@ -599,7 +599,7 @@ async fn r2_immediate_retries_yield_so_other_tasks_run() {
 }
 
 #[tokio::test]
-async fn scope_built_before_it_runs_inherits_the_enclosing_clock() {
+async fn t1_scope_built_before_it_runs_inherits_the_enclosing_clock() {
     let clock = InstantClock::new();
     // Built outside the clock's scope, run inside it: the inner scope must still see it.
     let inner = Scope::new()
@@ -633,7 +633,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 #[test]
-fn default_clock_waits_on_a_timer_thread_outside_tokio() {
+fn d1_default_clock_waits_on_a_timer_thread_outside_tokio() {
     // 1 ms waits in real time: the only wall-clock wait in this suite, and a short one.
     let p = RetryOptions::new()
         .with_base_delay_ms(1)
