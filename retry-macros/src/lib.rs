@@ -15,7 +15,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod errors;
+mod function;
+mod number;
+mod options;
 mod retry;
+mod tokens;
 
 /// Retries an `async fn` returning `Result<_, _>`: the body runs again after each error,
 /// with exponential backoff and full jitter, until it succeeds or the attempts are used up;
