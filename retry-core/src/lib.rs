@@ -95,9 +95,9 @@ pub use scheduler::{
 };
 pub use scope::Scope;
 
-// `#[retry(...)]`, behind the default `macros` feature.
+// `#[retry(...)]` and `#[tool(...)]`, behind the default `macros` feature.
 #[cfg(feature = "macros")]
-pub use retry_macros::retry;
+pub use retry_macros::{retry, tool};
 
 #[doc(hidden)]
 pub use retry::IntoLimited;

@@ -21,6 +21,7 @@ mod number;
 mod options;
 mod retry;
 mod tokens;
+mod tool;
 
 /// Retries an `async fn` returning `Result<_, _>`: the body runs again after each error,
 /// with exponential backoff and full jitter, until it succeeds or the attempts are used up;
@@ -199,4 +200,13 @@ pub fn retry(
     item: proc_macro::TokenStream,
 ) -> proc_macro::TokenStream {
     retry::expand(args.into(), item.into()).into()
+}
+
+/// Declares an `async fn` as an agent tool with a declared effect.
+#[proc_macro_attribute]
+pub fn tool(
+    args: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    tool::expand(args.into(), item.into()).into()
 }

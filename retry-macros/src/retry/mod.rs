@@ -26,6 +26,10 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let function = match Function::parse(&item, "retry") {
         Ok(function) => {
             item::check(&function, &mut errors);
+            // `#[tool]` below this attribute is still on the function.
+            if let Some(conflict) = crate::tool::tool_under_retry(&function.attrs) {
+                errors.push(conflict);
+            }
             Some(function)
         }
         Err(e) => {
