@@ -17,7 +17,11 @@ pub mod tools {
 
     /// A read: borrowed, optional and raw-named arguments.
     #[tool(effect = "read")]
-    pub async fn search(query: &str, r#type: Option<String>, limit: u32) -> Result<Vec<String>, String> {
+    pub async fn search(
+        query: &str,
+        r#type: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<String>, String> {
         Ok(vec![format!("{query}:{type:?}:{limit}")])
     }
 
@@ -116,5 +120,8 @@ fn main() {
     assert!(tools::send_email::SPEC.requires_approval());
     // The functions are still plain functions.
     drop(tools::search("rust", None, 3));
-    drop(retried::upsert(1, IdempotencyKey::new("k").unwrap_or_else(|_| unreachable!())));
+    drop(retried::upsert(
+        1,
+        IdempotencyKey::new("k").unwrap_or_else(|_| unreachable!()),
+    ));
 }
