@@ -24,6 +24,15 @@ mod retry;
 mod tokens;
 mod tool;
 
+/// An expansion as a snapshot shows it: pretty-printed, or a panic if it does not parse.
+#[cfg(test)]
+fn pretty(tokens: proc_macro2::TokenStream) -> String {
+    match syn::parse2::<syn::File>(tokens.clone()) {
+        Ok(file) => prettyplease::unparse(&file),
+        Err(e) => panic!("the expansion does not parse: {e}\n{tokens}"),
+    }
+}
+
 /// Retries an `async fn` returning `Result<_, _>`: the body runs again after each error,
 /// with exponential backoff and full jitter, until it succeeds or the attempts are used up;
 /// the **last** error is returned.

@@ -17,15 +17,37 @@ pub(crate) struct Opt<T> {
     pub(crate) index: usize,
 }
 
+/// Where an option was written: its key and its position.
+pub(crate) struct At {
+    key: Ident,
+    index: usize,
+}
+
+impl At {
+    /// Stores a value of the right kind in its slot (a second one was rejected before).
+    pub(crate) fn set<T>(
+        self,
+        slot: &mut Option<Opt<T>>,
+        value: syn::Result<T>,
+    ) -> syn::Result<()> {
+        *slot = Some(Opt {
+            key: self.key,
+            value: value?,
+            index: self.index,
+        });
+        Ok(())
+    }
+}
+
 /// Parses `key = value, …` against the known `options`. For each known key met the first
-/// time, `set(name, key, index, value)` stores the value; its error is recorded against the
-/// option. Unknown and repeated keys are recorded and parsing goes on with the next option, so
+/// time, `set(name, at, value)` stores the value (with [`At::set`]); its error is recorded
+/// against the option. Unknown and repeated keys are recorded and parsing goes on with the next option, so
 /// that one compile reports them all; only broken syntax (or a key without a value) stops it.
 pub(crate) fn parse(
     tokens: TokenStream,
     options: &[&str],
     errors: &mut Errors,
-    mut set: impl FnMut(&str, Ident, usize, Expr) -> syn::Result<()>,
+    mut set: impl FnMut(&str, At, Expr) -> syn::Result<()>,
 ) {
     let mut seen: Vec<String> = Vec::new();
     let mut one = |meta: ParseNestedMeta<'_>, errors: &mut Errors| -> syn::Result<()> {
@@ -69,7 +91,7 @@ pub(crate) fn parse(
             );
             return Ok(());
         }
-        if let Err(e) = set(&name, key, index, value) {
+        if let Err(e) = set(&name, At { key, index }, value) {
             errors.push_at(index, e);
         }
         Ok(())
@@ -78,21 +100,6 @@ pub(crate) fn parse(
     if let Err(e) = syn::parse::Parser::parse2(parser, tokens) {
         errors.push(e);
     }
-}
-
-/// The one setter: stores a value of the right kind (a second one was rejected before).
-pub(crate) fn set<T>(
-    slot: &mut Option<Opt<T>>,
-    key: Ident,
-    index: usize,
-    value: syn::Result<T>,
-) -> syn::Result<()> {
-    *slot = Some(Opt {
-        key,
-        value: value?,
-        index,
-    });
-    Ok(())
 }
 
 /// `crate` is a keyword, so it is not an `Ident` path; every other key is.

@@ -9,7 +9,7 @@ use syn::{Expr, ExprLit, ExprPath, Ident, Lit, Path};
 
 use crate::errors::Errors;
 use crate::number::{Number, number};
-use crate::options::{self, Opt, krate, set};
+use crate::options::{self, Opt, krate};
 
 /// Every option, in the order the docs list them.
 pub(crate) const OPTIONS: [&str; 10] = [
@@ -24,6 +24,10 @@ pub(crate) const OPTIONS: [&str; 10] = [
     "defaults",
     "crate",
 ];
+
+/// The signatures `when` and `notify` take.
+const WHEN: &str = "fn(&E, u32) -> bool";
+const NOTIFY: &str = "fn(&E, u32, std::time::Duration)";
 
 /// The jitter names, as `retry_core::Jitter` spells them (a test keeps the two in step).
 pub(crate) const JITTERS: [&str; 4] = ["full", "equal", "decorrelated", "none"];
@@ -47,38 +51,18 @@ impl Args {
     /// Parses `key = value, …`, every error collected (see [`options::parse`]).
     pub(crate) fn parse(tokens: proc_macro2::TokenStream, errors: &mut Errors) -> Args {
         let mut args = Args::default();
-        options::parse(
-            tokens,
-            &OPTIONS,
-            errors,
-            |name, key, index, value| match name {
-                "max_attempts" => set(&mut args.max_attempts, key, index, number(name, value)),
-                "base_delay_ms" => set(&mut args.base_delay_ms, key, index, number(name, value)),
-                "max_delay_ms" => set(&mut args.max_delay_ms, key, index, number(name, value)),
-                "deadline_ms" => set(&mut args.deadline_ms, key, index, number(name, value)),
-                "attempt_timeout_ms" => set(
-                    &mut args.attempt_timeout_ms,
-                    key,
-                    index,
-                    number(name, value),
-                ),
-                "jitter" => set(&mut args.jitter, key, index, jitter(value)),
-                "when" => set(
-                    &mut args.when,
-                    key,
-                    index,
-                    function(name, "fn(&E, u32) -> bool", value),
-                ),
-                "notify" => set(
-                    &mut args.notify,
-                    key,
-                    index,
-                    function(name, "fn(&E, u32, std::time::Duration)", value),
-                ),
-                "defaults" => set(&mut args.defaults, key, index, defaults(value)),
-                _ => set(&mut args.krate, key, index, krate(value)),
-            },
-        );
+        options::parse(tokens, &OPTIONS, errors, |name, at, value| match name {
+            "max_attempts" => at.set(&mut args.max_attempts, number(name, value)),
+            "base_delay_ms" => at.set(&mut args.base_delay_ms, number(name, value)),
+            "max_delay_ms" => at.set(&mut args.max_delay_ms, number(name, value)),
+            "deadline_ms" => at.set(&mut args.deadline_ms, number(name, value)),
+            "attempt_timeout_ms" => at.set(&mut args.attempt_timeout_ms, number(name, value)),
+            "jitter" => at.set(&mut args.jitter, jitter(value)),
+            "when" => at.set(&mut args.when, function(name, WHEN, value)),
+            "notify" => at.set(&mut args.notify, function(name, NOTIFY, value)),
+            "defaults" => at.set(&mut args.defaults, defaults(value)),
+            _ => at.set(&mut args.krate, krate(value)),
+        });
         args
     }
 }

@@ -27,7 +27,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         Ok(function) => {
             item::check(&function, &mut errors);
             // `#[tool]` below this attribute is still on the function.
-            if let Some(conflict) = crate::tool::tool_under_retry(&function.attrs) {
+            if let Some(conflict) = crate::tool::tool_under_retry(&function) {
                 errors.push(conflict);
             }
             Some(function)

@@ -6,11 +6,13 @@ use syn::{Attribute, Expr, ExprLit, Lit, LitStr, Meta, Path};
 
 use crate::errors::Errors;
 use crate::number::{Number, number};
-use crate::options::{self, Opt, backticked, closest, krate, set, string};
+use crate::options::{self, Opt, backticked, closest, krate, string};
 
 /// Every option, in the order the docs list them.
 pub(crate) const OPTIONS: [&str; 5] =
     ["effect", "name", "requires_approval", "timeout_ms", "crate"];
+
+const NAME_TAKES: &str = "`name` takes a string, such as `name = \"send_email\"`";
 
 /// A declared effect, as `retry_core::effects::ToolEffect` names them (a test keeps the two
 /// in step).
@@ -67,26 +69,13 @@ impl Args {
     /// Parses `key = value, …`, every error collected (see [`options::parse`]).
     pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Args {
         let mut args = Args::default();
-        options::parse(
-            tokens,
-            &OPTIONS,
-            errors,
-            |name, key, index, value| match name {
-                "effect" => set(&mut args.effect, key, index, effect(value)),
-                "name" => set(
-                    &mut args.name,
-                    key,
-                    index,
-                    string(
-                        value,
-                        "`name` takes a string, such as `name = \"send_email\"`",
-                    ),
-                ),
-                "requires_approval" => set(&mut args.requires_approval, key, index, boolean(value)),
-                "timeout_ms" => set(&mut args.timeout_ms, key, index, number(name, value)),
-                _ => set(&mut args.krate, key, index, krate(value)),
-            },
-        );
+        options::parse(tokens, &OPTIONS, errors, |name, at, value| match name {
+            "effect" => at.set(&mut args.effect, effect(value)),
+            "name" => at.set(&mut args.name, string(value, NAME_TAKES)),
+            "requires_approval" => at.set(&mut args.requires_approval, boolean(value)),
+            "timeout_ms" => at.set(&mut args.timeout_ms, number(name, value)),
+            _ => at.set(&mut args.krate, krate(value)),
+        });
         args
     }
 

@@ -5,7 +5,7 @@
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
-use syn::{Attribute, FnArg, GenericParam, Ident, LitStr, Pat, Path, Safety, Type};
+use syn::{FnArg, GenericParam, Ident, LitStr, Pat, Path, Safety, Type};
 
 use super::args::{Args, ToolEffect};
 use crate::errors::Errors;
@@ -98,10 +98,16 @@ impl Tool {
 }
 
 /// `#[retry]` expands first and finds `#[tool(...)]` still on the function: the same rule,
-/// checked from the other side, so that the order of the two attributes does not matter. An
-/// attribute that does not parse is left for `#[tool]` to report, unless its effect is clear.
-pub(crate) fn tool_under_retry(attrs: &[Attribute]) -> Option<syn::Error> {
-    let attr = find_attr(attrs, "tool")?;
+/// checked from the other side, so that the order of the two attributes does not matter.
+///
+/// An attribute that does not parse is left for `#[tool]` to report, unless its effect is
+/// clear. A `tool` attribute on a method is not ours (ours refuses methods, and says so): an
+/// MCP server's `#[tool]` methods may well be retried.
+pub(crate) fn tool_under_retry(function: &Function) -> Option<syn::Error> {
+    let attr = find_attr(&function.attrs, "tool")?;
+    if function.sig.receiver().is_some() {
+        return None;
+    }
     let (args, parsed) = Args::of(attr);
     if args.effect.is_none() && !parsed {
         return None;
@@ -310,9 +316,63 @@ fn is_key(ty: &Type) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use quote::quote;
     use retry_core::effects::{ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn};
 
     use super::*;
+
+    fn under_retry(item: proc_macro2::TokenStream) -> Option<String> {
+        let function = Function::parse(&item, "retry").unwrap();
+        tool_under_retry(&function).map(|e| e.to_string())
+    }
+
+    #[test]
+    fn x3_retry_sees_the_tool_below_it_by_any_path() {
+        let side_effect = under_retry(quote! {
+            #[retry_core::tool(effect = "side-effect")]
+            async fn send() -> Result<(), ()> { Ok(()) }
+        });
+        assert!(
+            side_effect
+                .unwrap()
+                .starts_with("`#[retry]` cannot wrap a `side-effect` tool")
+        );
+        let undeclared = under_retry(quote! {
+            #[resilience::tool(crate = "resilience")]
+            async fn send() -> Result<(), ()> { Ok(()) }
+        });
+        assert!(undeclared.unwrap().contains("it declares no effect"));
+        for fine in [
+            quote!(
+                #[tool(effect = "read")]
+                async fn get() -> Result<(), ()> {
+                    Ok(())
+                }
+            ),
+            quote!(
+                #[tool(effect = "idempotent-write")]
+                async fn put() -> Result<(), ()> {
+                    Ok(())
+                }
+            ),
+            // A typo: `#[tool]` reports it; the effect is not known to be missing.
+            quote!(
+                #[tool(efect = "read")]
+                async fn get() -> Result<(), ()> {
+                    Ok(())
+                }
+            ),
+            // Another crate's `#[tool]` on a method (an MCP server's): not ours.
+            quote!(
+                #[tool]
+                async fn call(&self) -> Result<(), ()> {
+                    Ok(())
+                }
+            ),
+        ] {
+            assert_eq!(under_retry(fine), None);
+        }
+    }
 
     #[test]
     fn tool_names_follow_the_toolbox() {
