@@ -352,13 +352,13 @@ pub fn retry(
 ///
 /// ```ignore
 /// #[tool(effect = "read", timeout_ms = 5_000)]
-/// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { … }
+/// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { /* … */ }
 /// ```
 ///
 /// expands to (simplified: the real paths go through `retry_core::__private`)
 ///
 /// ```ignore
-/// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { … }
+/// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { /* … */ }
 ///
 /// struct lookup {}
 ///

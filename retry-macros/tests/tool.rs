@@ -118,6 +118,21 @@ async fn x3_parameters_are_the_fields_of_the_json_arguments() {
     }
 }
 
+/// A raw name and borrowed arguments: read owned, named without `r#`.
+#[tool(effect = "read")]
+async fn describe(r#type: &str, bytes: &[u8], tags: Option<Vec<String>>) -> Result<String, String> {
+    Ok(format!("{type}: {} bytes, tags {tags:?}", bytes.len()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn x4_raw_names_and_borrowed_parameters_read_owned_fields() {
+    let runner = runner(Toolbox::new().with(describe {}).unwrap());
+    let args = json!({ "type": "blob", "bytes": [1, 2, 3] });
+    let call = ToolCall::new(key("run-2b", "c"), "describe", args);
+    let (outcome, _) = outcome(&runner, call).await;
+    assert_eq!(outcome, Ok(json!("blob: 3 bytes, tags None")));
+}
+
 // X3, A2: the descriptor -----------------------------------------------------------------------
 
 static RINGS: AtomicU32 = AtomicU32::new(0);
