@@ -5,19 +5,19 @@
 //! calls, and the restart pretends to happen ten minutes later, after every lease expired.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use retry_core::effects::{
-    CallKey, CallOutcome, MemoryLedger, RecoveryPolicy, Resolution, Timestamp, ToolCall,
-    ToolContext, ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, ToolboxError, tool_fn,
+    CallKey, CallOutcome, IdempotencyKey, MemoryLedger, RecoveryPolicy, Resolution, Timestamp,
+    ToolCall, ToolEffect, ToolOutcome, ToolRunner, Toolbox, ToolboxError,
 };
+use retry_core::tool;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 /// What the outside world saw: how often each tool ran, and the notes store, which (like a
 /// good downstream API) deduplicates writes on the idempotency key.
-#[derive(Default)]
 struct World {
     lookups: AtomicU32,
     note_writes: AtomicU32,
@@ -25,72 +25,64 @@ struct World {
     notes: Mutex<Vec<(String, Value)>>,
 }
 
-/// The three tools, acting on `world`. With `hang`, the writes report on it when their effect
-/// is done and then hang: that is where the process will die.
-fn tools(
-    world: &Arc<World>,
-    hang: Option<mpsc::UnboundedSender<&'static str>>,
-) -> Result<Toolbox, ToolboxError> {
-    let after_effect = move |name: &'static str| {
-        let hang = hang.clone();
-        async move {
-            if let Some(tx) = hang {
-                let _ = tx.send(name);
-                std::future::pending::<()>().await;
-            }
+static WORLD: World = World {
+    lookups: AtomicU32::new(0),
+    note_writes: AtomicU32::new(0),
+    emails: AtomicU32::new(0),
+    notes: Mutex::new(Vec::new()),
+};
+
+/// Where the process will die: while set, a write reports here when its effect is done, and
+/// then hangs.
+static CRASH: Mutex<Option<mpsc::UnboundedSender<&'static str>>> = Mutex::new(None);
+
+async fn after_effect(tool: &'static str) {
+    let crash = CRASH.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    if let Some(tx) = crash {
+        let _ = tx.send(tool);
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Looks up the forecast; changes nothing.
+#[tool(effect = "read")]
+async fn lookup_weather(city: String) -> Result<Value, String> {
+    WORLD.lookups.fetch_add(1, Ordering::SeqCst);
+    Ok(json!({ "city": city, "forecast": "sunny, 24 °C" }))
+}
+
+/// Saves a note under the call's idempotency key, which the store deduplicates on.
+#[tool(effect = "idempotent-write")]
+async fn save_note(title: String, body: String, key: IdempotencyKey) -> Result<Value, String> {
+    WORLD.note_writes.fetch_add(1, Ordering::SeqCst);
+    let key = key.to_string();
+    {
+        let mut notes = WORLD.notes.lock().unwrap_or_else(PoisonError::into_inner);
+        if notes.iter().any(|(k, _)| *k == key) {
+            println!("    notes store: key {key} seen before, nothing changed");
+        } else {
+            println!("    notes store: saved under key {key}");
+            notes.push((key.clone(), json!({ "title": title, "body": body })));
         }
-    };
+    }
+    after_effect("save_note").await;
+    Ok(json!({ "saved": key }))
+}
 
-    let w = world.clone();
-    let lookup_weather = tool_fn(
-        ToolSpec::new("lookup_weather").with_effect(ToolEffect::Read),
-        move |city: String, _: ToolContext| {
-            w.lookups.fetch_add(1, Ordering::SeqCst);
-            async move { Ok::<_, String>(json!({ "city": city, "forecast": "sunny, 24 °C" })) }
-        },
-    );
+/// Sends an e-mail. No effect declared: a side effect.
+#[tool]
+async fn send_email(to: String) -> Result<Value, String> {
+    WORLD.emails.fetch_add(1, Ordering::SeqCst);
+    println!("    mail server: e-mail sent to {to}");
+    after_effect("send_email").await;
+    Ok(json!({ "sent_to": to }))
+}
 
-    let (w, after) = (world.clone(), after_effect.clone());
-    let save_note = tool_fn(
-        ToolSpec::new("save_note").with_effect(ToolEffect::IdempotentWrite),
-        move |note: Value, ctx: ToolContext| {
-            let (w, after) = (w.clone(), after.clone());
-            async move {
-                w.note_writes.fetch_add(1, Ordering::SeqCst);
-                let key = ctx.idempotency_key().to_string();
-                {
-                    let mut notes = w.notes.lock().unwrap_or_else(PoisonError::into_inner);
-                    if notes.iter().any(|(k, _)| *k == key) {
-                        println!("    notes store: key {key} seen before, nothing changed");
-                    } else {
-                        println!("    notes store: saved under key {key}");
-                        notes.push((key.clone(), note));
-                    }
-                }
-                after("save_note").await;
-                Ok::<_, String>(json!({ "saved": key }))
-            }
-        },
-    );
-
-    let (w, after) = (world.clone(), after_effect);
-    let send_email = tool_fn(
-        ToolSpec::new("send_email"), // no effect declared: a side effect
-        move |to: String, _: ToolContext| {
-            let (w, after) = (w.clone(), after.clone());
-            async move {
-                w.emails.fetch_add(1, Ordering::SeqCst);
-                println!("    mail server: e-mail sent to {to}");
-                after("send_email").await;
-                Ok::<_, String>(json!({ "sent_to": to }))
-            }
-        },
-    );
-
+fn tools() -> Result<Toolbox, ToolboxError> {
     Toolbox::new()
-        .with(lookup_weather)?
-        .with(save_note)?
-        .with(send_email)
+        .with(lookup_weather {})?
+        .with(save_note {})?
+        .with(send_email {})
 }
 
 /// A result as the transcript shows it.
@@ -104,22 +96,30 @@ fn show(outcome: &ToolOutcome) -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ledger = MemoryLedger::new(); // stands in for a durable ledger that survives the crash
-    let world = Arc::new(World::default());
     let mut transcript: Vec<(CallKey, ToolOutcome)> = Vec::new();
     let key = |call: &str| CallKey::new("run-7", call);
     let calls = [
-        ToolCall::new(key("call-1")?, "lookup_weather", json!("Lisbon")),
+        ToolCall::new(
+            key("call-1")?,
+            "lookup_weather",
+            json!({ "city": "Lisbon" }),
+        ),
         ToolCall::new(
             key("call-2")?,
             "save_note",
             json!({ "title": "trip", "body": "pack sunscreen" }),
         ),
-        ToolCall::new(key("call-3")?, "send_email", json!("ana@example.com")),
+        ToolCall::new(
+            key("call-3")?,
+            "send_email",
+            json!({ "to": "ana@example.com" }),
+        ),
     ];
 
     println!("process 1: the agent calls three tools");
     let (tx, mut effects_done) = mpsc::unbounded_channel();
-    let first = ToolRunner::new(ledger.clone(), tools(&world, Some(tx))?);
+    *CRASH.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+    let first = ToolRunner::new(ledger.clone(), tools()?);
     // The read completes and commits, but the process dies before its result reaches the
     // transcript. The two writes do their work and the process dies while they run.
     let read = first.call(calls[0].clone()).await?;
@@ -134,11 +134,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ = async { for _ in 0..2 { effects_done.recv().await; } } => {}
     }
     drop(first);
+    *CRASH.lock().unwrap_or_else(PoisonError::into_inner) = None;
     println!("  *** the process crashes ***\n");
 
     println!("process 2: restarted 10 minutes later; recovering run-7");
     let later = Timestamp::system_now() + Duration::from_secs(600);
-    let second = ToolRunner::new(ledger.clone(), tools(&world, None)?).with_epoch(later);
+    let second = ToolRunner::new(ledger.clone(), tools()?).with_epoch(later);
     // Re-runs are opt-in, per effect; a side effect cannot be opted in at all.
     if let Err(refused) = RecoveryPolicy::new().rerun(ToolEffect::SideEffect) {
         println!("  (asking to re-run side effects is refused: {refused})");
@@ -174,7 +175,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (key, entry) in &transcript {
         println!("  {key}: {}", show(entry));
     }
-    let notes = world
+    let notes = WORLD
         .notes
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -182,9 +183,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "\nthe world saw: lookup_weather ran {}x; save_note ran {}x, the store holds {notes} note; \
          send_email ran {}x",
-        world.lookups.load(Ordering::SeqCst),
-        world.note_writes.load(Ordering::SeqCst),
-        world.emails.load(Ordering::SeqCst),
+        WORLD.lookups.load(Ordering::SeqCst),
+        WORLD.note_writes.load(Ordering::SeqCst),
+        WORLD.emails.load(Ordering::SeqCst),
     );
     Ok(())
 }

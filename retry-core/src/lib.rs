@@ -51,6 +51,9 @@
 //! - `#[retry(...)]` (feature `macros`, on by default): the same loop as an attribute on an
 //!   `async fn`, its options checked at compile time; limits reach the function's own error
 //!   type through [`LimitExceeded`].
+//! - `#[tool(effect = "...")]` (feature `macros`): an `async fn` declared as an agent tool
+//!   for the [`effects`] runner; an idempotent write without its key, or `#[retry]` around a
+//!   side effect, does not compile.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -96,9 +99,9 @@ pub use scheduler::{
 };
 pub use scope::Scope;
 
-// `#[retry(...)]`, behind the default `macros` feature.
+// `#[retry(...)]` and `#[tool(...)]`, behind the default `macros` feature.
 #[cfg(feature = "macros")]
-pub use retry_macros::retry;
+pub use retry_macros::{retry, tool};
 
 #[doc(hidden)]
 pub use backoff::Schedule;

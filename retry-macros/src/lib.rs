@@ -1,8 +1,9 @@
-//! The `#[retry(...)]` attribute of [`retry-core`]: retried `async fn`s whose options are
-//! checked while you type.
+//! The attributes of [`retry-core`]: `#[retry(...)]`, retried `async fn`s whose options are
+//! checked while you type, and `#[tool(...)]`, agent tools whose declared effect is checked
+//! against how they are used.
 //!
-//! Use it through `retry_core::retry` (the default `macros` feature of `retry-core`): one
-//! dependency, and the expansion always matches the runtime it calls.
+//! Use them through `retry_core::retry` and `retry_core::tool` (the default `macros` feature
+//! of `retry-core`): one dependency, and the expansion always matches the runtime it calls.
 //!
 //! Retry attributes elsewhere take their numbers on trust: a `0` or a base delay above the
 //! ceiling is found at run time, if at all. This one applies the same rules as
@@ -15,7 +16,22 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod errors;
+mod function;
+mod number;
+mod options;
 mod retry;
+mod tokens;
+mod tool;
+
+/// An expansion as a snapshot shows it: pretty-printed, or a panic if it does not parse.
+#[cfg(test)]
+fn pretty(tokens: proc_macro2::TokenStream) -> String {
+    match syn::parse2::<syn::File>(tokens.clone()) {
+        Ok(file) => prettyplease::unparse(&file),
+        Err(e) => panic!("the expansion does not parse: {e}\n{tokens}"),
+    }
+}
 
 /// Retries an `async fn` returning `Result<_, _>`: the body runs again after each error,
 /// with exponential backoff and full jitter, until it succeeds or the attempts are used up;
@@ -194,4 +210,188 @@ pub fn retry(
     item: proc_macro::TokenStream,
 ) -> proc_macro::TokenStream {
     retry::expand(args.into(), item.into()).into()
+}
+
+/// Declares an `async fn` as an agent tool: its name, its effect, and a type the tool runner
+/// calls it through. The function itself stays as written.
+///
+/// ```
+/// use retry_core::effects::{
+///     CallKey, IdempotencyKey, MemoryLedger, ToolCall, ToolEffect, ToolRunner, Toolbox,
+/// };
+/// use retry_core::tool;
+/// use serde_json::json;
+///
+/// /// Saves a note under the call's idempotency key: a repeat overwrites the same note.
+/// #[tool(effect = "idempotent-write")]
+/// async fn save_note(title: String, body: String, key: IdempotencyKey) -> Result<String, String> {
+///     // An upsert keyed by `key` downstream.
+///     Ok(format!("saved `{title}` ({} bytes) as {key}", body.len()))
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// assert_eq!(save_note::SPEC.effect(), ToolEffect::IdempotentWrite);
+/// let runner = ToolRunner::new(MemoryLedger::new(), Toolbox::new().with(save_note {})?);
+///
+/// let args = json!({ "title": "trip", "body": "pack sunscreen" });
+/// let call = ToolCall::new(CallKey::new("run-1", "call-1")?, "save_note", args);
+/// let outcome = runner.call(call).await?;
+/// let result = outcome.result().map(|r| r.outcome.clone());
+/// assert_eq!(result, Some(Ok(json!("saved `trip` (14 bytes) as run-1:call-1"))));
+/// # Ok(()) }
+/// ```
+///
+/// # What it declares
+///
+/// Next to the function, a type **of the same name**: `save_note {}` is the tool, to register
+/// in a [`Toolbox`], and `save_note::SPEC` its [`ToolSpec`]. The type implements [`Tool`] by
+/// calling the function; the function keeps its signature and can be called directly, in tests
+/// for instance. A braced struct lives in the type namespace only, so the two names do not
+/// clash — and no name is made up that could collide with one of yours (a `Weather` output
+/// type beside a `weather` tool).
+///
+/// # Options
+///
+/// | option              | value                                                | default |
+/// |---------------------|------------------------------------------------------|---------|
+/// | `effect`            | `"read"`, `"idempotent-write"`, `"side-effect"`      | `"side-effect"` |
+/// | `name`              | string, 1 to 64 of `A-Z a-z 0-9 _ -`                 | the function's name |
+/// | `requires_approval` | `true` or `false`: every call waits for a decision   | `false` |
+/// | `timeout_ms`        | integer literal or `const` path, `> 0`               | none    |
+/// | `crate`             | string with the path of `retry_core`                 | `"::retry_core"` |
+///
+/// A tool that declares no effect is a side effect: a forgotten declaration costs a manual
+/// reconciliation after a crash, never a second e-mail.
+///
+/// # Arguments
+///
+/// A model calls a tool with a JSON object; each parameter of the function is one field of it,
+/// by the parameter's name (`r#type` is the field `type`). So `save_note` above is called with
+/// `{"title": "…", "body": "…"}`:
+///
+/// - a field may be left out only if its type is an `Option`; an unknown field is refused,
+///   so that a misspelt one is an error the model reads instead of a value silently ignored;
+///   serde also accepts the fields as an array, in parameter order;
+/// - a borrowed parameter is read owned and lent to the function: `&str` from a `String`,
+///   `&[u8]` from a `Vec<u8>`, `&T` from its `ToOwned::Owned`;
+/// - a parameter of type `IdempotencyKey` gets the call's stable key `"{run_id}:{call_id}"`,
+///   one of type `ToolContext` the call's context (both also by reference); they are not read
+///   from the JSON. They are recognised by the type's name as written.
+///
+/// Arguments that do not fit end the call with an `InvalidInput` failure before the function
+/// runs. The return type is `Result<T, E>` (or an alias named `Result`): `T` is stored as JSON
+/// and must implement `serde::Serialize`, `E`'s `Display` is what the model reads.
+///
+/// # Checked at compile time
+///
+/// An unknown effect lists the three, with a guess when one is close:
+///
+/// ```compile_fail
+/// #[retry_core::tool(effect = "idempotent_write")]
+/// async fn save_note(key: retry_core::effects::IdempotencyKey) -> Result<(), String> { Ok(()) }
+/// ```
+///
+/// ```text
+/// error: unknown tool effect `idempotent_write`: did you mean `idempotent-write`? Expected one of `read`, `idempotent-write`, `side-effect`
+/// ```
+///
+/// An `idempotent-write` tool must take the idempotency key (and not bind it to `_`): the
+/// runtime derives a key that stays the same on every attempt of a call, but a key the tool
+/// does not pass on deduplicates nothing.
+///
+/// ```compile_fail
+/// #[retry_core::tool(effect = "idempotent-write")]
+/// async fn save_note(title: String) -> Result<(), String> { Ok(()) }
+/// ```
+///
+/// A side-effect tool — declared, or by default — cannot be wrapped in `#[retry]`, in either
+/// order of the two attributes: a retry may repeat an effect that already happened when only
+/// its answer was lost. Declare it `idempotent-write` and pass the key on, or leave an unknown
+/// outcome to reconciliation.
+///
+/// ```compile_fail
+/// #[retry_core::retry]
+/// #[retry_core::tool]
+/// async fn send_email(to: String) -> Result<(), String> { Ok(()) }
+/// ```
+///
+/// A read or an idempotent write may be retried: the retries happen inside one call of the
+/// runner, with the same key.
+///
+/// ```
+/// use retry_core::effects::IdempotencyKey;
+/// use retry_core::{retry, tool};
+///
+/// #[tool(effect = "idempotent-write")]
+/// #[retry(max_attempts = 3)]
+/// async fn upsert_row(row: u64, key: &IdempotencyKey) -> Result<u64, String> {
+///     Ok(row) // `key` goes to the database's unique column
+/// }
+/// ```
+///
+/// Invalid names, a zero timeout, unknown or repeated options, a function that is not `async`
+/// or does not return `Result` are errors too, all reported in one compile; the function is
+/// kept, so that these are the only errors.
+///
+/// # Not supported
+///
+/// Each of these is a compile error that says so:
+///
+/// - methods (`&self`, `self`…): the tool is a value of its own, with nothing to call the
+///   method on. For a tool with state, implement [`Tool`] for the type that holds it, or give
+///   `tool_fn` a closure that captures it. An associated function in an `impl` block fails
+///   too (rustc: "struct is not supported in `impl`s"): the tool's type cannot be declared
+///   there;
+/// - type and const parameters, and `impl Trait` arguments: a tool has one set of
+///   arguments read from JSON; declare one tool per concrete type;
+/// - parameters bound by a pattern (`(a, b): (i64, i64)`, `_: bool`): an argument needs the
+///   name the model passes it by;
+/// - `unsafe fn`, variadics.
+///
+/// # Equivalent code
+///
+/// ```ignore
+/// #[tool(effect = "read", timeout_ms = 5_000)]
+/// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { /* … */ }
+/// ```
+///
+/// expands to (simplified: the real paths go through `retry_core::__private`)
+///
+/// ```ignore
+/// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { /* … */ }
+///
+/// struct lookup {}
+///
+/// impl lookup {
+///     const SPEC: ToolSpec = ToolSpec::new("lookup")
+///         .with_effect(ToolEffect::Read)
+///         .with_timeout(Duration::from_millis(5000));
+/// }
+///
+/// #[derive(Deserialize)]
+/// #[serde(deny_unknown_fields)]
+/// struct Args { city: String }
+///
+/// impl Tool for lookup {
+///     type Args = Args;
+///     type Output = Forecast;
+///     type Error = WeatherError;
+///
+///     fn spec(&self) -> ToolSpec { Self::SPEC }
+///
+///     async fn call(&self, args: Args, ctx: ToolContext) -> Result<Forecast, WeatherError> {
+///         lookup(&args.city, ctx).await
+///     }
+/// }
+/// ```
+///
+/// [`Toolbox`]: https://docs.rs/retry-core/latest/retry_core/effects/struct.Toolbox.html
+/// [`ToolSpec`]: https://docs.rs/retry-core/latest/retry_core/effects/struct.ToolSpec.html
+/// [`Tool`]: https://docs.rs/retry-core/latest/retry_core/effects/trait.Tool.html
+#[proc_macro_attribute]
+pub fn tool(
+    args: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    tool::expand(args.into(), item.into()).into()
 }

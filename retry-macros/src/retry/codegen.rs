@@ -7,21 +7,18 @@
 //! pointing at it. Generated code names only `::retry_core::__private` (or the `crate`
 //! override).
 
-use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::{FnArg, Generics, Ident, Pat, PatIdent, ReturnType, Signature, Type};
 
-use super::item::{Function, peel};
-use super::valid::{
-    ATTEMPT_TIMEOUT_NOT_POSITIVE, ConstPath, DEADLINE_NOT_POSITIVE, Limit, Options, Value,
-};
+use super::valid::{ATTEMPT_TIMEOUT_NOT_POSITIVE, DEADLINE_NOT_POSITIVE, Limit, Options};
+use crate::function::{Function, peel};
+use crate::number::{ConstPath, Value};
+use crate::tokens::{must_call, private, respan, span_range, typed_local};
 
 /// The retried function.
 pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
-    let private = match &options.krate {
-        Some(path) => quote!(#path::__private),
-        None => quote!(::retry_core::__private),
-    };
+    let private = private(options.krate.as_ref());
     let Function {
         attrs,
         vis,
@@ -174,15 +171,6 @@ fn policy(options: &Options, private: &TokenStream, generics: &Generics) -> Toke
     )
 }
 
-/// `let max_attempts: u32 = PATH;`, the type spanned at the option's key.
-fn typed_local(constant: &ConstPath, ty: TokenStream, statements: &mut Vec<TokenStream>) -> Ident {
-    let local = Ident::new(&constant.key.to_string(), Span::mixed_site());
-    let ty = respan(ty, constant.key.span());
-    let path = &constant.path;
-    statements.push(quote!(let #local: #ty = #path));
-    local
-}
-
 /// `.limits(deadline, attempt_timeout, to_error)`. `to_error` is spanned on the first limit's
 /// key, so that a missing `E: From<LimitExceeded>` is reported there.
 fn limits(
@@ -273,39 +261,6 @@ fn must(private: &TokenStream, checked: TokenStream, culprit: &syn::ExprPath) ->
     must_call(quote!(#private::must), checked, culprit)
 }
 
-/// `callee(args)` spanned so that a failed const evaluation underlines `culprit`: the callee
-/// takes the span of its first token, the parentheses the span of its last.
-fn must_call(callee: TokenStream, args: TokenStream, culprit: &impl ToTokens) -> TokenStream {
-    let (first, last) = span_range(culprit);
-    let callee = respan(callee, first);
-    let mut args = Group::new(Delimiter::Parenthesis, args);
-    args.set_span(last);
-    quote!(#callee #args)
-}
-
-fn span_range(tokens: &impl ToTokens) -> (Span, Span) {
-    let mut tokens = tokens.to_token_stream().into_iter();
-    let first = tokens.next().map_or_else(Span::call_site, |t| t.span());
-    let last = tokens.last().map_or(first, |t| t.span());
-    (first, last)
-}
-
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut token| {
-            if let TokenTree::Group(group) = &token {
-                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
-                inner.set_span(span);
-                token = TokenTree::Group(inner);
-            } else {
-                token.set_span(span);
-            }
-            token
-        })
-        .collect()
-}
-
 /// `let name = CloneArg::clone_arg(&name);` for every owned argument: the previous attempt
 /// may have moved it. Borrowed arguments are lent to each attempt as they are. An argument
 /// bound by a pattern is renamed, and the pattern re-applied to each attempt's copy. The
@@ -348,15 +303,6 @@ fn per_attempt_clones(sig: &mut Signature, private: &TokenStream) -> Vec<TokenSt
         clones.push(quote!(let #binding = #call(#amp #source);));
     }
     clones
-}
-
-impl<T> Value<T> {
-    fn as_const(&self) -> Option<&ConstPath> {
-        match self {
-            Value::Const(constant) => Some(constant),
-            _ => None,
-        }
-    }
 }
 
 /// A set value: the literal's tokens (typed by their suffix), or the `const` path.

@@ -5,11 +5,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 fn expand(args: TokenStream, item: TokenStream) -> String {
-    let tokens = super::expand(args, item);
-    match syn::parse2::<syn::File>(tokens.clone()) {
-        Ok(file) => prettyplease::unparse(&file),
-        Err(e) => panic!("the expansion does not parse: {e}\n{tokens}"),
-    }
+    crate::pretty(super::expand(args, item))
 }
 
 #[test]

@@ -6,11 +6,12 @@
 //! A value given as a `const` path, or a `defaults = PATH` layer, cannot be read by a macro;
 //! the expansion checks those by const evaluation instead, with the same messages.
 
-use proc_macro2::TokenStream;
 use syn::{ExprPath, Ident, Path};
 
-use super::Errors;
-use super::args::{Args, LitValue, Number, Opt};
+use super::args::Args;
+use crate::errors::Errors;
+use crate::number::{Checked, ConstPath, Number, Rule, Value, field, not_positive};
+use crate::options::Opt;
 
 /// The built-in layer (SPEC O1); `RetryOptions::BUILTIN` in retry-core.
 const BUILTIN_BASE_DELAY_MS: u64 = 100;
@@ -24,22 +25,6 @@ pub(crate) const BASE_DELAY_NOT_INTEGER: &str = "retry.base_delay_ms must be an 
 pub(crate) const MAX_DELAY_NOT_POSITIVE: &str = "retry.max_delay_ms must be > 0";
 pub(crate) const MAX_DELAY_NOT_INTEGER: &str = "retry.max_delay_ms must be an integer";
 pub(crate) const BASE_ABOVE_MAX: &str = "retry.base_delay_ms must be <= retry.max_delay_ms";
-
-/// An option's checked value.
-pub(crate) enum Value<T> {
-    /// Not given: a lower layer decides.
-    Unset,
-    /// A literal that passed its own rule.
-    Lit(T),
-    /// A `const` path, for the expansion to check.
-    Const(ConstPath),
-}
-
-/// A path to a `const` and the key it was given for (the expansion types it there).
-pub(crate) struct ConstPath {
-    pub(crate) key: Ident,
-    pub(crate) path: ExprPath,
-}
 
 /// A limit (`deadline_ms`, `attempt_timeout_ms`): its key, for spans, and its value.
 pub(crate) struct Limit {
@@ -61,59 +46,41 @@ pub(crate) struct Options {
     pub(crate) krate: Option<Path>,
 }
 
-/// A field's own rule, as the messages of one option.
-struct Rule {
-    /// `< 1` for the attempt count, `<= 0` for a delay.
-    not_positive: &'static str,
-    /// A fractional literal.
-    not_integer: &'static str,
-    /// Whether a float literal breaks the first rule (`< 1` for a count, `<= 0` for a delay).
-    too_small: fn(f64) -> bool,
-    /// The largest value the runtime type holds.
-    max: u64,
-    /// The option's name, for the out-of-range message.
-    name: &'static str,
-}
-
 const MAX_ATTEMPTS: Rule = Rule {
     not_positive: MAX_ATTEMPTS_BELOW_ONE,
     not_integer: MAX_ATTEMPTS_NOT_INTEGER,
     too_small: |f| f < 1.0,
     max: u32::MAX as u64,
-    name: "max_attempts",
+    name: "retry.max_attempts",
 };
 const BASE_DELAY: Rule = Rule {
     not_positive: BASE_DELAY_NOT_POSITIVE,
     not_integer: BASE_DELAY_NOT_INTEGER,
     too_small: not_positive,
     max: u64::MAX,
-    name: "base_delay_ms",
+    name: "retry.base_delay_ms",
 };
 const MAX_DELAY: Rule = Rule {
     not_positive: MAX_DELAY_NOT_POSITIVE,
     not_integer: MAX_DELAY_NOT_INTEGER,
     too_small: not_positive,
     max: u64::MAX,
-    name: "max_delay_ms",
+    name: "retry.max_delay_ms",
 };
 const DEADLINE: Rule = Rule {
     not_positive: "retry.deadline_ms must be > 0",
     not_integer: "retry.deadline_ms must be an integer",
     too_small: not_positive,
     max: u64::MAX,
-    name: "deadline_ms",
+    name: "retry.deadline_ms",
 };
 const ATTEMPT_TIMEOUT: Rule = Rule {
     not_positive: "retry.attempt_timeout_ms must be > 0",
     not_integer: "retry.attempt_timeout_ms must be an integer",
     too_small: not_positive,
     max: u64::MAX,
-    name: "attempt_timeout_ms",
+    name: "retry.attempt_timeout_ms",
 };
-
-fn not_positive(f: f64) -> bool {
-    f <= 0.0
-}
 
 /// The messages of the limits, which the expansion needs for `const` paths.
 pub(crate) const DEADLINE_NOT_POSITIVE: &str = DEADLINE.not_positive;
@@ -153,52 +120,6 @@ impl Options {
     }
 }
 
-/// A checked value with the span of what was written, for the cross-field error.
-struct Checked<T> {
-    value: Value<T>,
-    /// The literal as written, and the option's position.
-    tokens: Option<(TokenStream, usize)>,
-}
-
-impl<T> Checked<T> {
-    fn map<U>(self, f: impl FnOnce(T) -> U) -> Checked<U> {
-        let value = match self.value {
-            Value::Unset => Value::Unset,
-            Value::Lit(v) => Value::Lit(f(v)),
-            Value::Const(path) => Value::Const(path),
-        };
-        Checked {
-            value,
-            tokens: self.tokens,
-        }
-    }
-}
-
-/// One option against its own rule. A failure is recorded and the option treated as unset.
-fn field(opt: Option<Opt<Number>>, rule: &Rule, errors: &mut Errors) -> Checked<u64> {
-    let unset = Checked {
-        value: Value::Unset,
-        tokens: None,
-    };
-    let Some(opt) = opt else { return unset };
-    match opt.value {
-        Number::Const(path) => Checked {
-            value: Value::Const(ConstPath { key: opt.key, path }),
-            tokens: None,
-        },
-        Number::Lit { value, tokens } => match literal(value, rule) {
-            Ok(v) => Checked {
-                value: Value::Lit(v),
-                tokens: Some((tokens, opt.index)),
-            },
-            Err(message) => {
-                errors.push_at(opt.index, syn::Error::new_spanned(tokens, message));
-                unset
-            }
-        },
-    }
-}
-
 fn limit(opt: Option<Opt<Number>>, rule: &Rule, errors: &mut Errors) -> Option<Limit> {
     let key = opt.as_ref()?.key.clone();
     let checked = field(opt, rule, errors);
@@ -206,22 +127,6 @@ fn limit(opt: Option<Opt<Number>>, rule: &Rule, errors: &mut Errors) -> Option<L
         key,
         value: checked.value,
     })
-}
-
-/// O3 rules 1–4 for one literal, in the order of options_serde: below the minimum (or not
-/// finite) first, then a fractional part, then out of the runtime type's range.
-fn literal(value: LitValue, rule: &Rule) -> Result<u64, String> {
-    match value {
-        LitValue::Int(Some(v)) if v < 1 => Err(rule.not_positive.to_owned()),
-        LitValue::Int(v) => v
-            .and_then(|v| u64::try_from(v).ok())
-            .filter(|v| *v <= rule.max)
-            .ok_or_else(|| format!("retry.{} must be <= {}", rule.name, rule.max)),
-        LitValue::Float(f) if !f.is_finite() || (rule.too_small)(f) => {
-            Err(rule.not_positive.to_owned())
-        }
-        LitValue::Float(_) => Err(rule.not_integer.to_owned()),
-    }
 }
 
 /// O3 rule 5 after layering over the built-in values (SPEC O2), when the macro can see both
@@ -261,6 +166,7 @@ mod tests {
     use retry_core::OptionsError;
 
     use super::*;
+    use crate::number::{LitValue, literal};
 
     #[test]
     fn o3_messages_match_the_runtime() {

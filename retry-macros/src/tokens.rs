@@ -1,0 +1,70 @@
+//! Small pieces of code generation both attributes use: the runtime's private path, spans
+//! moved onto what a user wrote, and `const` paths checked by const evaluation.
+
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, quote};
+use syn::{Ident, Path};
+
+use crate::number::ConstPath;
+
+/// `::retry_core::__private`, or `{crate}::__private` for a renamed dependency: the one path
+/// generated code names.
+pub(crate) fn private(krate: Option<&Path>) -> TokenStream {
+    match krate {
+        Some(path) => quote!(#path::__private),
+        None => quote!(::retry_core::__private),
+    }
+}
+
+/// `let key: Type = PATH;`, the type spanned at the option's key, so that a `const` of the
+/// wrong type is reported there. Returns the local.
+pub(crate) fn typed_local(
+    constant: &ConstPath,
+    ty: TokenStream,
+    statements: &mut Vec<TokenStream>,
+) -> Ident {
+    let local = Ident::new(&constant.key.to_string(), Span::mixed_site());
+    let ty = respan(ty, constant.key.span());
+    let path = &constant.path;
+    statements.push(quote!(let #local: #ty = #path));
+    local
+}
+
+/// `callee(args)` spanned so that a failed const evaluation underlines `culprit`: the callee
+/// takes the span of its first token, the parentheses the span of its last.
+pub(crate) fn must_call(
+    callee: TokenStream,
+    args: TokenStream,
+    culprit: &impl ToTokens,
+) -> TokenStream {
+    let (first, last) = span_range(culprit);
+    let callee = respan(callee, first);
+    let mut args = Group::new(Delimiter::Parenthesis, args);
+    args.set_span(last);
+    quote!(#callee #args)
+}
+
+/// The spans of the first and the last token of `tokens`.
+pub(crate) fn span_range(tokens: &impl ToTokens) -> (Span, Span) {
+    let mut tokens = tokens.to_token_stream().into_iter();
+    let first = tokens.next().map_or_else(Span::call_site, |t| t.span());
+    let last = tokens.last().map_or(first, |t| t.span());
+    (first, last)
+}
+
+/// `tokens`, every one of them spanned at `span`.
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                token = TokenTree::Group(inner);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
+}

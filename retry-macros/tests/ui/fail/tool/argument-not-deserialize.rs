@@ -1,0 +1,10 @@
+use retry_core::tool;
+
+struct City(String);
+
+#[tool(effect = "read")]
+async fn lookup(city: City) -> Result<String, String> {
+    Ok(city.0)
+}
+
+fn main() {}

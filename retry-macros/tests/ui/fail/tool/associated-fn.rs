@@ -1,0 +1,13 @@
+use retry_core::tool;
+
+struct Mailer;
+
+impl Mailer {
+    #[tool]
+    async fn send_email(to: String) -> Result<(), String> {
+        let _ = to;
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use retry_core::effects::IdempotencyKey;
+use retry_core::tool;
+
+#[tool(effect = "idempotent-write")]
+async fn save_note(title: String, _: IdempotencyKey) -> Result<(), String> {
+    let _ = title;
+    Ok(())
+}
+
+fn main() {}

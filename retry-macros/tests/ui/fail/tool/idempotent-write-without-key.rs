@@ -1,0 +1,9 @@
+use retry_core::tool;
+
+#[tool(effect = "idempotent-write")]
+async fn save_note(title: String, body: String) -> Result<(), String> {
+    let _ = (title, body);
+    Ok(())
+}
+
+fn main() {}

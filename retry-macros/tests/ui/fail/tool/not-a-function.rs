@@ -1,0 +1,6 @@
+use retry_core::tool;
+
+#[tool(effect = "read")]
+struct Lookup;
+
+fn main() {}

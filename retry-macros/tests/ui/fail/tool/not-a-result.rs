@@ -1,0 +1,11 @@
+use retry_core::tool;
+
+#[tool(effect = "read")]
+async fn lookup(city: String) -> String {
+    city
+}
+
+#[tool(effect = "read")]
+async fn ping() {}
+
+fn main() {}

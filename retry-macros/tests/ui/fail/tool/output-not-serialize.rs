@@ -1,0 +1,11 @@
+use retry_core::tool;
+
+struct Forecast;
+
+#[tool(effect = "read")]
+async fn lookup(city: String) -> Result<Forecast, String> {
+    let _ = city;
+    Ok(Forecast)
+}
+
+fn main() {}

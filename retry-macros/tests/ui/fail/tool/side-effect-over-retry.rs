@@ -1,0 +1,10 @@
+use retry_core::{retry, tool};
+
+#[tool(effect = "side-effect")]
+#[retry(max_attempts = 3)]
+async fn send_email(to: String) -> Result<(), String> {
+    let _ = to;
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use retry_core::tool;
+
+#[tool(efect = "read", requires_approval = "yes")]
+async fn lookup(city: String) -> Result<String, String> {
+    Ok(city)
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use retry_core::tool;
+
+#[tool(effect = "read")]
+async unsafe fn peek(address: usize) -> Result<u8, String> {
+    let _ = address;
+    Ok(0)
+}
+
+fn main() {}
