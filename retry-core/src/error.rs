@@ -35,6 +35,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::scheduler::NoRuntime;
+
 /// A shareable, type-erased error: what [`TaskFailure::Other`] holds.
 pub type BoxError = Arc<dyn Error + Send + Sync + 'static>;
 
@@ -106,11 +108,14 @@ impl TaskFailure {
 /// |-----------------------------------------|------------------|
 /// | `QueueFull`, `QueueStopped`, `Timeout`  | `false`          |
 /// | `TaskError`                             | its own field    |
+/// | the scheduler's "no tokio runtime"      | `false`          |
 /// | anything else (`Other`, `Cancelled`)    | `true`           |
 ///
 /// This is a *diagnosis*, the flag the scheduler's done event carries. `Cancelled` counts as
 /// "anything else", as in the reference runtime; the retry middleware nevertheless never
-/// retries a cancelled task, whatever a predicate says (SPEC M2, M9).
+/// retries a cancelled task, whatever a predicate says (SPEC M2, M9). A task the scheduler
+/// refused because no tokio runtime was at hand is, like a queue refusal, not worth trying
+/// again from the same place.
 ///
 /// ```
 /// use retry_core::{classify, TaskFailure};
@@ -124,7 +129,8 @@ pub fn classify(failure: &TaskFailure) -> bool {
         TaskFailure::QueueFull { .. } | TaskFailure::QueueStopped => false,
         TaskFailure::Timeout(t) => t.retryable(),
         TaskFailure::Task(e) => e.retryable(),
-        TaskFailure::Cancelled | TaskFailure::Other(_) => true,
+        TaskFailure::Other(e) => !e.is::<NoRuntime>(),
+        TaskFailure::Cancelled => true,
     }
 }
 

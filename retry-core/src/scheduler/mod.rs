@@ -36,8 +36,10 @@
 //! # Ok(()) }
 //! ```
 
+mod completion;
 mod events;
 mod handle;
+mod hooks;
 mod job;
 mod options;
 mod queue;
@@ -58,14 +60,13 @@ pub use options::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_PENDING, OnError, SchedulerError, SchedulerOptions,
 };
 
+use completion::Completion;
 use handle::Status;
+use hooks::{ErrorHook, Subscriber};
 use job::{Job, TypedJob};
 use queue::{MemoryQueue, PendingQueue};
 
 const TARGET: &str = "retry_core::scheduler";
-
-type ErrorHook = Arc<dyn Fn(TaskId, &TaskFailure) + Send + Sync>;
-type Subscriber = Arc<dyn Fn(&TaskEvent) + Send + Sync>;
 
 /// Whether a scheduler still accepts tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -100,7 +101,8 @@ struct Shared {
     subscribers: Mutex<Subscribers>,
     /// Woken whenever the scheduler may have become idle.
     idle: Notify,
-    /// The runtime the scheduler was built in, if any.
+    /// The runtime the scheduler was built in, if any: where tasks submitted from outside
+    /// any runtime run.
     runtime: Option<Handle>,
     /// Parent of every task's cancellation signal.
     token: CancelToken,
@@ -371,8 +373,11 @@ impl fmt::Debug for Scheduler {
 }
 
 /// Submitted outside a tokio runtime, to a scheduler built outside one.
+///
+/// Not retryable by classification ([`classify`](crate::classify)): trying again from the
+/// same place fails the same way.
 #[derive(Debug)]
-struct NoRuntime;
+pub(crate) struct NoRuntime;
 
 impl fmt::Display for NoRuntime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -395,8 +400,11 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Where to spawn a task: the current runtime — the build-time one may be long gone, and
+    /// a task spawned there would be dropped unpolled — else the one the scheduler was built
+    /// in.
     fn runtime(&self) -> Option<Handle> {
-        self.runtime.clone().or_else(|| Handle::try_current().ok())
+        Handle::try_current().ok().or_else(|| self.runtime.clone())
     }
 
     fn emit(&self, event: &TaskEvent) {
@@ -407,8 +415,8 @@ impl Shared {
             .iter()
             .map(|(_, s)| Arc::clone(s))
             .collect();
-        for subscriber in subscribers {
-            subscriber(event);
+        for subscriber in &subscribers {
+            hooks::call_subscriber(subscriber, event);
         }
     }
 
@@ -438,17 +446,10 @@ impl Shared {
     /// Starts and refuses tasks, outside the lock.
     fn perform(self: &Arc<Self>, actions: Actions) {
         for (queued, failure) in actions.reject {
-            let done = Completion {
-                shared: Arc::clone(self),
-                id: queued.id,
-                status: queued.status,
-                slot: false,
-            };
+            let done = Completion::new(Arc::clone(self), queued.id, queued.status, false);
             queued.job.reject(failure, done);
         }
-        for queued in actions.start {
-            self.start(queued);
-        }
+        completion::start_all(self, actions.start);
         self.notify_if_idle();
     }
 
@@ -456,12 +457,7 @@ impl Shared {
         let Queued { id, status, job } = queued;
         status.set(TaskState::Running, None);
         self.emit(&TaskEvent::Started { id });
-        let done = Completion {
-            shared: Arc::clone(self),
-            id,
-            status,
-            slot: true,
-        };
+        let done = Completion::new(Arc::clone(self), id, status, true);
         let cx = TaskContext::with_token(self.token.child());
         match self.runtime() {
             Some(runtime) => {
@@ -480,49 +476,5 @@ impl Shared {
         if idle {
             self.idle.notify_waiters();
         }
-    }
-}
-
-/// Records how a task ended — state, hook, event, in that order — and frees its slot.
-pub(crate) struct Completion {
-    shared: Arc<Shared>,
-    id: TaskId,
-    status: Arc<Status>,
-    /// Whether the task holds a concurrency slot (it was started).
-    slot: bool,
-}
-
-impl Completion {
-    pub(crate) fn finish(self, result: Result<(), &TaskFailure>) {
-        let Self {
-            shared,
-            id,
-            status,
-            slot,
-        } = self;
-        let outcome = events::TaskOutcome::of(result);
-        status.set(outcome.state(), result.err().cloned());
-        if let (Err(failure), Some(hook)) = (result, &shared.on_error) {
-            hook(id, failure);
-        }
-        shared.emit(&TaskEvent::Done { id, outcome });
-        if !slot {
-            return;
-        }
-        let mut actions = Actions::default();
-        {
-            let mut core = shared.core();
-            core.running = core.running.saturating_sub(1);
-            if result.is_err() && shared.options.on_error == OnError::Stop {
-                shared.stop_locked(&mut core, &mut actions);
-            }
-            while core.state == SchedulerState::Running && core.running < shared.options.concurrency
-            {
-                let Some(next) = core.queue.pop() else { break };
-                core.running += 1;
-                actions.start.push(next);
-            }
-        }
-        shared.perform(actions);
     }
 }
