@@ -70,6 +70,7 @@ mod policy;
 mod retry;
 mod scheduler;
 mod scope;
+mod time;
 
 pub use backoff::{
     Backoff, BackoffError, BackoffFn, Constant, Delays, ExponentialBackoff,

@@ -480,16 +480,29 @@ async fn a_panicking_task_fails_and_frees_its_slot() {
 /// scheduler fails the test instead of hanging it.
 const PATIENCE: Duration = Duration::from_secs(3600);
 
+/// [`four_tasks_second_failing`] with a hook and a subscriber that panic on every call.
+async fn four_tasks_with_panicking_hooks(
+    on_error: OnError,
+) -> (Recorded, Vec<(TaskId, TaskState, Result<u32, TaskFailure>)>) {
+    tokio::time::timeout(PATIENCE, four_tasks_second_failing_with(on_error, true))
+        .await
+        .expect("the scheduler wedged after a panicking hook")
+}
+
+/// A current-thread runtime of its own, its time paused.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn q3_a_panicking_error_hook_or_subscriber_does_not_leak_the_slot() {
     // Regression: a hook that panicked inside the task's completion killed the spawned task
     // before it freed its slot: `running` stayed 1, the next task never started.
-    let (r, ended) = tokio::time::timeout(
-        PATIENCE,
-        four_tasks_second_failing_with(OnError::Continue, true),
-    )
-    .await
-    .expect("the scheduler wedged after a panicking hook");
+    let (r, ended) = four_tasks_with_panicking_hooks(OnError::Continue).await;
     let successes = ended.iter().filter(|(_, _, res)| res.is_ok()).count();
     assert_eq!((successes, ended.len() - successes), (3, 1));
     assert_witnesses_agree(&r, &ended);
@@ -506,9 +519,7 @@ async fn q3_a_panicking_error_hook_or_subscriber_does_not_leak_the_slot() {
 async fn q3_a_panicking_error_hook_during_a_stop_drain_still_fails_every_pending_task() {
     // Regression: the hook panicked on the first drained task, so the others kept the
     // `Pending` state while their handles resolved to `Cancelled`.
-    let (r, ended) = tokio::time::timeout(PATIENCE, four_tasks_second_failing_with(OnError::Stop, true))
-        .await
-        .expect("the scheduler wedged after a panicking hook");
+    let (r, ended) = four_tasks_with_panicking_hooks(OnError::Stop).await;
     for (id, state, result) in &ended[2..] {
         assert_eq!(*state, TaskState::Error, "{id}");
         assert!(
@@ -525,21 +536,17 @@ async fn q3_a_panicking_error_hook_during_a_stop_drain_still_fails_every_pending
 fn q3_a_scheduler_outliving_its_build_runtime_runs_tasks_on_the_current_one() {
     // Regression: the handle captured at build time won over the current runtime, so a task
     // submitted after the first runtime was gone was dropped unpolled.
-    let first = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let first = paused_runtime();
     let scheduler = first.block_on(async { Scheduler::new(serial(OnError::Continue)).unwrap() });
     drop(first); // built in one #[tokio::test] or LazyLock, used from another runtime
-    let second = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let second = paused_runtime();
     second.block_on(async {
         let handle = scheduler.submit(Scripted::always(Call::ok(10)).task());
         assert_eq!(
-            tokio::time::timeout(PATIENCE, handle).await.unwrap().unwrap(),
+            tokio::time::timeout(PATIENCE, handle)
+                .await
+                .unwrap()
+                .unwrap(),
             1
         );
         assert_eq!(scheduler.running(), 0);
@@ -553,11 +560,7 @@ fn q3_tasks_dropped_with_their_runtime_end_in_the_error_state_and_free_their_slo
     // A thousand queued behind it are each started on the dying runtime and dropped at once:
     // that must not nest a stack frame per task (it overflowed the stack in debug builds).
     let r = recorded(SchedulerOptions::new().with_concurrency(1));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let (running, queued) = runtime.block_on(async {
         let running = r
             .scheduler
@@ -577,11 +580,7 @@ fn q3_tasks_dropped_with_their_runtime_end_in_the_error_state_and_free_their_slo
         assert!(matches!(handle.failure(), Some(TaskFailure::Cancelled)));
     }
     assert_eq!(r.hook_ids().len(), 1001);
-    let next = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let next = paused_runtime();
     next.block_on(async {
         assert!(matches!(running.await, Err(TaskFailure::Cancelled)));
         let handle = r.scheduler.submit(Scripted::always(Call::ok(0)).task());

@@ -85,9 +85,12 @@ impl Drop for Completion {
     }
 }
 
+/// A task to start, with its scheduler.
+type Start = (Arc<Shared>, Queued);
+
 thread_local! {
     /// Tasks to start once the starts under way on this thread are done; `Some` while they are.
-    static DEFERRED: RefCell<Option<Vec<(Arc<Shared>, Queued)>>> = const { RefCell::new(None) };
+    static DEFERRED: RefCell<Option<Vec<Start>>> = const { RefCell::new(None) };
 }
 
 /// Starts `tasks` (each already counted as running), one after the other.
@@ -99,7 +102,7 @@ pub(super) fn start_all(shared: &Arc<Shared>, tasks: Vec<Queued>) {
     if tasks.is_empty() {
         return;
     }
-    let mut batch: Vec<_> = tasks.into_iter().map(|q| (Arc::clone(shared), q)).collect();
+    let mut batch: Vec<Start> = tasks.into_iter().map(|q| (Arc::clone(shared), q)).collect();
     let outermost = DEFERRED.try_with(|deferred| {
         let mut deferred = deferred.borrow_mut();
         match deferred.as_mut() {

@@ -10,7 +10,10 @@
 //! Every task ends in exactly one way, and its three witnesses agree: the error hook, the
 //! task's [`TaskState`], and the result its [`TaskHandle`] resolves to. A task that never
 //! ran because the scheduler stopped is not silently skipped: it fails with
-//! [`QueueStopped`](TaskFailure::QueueStopped) (SPEC Q3).
+//! [`QueueStopped`](TaskFailure::QueueStopped) (SPEC Q3). Nor can a bug elsewhere break that:
+//! a task that panics fails, a hook or subscriber that panics is contained and reported
+//! through `tracing`, and a task dropped unfinished with its runtime fails with
+//! [`Cancelled`](TaskFailure::Cancelled) — its slot is freed in every case.
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
@@ -86,9 +89,9 @@ pub struct SubscriptionId(u64);
 
 /// Runs tasks with a concurrency limit, a bounded queue and an on-error policy (SPEC Q1–Q4).
 ///
-/// Cheap to clone: clones share one scheduler. Tasks run as tokio tasks, so submit them
-/// from inside a tokio runtime (or build the scheduler inside one); each inherits the
-/// submitter's [`Scope`](crate::Scope) (its clock and seed).
+/// Cheap to clone: clones share one scheduler. Tasks run as tokio tasks, on the runtime they
+/// are submitted from — or, submitted from outside any, on the one the scheduler was built
+/// in; each inherits the submitter's [`Scope`](crate::Scope) (its clock and seed).
 #[derive(Clone)]
 pub struct Scheduler {
     shared: Arc<Shared>,
@@ -153,6 +156,9 @@ impl SchedulerBuilder {
 
     /// Calls `hook(id, &failure)` for every task that ends in the error state — failed,
     /// refused or drained — before its handle resolves.
+    ///
+    /// A panic in the hook is caught and reported as a `tracing` error; the scheduler
+    /// carries on as if the hook had returned.
     pub fn on_task_error<H>(mut self, hook: H) -> Self
     where
         H: Fn(TaskId, &TaskFailure) + Send + Sync + 'static,
@@ -161,7 +167,8 @@ impl SchedulerBuilder {
         self
     }
 
-    /// Calls `subscriber` with every [`TaskEvent`], from the first task on.
+    /// Calls `subscriber` with every [`TaskEvent`], from the first task on. A panic in it is
+    /// caught and reported as a `tracing` error.
     pub fn subscribe<S>(mut self, subscriber: S) -> Self
     where
         S: Fn(&TaskEvent) + Send + Sync + 'static,
@@ -263,7 +270,8 @@ impl Scheduler {
 
     /// Calls `subscriber` with every later [`TaskEvent`], until
     /// [`unsubscribe`](Scheduler::unsubscribe)d. Subscribers are called in the order they
-    /// subscribed, outside the scheduler's lock (they may call the scheduler).
+    /// subscribed, outside the scheduler's lock (they may call the scheduler). A panic in one
+    /// is caught and reported as a `tracing` error; the others are still called.
     pub fn subscribe<S>(&self, subscriber: S) -> SubscriptionId
     where
         S: Fn(&TaskEvent) + Send + Sync + 'static,
