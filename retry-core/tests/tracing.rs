@@ -1,11 +1,12 @@
-//! R4: the loop reports retries and give-ups as `tracing` events with target `retry_core`.
+//! R4: the loop reports retries and give-ups as `tracing` events with target `retry_core`;
+//! the scheduler reports a panic in the caller's callbacks the same way (Q3).
 
 mod support;
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
-use retry_core::{Jitter, RetryPolicy};
+use retry_core::{Jitter, RetryPolicy, Scheduler, TaskContext, TaskFailure};
 use support::{InstantClock, fail_times};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -81,4 +82,32 @@ fn r4_success_emits_nothing() {
         assert_eq!(result, Ok(1));
     });
     assert!(recorder.0.lock().unwrap().is_empty());
+}
+
+#[test]
+fn q3_a_panicking_error_hook_is_reported_once_and_contained() {
+    let recorder = Recorder::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(recorder.clone(), || {
+        runtime.block_on(async {
+            let scheduler = Scheduler::builder()
+                .on_task_error(|_, _| panic!("bug in the hook"))
+                .build()
+                .unwrap();
+            let failing = |_: TaskContext| async { Err::<(), _>(TaskFailure::from("boom")) };
+            let result = scheduler.submit(failing).await;
+            assert_eq!(result.unwrap_err().to_string(), "boom");
+            assert_eq!(scheduler.running(), 0);
+        });
+    });
+    let lines = recorder.0.lock().unwrap().clone();
+    let reports: Vec<_> = lines.iter().filter(|l| l.contains("panicked")).collect();
+    assert_eq!(
+        reports,
+        [
+            "retry_core::scheduler: the scheduler's error hook panicked; the scheduler carries on task=1 panic=bug in the hook"
+        ]
+    );
 }
