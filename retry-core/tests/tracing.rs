@@ -47,20 +47,24 @@ impl Subscriber for Recorder {
     fn exit(&self, _: &Id) {}
 }
 
-#[test]
-fn r4_retries_and_give_up_are_traced() {
+/// The events `run` emits on a current-thread runtime, as `target: message {field=value …}`.
+fn traced<F: std::future::Future>(run: F) -> (F::Output, Vec<String>) {
     let recorder = Recorder::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    tracing::subscriber::with_default(recorder.clone(), || {
-        let policy = RetryPolicy::DEFAULT
-            .with_jitter(Jitter::None)
-            .with_clock(InstantClock::new());
-        let result = runtime.block_on(policy.retry(fail_times(u32::MAX)));
-        assert!(result.is_err());
-    });
+    let output = tracing::subscriber::with_default(recorder.clone(), || runtime.block_on(run));
     let lines = recorder.0.lock().unwrap().clone();
+    (output, lines)
+}
+
+#[test]
+fn r4_retries_and_give_up_are_traced() {
+    let policy = RetryPolicy::DEFAULT
+        .with_jitter(Jitter::None)
+        .with_clock(InstantClock::new());
+    let (result, lines) = traced(policy.retry(fail_times(u32::MAX)));
+    assert!(result.is_err());
     assert_eq!(
         lines,
         [
@@ -73,36 +77,23 @@ fn r4_retries_and_give_up_are_traced() {
 
 #[test]
 fn r4_success_emits_nothing() {
-    let recorder = Recorder::default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    tracing::subscriber::with_default(recorder.clone(), || {
-        let result = runtime.block_on(RetryPolicy::DEFAULT.retry(fail_times(0)));
-        assert_eq!(result, Ok(1));
-    });
-    assert!(recorder.0.lock().unwrap().is_empty());
+    let (result, lines) = traced(RetryPolicy::DEFAULT.retry(fail_times(0)));
+    assert_eq!(result, Ok(1));
+    assert!(lines.is_empty());
 }
 
 #[test]
 fn q3_a_panicking_error_hook_is_reported_once_and_contained() {
-    let recorder = Recorder::default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    tracing::subscriber::with_default(recorder.clone(), || {
-        runtime.block_on(async {
-            let scheduler = Scheduler::builder()
-                .on_task_error(|_, _| panic!("bug in the hook"))
-                .build()
-                .unwrap();
-            let failing = |_: TaskContext| async { Err::<(), _>(TaskFailure::from("boom")) };
-            let result = scheduler.submit(failing).await;
-            assert_eq!(result.unwrap_err().to_string(), "boom");
-            assert_eq!(scheduler.running(), 0);
-        });
+    let (_, lines) = traced(async {
+        let scheduler = Scheduler::builder()
+            .on_task_error(|_, _| panic!("bug in the hook"))
+            .build()
+            .unwrap();
+        let failing = |_: TaskContext| async { Err::<(), _>(TaskFailure::from("boom")) };
+        let result = scheduler.submit(failing).await;
+        assert_eq!(result.unwrap_err().to_string(), "boom");
+        assert_eq!(scheduler.running(), 0);
     });
-    let lines = recorder.0.lock().unwrap().clone();
     let reports: Vec<_> = lines.iter().filter(|l| l.contains("panicked")).collect();
     assert_eq!(
         reports,
