@@ -35,6 +35,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::scheduler::NoRuntime;
+use crate::time::{Millis, millis, saturating_ms};
+
 /// A shareable, type-erased error: what [`TaskFailure::Other`] holds.
 pub type BoxError = Arc<dyn Error + Send + Sync + 'static>;
 
@@ -106,11 +109,14 @@ impl TaskFailure {
 /// |-----------------------------------------|------------------|
 /// | `QueueFull`, `QueueStopped`, `Timeout`  | `false`          |
 /// | `TaskError`                             | its own field    |
+/// | the scheduler's "no tokio runtime"      | `false`          |
 /// | anything else (`Other`, `Cancelled`)    | `true`           |
 ///
 /// This is a *diagnosis*, the flag the scheduler's done event carries. `Cancelled` counts as
 /// "anything else", as in the reference runtime; the retry middleware nevertheless never
-/// retries a cancelled task, whatever a predicate says (SPEC M2, M9).
+/// retries a cancelled task, whatever a predicate says (SPEC M2, M9). A task the scheduler
+/// refused because no tokio runtime was at hand is, like a queue refusal, not worth trying
+/// again from the same place.
 ///
 /// ```
 /// use retry_core::{classify, TaskFailure};
@@ -124,7 +130,8 @@ pub fn classify(failure: &TaskFailure) -> bool {
         TaskFailure::QueueFull { .. } | TaskFailure::QueueStopped => false,
         TaskFailure::Timeout(t) => t.retryable(),
         TaskFailure::Task(e) => e.retryable(),
-        TaskFailure::Cancelled | TaskFailure::Other(_) => true,
+        TaskFailure::Other(e) => !e.is::<NoRuntime>(),
+        TaskFailure::Cancelled => true,
     }
 }
 
@@ -247,7 +254,7 @@ impl TaskError {
     /// Sets the wait the server asked for, kept in whole milliseconds (saturating).
     #[must_use]
     pub fn with_retry_after(mut self, wait: Duration) -> Self {
-        self.retry_after_ms = Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        self.retry_after_ms = Some(saturating_ms(wait));
         self
     }
 
@@ -313,28 +320,36 @@ pub enum TimeoutKind {
 /// deadline. A task that watches its cancellation signal exits at once (`overrun` zero); one
 /// that does not runs on, and its overrun says for how long.
 ///
+/// Both are kept exactly, below a millisecond too, and shown and stored in milliseconds: as
+/// data, `{"kind": "total", "budget_ms": 250, "overrun_ms": 0}`, with a fraction where a
+/// duration is not a whole number of milliseconds (`"budget_ms": 0.5`).
+///
 /// ```
 /// use retry_core::{Timeout, TimeoutKind};
 ///
 /// assert!(!Timeout::RETRYABLE);
+/// let t: Timeout = serde_json::from_str(r#"{"kind": "total", "budget_ms": 0.5, "overrun_ms": 12}"#)?;
+/// assert_eq!(t.to_string(), "task timed out after 0.5 ms (it exited 12 ms after the deadline)");
+/// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Timeout {
     kind: TimeoutKind,
-    budget_ms: u64,
-    overrun_ms: u64,
+    #[serde(rename = "budget_ms", with = "millis")]
+    budget: Duration,
+    #[serde(rename = "overrun_ms", with = "millis")]
+    overrun: Duration,
 }
 
 impl Timeout {
     /// Timeouts are never retryable by classification (SPEC E4).
     pub const RETRYABLE: bool = false;
 
-    pub(crate) fn new(kind: TimeoutKind, budget: Duration, overrun: Duration) -> Self {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    pub(crate) const fn new(kind: TimeoutKind, budget: Duration, overrun: Duration) -> Self {
         Self {
             kind,
-            budget_ms: ms(budget),
-            overrun_ms: ms(overrun),
+            budget,
+            overrun,
         }
     }
 
@@ -350,25 +365,31 @@ impl Timeout {
 
     /// The budget that ran out.
     pub const fn budget(&self) -> Duration {
-        Duration::from_millis(self.budget_ms)
+        self.budget
     }
 
-    /// How long the task ran on after the deadline before it exited (whole milliseconds).
+    /// How long the task ran on after the deadline before it exited.
     pub const fn overrun(&self) -> Duration {
-        Duration::from_millis(self.overrun_ms)
+        self.overrun
     }
 }
 
 impl fmt::Display for Timeout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            TimeoutKind::Total => write!(f, "task timed out after {} ms", self.budget_ms),
+            TimeoutKind::Total => write!(f, "task timed out after {} ms", Millis(self.budget)),
             TimeoutKind::Activity => {
-                write!(f, "task made no progress for {} ms", self.budget_ms)
+                write!(f, "task made no progress for {} ms", Millis(self.budget))
             }
         }?;
-        if self.overrun_ms > 0 {
-            write!(f, " (it exited {} ms after the deadline)", self.overrun_ms)?;
+        // Below a millisecond, an overrun is the time it took to notice the signal, not a
+        // task that ran on: not worth a mention.
+        if self.overrun >= Duration::from_millis(1) {
+            write!(
+                f,
+                " (it exited {} ms after the deadline)",
+                Millis(self.overrun)
+            )?;
         }
         Ok(())
     }

@@ -13,6 +13,8 @@ use rand::rngs::Xoshiro128PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::scope::Scope;
+
 /// A jitter strategy, selectable by name (`"full"`, `"equal"`, `"decorrelated"`, `"none"`).
 ///
 /// ```
@@ -143,6 +145,16 @@ impl JitterRng {
     /// A generator seeded from the thread's entropy source.
     pub fn from_entropy() -> Self {
         Self(Xoshiro128PlusPlus::from_rng(&mut rand::rng()))
+    }
+
+    /// The generator of one retry loop: seeded by the loop's own `seed`, else by the
+    /// surrounding [`Scope`]'s, else from entropy (SPEC T2). The one seeding rule of every
+    /// loop in the crate.
+    pub(crate) fn for_loop(seed: Option<u64>) -> Self {
+        match seed.or_else(Scope::current_seed) {
+            Some(seed) => Self::seeded(seed),
+            None => Self::from_entropy(),
+        }
     }
 
     /// A duration drawn uniformly from `[0, bound)`, at nanosecond resolution; `ZERO` when

@@ -74,6 +74,7 @@ mod retry;
 mod scheduler;
 mod scope;
 mod thread_sleep;
+mod time;
 
 pub use backoff::{
     Backoff, BackoffError, BackoffFn, Constant, Delays, ExponentialBackoff,

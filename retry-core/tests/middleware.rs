@@ -4,16 +4,19 @@
 mod support;
 mod task_support;
 
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use retry_core::middleware::{
-    MiddlewareError, RetryConfig, RetryTaskOptions, exponential_backoff, retry,
+    MiddlewareError, RetryConfig, RetryTaskOptions, TaskDelay, exponential_backoff, retry,
     with_activity_timeout, with_fallback, with_fallback_when, with_timeout,
 };
 use retry_core::{
-    ExponentialBackoff, Jitter, Scope, Task, TaskContext, TaskError, TaskFailure, Timeout,
-    TimeoutKind, classify,
+    DEFAULT_MAX_RETRY_AFTER, ExponentialBackoff, Jitter, Scope, Task, TaskContext, TaskError,
+    TaskFailure, Timeout, TimeoutKind, classify,
 };
 use support::InstantClock;
 use task_support::{Call, MS, Scripted, fatal, transient};
@@ -263,6 +266,136 @@ async fn m1_retry_waits_on_the_scoped_clock() {
     assert_eq!(waits, [MS * 250, MS * 250]);
 }
 
+#[tokio::test(start_paused = true)]
+async fn d5_a_retry_after_hint_above_the_ceiling_ends_the_loop_at_once() {
+    // Regression: the transform followed any hint, so a server could park its caller for a
+    // week. A hint above the ceiling (60 s by default) returns that error without waiting.
+    let after = |wait: Duration| -> TaskFailure {
+        TaskError::new("429")
+            .with_retryable(true)
+            .with_retry_after(wait)
+            .into()
+    };
+    let week = Duration::from_secs(7 * 24 * 3600);
+    assert_eq!(
+        RetryConfig::new().retry_after_ceiling(),
+        DEFAULT_MAX_RETRY_AFTER
+    );
+    let script = Scripted::always(Call::fail(0, after(week)));
+    let start = Instant::now();
+    let err = retry(script.task(), RetryConfig::new().retries(3))
+        .run()
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "429");
+    assert_eq!(
+        (script.calls(), Instant::now() - start),
+        (1, Duration::ZERO)
+    );
+
+    // A hint at the ceiling is followed; so is a week under a raised ceiling.
+    for (hint, config) in [
+        (DEFAULT_MAX_RETRY_AFTER, RetryConfig::new()),
+        (week, RetryConfig::new().max_retry_after(week)),
+    ] {
+        let script = Scripted::new([Call::fail(0, after(hint))]);
+        let start = Instant::now();
+        assert_eq!(retry(script.task(), config).run().await.unwrap(), 2);
+        assert_eq!(Instant::now() - start, hint);
+    }
+    // The ceiling bounds the hint, not a delay the caller chose.
+    let script = Scripted::new([Call::fail(0, after(week))]);
+    let config = RetryConfig::new().delay(MS * 5);
+    assert_eq!(retry(script.task(), config).run().await.unwrap(), 2);
+}
+
+/// Calls the task again and again after a zero wait until a task spawned before the loop
+/// has run; returns the number of calls that took.
+async fn calls_until_a_spawned_task_ran<D: TaskDelay>(
+    config: RetryConfig<D>,
+    failure: TaskFailure,
+) -> u32 {
+    let ran = Arc::new(AtomicBool::new(false));
+    let setter = Arc::clone(&ran);
+    tokio::spawn(async move { setter.store(true, Ordering::SeqCst) });
+    let calls = Arc::new(AtomicU32::new(0));
+    let task = move |_: TaskContext| {
+        let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let result = if ran.load(Ordering::SeqCst) {
+            Ok(call)
+        } else {
+            Err(failure.clone())
+        };
+        std::future::ready(result)
+    };
+    retry(task, config.retries(100_000)).run().await.unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn m1_a_zero_wait_yields_to_the_runtime_between_attempts() {
+    // Regression: a zero wait started the next attempt in the same poll, so on a
+    // current-thread runtime nothing else ran until the retries were used up.
+    let zero_delay = RetryConfig::new().delay(Duration::ZERO);
+    assert_eq!(
+        calls_until_a_spawned_task_ran(zero_delay, transient("busy")).await,
+        2
+    );
+    // `Retry-After: 0`.
+    let zero_hint = TaskError::new("429")
+        .with_retryable(true)
+        .with_retry_after(Duration::ZERO);
+    assert_eq!(
+        calls_until_a_spawned_task_ran(RetryConfig::new(), zero_hint.into()).await,
+        2
+    );
+}
+
+#[tokio::test]
+async fn m1_a_zero_wait_does_not_touch_the_timer() {
+    let clock = InstantClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let task = move |_: TaskContext| {
+        let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+        std::future::ready(if call < 3 {
+            Err(transient("busy"))
+        } else {
+            Ok(call)
+        })
+    };
+    let config = RetryConfig::new().delay(Duration::ZERO);
+    let result = Scope::new()
+        .clock(clock.clone())
+        .run(retry(task, config).run())
+        .await;
+    assert_eq!(result.unwrap(), 3);
+    assert_eq!(clock.sleeps(), []);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m1_a_cancellation_during_a_zero_wait_ends_the_loop() {
+    let script = Scripted::always(Call::fail(0, transient("busy")));
+    let cx = TaskContext::new();
+    let token = cx.cancel_token().clone();
+    let task = retry(
+        script.task(),
+        RetryConfig::new().retries(5).delay(Duration::ZERO),
+    );
+    let mut run = std::pin::pin!(task.call(cx));
+    // The first attempt fails and the loop yields before the second.
+    assert!(futures_poll(run.as_mut()).is_pending());
+    token.cancel();
+    assert!(matches!(
+        futures_poll(run.as_mut()),
+        Poll::Ready(Err(TaskFailure::Cancelled))
+    ));
+    assert_eq!(script.calls(), 1);
+}
+
+/// Polls `fut` once with a waker that does nothing.
+fn futures_poll<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+}
+
 // ---------------------------------------------------------------- D3: exponential_backoff
 
 #[tokio::test(start_paused = true)]
@@ -350,6 +483,43 @@ async fn m4_uncooperative_task_is_waited_for_then_times_out() {
         TaskFailure::from(t).to_string(),
         "task timed out after 20 ms (it exited 60 ms after the deadline)"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_a_sub_millisecond_budget_is_kept_exactly() {
+    // Regression: the budget was kept in whole milliseconds, so 500 µs read "0 ms".
+    let script = Scripted::always(Call::ok(80));
+    let budget = Duration::from_micros(500);
+    let t = timeout_of(with_timeout(script.task(), budget).unwrap().run().await);
+    assert_eq!(t.budget(), budget);
+    assert_eq!(
+        TaskFailure::from(t).to_string(),
+        "task timed out after 0.5 ms"
+    );
+    // Stored as data in milliseconds: whole ones as integers, a fraction as a fraction.
+    let json = serde_json::to_string(&t).unwrap();
+    assert_eq!(json, r#"{"kind":"total","budget_ms":0.5,"overrun_ms":0}"#);
+    assert_eq!(serde_json::from_str::<Timeout>(&json).unwrap(), t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_m5_a_budget_of_duration_max_never_runs_out() {
+    // Regression: when the timer fired, `last progress + Duration::MAX` overflowed and the
+    // activity layer panicked; the total layer gave up after tokio's "far future" (30 years).
+    let hangs = |cx: TaskContext| async move {
+        cx.cancelled().await;
+        Err::<u32, _>(TaskFailure::Cancelled)
+    };
+    let century = Duration::from_secs(100 * 365 * 24 * 3600);
+    for task in [
+        with_activity_timeout(hangs, Duration::MAX).unwrap(),
+        with_timeout(hangs, Duration::MAX).unwrap(),
+    ] {
+        let kind = task.kind();
+        let run = tokio::spawn(tokio::time::timeout(century, task.run()));
+        let outcome = run.await.expect("the timeout layer panicked");
+        assert!(outcome.is_err(), "{kind:?}: gave up within a century");
+    }
 }
 
 #[tokio::test(start_paused = true)]

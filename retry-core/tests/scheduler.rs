@@ -25,13 +25,25 @@ struct Recorded {
 }
 
 fn recorded(options: SchedulerOptions) -> Recorded {
+    recorded_with(options, false)
+}
+
+/// Like [`recorded`]; with `panics`, the hook and the subscriber panic after recording (a
+/// bug in the user's code the scheduler must survive).
+fn recorded_with(options: SchedulerOptions, panics: bool) -> Recorded {
     let hook = Arc::new(Mutex::new(Vec::new()));
     let events = Arc::new(Mutex::new(Vec::new()));
     let (h, e) = (Arc::clone(&hook), Arc::clone(&events));
     let scheduler = Scheduler::builder()
         .options(options)
-        .on_task_error(move |id, failure| h.lock().unwrap().push((id, failure.to_string())))
-        .subscribe(move |event| e.lock().unwrap().push(event.clone()))
+        .on_task_error(move |id, failure| {
+            h.lock().unwrap().push((id, failure.to_string()));
+            assert!(!panics, "bug in the error hook");
+        })
+        .subscribe(move |event| {
+            e.lock().unwrap().push(event.clone());
+            assert!(!panics, "bug in the subscriber");
+        })
         .build()
         .unwrap();
     Recorded {
@@ -157,7 +169,14 @@ async fn q1_zero_max_pending_refuses_what_cannot_start_at_once() {
 async fn four_tasks_second_failing(
     on_error: OnError,
 ) -> (Recorded, Vec<(TaskId, TaskState, Result<u32, TaskFailure>)>) {
-    let r = recorded(serial(on_error));
+    four_tasks_second_failing_with(on_error, false).await
+}
+
+async fn four_tasks_second_failing_with(
+    on_error: OnError,
+    panicking_hooks: bool,
+) -> (Recorded, Vec<(TaskId, TaskState, Result<u32, TaskFailure>)>) {
+    let r = recorded_with(serial(on_error), panicking_hooks);
     let handles: Vec<TaskHandle<u32>> = [
         Call::ok(10),
         Call::fail(10, TaskFailure::from("boom")),
@@ -457,6 +476,121 @@ async fn a_panicking_task_fails_and_frees_its_slot() {
     assert_eq!(r.hook_ids(), [TaskId(1)]);
 }
 
+/// An hour of paused time: long enough for any task here, short enough that a wedged
+/// scheduler fails the test instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(3600);
+
+/// [`four_tasks_second_failing`] with a hook and a subscriber that panic on every call.
+async fn four_tasks_with_panicking_hooks(
+    on_error: OnError,
+) -> (Recorded, Vec<(TaskId, TaskState, Result<u32, TaskFailure>)>) {
+    tokio::time::timeout(PATIENCE, four_tasks_second_failing_with(on_error, true))
+        .await
+        .expect("the scheduler wedged after a panicking hook")
+}
+
+/// A current-thread runtime of its own, its time paused.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn q3_a_panicking_error_hook_or_subscriber_does_not_leak_the_slot() {
+    // Regression: a hook that panicked inside the task's completion killed the spawned task
+    // before it freed its slot: `running` stayed 1, the next task never started.
+    let (r, ended) = four_tasks_with_panicking_hooks(OnError::Continue).await;
+    let successes = ended.iter().filter(|(_, _, res)| res.is_ok()).count();
+    assert_eq!((successes, ended.len() - successes), (3, 1));
+    assert_witnesses_agree(&r, &ended);
+    assert_eq!(r.hook_ids(), [TaskId(2)]);
+    assert_eq!((r.scheduler.running(), r.scheduler.pending()), (0, 0));
+    // Every subscriber call happened, though each one panicked: 3 events per task.
+    assert_eq!(r.events.lock().unwrap().len(), 12);
+    tokio::time::timeout(PATIENCE, r.scheduler.idle())
+        .await
+        .expect("idle() never returned");
+}
+
+#[tokio::test(start_paused = true)]
+async fn q3_a_panicking_error_hook_during_a_stop_drain_still_fails_every_pending_task() {
+    // Regression: the hook panicked on the first drained task, so the others kept the
+    // `Pending` state while their handles resolved to `Cancelled`.
+    let (r, ended) = four_tasks_with_panicking_hooks(OnError::Stop).await;
+    for (id, state, result) in &ended[2..] {
+        assert_eq!(*state, TaskState::Error, "{id}");
+        assert!(
+            matches!(result, Err(TaskFailure::QueueStopped)),
+            "{id}: {result:?}"
+        );
+    }
+    assert_witnesses_agree(&r, &ended);
+    assert_eq!(r.hook_ids(), [TaskId(2), TaskId(3), TaskId(4)]);
+    assert_eq!(r.scheduler.running(), 0);
+}
+
+#[test]
+fn q3_a_scheduler_outliving_its_build_runtime_runs_tasks_on_the_current_one() {
+    // Regression: the handle captured at build time won over the current runtime, so a task
+    // submitted after the first runtime was gone was dropped unpolled.
+    let first = paused_runtime();
+    let scheduler = first.block_on(async { Scheduler::new(serial(OnError::Continue)).unwrap() });
+    drop(first); // built in one #[tokio::test] or LazyLock, used from another runtime
+    let second = paused_runtime();
+    second.block_on(async {
+        let handle = scheduler.submit(Scripted::always(Call::ok(10)).task());
+        assert_eq!(
+            tokio::time::timeout(PATIENCE, handle)
+                .await
+                .unwrap()
+                .unwrap(),
+            1
+        );
+        assert_eq!(scheduler.running(), 0);
+    });
+}
+
+#[test]
+fn q3_tasks_dropped_with_their_runtime_end_in_the_error_state_and_free_their_slots() {
+    // A task cut short by its runtime's shutdown never finishes; its slot must still be
+    // freed and its three witnesses agree: state `Error`, hook called, result `Cancelled`.
+    // A thousand queued behind it are each started on the dying runtime and dropped at once:
+    // that must not nest a stack frame per task (it overflowed the stack in debug builds).
+    let r = recorded(SchedulerOptions::new().with_concurrency(1));
+    let runtime = paused_runtime();
+    let (running, queued) = runtime.block_on(async {
+        let running = r
+            .scheduler
+            .submit(Scripted::always(Call::ok(3_600_000)).task());
+        let queued: Vec<_> = (0..1000)
+            .map(|_| r.scheduler.submit(Scripted::always(Call::ok(0)).task()))
+            .collect();
+        tokio::time::sleep(MS).await; // the first task is under way
+        (running, queued)
+    });
+    assert_eq!(running.state(), TaskState::Running);
+    drop(runtime);
+
+    assert_eq!((r.scheduler.running(), r.scheduler.pending()), (0, 0));
+    for handle in std::iter::once(&running).chain(&queued) {
+        assert_eq!(handle.state(), TaskState::Error, "{}", handle.id());
+        assert!(matches!(handle.failure(), Some(TaskFailure::Cancelled)));
+    }
+    assert_eq!(r.hook_ids().len(), 1001);
+    let next = paused_runtime();
+    next.block_on(async {
+        assert!(matches!(running.await, Err(TaskFailure::Cancelled)));
+        let handle = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
+        assert_eq!(handle.await.unwrap(), 1);
+        tokio::time::timeout(PATIENCE, r.scheduler.idle())
+            .await
+            .expect("idle() never returned");
+    });
+}
+
 #[tokio::test(start_paused = true)]
 async fn idle_waits_for_running_and_pending_tasks() {
     let scheduler = Scheduler::new(serial(OnError::Continue)).unwrap();
@@ -492,8 +626,11 @@ fn tasks_submitted_outside_a_runtime_fail_instead_of_panicking() {
     let scheduler = Scheduler::new(SchedulerOptions::new()).unwrap();
     let handle = scheduler.submit(|_: TaskContext| async { Ok::<_, TaskFailure>(()) });
     assert_eq!(handle.state(), TaskState::Error);
-    let message = handle.failure().unwrap().to_string();
+    let failure = handle.failure().unwrap();
+    let message = failure.to_string();
     assert!(message.starts_with("no tokio runtime"), "{message}");
+    // E3: submitting again from the same place cannot help.
+    assert!(!failure.is_retryable());
 }
 
 // ---------------------------------------------------------------- bad options

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::backoff::ExponentialBackoff;
-use crate::error::TaskFailure;
+use crate::error::{TaskError, TaskFailure};
 use crate::jitter::JitterRng;
 
 /// The wait before a retry of the [`retry`](crate::middleware::retry()) transform (SPEC M1, D3).
@@ -14,14 +14,14 @@ use crate::jitter::JitterRng;
 /// Implemented by:
 /// - [`Duration`]: the same wait every time;
 /// - `Option<Duration>`: `Some` as above; `None` (the default) waits for a [`TaskError`]'s
-///   `retry_after` hint, or not at all;
+///   `retry_after` hint, or not at all — a hint above the transform's
+///   [ceiling](crate::middleware::RetryConfig::max_retry_after) ends the loop instead (SPEC D5);
 /// - [`ExponentialBackoff`] (see [`exponential_backoff`]): `min(cap, base · factor^i)`,
 ///   jittered;
 /// - any `Fn(retry_index, &TaskFailure) -> Duration`.
 ///
 /// `retry_index` is 0-based: 0 before the first retry.
 ///
-/// [`TaskError`]: crate::TaskError
 ///
 /// ```
 /// use std::time::Duration;
@@ -45,6 +45,17 @@ pub trait TaskDelay {
         previous: Duration,
         rng: &mut JitterRng,
     ) -> Duration;
+
+    /// The server's retry-after hint this delay follows after `error`, if it follows one.
+    ///
+    /// The retry transform compares it with its
+    /// [ceiling](crate::middleware::RetryConfig::max_retry_after) before waiting, so that a
+    /// server cannot park the caller (SPEC D5). `None` by default; a delay that reads the
+    /// hint itself should say so here.
+    fn retry_after(&self, error: &TaskFailure) -> Option<Duration> {
+        let _ = error;
+        None
+    }
 }
 
 impl TaskDelay for Duration {
@@ -57,10 +68,14 @@ impl TaskDelay for Option<Duration> {
     fn delay(&self, _: u32, error: &TaskFailure, _: Duration, _: &mut JitterRng) -> Duration {
         match self {
             Some(delay) => *delay,
-            None => error
-                .as_task_error()
-                .and_then(|e| e.retry_after())
-                .unwrap_or(Duration::ZERO),
+            None => self.retry_after(error).unwrap_or(Duration::ZERO),
+        }
+    }
+
+    fn retry_after(&self, error: &TaskFailure) -> Option<Duration> {
+        match self {
+            Some(_) => None,
+            None => error.as_task_error().and_then(TaskError::retry_after),
         }
     }
 }

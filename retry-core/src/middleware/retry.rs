@@ -12,7 +12,8 @@ use pin_project_lite::pin_project;
 use crate::clock::{Clock, DefaultClock, DefaultSleep};
 use crate::error::{TaskFailure, classify};
 use crate::jitter::JitterRng;
-use crate::scope::Scope;
+use crate::policy::DEFAULT_MAX_RETRY_AFTER;
+use crate::time::saturating_ms;
 
 use super::cancel::Cancelled;
 use super::context::TaskContext;
@@ -87,8 +88,9 @@ impl OnAttempt for Unobserved {
 /// How the [`retry`](crate::middleware::retry()) transform retries: count, delay, predicate, observer.
 ///
 /// Every setting has a default: 2 retries (SPEC M1), no delay except a
-/// [`TaskError`](crate::TaskError)'s `retry_after` hint, the E3 classification as predicate,
-/// no observer.
+/// [`TaskError`](crate::TaskError)'s `retry_after` hint up to
+/// [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER) (60 s; a longer hint ends the
+/// loop, SPEC D5), the E3 classification as predicate, no observer.
 ///
 /// ```
 /// use std::time::Duration;
@@ -108,10 +110,12 @@ pub struct RetryConfig<D = Option<Duration>, P = Classified, A = Unobserved> {
     predicate: P,
     on_attempt: A,
     seed: Option<u64>,
+    max_retry_after: Duration,
 }
 
 impl RetryConfig {
-    /// The defaults: 2 retries, hint-or-no delay, E3 predicate, no observer.
+    /// The defaults: 2 retries, hint-or-no delay, a 60 s ceiling on hints, E3 predicate, no
+    /// observer.
     pub const fn new() -> Self {
         Self {
             retries: DEFAULT_RETRIES,
@@ -119,6 +123,7 @@ impl RetryConfig {
             predicate: Classified,
             on_attempt: Unobserved,
             seed: None,
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
         }
     }
 }
@@ -152,6 +157,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
             predicate: self.predicate,
             on_attempt: self.on_attempt,
             seed: self.seed,
+            max_retry_after: self.max_retry_after,
         }
     }
 
@@ -183,6 +189,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
             predicate,
             on_attempt: self.on_attempt,
             seed: self.seed,
+            max_retry_after: self.max_retry_after,
         }
     }
 
@@ -198,14 +205,49 @@ impl<D, P, A> RetryConfig<D, P, A> {
             predicate: self.predicate,
             on_attempt: observer,
             seed: self.seed,
+            max_retry_after: self.max_retry_after,
         }
     }
 
     /// Seeds the jitter of every run, for reproducible delays (SPEC T2). Without a seed, the
-    /// surrounding [`Scope`]'s seed is used, else entropy.
+    /// surrounding [`Scope`](crate::Scope)'s seed is used, else entropy.
     pub const fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
+    }
+
+    /// The longest retry-after hint the loop follows (default
+    /// [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER), 60 s). A failure whose
+    /// hint is longer ends the loop with that failure at once: a server must not be able to
+    /// park its caller (SPEC D5). `Duration::MAX` follows every hint.
+    ///
+    /// Only hints the delay follows are bounded (see [`TaskDelay::retry_after`]): by
+    /// default, a [`TaskError`](crate::TaskError)'s when no delay is set.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_core::middleware::{retry, RetryConfig};
+    /// use retry_core::{Task, TaskContext, TaskError, TaskFailure};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let throttled = |_: TaskContext| async {
+    ///     Err::<(), TaskFailure>(TaskError::new("429").with_retryable(true).with_retry_after(Duration::from_secs(300)).into())
+    /// };
+    /// let start = tokio::time::Instant::now();
+    /// let config = RetryConfig::new().max_retry_after(Duration::from_secs(120));
+    /// let err = retry(throttled, config).run().await.unwrap_err();
+    /// assert_eq!(err.to_string(), "429");
+    /// assert_eq!(start.elapsed(), Duration::ZERO); // not parked for 5 minutes
+    /// # }
+    /// ```
+    pub const fn max_retry_after(mut self, ceiling: Duration) -> Self {
+        self.max_retry_after = ceiling;
+        self
+    }
+
+    /// The longest retry-after hint the loop follows.
+    pub const fn retry_after_ceiling(&self) -> Duration {
+        self.max_retry_after
     }
 }
 
@@ -214,6 +256,7 @@ impl<D, P, A> fmt::Debug for RetryConfig<D, P, A> {
         f.debug_struct("RetryConfig")
             .field("retries", &self.retries)
             .field("seed", &self.seed)
+            .field("max_retry_after", &self.max_retry_after)
             .finish_non_exhaustive()
     }
 }
@@ -221,10 +264,12 @@ impl<D, P, A> fmt::Debug for RetryConfig<D, P, A> {
 /// Wraps `task` in a retry loop configured by `config` (SPEC M1–M3, M9).
 ///
 /// A failure ends the loop without another attempt when it is [`TaskFailure::Cancelled`],
-/// when the retries are used up, when the task has been asked to stop, or when the predicate
+/// when the retries are used up, when the task has been asked to stop, when the predicate
 /// says no — by default the E3 classification, which stops on `Timeout` and on a
-/// [`TaskError`](crate::TaskError) that is not retryable. The last failure is returned. A
-/// wait is cut short with `Cancelled` when the task is asked to stop.
+/// [`TaskError`](crate::TaskError) that is not retryable — or when its retry-after hint is
+/// above the [ceiling](RetryConfig::max_retry_after). The last failure is returned. A wait is
+/// cut short with `Cancelled` when the task is asked to stop; a zero wait still yields to the
+/// runtime once, so that a loop of instant failures cannot starve the other tasks.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU32, Ordering};
@@ -313,6 +358,9 @@ pin_project! {
         Attempt { #[pin] fut: Fut },
         // Waiting before the next attempt, unless the task is asked to stop first.
         Wait { #[pin] sleep: DefaultSleep, #[pin] cancelled: Cancelled },
+        // A zero wait: the loop has yielded once to the runtime (without a timer) and starts
+        // the next attempt when polled again, unless the task was asked to stop meanwhile.
+        Yielded,
         // Finished; polled again it stays pending.
         Done,
     }
@@ -372,7 +420,17 @@ where
                         this.state.set(State::Done);
                         return Poll::Ready(Err(error));
                     }
-                    let rng = this.rng.get_or_insert_with(|| new_rng(config.seed));
+                    // D5: a server must not park the caller.
+                    if let Some(asked) = config.delay.retry_after(&error) {
+                        if asked > config.max_retry_after {
+                            tracing::debug!(target: TARGET, retry_after_ms = saturating_ms(asked), max_retry_after_ms = saturating_ms(config.max_retry_after), %error, "retry gave up: retry-after hint above the ceiling");
+                            this.state.set(State::Done);
+                            return Poll::Ready(Err(error));
+                        }
+                    }
+                    let rng = this
+                        .rng
+                        .get_or_insert_with(|| JitterRng::for_loop(config.seed));
                     let delay = config
                         .delay
                         .delay(*this.retries_done, &error, *this.previous, rng);
@@ -387,15 +445,16 @@ where
                     tracing::debug!(target: TARGET, attempt = info.attempt, max_retries = info.max_retries, ?delay, %error, "retrying task");
                     config.on_attempt.on_attempt(&info);
                     if delay.is_zero() {
-                        let fut = this.shared.task.call(this.cx.clone());
-                        this.state.set(State::Attempt { fut });
-                    } else {
-                        let sleep = DefaultClock.sleep(delay);
-                        this.state.set(State::Wait {
-                            sleep,
-                            cancelled: this.cx.cancelled(),
-                        });
+                        // Nothing to wait for, but the other tasks get their turn.
+                        this.state.set(State::Yielded);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
                     }
+                    let sleep = DefaultClock.sleep(delay);
+                    this.state.set(State::Wait {
+                        sleep,
+                        cancelled: this.cx.cancelled(),
+                    });
                 }
                 StateProj::Wait { sleep, cancelled } => {
                     if cancelled.poll(cx).is_ready() {
@@ -406,15 +465,16 @@ where
                     let fut = this.shared.task.call(this.cx.clone());
                     this.state.set(State::Attempt { fut });
                 }
+                StateProj::Yielded => {
+                    if this.cx.is_cancelled() {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Err(TaskFailure::Cancelled));
+                    }
+                    let fut = this.shared.task.call(this.cx.clone());
+                    this.state.set(State::Attempt { fut });
+                }
                 StateProj::Done => return Poll::Pending,
             }
         }
-    }
-}
-
-fn new_rng(seed: Option<u64>) -> JitterRng {
-    match seed.or_else(Scope::current_seed) {
-        Some(seed) => JitterRng::seeded(seed),
-        None => JitterRng::from_entropy(),
     }
 }

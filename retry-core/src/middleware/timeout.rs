@@ -155,6 +155,7 @@ impl<F: Task> Task for TimeoutTask<F> {
         };
         TimeoutFuture {
             fut: self.task.call(inner),
+            started: false,
             timer: None,
             token,
             budget: self.budget,
@@ -171,7 +172,10 @@ pin_project! {
     pub struct TimeoutFuture<Fut> {
         #[pin]
         fut: Fut,
-        // Armed on the first poll, so the budget counts from when the run starts.
+        // Whether the run has started (been polled): the budget counts from then.
+        started: bool,
+        // Armed on the first poll; `None` after that while the budget cannot run out (it ends
+        // past the last instant the clock can tell).
         #[pin]
         timer: Option<DefaultSleep>,
         token: CancelToken,
@@ -199,12 +203,15 @@ impl<T, Fut: Future<Output = Result<T, TaskFailure>>> Future for TimeoutFuture<F
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if this.deadline.is_none() {
-            if this.timer.is_none() {
+            if !*this.started {
+                *this.started = true;
                 let now = DefaultClock.now();
                 if let Some(activity) = this.activity {
                     activity.restart(now);
                 }
-                this.timer.set(Some(DefaultClock.sleep(*this.budget)));
+                if now.checked_add(*this.budget).is_some() {
+                    this.timer.set(Some(DefaultClock.sleep(*this.budget)));
+                }
             }
             if let Poll::Ready(result) = this.fut.as_mut().poll(cx) {
                 return Poll::Ready(result);
@@ -215,12 +222,19 @@ impl<T, Fut: Future<Output = Result<T, TaskFailure>>> Future for TimeoutFuture<F
                 };
                 ready!(timer.poll(cx));
                 let now = DefaultClock.now();
-                // M5: progress since the timer was armed pushes the deadline out.
+                // M5: progress since the timer was armed pushes the deadline out — past the
+                // end of time, for good.
                 if let Some(activity) = this.activity {
-                    let due = activity.last() + *this.budget;
-                    if due > now {
-                        this.timer.set(Some(DefaultClock.sleep(due - now)));
-                        continue;
+                    match activity.last().checked_add(*this.budget) {
+                        Some(due) if due > now => {
+                            this.timer.set(Some(DefaultClock.sleep(due - now)));
+                            continue;
+                        }
+                        Some(_) => {}
+                        None => {
+                            this.timer.set(None);
+                            return Poll::Pending;
+                        }
                     }
                 }
                 *this.deadline = Some(now);

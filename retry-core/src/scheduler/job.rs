@@ -17,6 +17,7 @@ use crate::middleware::{Task, TaskContext};
 use crate::scope::{self, Scope};
 
 use super::Completion;
+use super::hooks::panic_message;
 
 /// A boxed, sendable future: what a started job runs as.
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -59,17 +60,36 @@ where
             result,
             scope,
         } = *self;
+        let delivery = Delivery { done, result };
         Box::pin(scope.run(async move {
             let outcome = run_caught(task, cx).await;
-            done.finish(outcome.as_ref().map(|_| ()));
-            // The submitter may have dropped its handle; the task still counted.
-            let _ = result.send(outcome);
+            delivery.deliver(outcome);
         }))
     }
 
     fn reject(self: Box<Self>, failure: TaskFailure, done: Completion) {
-        done.finish(Err(&failure));
-        let _ = self.result.send(Err(failure));
+        let delivery = Delivery {
+            done,
+            result: self.result,
+        };
+        delivery.deliver(Err(failure));
+    }
+}
+
+/// Where a task's end goes: first the scheduler's record, then the handle.
+///
+/// The fields drop in that order too, so a task dropped before it finished (its runtime shut
+/// down) is recorded — state, hook, slot — before its handle sees the end.
+struct Delivery<T> {
+    done: Completion,
+    result: oneshot::Sender<Result<T, TaskFailure>>,
+}
+
+impl<T> Delivery<T> {
+    fn deliver(self, outcome: Result<T, TaskFailure>) {
+        self.done.finish(outcome.as_ref().map(|_| ()));
+        // The submitter may have dropped its handle; the task still counted.
+        let _ = self.result.send(outcome);
     }
 }
 
@@ -103,12 +123,7 @@ impl fmt::Display for Panicked {
 impl std::error::Error for Panicked {}
 
 fn panicked(payload: Box<dyn Any + Send>) -> TaskFailure {
-    let message = payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string payload".to_owned());
-    TaskFailure::other(Panicked(message))
+    TaskFailure::other(Panicked(panic_message(payload.as_ref())))
 }
 
 /// The surrounding [`Scope`]'s overrides, to re-establish inside a spawned task.

@@ -10,7 +10,10 @@
 //! Every task ends in exactly one way, and its three witnesses agree: the error hook, the
 //! task's [`TaskState`], and the result its [`TaskHandle`] resolves to. A task that never
 //! ran because the scheduler stopped is not silently skipped: it fails with
-//! [`QueueStopped`](TaskFailure::QueueStopped) (SPEC Q3).
+//! [`QueueStopped`](TaskFailure::QueueStopped) (SPEC Q3). Nor can a bug elsewhere break that:
+//! a task that panics fails, a hook or subscriber that panics is contained and reported
+//! through `tracing`, and a task dropped unfinished with its runtime fails with
+//! [`Cancelled`](TaskFailure::Cancelled) — its slot is freed in every case.
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
@@ -36,8 +39,10 @@
 //! # Ok(()) }
 //! ```
 
+mod completion;
 mod events;
 mod handle;
+mod hooks;
 mod job;
 mod options;
 mod queue;
@@ -58,14 +63,13 @@ pub use options::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_PENDING, OnError, SchedulerError, SchedulerOptions,
 };
 
+use completion::Completion;
 use handle::Status;
+use hooks::{ErrorHook, Subscriber};
 use job::{Job, TypedJob};
 use queue::{MemoryQueue, PendingQueue};
 
 const TARGET: &str = "retry_core::scheduler";
-
-type ErrorHook = Arc<dyn Fn(TaskId, &TaskFailure) + Send + Sync>;
-type Subscriber = Arc<dyn Fn(&TaskEvent) + Send + Sync>;
 
 /// Whether a scheduler still accepts tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -85,9 +89,9 @@ pub struct SubscriptionId(u64);
 
 /// Runs tasks with a concurrency limit, a bounded queue and an on-error policy (SPEC Q1–Q4).
 ///
-/// Cheap to clone: clones share one scheduler. Tasks run as tokio tasks, so submit them
-/// from inside a tokio runtime (or build the scheduler inside one); each inherits the
-/// submitter's [`Scope`](crate::Scope) (its clock and seed).
+/// Cheap to clone: clones share one scheduler. Tasks run as tokio tasks, on the runtime they
+/// are submitted from — or, submitted from outside any, on the one the scheduler was built
+/// in; each inherits the submitter's [`Scope`](crate::Scope) (its clock and seed).
 #[derive(Clone)]
 pub struct Scheduler {
     shared: Arc<Shared>,
@@ -100,7 +104,8 @@ struct Shared {
     subscribers: Mutex<Subscribers>,
     /// Woken whenever the scheduler may have become idle.
     idle: Notify,
-    /// The runtime the scheduler was built in, if any.
+    /// The runtime the scheduler was built in, if any: where tasks submitted from outside
+    /// any runtime run.
     runtime: Option<Handle>,
     /// Parent of every task's cancellation signal.
     token: CancelToken,
@@ -151,6 +156,9 @@ impl SchedulerBuilder {
 
     /// Calls `hook(id, &failure)` for every task that ends in the error state — failed,
     /// refused or drained — before its handle resolves.
+    ///
+    /// A panic in the hook is caught and reported as a `tracing` error; the scheduler
+    /// carries on as if the hook had returned.
     pub fn on_task_error<H>(mut self, hook: H) -> Self
     where
         H: Fn(TaskId, &TaskFailure) + Send + Sync + 'static,
@@ -159,7 +167,8 @@ impl SchedulerBuilder {
         self
     }
 
-    /// Calls `subscriber` with every [`TaskEvent`], from the first task on.
+    /// Calls `subscriber` with every [`TaskEvent`], from the first task on. A panic in it is
+    /// caught and reported as a `tracing` error.
     pub fn subscribe<S>(mut self, subscriber: S) -> Self
     where
         S: Fn(&TaskEvent) + Send + Sync + 'static,
@@ -261,7 +270,8 @@ impl Scheduler {
 
     /// Calls `subscriber` with every later [`TaskEvent`], until
     /// [`unsubscribe`](Scheduler::unsubscribe)d. Subscribers are called in the order they
-    /// subscribed, outside the scheduler's lock (they may call the scheduler).
+    /// subscribed, outside the scheduler's lock (they may call the scheduler). A panic in one
+    /// is caught and reported as a `tracing` error; the others are still called.
     pub fn subscribe<S>(&self, subscriber: S) -> SubscriptionId
     where
         S: Fn(&TaskEvent) + Send + Sync + 'static,
@@ -371,8 +381,11 @@ impl fmt::Debug for Scheduler {
 }
 
 /// Submitted outside a tokio runtime, to a scheduler built outside one.
+///
+/// Not retryable by classification ([`classify`](crate::classify)): trying again from the
+/// same place fails the same way.
 #[derive(Debug)]
-struct NoRuntime;
+pub(crate) struct NoRuntime;
 
 impl fmt::Display for NoRuntime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -395,8 +408,11 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Where to spawn a task: the current runtime — the build-time one may be long gone, and
+    /// a task spawned there would be dropped unpolled — else the one the scheduler was built
+    /// in.
     fn runtime(&self) -> Option<Handle> {
-        self.runtime.clone().or_else(|| Handle::try_current().ok())
+        Handle::try_current().ok().or_else(|| self.runtime.clone())
     }
 
     fn emit(&self, event: &TaskEvent) {
@@ -407,8 +423,8 @@ impl Shared {
             .iter()
             .map(|(_, s)| Arc::clone(s))
             .collect();
-        for subscriber in subscribers {
-            subscriber(event);
+        for subscriber in &subscribers {
+            hooks::call_subscriber(subscriber, event);
         }
     }
 
@@ -438,17 +454,10 @@ impl Shared {
     /// Starts and refuses tasks, outside the lock.
     fn perform(self: &Arc<Self>, actions: Actions) {
         for (queued, failure) in actions.reject {
-            let done = Completion {
-                shared: Arc::clone(self),
-                id: queued.id,
-                status: queued.status,
-                slot: false,
-            };
+            let done = Completion::new(Arc::clone(self), queued.id, queued.status, false);
             queued.job.reject(failure, done);
         }
-        for queued in actions.start {
-            self.start(queued);
-        }
+        completion::start_all(self, actions.start);
         self.notify_if_idle();
     }
 
@@ -456,12 +465,7 @@ impl Shared {
         let Queued { id, status, job } = queued;
         status.set(TaskState::Running, None);
         self.emit(&TaskEvent::Started { id });
-        let done = Completion {
-            shared: Arc::clone(self),
-            id,
-            status,
-            slot: true,
-        };
+        let done = Completion::new(Arc::clone(self), id, status, true);
         let cx = TaskContext::with_token(self.token.child());
         match self.runtime() {
             Some(runtime) => {
@@ -480,49 +484,5 @@ impl Shared {
         if idle {
             self.idle.notify_waiters();
         }
-    }
-}
-
-/// Records how a task ended — state, hook, event, in that order — and frees its slot.
-pub(crate) struct Completion {
-    shared: Arc<Shared>,
-    id: TaskId,
-    status: Arc<Status>,
-    /// Whether the task holds a concurrency slot (it was started).
-    slot: bool,
-}
-
-impl Completion {
-    pub(crate) fn finish(self, result: Result<(), &TaskFailure>) {
-        let Self {
-            shared,
-            id,
-            status,
-            slot,
-        } = self;
-        let outcome = events::TaskOutcome::of(result);
-        status.set(outcome.state(), result.err().cloned());
-        if let (Err(failure), Some(hook)) = (result, &shared.on_error) {
-            hook(id, failure);
-        }
-        shared.emit(&TaskEvent::Done { id, outcome });
-        if !slot {
-            return;
-        }
-        let mut actions = Actions::default();
-        {
-            let mut core = shared.core();
-            core.running = core.running.saturating_sub(1);
-            if result.is_err() && shared.options.on_error == OnError::Stop {
-                shared.stop_locked(&mut core, &mut actions);
-            }
-            while core.state == SchedulerState::Running && core.running < shared.options.concurrency
-            {
-                let Some(next) = core.queue.pop() else { break };
-                core.running += 1;
-                actions.start.push(next);
-            }
-        }
-        shared.perform(actions);
     }
 }

@@ -1,0 +1,150 @@
+//! How a task's end is recorded: its state, the error hook, the done event, its slot — and
+//! what happens when that recording never gets its turn.
+//!
+//! A started task records its end from inside its own tokio task. That code may never run:
+//! the runtime can shut down with the task mid-way, or drop it unpolled. Each task
+//! therefore carries a [`Completion`] that records the end *when it is dropped*, if nothing
+//! did before — as [`Cancelled`](TaskFailure::Cancelled), the same answer the task's handle
+//! gives — so the slot is always freed and the three witnesses of SPEC Q3 always agree.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::error::TaskFailure;
+
+use super::events::{TaskEvent, TaskId, TaskOutcome};
+use super::handle::Status;
+use super::hooks::call_error_hook;
+use super::{Actions, OnError, Queued, SchedulerState, Shared, TARGET};
+
+/// Records how a task ended — state, hook, event, in that order — and frees its slot; once,
+/// by [`finish`](Completion::finish) or else when dropped.
+pub(crate) struct Completion {
+    shared: Arc<Shared>,
+    id: TaskId,
+    status: Arc<Status>,
+    /// Whether the task holds a concurrency slot (it was started).
+    slot: bool,
+    recorded: bool,
+}
+
+impl Completion {
+    pub(super) fn new(shared: Arc<Shared>, id: TaskId, status: Arc<Status>, slot: bool) -> Self {
+        Self {
+            shared,
+            id,
+            status,
+            slot,
+            recorded: false,
+        }
+    }
+
+    /// Records `result` as the task's end.
+    pub(crate) fn finish(mut self, result: Result<(), &TaskFailure>) {
+        self.record(result);
+    }
+
+    fn record(&mut self, result: Result<(), &TaskFailure>) {
+        if std::mem::replace(&mut self.recorded, true) {
+            return;
+        }
+        let (shared, id) = (&self.shared, self.id);
+        let outcome = TaskOutcome::of(result);
+        self.status.set(outcome.state(), result.err().cloned());
+        if let (Err(failure), Some(hook)) = (result, &shared.on_error) {
+            call_error_hook(hook, id, failure);
+        }
+        shared.emit(&TaskEvent::Done { id, outcome });
+        if !self.slot {
+            return;
+        }
+        let mut actions = Actions::default();
+        {
+            let mut core = shared.core();
+            core.running = core.running.saturating_sub(1);
+            if result.is_err() && shared.options.on_error == OnError::Stop {
+                shared.stop_locked(&mut core, &mut actions);
+            }
+            while core.state == SchedulerState::Running && core.running < shared.options.concurrency
+            {
+                let Some(next) = core.queue.pop() else { break };
+                core.running += 1;
+                actions.start.push(next);
+            }
+        }
+        shared.perform(actions);
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if !self.recorded {
+            tracing::debug!(target: TARGET, task = self.id.0, "task dropped before it finished (its runtime shut down?)");
+            self.record(Err(&TaskFailure::Cancelled));
+        }
+    }
+}
+
+/// A task to start, with its scheduler.
+type Start = (Arc<Shared>, Queued);
+
+thread_local! {
+    /// Tasks to start once the starts under way on this thread are done; `Some` while they are.
+    static DEFERRED: RefCell<Option<Vec<Start>>> = const { RefCell::new(None) };
+}
+
+/// Starts `tasks` (each already counted as running), one after the other.
+///
+/// Starting a task can come back here: a runtime that is shutting down drops a spawned
+/// future at once, and its [`Completion`] starts the next task in the queue. Those starts are
+/// queued behind the loop below instead of nesting one stack frame per pending task.
+pub(super) fn start_all(shared: &Arc<Shared>, tasks: Vec<Queued>) {
+    if tasks.is_empty() {
+        return;
+    }
+    let mut batch: Vec<Start> = tasks.into_iter().map(|q| (Arc::clone(shared), q)).collect();
+    let outermost = DEFERRED.try_with(|deferred| {
+        let mut deferred = deferred.borrow_mut();
+        match deferred.as_mut() {
+            Some(later) => {
+                later.append(&mut batch);
+                false
+            }
+            None => {
+                *deferred = Some(Vec::new());
+                true
+            }
+        }
+    });
+    match outermost {
+        Ok(false) => return,
+        Ok(true) => {}
+        // The thread is being torn down: start directly.
+        Err(_) => {
+            for (shared, queued) in batch {
+                shared.start(queued);
+            }
+            return;
+        }
+    }
+    let _done = EndDeferring;
+    while !batch.is_empty() {
+        for (shared, queued) in std::mem::take(&mut batch) {
+            shared.start(queued);
+        }
+        batch = DEFERRED
+            .try_with(|d| d.borrow_mut().as_mut().map(std::mem::take))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+    }
+}
+
+/// Leaves the deferring mode of [`start_all`], on return or unwind.
+struct EndDeferring;
+
+impl Drop for EndDeferring {
+    fn drop(&mut self) {
+        let _ = DEFERRED.try_with(|d| d.borrow_mut().take());
+    }
+}
