@@ -4,7 +4,8 @@
 //! Run by `cargo bench`, this binary re-runs itself under
 //! `valgrind --tool=cachegrind` once per contestant, twice (with `FEW` and `MANY` calls), and
 //! reports `(I(MANY) - I(FEW)) / (MANY - FEW)`: start-up and the measuring loop cancel out.
-//! Without valgrind on the `PATH` it says so and measures nothing. Only code that finishes
+//! Without valgrind on the `PATH` it says so and measures nothing. It takes no filter: every
+//! row is counted (a minute or so). Only code that finishes
 //! without waiting is counted here: a timer's wait costs time, not instructions.
 
 #[allow(
@@ -21,6 +22,9 @@ use std::time::{Duration, Instant};
 use retry_core::{Clock, Constant, Jitter, JitterRng, RetryPolicy};
 
 use contestants::{FIRST, THIRD, numbered_op, poll_once};
+
+/// The groups whose rows are compared with their first row.
+const WITH_RATIOS: &[&str] = &["success", "zero_delay"];
 
 const FEW: u64 = 1_000;
 const MANY: u64 = 101_000;
@@ -44,7 +48,7 @@ impl Clock for ReadyClock {
 
 /// `group / name => routine`, where `routine` evaluates to the closure making one call (it
 /// may own state, such as a generator, created once). Each arm is monomorphized into its
-/// own loop; the first entry of a group is the group's baseline.
+/// own loop. In the groups of `WITH_RATIOS`, the first entry is the baseline.
 macro_rules! contestants {
     ($($group:literal / $name:literal => $routine:expr;)*) => {
         const LIST: &[(&str, &str)] = &[$(($group, $name)),*];
@@ -77,12 +81,10 @@ contestants! {
     "zero_delay" / "retry-core" => || poll_once(contestants::retry_core_zero::<1>(THIRD));
     "zero_delay" / "tower" => || poll_once(contestants::tower_no_wait::<1>(THIRD));
 
-    // Where retry-core's instructions go (see BENCHMARKS.md).
-    "retry-core parts" / "success, default clock" => || poll_once(contestants::retry_core::<1>(FIRST));
+    // Where retry-core's instructions go: compare with its rows above (see BENCHMARKS.md).
     "retry-core parts" / "success, clock with a 1-byte sleep" => || poll_once(
         RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(ReadyClock)
     );
-    "retry-core parts" / "zero delay, default clock" => || poll_once(contestants::retry_core_zero::<1>(THIRD));
     "retry-core parts" / "zero delay, seeded" => || poll_once(
         RetryPolicy::DEFAULT.with_seed(1).retry(numbered_op::<1>(THIRD)).backoff(Constant(Duration::ZERO))
     );
@@ -173,31 +175,33 @@ fn main() {
         return;
     }
     let exe = std::env::current_exe().expect("the path of this executable");
-    let filter = args.iter().skip(1).find(|a| !a.starts_with('-'));
     let mut out = String::from("### Instructions per call (valgrind)\n");
     let mut current = "";
-    let mut baseline = 0.0;
+    let mut baseline = None;
     for (group, name) in LIST {
         let key = format!("{group}/{name}");
-        if filter.is_some_and(|f| !key.contains(f.as_str())) {
-            continue;
-        }
         let per_call = (instructions(&exe, &key, MANY) - instructions(&exe, &key, FEW)) as f64
             / (MANY - FEW) as f64;
+        eprintln!("instructions: {key}: {per_call:.1}");
         if *group != current {
             current = group;
-            baseline = per_call;
-            out.push_str(&format!(
-                "\n#### `{group}`\n\n| | instructions per call | vs {name} |\n|---|---:|---:|\n"
-            ));
+            baseline = WITH_RATIOS.contains(group).then_some((name, per_call));
+            match baseline {
+                Some((name, _)) => out.push_str(&format!(
+                    "\n#### `{group}`\n\n| | instructions per call | vs {name} |\n|---|---:|---:|\n"
+                )),
+                None => out.push_str(&format!(
+                    "\n#### `{group}`\n\n| | instructions per call |\n|---|---:|\n"
+                )),
+            }
         }
-        let ratio = if baseline > 0.0 {
-            per_call / baseline
-        } else {
-            f64::NAN
-        };
-        out.push_str(&format!("| {name} | {per_call:.1} | {ratio:.2}× |\n"));
-        eprintln!("instructions: {key}: {per_call:.1}");
+        match baseline {
+            Some((_, base)) => out.push_str(&format!(
+                "| {name} | {per_call:.1} | {:.2}× |\n",
+                per_call / base
+            )),
+            None => out.push_str(&format!("| {name} | {per_call:.1} |\n")),
+        }
     }
     println!("\n{out}");
 }

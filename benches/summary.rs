@@ -5,9 +5,13 @@
 //! the median and the min–max of the per-iteration times, and each median's ratio to the
 //! group's baseline. Only files written by this run are read, so a filtered run
 //! (`cargo bench … -- success`) prints only what it measured.
+//!
+//! On a shared machine one run is not enough: each benchmark's medians of the last
+//! `HISTORY` runs are kept next to criterion's files (`retry-benches-runs.json`) and printed
+//! in a last column, so that a few runs in a row show how much the figures move.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use criterion::measurement::WallTime;
@@ -110,6 +114,9 @@ fn dir_name(name: &str) -> String {
     name.replace(['?', '"', '/', '\\', '*', '<', '>', ':', '|', '^'], "_")
 }
 
+/// How many runs' medians the history keeps.
+const HISTORY: usize = 5;
+
 /// Median, min and max of the per-iteration times of one benchmark, in nanoseconds.
 #[derive(Clone, Copy, Debug)]
 struct Stats {
@@ -119,12 +126,8 @@ struct Stats {
 }
 
 /// Reads one benchmark's samples, if this run wrote them.
-fn read_stats(dir: &std::path::Path, group: &str, id: &str, since: SystemTime) -> Option<Stats> {
-    let path = dir
-        .join(dir_name(group))
-        .join(dir_name(id))
-        .join("new")
-        .join("sample.json");
+fn read_stats(bench_dir: &Path, since: SystemTime) -> Option<Stats> {
+    let path = bench_dir.join("new").join("sample.json");
     let written = std::fs::metadata(&path).ok()?.modified().ok()?;
     if written < since {
         return None;
@@ -156,33 +159,41 @@ fn read_stats(dir: &std::path::Path, group: &str, id: &str, since: SystemTime) -
     })
 }
 
-fn render_group(out: &mut String, dir: &std::path::Path, group: &GroupRecord, since: SystemTime) {
-    let rows: Vec<(&str, Stats)> = group
+fn render_group(out: &mut String, dir: &Path, group: &GroupRecord, since: SystemTime) {
+    let rows: Vec<(&str, Stats, Vec<f64>)> = group
         .ids
         .iter()
-        .filter_map(|id| Some((id.as_str(), read_stats(dir, &group.name, id, since)?)))
+        .filter_map(|id| {
+            let bench_dir = dir.join(dir_name(&group.name)).join(dir_name(id));
+            let stats = read_stats(&bench_dir, since)?;
+            Some((id.as_str(), stats, record_median(&bench_dir, stats.median)))
+        })
         .collect();
     if rows.is_empty() {
         return;
     }
     let baseline = group.baseline.as_deref().and_then(|b| {
         rows.iter()
-            .find(|(id, _)| *id == b)
-            .map(|(_, s)| (b, s.median))
+            .find(|(id, _, _)| *id == b)
+            .map(|(_, s, _)| (b, s.median))
     });
     let _ = writeln!(out, "### `{}`\n", group.name);
     match baseline {
         Some((name, _)) => {
             let _ = writeln!(
                 out,
-                "| | median | min – max | vs {name} |\n|---|---:|---:|---:|"
+                "| | median | min – max | vs {name} | medians of the last runs |\n\
+                 |---|---:|---:|---:|---|"
             );
         }
         None => {
-            let _ = writeln!(out, "| | median | min – max |\n|---|---:|---:|");
+            let _ = writeln!(
+                out,
+                "| | median | min – max | medians of the last runs |\n|---|---:|---:|---|"
+            );
         }
     }
-    for (id, s) in rows {
+    for (id, s, history) in rows {
         let _ = write!(
             out,
             "| {id} | {} | {} – {} |",
@@ -193,9 +204,27 @@ fn render_group(out: &mut String, dir: &std::path::Path, group: &GroupRecord, si
         if let Some((_, base)) = baseline {
             let _ = write!(out, " {:.2}× |", s.median / base);
         }
-        out.push('\n');
+        let history: Vec<String> = history.into_iter().map(time).collect();
+        let _ = writeln!(out, " {} |", history.join(" · "));
     }
     out.push('\n');
+}
+
+/// Appends `median` to the benchmark's history and returns the last `HISTORY` medians,
+/// oldest first. A history that cannot be read or written is only this run's median.
+fn record_median(bench_dir: &Path, median: f64) -> Vec<f64> {
+    let path = bench_dir.join("retry-benches-runs.json");
+    let mut runs: Vec<f64> = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default();
+    runs.push(median);
+    let excess = runs.len().saturating_sub(HISTORY);
+    runs.drain(..excess);
+    if let Ok(json) = serde_json::to_vec(&runs) {
+        let _ = std::fs::write(&path, json);
+    }
+    runs
 }
 
 /// A time in nanoseconds, in the unit that reads best.
