@@ -13,7 +13,7 @@
 mod contestants;
 
 use std::fmt::Write as _;
-use std::future::{Future, Ready, ready};
+use std::future::Future;
 use std::mem::size_of;
 use std::time::{Duration, Instant};
 
@@ -164,6 +164,12 @@ fn allocations(out: &mut String) {
             c::retry_core_zero::<1>
         ),
         alloc_row!(
+            "retry-core, zero delay, seeded policy",
+            Driver::PollOnce,
+            c::retry_core_zero_seeded::<1>,
+            c::retry_core_zero_seeded::<1>
+        ),
+        alloc_row!(
             "retry-core, default backoff",
             Driver::PausedRuntime,
             c::retry_core::<1>,
@@ -243,22 +249,6 @@ fn number(x: f64) -> String {
 // ---------------------------------------------------------------------------------------
 // 4. Future sizes.
 
-/// A clock whose sleep is a 1-byte ready future: shows how much of our future is the sleep.
-#[derive(Clone, Copy, Debug)]
-struct ReadyClock;
-
-impl Clock for ReadyClock {
-    type Sleep = Ready<()>;
-
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn sleep(&self, _: Duration) -> Ready<()> {
-        ready(())
-    }
-}
-
 fn sizes(out: &mut String) {
     use contestants as c;
     use std::mem::size_of_val as size;
@@ -291,8 +281,8 @@ fn sizes(out: &mut String) {
         ),
         (
             "retry-core on a clock whose sleep is 1 byte",
-            size(&ours_on::<1, _>(ReadyClock)),
-            size(&ours_on::<280, _>(ReadyClock)),
+            size(&ours_on::<1, _>(contestants::ReadyClock)),
+            size(&ours_on::<280, _>(contestants::ReadyClock)),
         ),
         (
             "retry-core `.deadline(…)`",

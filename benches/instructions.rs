@@ -14,12 +14,11 @@
 )]
 mod contestants;
 
-use std::future::{Ready, ready};
 use std::hint::black_box;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use retry_core::{Clock, Constant, Jitter, JitterRng, RetryPolicy};
+use retry_core::{Constant, Jitter, JitterRng, RetryPolicy};
 
 use contestants::{FIRST, THIRD, numbered_op, poll_once};
 
@@ -28,23 +27,6 @@ const WITH_RATIOS: &[&str] = &["success", "zero_delay"];
 
 const FEW: u64 = 1_000;
 const MANY: u64 = 101_000;
-
-/// A clock whose sleep is a 1-byte ready future (never used to wait here): the difference
-/// to the default clock is what the sleep's size costs.
-#[derive(Clone, Copy, Debug)]
-struct ReadyClock;
-
-impl Clock for ReadyClock {
-    type Sleep = Ready<()>;
-
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn sleep(&self, _: Duration) -> Ready<()> {
-        ready(())
-    }
-}
 
 /// `group / name => routine`, where `routine` evaluates to the closure making one call (it
 /// may own state, such as a generator, created once). Each arm is monomorphized into its
@@ -83,17 +65,15 @@ contestants! {
 
     // Where retry-core's instructions go: compare with its rows above (see BENCHMARKS.md).
     "retry-core parts" / "success, clock with a 1-byte sleep" => || poll_once(
-        RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(ReadyClock)
+        RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)
     );
-    "retry-core parts" / "zero delay, seeded" => || poll_once(
-        RetryPolicy::DEFAULT.with_seed(1).retry(numbered_op::<1>(THIRD)).backoff(Constant(Duration::ZERO))
-    );
+    "retry-core parts" / "zero delay, seeded" => || poll_once(contestants::retry_core_zero_seeded::<1>(THIRD));
     "retry-core parts" / "zero delay, seeded, clock with a 1-byte sleep" => || poll_once(
         RetryPolicy::DEFAULT
             .with_seed(1)
             .retry(numbered_op::<1>(THIRD))
             .backoff(Constant(Duration::ZERO))
-            .clock(ReadyClock)
+            .clock(contestants::ReadyClock)
     );
     "retry-core parts" / "JitterRng::from_entropy()" => JitterRng::from_entropy;
     "retry-core parts" / "JitterRng::seeded(1)" => || JitterRng::seeded(black_box(1));

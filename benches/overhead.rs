@@ -1,7 +1,9 @@
 //! What a retry wrapper costs in time, against the crates users would otherwise pick.
 //!
 //! Groups (numbered as in BENCHMARKS.md):
-//! 1. `success`: the first attempt succeeds; ratio to the direct call.
+//! 1. `success`: the first attempt succeeds; ratio to the direct call. Polled once with no
+//!    runtime (the wrapper's own cost), then inside `Runtime::block_on` (the cost an
+//!    application sees, executor included).
 //! 2. `zero_delay`: two failures, then success, waiting `Duration::ZERO`; ratio to a
 //!    hand-written three-call loop. Polled once with no runtime (a zero delay must not touch
 //!    the timer), then again inside `Runtime::block_on` for the crates that need a timer.
