@@ -57,6 +57,23 @@ fn success(suite: &mut Suite) {
         .bench("tower", || {
             poll_once(contestants::tower_no_wait::<1>(FIRST))
         });
+
+    // The same inside `block_on` of a current-thread runtime: what an application pays,
+    // executor included.
+    let rt = contestants::runtime();
+    suite
+        .group("success_runtime", "direct call")
+        .bench("direct call", || rt.block_on(contestants::direct::<1>()))
+        .bench("retry-core", || {
+            rt.block_on(contestants::retry_core::<1>(FIRST))
+        })
+        .bench("backon", || rt.block_on(contestants::backon::<1>(FIRST)))
+        .bench("tokio-retry", || {
+            rt.block_on(contestants::tokio_retry::<1>(FIRST))
+        })
+        .bench("tower", || {
+            rt.block_on(contestants::tower_no_wait::<1>(FIRST))
+        });
 }
 
 /// 2. Fail twice, then succeed, with a zero delay.
