@@ -23,7 +23,7 @@ use retry_core::{Constant, Jitter, JitterRng, RetryPolicy};
 use contestants::{FIRST, THIRD, numbered_op, poll_once};
 
 /// The groups whose rows are compared with their first row.
-const WITH_RATIOS: &[&str] = &["success", "zero_delay"];
+const WITH_RATIOS: &[&str] = &["success", "success_runtime", "zero_delay"];
 
 const FEW: u64 = 1_000;
 const MANY: u64 = 101_000;
@@ -59,6 +59,12 @@ contestants! {
     "success" / "tokio-retry" => || poll_once(contestants::tokio_retry::<1>(FIRST));
     "success" / "tower" => || poll_once(contestants::tower_no_wait::<1>(FIRST));
 
+    "success_runtime" / "direct call" => in_runtime(contestants::direct::<1>);
+    "success_runtime" / "retry-core" => in_runtime(|| contestants::retry_core::<1>(FIRST));
+    "success_runtime" / "backon" => in_runtime(|| contestants::backon::<1>(FIRST));
+    "success_runtime" / "tokio-retry" => in_runtime(|| contestants::tokio_retry::<1>(FIRST));
+    "success_runtime" / "tower" => in_runtime(|| contestants::tower_no_wait::<1>(FIRST));
+
     "zero_delay" / "hand-written loop" => || poll_once(contestants::hand_loop::<1>(THIRD));
     "zero_delay" / "retry-core" => || poll_once(contestants::retry_core_zero::<1>(THIRD));
     "zero_delay" / "tower" => || poll_once(contestants::tower_no_wait::<1>(THIRD));
@@ -66,6 +72,9 @@ contestants! {
     // Where retry-core's instructions go: compare with its rows above (see BENCHMARKS.md).
     "retry-core parts" / "success, clock with a 1-byte sleep" => || poll_once(
         RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)
+    );
+    "retry-core parts" / "success in a runtime, clock with a 1-byte sleep" => in_runtime(
+        || RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)
     );
     "retry-core parts" / "zero delay, seeded" => || poll_once(contestants::retry_core_zero_seeded::<1>(THIRD));
     "retry-core parts" / "zero delay, seeded, clock with a 1-byte sleep" => || poll_once(
@@ -112,6 +121,13 @@ contestants! {
         );
         move || delays.next()
     };
+}
+
+/// A routine running `make()`'s future to completion with `block_on` of one current-thread
+/// runtime, created once.
+fn in_runtime<F: std::future::Future>(make: impl Fn() -> F) -> impl FnMut() -> F::Output {
+    let rt = contestants::runtime();
+    move || rt.block_on(make())
 }
 
 /// The cap every schedule of the jitter rows has reached.
