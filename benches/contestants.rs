@@ -1,0 +1,345 @@
+//! The contestants: one trivial operation, called directly, in a hand-written loop, and
+//! through each retry crate with a comparable policy.
+//!
+//! Both bench binaries build their futures here, so the timings, the allocation counts and
+//! the future sizes are all taken from the very same code.
+//!
+//! The policy everywhere is retry-core's default: 3 attempts, exponential backoff from
+//! 100 ms, capped at 3 s, with jitter. "Zero delay" variants wait `Duration::ZERO` between
+//! attempts, the way each crate spells it.
+
+use std::future::{Future, Ready, ready};
+use std::hint::black_box;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use backon::{ConstantBuilder, ExponentialBuilder, Retryable};
+use retry_core::{Clock, Constant, RetryPolicy};
+use tokio_retry::strategy::{ExponentialBackoff, FixedInterval, jitter};
+use tower::Service;
+use tower::retry::Policy;
+use tower::retry::backoff::{Backoff, ExponentialBackoffMaker, MakeBackoff};
+use tower::util::rng::HasherRng;
+
+/// Attempts in every policy, the first included.
+pub(crate) const ATTEMPTS: u32 = 3;
+/// The first attempt succeeds.
+pub(crate) const FIRST: u32 = 1;
+/// Attempts 1 and 2 fail, attempt 3 succeeds.
+pub(crate) const THIRD: u32 = 3;
+
+/// Base delay, cap and jitter of every default policy.
+pub(crate) const BASE: Duration = Duration::from_millis(100);
+pub(crate) const CAP: Duration = Duration::from_secs(3);
+
+/// The one error every operation fails with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fail;
+
+/// The operation's future: ready at its first poll, and exactly `N` bytes large.
+///
+/// Byte 0 says whether this attempt succeeds; the others are payload, standing for whatever
+/// state a real operation keeps (a request, a buffer).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpFuture<const N: usize>([u8; N]);
+
+impl<const N: usize> OpFuture<N> {
+    const NOT_EMPTY: () = assert!(N > 0, "an operation future has at least its outcome byte");
+
+    fn new(succeed: bool) -> Self {
+        let () = Self::NOT_EMPTY;
+        let mut bytes = [0; N];
+        bytes[0] = u8::from(succeed);
+        Self(bytes)
+    }
+}
+
+impl<const N: usize> Future for OpFuture<N> {
+    type Output = Result<u8, Fail>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(if self.0[0] == 0 {
+            Err(Fail)
+        } else {
+            Ok(self.0[N - 1])
+        })
+    }
+}
+
+/// The operation as retry-core and the hand-written loop call it: with the attempt number.
+/// `black_box` keeps the compiler from knowing which attempt succeeds.
+pub(crate) fn numbered_op<const N: usize>(
+    succeed_at: u32,
+) -> impl FnMut(u32) -> OpFuture<N> + Copy {
+    move |attempt| OpFuture::new(black_box(attempt) >= succeed_at)
+}
+
+/// The operation as backon and tokio-retry call it: without an attempt number, so it counts
+/// its own calls.
+pub(crate) fn counted_op<const N: usize>(succeed_at: u32) -> impl FnMut() -> OpFuture<N> {
+    let mut calls = 0;
+    move || {
+        calls += 1;
+        OpFuture::new(black_box(calls) >= succeed_at)
+    }
+}
+
+/// Polls `future` once with a no-op waker. Every contestant polled this way must finish in
+/// one poll: that is the point (no timer, no runtime).
+pub(crate) fn poll_once<F: Future>(future: F) -> F::Output {
+    let mut cx = Context::from_waker(Waker::noop());
+    match pin!(future).poll(&mut cx) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the future did not finish in one poll"),
+    }
+}
+
+/// A current-thread tokio runtime with a real (unpaused) timer, as applications run.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a current-thread runtime")
+}
+
+// ---------------------------------------------------------------------------------------
+// The baselines.
+
+/// The operation called once, directly.
+pub(crate) fn direct<const N: usize>() -> OpFuture<N> {
+    numbered_op::<N>(FIRST)(1)
+}
+
+/// What a careful programmer writes instead of a crate: up to three calls, no waiting.
+pub(crate) fn hand_loop<const N: usize>(succeed_at: u32) -> impl Future<Output = Result<u8, Fail>> {
+    let mut op = numbered_op::<N>(succeed_at);
+    async move {
+        let mut attempt = 1;
+        loop {
+            match op(attempt).await {
+                Ok(value) => return Ok(value),
+                Err(error) if attempt >= ATTEMPTS => return Err(error),
+                Err(_) => attempt += 1,
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// retry-core.
+
+/// The default policy: 3 attempts, 100 ms → 3 s, full jitter, the default clock.
+pub(crate) fn retry_core<const N: usize>(
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>> {
+    RetryPolicy::DEFAULT.retry(numbered_op::<N>(succeed_at))
+}
+
+/// The default policy with a zero delay between attempts.
+pub(crate) fn retry_core_zero<const N: usize>(
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>> {
+    RetryPolicy::DEFAULT
+        .retry(numbered_op::<N>(succeed_at))
+        .backoff(Constant(Duration::ZERO))
+}
+
+/// The same with a seeded policy: no entropy is read when the first retry creates the
+/// jitter generator.
+pub(crate) fn retry_core_zero_seeded<const N: usize>(
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>> {
+    RetryPolicy::DEFAULT
+        .with_seed(1)
+        .retry(numbered_op::<N>(succeed_at))
+        .backoff(Constant(Duration::ZERO))
+}
+
+/// A clock whose sleep is a 1-byte ready future: comparing retry-core on it with retry-core
+/// on the default clock shows what the (96-byte) tokio sleep costs in size and time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadyClock;
+
+impl Clock for ReadyClock {
+    type Sleep = Ready<()>;
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep(&self, _: Duration) -> Ready<()> {
+        ready(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// backon.
+
+/// backon's exponential backoff with jitter, configured like our default.
+pub(crate) fn backon_builder() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_jitter()
+        .with_min_delay(BASE)
+        .with_max_delay(CAP)
+        .with_max_times(ATTEMPTS as usize - 1)
+}
+
+pub(crate) fn backon<const N: usize>(succeed_at: u32) -> impl Future<Output = Result<u8, Fail>> {
+    counted_op::<N>(succeed_at).retry(backon_builder())
+}
+
+pub(crate) fn backon_zero<const N: usize>(
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>> {
+    let zero = ConstantBuilder::default()
+        .with_delay(Duration::ZERO)
+        .with_max_times(ATTEMPTS as usize - 1);
+    counted_op::<N>(succeed_at).retry(zero)
+}
+
+// ---------------------------------------------------------------------------------------
+// tokio-retry.
+
+/// tokio-retry's exponential backoff (2^k · 50 ms = 100, 200, 400 … ms), capped, then
+/// jittered as its docs show.
+pub(crate) fn tokio_retry_strategy() -> impl Iterator<Item = Duration> {
+    ExponentialBackoff::from_millis(2)
+        .factor(50)
+        .max_delay(CAP)
+        .map(jitter)
+        .take(ATTEMPTS as usize - 1)
+}
+
+pub(crate) fn tokio_retry<const N: usize>(
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>> {
+    tokio_retry::Retry::start(tokio_retry_strategy(), counted_op::<N>(succeed_at))
+}
+
+pub(crate) fn tokio_retry_zero<const N: usize>(
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>> {
+    let zero = FixedInterval::new(Duration::ZERO).take(ATTEMPTS as usize - 1);
+    tokio_retry::Retry::start(zero, counted_op::<N>(succeed_at))
+}
+
+// ---------------------------------------------------------------------------------------
+// tower: `Retry` around a service, with a policy we write (tower ships none that counts
+// attempts). The policy decides how to wait: `NoWait` hands back a ready future (no timer,
+// the cheapest tower can be), `TowerBackoff` uses tower's own jittered exponential backoff.
+
+/// A service whose calls fail until call number `succeed_at`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Flaky<const N: usize> {
+    calls: u32,
+    succeed_at: u32,
+}
+
+impl<const N: usize> Service<()> for Flaky<N> {
+    type Response = u8;
+    type Error = Fail;
+    type Future = OpFuture<N>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Fail>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, (): ()) -> OpFuture<N> {
+        self.calls += 1;
+        OpFuture::new(black_box(self.calls) >= self.succeed_at)
+    }
+}
+
+/// Retries every error, `ATTEMPTS - 1` times, without waiting.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NoWait {
+    retries_left: u32,
+}
+
+impl Policy<(), u8, Fail> for NoWait {
+    type Future = Ready<()>;
+
+    fn retry(&mut self, (): &mut (), result: &mut Result<u8, Fail>) -> Option<Ready<()>> {
+        if result.is_err() && self.retries_left > 0 {
+            self.retries_left -= 1;
+            Some(ready(()))
+        } else {
+            None
+        }
+    }
+
+    fn clone_request(&mut self, (): &()) -> Option<()> {
+        Some(())
+    }
+}
+
+/// Retries every error, `ATTEMPTS - 1` times, waiting as tower's exponential backoff says.
+#[derive(Clone, Debug)]
+pub(crate) struct TowerBackoff {
+    retries_left: u32,
+    backoff: tower::retry::backoff::ExponentialBackoff,
+}
+
+/// tower's backoff configured like our default: 100 ms → 3 s, jitter up to 100% of the
+/// un-jittered delay.
+pub(crate) fn tower_backoff_maker(cap: Duration) -> ExponentialBackoffMaker {
+    ExponentialBackoffMaker::new(BASE, cap, 1.0, HasherRng::default())
+        .expect("a valid tower backoff")
+}
+
+impl Policy<(), u8, Fail> for TowerBackoff {
+    type Future = tokio::time::Sleep;
+
+    fn retry(&mut self, (): &mut (), result: &mut Result<u8, Fail>) -> Option<tokio::time::Sleep> {
+        if result.is_err() && self.retries_left > 0 {
+            self.retries_left -= 1;
+            Some(self.backoff.next_backoff())
+        } else {
+            None
+        }
+    }
+
+    fn clone_request(&mut self, (): &()) -> Option<()> {
+        Some(())
+    }
+}
+
+/// Calls a fresh `tower::retry::Retry` service once, as `ServiceExt::oneshot` would.
+fn tower_call<P, const N: usize>(
+    policy: P,
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>>
+where
+    P: Policy<(), u8, Fail> + Clone,
+{
+    let mut service = tower::retry::Retry::new(
+        policy,
+        Flaky::<N> {
+            calls: 0,
+            succeed_at,
+        },
+    );
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(service.poll_ready(&mut cx).is_ready());
+    service.call(())
+}
+
+pub(crate) fn tower_no_wait<const N: usize>(
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>> {
+    let policy = NoWait {
+        retries_left: ATTEMPTS - 1,
+    };
+    tower_call::<_, N>(policy, succeed_at)
+}
+
+pub(crate) fn tower_backoff<const N: usize>(
+    succeed_at: u32,
+) -> impl Future<Output = Result<u8, Fail>> {
+    let policy = TowerBackoff {
+        retries_left: ATTEMPTS - 1,
+        backoff: tower_backoff_maker(CAP).make_backoff(),
+    };
+    tower_call::<_, N>(policy, succeed_at)
+}

@@ -1,0 +1,229 @@
+//! Instructions per call, counted by valgrind: the same comparisons as `overhead`, in a unit
+//! that does not move when other processes share the machine.
+//!
+//! Run by `cargo bench`, this binary re-runs itself under
+//! `valgrind --tool=cachegrind` once per contestant, twice (with `FEW` and `MANY` calls), and
+//! reports `(I(MANY) - I(FEW)) / (MANY - FEW)`: start-up and the measuring loop cancel out.
+//! Without valgrind on the `PATH` it says so and measures nothing. It takes no filter: every
+//! row is counted (a minute or so). Only code that finishes
+//! without waiting is counted here: a timer's wait costs time, not instructions.
+
+#[allow(
+    dead_code,
+    reason = "shared with the other benches, which use other parts"
+)]
+mod contestants;
+
+use std::hint::black_box;
+use std::process::Command;
+use std::time::Duration;
+
+use retry_core::{Constant, Jitter, JitterRng, RetryPolicy};
+
+use contestants::{FIRST, THIRD, numbered_op, poll_once};
+
+/// The groups whose rows are compared with their first row.
+const WITH_RATIOS: &[&str] = &["success", "success_runtime", "zero_delay"];
+
+const FEW: u64 = 1_000;
+const MANY: u64 = 101_000;
+
+/// `group / name => routine`, where `routine` evaluates to the closure making one call (it
+/// may own state, such as a generator, created once). Each arm is monomorphized into its
+/// own loop. In the groups of `WITH_RATIOS`, the first entry is the baseline.
+macro_rules! contestants {
+    ($($group:literal / $name:literal => $routine:expr;)*) => {
+        const LIST: &[(&str, &str)] = &[$(($group, $name)),*];
+
+        /// Runs contestant `group/name` `calls` times; `false` if there is no such contestant.
+        fn run(key: &str, calls: u64) -> bool {
+            match key {
+                $(k if k == concat!($group, "/", $name) => {
+                    #[allow(unused_mut, reason = "some routines own no state")]
+                    let mut routine = $routine;
+                    for _ in 0..calls {
+                        let _ = black_box(routine());
+                    }
+                    true
+                })*
+                _ => false,
+            }
+        }
+    };
+}
+
+contestants! {
+    "success" / "direct call" => || poll_once(contestants::direct::<1>());
+    "success" / "retry-core" => || poll_once(contestants::retry_core::<1>(FIRST));
+    "success" / "backon" => || poll_once(contestants::backon::<1>(FIRST));
+    "success" / "tokio-retry" => || poll_once(contestants::tokio_retry::<1>(FIRST));
+    "success" / "tower" => || poll_once(contestants::tower_no_wait::<1>(FIRST));
+
+    "success_runtime" / "direct call" => in_runtime(contestants::direct::<1>);
+    "success_runtime" / "retry-core" => in_runtime(|| contestants::retry_core::<1>(FIRST));
+    "success_runtime" / "backon" => in_runtime(|| contestants::backon::<1>(FIRST));
+    "success_runtime" / "tokio-retry" => in_runtime(|| contestants::tokio_retry::<1>(FIRST));
+    "success_runtime" / "tower" => in_runtime(|| contestants::tower_no_wait::<1>(FIRST));
+
+    "zero_delay" / "hand-written loop" => || poll_once(contestants::hand_loop::<1>(THIRD));
+    "zero_delay" / "retry-core" => || poll_once(contestants::retry_core_zero::<1>(THIRD));
+    "zero_delay" / "tower" => || poll_once(contestants::tower_no_wait::<1>(THIRD));
+
+    // Where retry-core's instructions go: compare with its rows above (see BENCHMARKS.md).
+    "retry-core parts" / "success, clock with a 1-byte sleep" => || poll_once(
+        RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)
+    );
+    "retry-core parts" / "success in a runtime, clock with a 1-byte sleep" => in_runtime(
+        || RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)
+    );
+    "retry-core parts" / "zero delay, seeded" => || poll_once(contestants::retry_core_zero_seeded::<1>(THIRD));
+    "retry-core parts" / "zero delay, seeded, clock with a 1-byte sleep" => || poll_once(
+        RetryPolicy::DEFAULT
+            .with_seed(1)
+            .retry(numbered_op::<1>(THIRD))
+            .backoff(Constant(Duration::ZERO))
+            .clock(contestants::ReadyClock)
+    );
+    "retry-core parts" / "JitterRng::from_entropy()" => JitterRng::from_entropy;
+    "retry-core parts" / "JitterRng::seeded(1)" => || JitterRng::seeded(black_box(1));
+    "retry-core parts" / "JitterRng::below(1 s)" => {
+        let mut rng = JitterRng::seeded(7);
+        move || rng.below(black_box(CAP))
+    };
+
+    "jitter_draw" / "retry-core Jitter::Full.draw" => draw(Jitter::Full);
+    "jitter_draw" / "retry-core Jitter::Equal.draw" => draw(Jitter::Equal);
+    "jitter_draw" / "retry-core Jitter::Decorrelated.draw" => draw(Jitter::Decorrelated);
+    "jitter_draw" / "retry-core Jitter::None.draw" => draw(Jitter::None);
+    "jitter_draw" / "retry-core ExponentialBackoff (full)" => {
+        let mut delays = at_cap(
+            retry_core::ExponentialBackoff::builder()
+                .base(contestants::BASE)
+                .cap(CAP)
+                .build()
+                .expect("a valid backoff")
+                .delays(JitterRng::seeded(7)),
+        );
+        move || delays.next()
+    };
+    "jitter_draw" / "backon ExponentialBackoff" => {
+        let mut delays = at_cap(backon::BackoffBuilder::build(
+            contestants::backon_builder().with_max_delay(CAP).without_max_times(),
+        ));
+        move || delays.next()
+    };
+    "jitter_draw" / "tokio-retry ExponentialBackoff + jitter" => {
+        let mut delays = at_cap(
+            tokio_retry::strategy::ExponentialBackoff::from_millis(2)
+                .factor(50)
+                .max_delay(CAP)
+                .map(tokio_retry::strategy::jitter),
+        );
+        move || delays.next()
+    };
+}
+
+/// A routine running `make()`'s future to completion with `block_on` of one current-thread
+/// runtime, created once.
+fn in_runtime<F: std::future::Future>(make: impl Fn() -> F) -> impl FnMut() -> F::Output {
+    let rt = contestants::runtime();
+    move || rt.block_on(make())
+}
+
+/// The cap every schedule of the jitter rows has reached.
+const CAP: Duration = Duration::from_secs(1);
+
+/// `schedule` after 20 delays, by when every schedule here sits at its cap.
+fn at_cap<I: Iterator>(mut schedule: I) -> I {
+    schedule.by_ref().take(20).for_each(drop);
+    schedule
+}
+
+/// A routine drawing one delay at the 1 s cap with `jitter`.
+fn draw(jitter: Jitter) -> impl FnMut() -> Duration {
+    let mut rng = JitterRng::seeded(7);
+    move || {
+        black_box(jitter).draw(
+            black_box(CAP),
+            black_box(contestants::BASE),
+            black_box(CAP),
+            black_box(Duration::from_millis(500)),
+            &mut rng,
+        )
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--run") {
+        let key = args.get(i + 1).map(String::as_str).unwrap_or_default();
+        let calls = args.get(i + 2).and_then(|n| n.parse().ok()).unwrap_or(0);
+        if !run(key, calls) {
+            eprintln!("no contestant `{key}`");
+            std::process::exit(2);
+        }
+        return;
+    }
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        println!(
+            "instructions: valgrind is not installed; nothing counted (apt-get install valgrind)."
+        );
+        return;
+    }
+    let exe = std::env::current_exe().expect("the path of this executable");
+    let mut out = String::from("### Instructions per call (valgrind)\n");
+    let mut current = "";
+    let mut baseline = None;
+    for (group, name) in LIST {
+        let key = format!("{group}/{name}");
+        let per_call = (instructions(&exe, &key, MANY) - instructions(&exe, &key, FEW)) as f64
+            / (MANY - FEW) as f64;
+        eprintln!("instructions: {key}: {per_call:.1}");
+        if *group != current {
+            current = group;
+            baseline = WITH_RATIOS.contains(group).then_some((name, per_call));
+            match baseline {
+                Some((name, _)) => out.push_str(&format!(
+                    "\n#### `{group}`\n\n| | instructions per call | vs {name} |\n|---|---:|---:|\n"
+                )),
+                None => out.push_str(&format!(
+                    "\n#### `{group}`\n\n| | instructions per call |\n|---|---:|\n"
+                )),
+            }
+        }
+        match baseline {
+            Some((_, base)) => out.push_str(&format!(
+                "| {name} | {per_call:.1} | {:.2}× |\n",
+                per_call / base
+            )),
+            None => out.push_str(&format!("| {name} | {per_call:.1} |\n")),
+        }
+    }
+    println!("\n{out}");
+}
+
+/// Instructions executed by the whole process running `key` `calls` times.
+fn instructions(exe: &std::path::Path, key: &str, calls: u64) -> u64 {
+    let output = Command::new("valgrind")
+        .args([
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+        ])
+        .arg(exe)
+        .args(["--run", key, &calls.to_string()])
+        .output()
+        .expect("valgrind runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "valgrind failed for {key}:\n{stderr}"
+    );
+    stderr
+        .lines()
+        .find_map(|line| {
+            let refs = line.split("I   refs:").nth(1)?;
+            refs.trim().replace(',', "").parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no `I refs` line from valgrind for {key}:\n{stderr}"))
+}

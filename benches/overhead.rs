@@ -1,0 +1,185 @@
+//! What a retry wrapper costs in time, against the crates users would otherwise pick.
+//!
+//! Groups (numbered as in BENCHMARKS.md):
+//! 1. `success`: the first attempt succeeds; ratio to the direct call. Polled once with no
+//!    runtime (the wrapper's own cost), then inside `Runtime::block_on` (the cost an
+//!    application sees, executor included).
+//! 2. `zero_delay`: two failures, then success, waiting `Duration::ZERO`; ratio to a
+//!    hand-written three-call loop. Polled once with no runtime (a zero delay must not touch
+//!    the timer), then again inside `Runtime::block_on` for the crates that need a timer.
+//! 5. (`#[retry]` vs the same policy by hand: see `main`.)
+//! 6. `jitter_draw`: drawing one jittered delay, per strategy and crate.
+//!
+//! Criterion prints its usual report; at the end this binary prints the same results as
+//! Markdown tables (median and min–max of the per-iteration sample times, and ratios), ready
+//! for BENCHMARKS.md. Counts and sizes are in the `facts` bench.
+
+#[allow(
+    dead_code,
+    reason = "shared with the `facts` bench, which uses other parts"
+)]
+mod contestants;
+mod summary;
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, SamplingMode};
+use retry_core::{ExponentialBackoff as Exponential, Jitter, JitterRng};
+use tower::retry::backoff::{Backoff, MakeBackoff};
+
+use contestants::{FIRST, THIRD, poll_once};
+use summary::Suite;
+
+fn main() {
+    let mut suite = Suite::new(Criterion::default().configure_from_args());
+    success(&mut suite);
+    zero_delay(&mut suite);
+    // 5. `#[retry]` vs the same policy called by hand goes here once `retry-macros` is a
+    //    dependency of this package: one expanded fn in contestants.rs, then
+    //    `suite.group("retry_macro", "by hand").bench("by hand", …).bench("#[retry]", …);`
+    jitter_draw(&mut suite);
+    suite.finish();
+}
+
+/// 1. The first attempt succeeds: the whole cost of the wrapper on the hot path.
+fn success(suite: &mut Suite) {
+    suite
+        .group("success", "direct call")
+        .bench("direct call", || poll_once(contestants::direct::<1>()))
+        .bench("retry-core", || {
+            poll_once(contestants::retry_core::<1>(FIRST))
+        })
+        .bench("backon", || poll_once(contestants::backon::<1>(FIRST)))
+        .bench("tokio-retry", || {
+            poll_once(contestants::tokio_retry::<1>(FIRST))
+        })
+        .bench("tower", || {
+            poll_once(contestants::tower_no_wait::<1>(FIRST))
+        });
+
+    // The same inside `block_on` of a current-thread runtime: what an application pays,
+    // executor included.
+    let rt = contestants::runtime();
+    suite
+        .group("success_runtime", "direct call")
+        .bench("direct call", || rt.block_on(contestants::direct::<1>()))
+        .bench("retry-core", || {
+            rt.block_on(contestants::retry_core::<1>(FIRST))
+        })
+        .bench("backon", || rt.block_on(contestants::backon::<1>(FIRST)))
+        .bench("tokio-retry", || {
+            rt.block_on(contestants::tokio_retry::<1>(FIRST))
+        })
+        .bench("tower", || {
+            rt.block_on(contestants::tower_no_wait::<1>(FIRST))
+        });
+}
+
+/// 2. Fail twice, then succeed, with a zero delay.
+fn zero_delay(suite: &mut Suite) {
+    // Without a runtime: only code that never touches the timer can finish in one poll.
+    suite
+        .group("zero_delay", "hand-written loop")
+        .bench("hand-written loop", || {
+            poll_once(contestants::hand_loop::<1>(THIRD))
+        })
+        .bench("retry-core", || {
+            poll_once(contestants::retry_core_zero::<1>(THIRD))
+        })
+        .bench("tower", || {
+            poll_once(contestants::tower_no_wait::<1>(THIRD))
+        });
+
+    // Inside a current-thread runtime with a real timer, where backon and tokio-retry sleep.
+    // A zero-length tokio sleep still waits for the next millisecond tick, so these take
+    // milliseconds: sample flat, fewer samples.
+    let rt = contestants::runtime();
+    suite
+        .group("zero_delay_runtime", "hand-written loop")
+        .configure(|g| {
+            g.sampling_mode(SamplingMode::Flat).sample_size(20);
+        })
+        .bench("hand-written loop", || {
+            rt.block_on(contestants::hand_loop::<1>(THIRD))
+        })
+        .bench("retry-core", || {
+            rt.block_on(contestants::retry_core_zero::<1>(THIRD))
+        })
+        .bench("tower", || {
+            rt.block_on(contestants::tower_no_wait::<1>(THIRD))
+        })
+        .bench("backon", || {
+            rt.block_on(contestants::backon_zero::<1>(THIRD))
+        })
+        .bench("tokio-retry", || {
+            rt.block_on(contestants::tokio_retry_zero::<1>(THIRD))
+        });
+}
+
+/// 6. One jittered delay, once the schedule has reached its 1 s cap.
+fn jitter_draw(suite: &mut Suite) {
+    let cap = Duration::from_secs(1);
+    let base = contestants::BASE;
+    let previous = Duration::from_millis(500);
+    let mut rng = JitterRng::seeded(7);
+
+    // Every schedule is first run up to its cap, where it stays.
+    let mut ours = at_cap(
+        Exponential::builder()
+            .base(base)
+            .cap(cap)
+            .build()
+            .expect("a valid backoff")
+            .delays(JitterRng::seeded(7)),
+    );
+    let mut backon = at_cap(backon::BackoffBuilder::build(
+        contestants::backon_builder()
+            .with_max_delay(cap)
+            .without_max_times(),
+    ));
+    let mut tokio_retry = at_cap(
+        tokio_retry::strategy::ExponentialBackoff::from_millis(2)
+            .factor(50)
+            .max_delay(cap)
+            .map(tokio_retry::strategy::jitter),
+    );
+    // tower's backoff hands out a tokio `Sleep`, not a duration: its row includes creating
+    // one (reading the clock; nothing is registered with the timer), inside a runtime.
+    let rt = contestants::runtime();
+    let _context = rt.enter();
+    let mut tower = contestants::tower_backoff_maker(cap).make_backoff();
+    for _ in 0..AT_CAP {
+        drop(tower.next_backoff());
+    }
+
+    let mut group = suite.group("jitter_draw", "");
+    for jitter in Jitter::ALL {
+        group.bench(&format!("retry-core Jitter::{jitter:?}.draw"), || {
+            black_box(jitter).draw(
+                black_box(cap),
+                black_box(base),
+                black_box(cap),
+                black_box(previous),
+                &mut rng,
+            )
+        });
+    }
+    group
+        .bench("retry-core ExponentialBackoff (full)", || ours.next())
+        .bench("backon ExponentialBackoff", || backon.next())
+        .bench("tokio-retry ExponentialBackoff + jitter", || {
+            tokio_retry.next()
+        })
+        .bench("tower ExponentialBackoff (creates a Sleep)", || {
+            tower.next_backoff()
+        });
+}
+
+/// Retries after which every schedule here sits at its cap (100 ms · 2^k ≥ 1 s for k ≥ 4).
+const AT_CAP: usize = 20;
+
+fn at_cap<I: Iterator>(mut schedule: I) -> I {
+    schedule.by_ref().take(AT_CAP).for_each(drop);
+    schedule
+}
