@@ -28,6 +28,12 @@ pub trait Backoff {
     /// The wait after attempt `failed_attempt` (1-based) failed. `previous` is the wait drawn
     /// before it (`ZERO` before the first retry).
     fn delay(&mut self, failed_attempt: u32, previous: Duration, rng: &mut JitterRng) -> Duration;
+
+    /// Whether [`delay`](Backoff::delay) reads `rng`. `false` lets the loop skip seeding a
+    /// generator from entropy; the default, `true`, is always correct.
+    fn draws_randomly(&self) -> bool {
+        true
+    }
 }
 
 /// Saturating `base * 2^exponent` in milliseconds, capped at `max` (SPEC D1, D4).
@@ -51,6 +57,10 @@ pub struct PolicyBackoff {
 }
 
 impl Backoff for PolicyBackoff {
+    fn draws_randomly(&self) -> bool {
+        self.jitter != Jitter::None
+    }
+
     fn delay(&mut self, failed_attempt: u32, previous: Duration, rng: &mut JitterRng) -> Duration {
         let cap = Duration::from_millis(doubling_cap_ms(self.base_ms, self.max_ms, failed_attempt));
         let base = Duration::from_millis(self.base_ms);
@@ -78,6 +88,9 @@ pub trait Schedule {
         previous: Duration,
         rng: &mut JitterRng,
     ) -> Duration;
+
+    /// Whether `next_delay` reads its generator.
+    fn draws_randomly<C>(&self, policy: &RetryPolicy<C>) -> bool;
 }
 
 impl Schedule for FromPolicy {
@@ -90,6 +103,10 @@ impl Schedule for FromPolicy {
     ) -> Duration {
         policy.backoff().delay(failed_attempt, previous, rng)
     }
+
+    fn draws_randomly<C>(&self, policy: &RetryPolicy<C>) -> bool {
+        policy.jitter() != Jitter::None
+    }
 }
 
 impl<B: Backoff> Schedule for B {
@@ -101,6 +118,10 @@ impl<B: Backoff> Schedule for B {
         rng: &mut JitterRng,
     ) -> Duration {
         self.delay(failed_attempt, previous, rng)
+    }
+
+    fn draws_randomly<C>(&self, _: &RetryPolicy<C>) -> bool {
+        Backoff::draws_randomly(self)
     }
 }
 
@@ -119,6 +140,10 @@ pub struct Constant(pub Duration);
 impl Backoff for Constant {
     fn delay(&mut self, _: u32, _: Duration, _: &mut JitterRng) -> Duration {
         self.0
+    }
+
+    fn draws_randomly(&self) -> bool {
+        false
     }
 }
 
@@ -234,7 +259,9 @@ impl ExponentialBackoff {
         if self.base.is_zero() {
             return Duration::ZERO; // 0 · factor^i, even where factor^i overflows to infinity
         }
-        let nanos = self.base.as_nanos() as f64 * self.factor.powf(f64::from(retry_index));
+        // powi is several times cheaper than powf; past i32::MAX the result is infinite anyway.
+        let exponent = i32::try_from(retry_index).unwrap_or(i32::MAX);
+        let nanos = self.base.as_nanos() as f64 * self.factor.powi(exponent);
         let cap_nanos = self.cap.as_nanos() as f64;
         if !nanos.is_finite() || nanos >= cap_nanos {
             return self.cap;
@@ -278,6 +305,10 @@ impl ExponentialBackoff {
 }
 
 impl Backoff for ExponentialBackoff {
+    fn draws_randomly(&self) -> bool {
+        self.jitter != Jitter::None
+    }
+
     fn delay(&mut self, failed_attempt: u32, previous: Duration, rng: &mut JitterRng) -> Duration {
         self.delay_at(failed_attempt.saturating_sub(1), previous, rng)
     }

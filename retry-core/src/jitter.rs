@@ -164,6 +164,10 @@ impl JitterRng {
         if nanos == 0 {
             return Duration::ZERO;
         }
+        // Bounds below 584 years fit 64-bit sampling, several times cheaper than 128-bit.
+        if let Ok(nanos) = u64::try_from(nanos) {
+            return Duration::from_nanos(self.0.random_range(0..nanos));
+        }
         let n = self.0.random_range(0..nanos);
         // n < bound's nanos, so the seconds fit in u64 and the remainder in u32.
         Duration::new(

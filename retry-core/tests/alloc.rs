@@ -53,3 +53,21 @@ fn r7_zero_delay_retries_do_not_allocate() {
     let info = allocation_counter::measure(|| assert!(matches!(run(), Poll::Ready(Ok(3)))));
     assert_eq!(info.count_total, 0, "{info:?}");
 }
+
+#[test]
+fn r7_a_schedule_without_randomness_never_seeds_a_generator() {
+    // On a fresh thread the first entropy-seeded generator would allocate (rand's thread-local
+    // source); a constant schedule draws nothing, so nothing is seeded and nothing allocates.
+    let info = std::thread::spawn(|| {
+        let policy = RetryPolicy::DEFAULT;
+        allocation_counter::measure(|| {
+            let retry = policy
+                .retry(|attempt| async move { if attempt < 3 { Err(()) } else { Ok(attempt) } })
+                .backoff(Constant(Duration::ZERO));
+            assert!(matches!(poll_once(retry), Poll::Ready(Ok(3))));
+        })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(info.count_total, 0, "{info:?}");
+}

@@ -38,9 +38,9 @@
 //! assert_eq!(result, Ok("ok"));
 //! // Full jitter, seed 7: the exact waits, each below its cap.
 //! assert_eq!(clock.sleeps(), [
-//!     Duration::from_nanos(66_427_743),  // below 200 ms
-//!     Duration::from_nanos(297_787_086), // below 400 ms
-//!     Duration::from_nanos(602_733_187), // below 800 ms
+//!     Duration::from_nanos(11_266_721),  // below 200 ms
+//!     Duration::from_nanos(132_855_486), // below 400 ms
+//!     Duration::from_nanos(636_337_393), // below 800 ms
 //! ]);
 //! script.assert_consumed();
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -39,10 +39,10 @@ fn eventful_timeline() -> Timeline {
 fn t4_timeline_text_snapshot() {
     insta::assert_snapshot!(eventful_timeline().to_text(), @r"
     attempt  start          end            outcome                        then
-    1        0ms            30ms           err: 503                       wait 66.427743ms
-    2        96.427743ms    196.427743ms   dropped                        wait 297.787086ms
-    3        494.214829ms   494.214829ms   err: 429 (retry after 1000ms)  wait 1000ms
-    4        1494.214829ms  1574.214829ms  ok                             done
+    1        0ms            30ms           err: 503                       wait 11.266721ms
+    2        41.266721ms    141.266721ms   dropped                        wait 132.855486ms
+    3        274.122207ms   274.122207ms   err: 429 (retry after 1000ms)  wait 1000ms
+    4        1274.122207ms  1354.122207ms  ok                             done
     ");
 }
 
@@ -104,7 +104,7 @@ fn t4_timeline_svg_matches_the_committed_docs_picture() {
         "background, legend, one bar per attempt"
     );
     assert!(svg.contains(
-        "<title>attempt 3: err: 429 (retry after 1000ms) (494.214829ms to 494.214829ms)</title>"
+        "<title>attempt 3: err: 429 (retry after 1000ms) (274.122207ms to 274.122207ms)</title>"
     ));
     assert!(svg.contains(">wait 1000ms</text>"));
 

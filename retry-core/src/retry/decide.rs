@@ -13,7 +13,7 @@ use crate::backoff::Schedule;
 use crate::clock::Clock;
 use crate::jitter::JitterRng;
 use crate::policy::RetryPolicy;
-use crate::scope::Scope;
+use crate::time::saturating_ms as duration_ms;
 
 pub(super) const TARGET: &str = "retry_core";
 
@@ -88,16 +88,21 @@ fn scheduled_delay<C, B: Schedule, M>(
     progress: &mut Progress<M>,
 ) -> Duration {
     let previous = progress.previous();
-    let rng =
-        progress
+    let delay = if backoff.draws_randomly(policy) {
+        let rng = progress
             .rng
-            .get_or_insert_with(|| match policy.seed().or_else(Scope::current_seed) {
-                Some(seed) => JitterRng::seeded(seed),
-                None => JitterRng::from_entropy(),
-            });
-    backoff
-        .next_delay(policy, progress.attempt, previous, rng)
-        .min(policy.max_delay())
+            .get_or_insert_with(|| JitterRng::for_loop(policy.seed()));
+        backoff.next_delay(policy, progress.attempt, previous, rng)
+    } else {
+        // A schedule without randomness never reads the generator: no entropy to fetch.
+        backoff.next_delay(
+            policy,
+            progress.attempt,
+            previous,
+            &mut JitterRng::seeded(0),
+        )
+    };
+    delay.min(policy.max_delay())
 }
 
 /// Decides what follows a failed attempt (SPEC R2, R3, D1, D5, R5).
@@ -207,8 +212,4 @@ const IMMEDIATE_RETRIES_PER_YIELD: u32 = 16;
 /// tasks of a single-threaded executor.
 pub(super) fn yields_after(failed_attempt: u32) -> bool {
     failed_attempt % IMMEDIATE_RETRIES_PER_YIELD == 0
-}
-
-fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
