@@ -68,6 +68,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// | `jitter`             | `"full"`, `"equal"`, `"decorrelated"`, `"none"` | `"full"` |
 /// | `when`               | path of a `fn(&E, u32) -> bool`                | retry every error |
 /// | `notify`             | path of a `fn(&E, u32, Duration)`              | none (`tracing` only) |
+/// | `retry_after`        | path of a `fn(&E) -> Option<Duration>`         | no hints |
 /// | `deadline_ms`        | integer literal or `const` path, `> 0`         | none    |
 /// | `attempt_timeout_ms` | integer literal or `const` path, `> 0`         | none    |
 /// | `defaults`           | path of a `const` [`RetryOptions`] layer        | none    |
@@ -78,6 +79,9 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// - `when(&error, next_attempt)` is consulted only when another attempt would follow;
 ///   `false` returns that error at once. `notify(&error, failed_attempt, delay)` is called
 ///   before each wait.
+/// - `retry_after(&error)` reads a server's hint (an HTTP `Retry-After`): `Some(wait)` replaces
+///   the computed wait; a hint above the policy's 60 s ceiling, or beyond the deadline, ends
+///   the call with that error at once (SPEC D5).
 /// - `defaults = PATH` names an owner-level layer, typically an associated `const` such as
 ///   `Self::RETRY`; the attribute's options win field by field, and the merged options are
 ///   checked as a whole (`RetryOptions::or`).

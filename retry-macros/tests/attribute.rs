@@ -450,3 +450,71 @@ async fn d1_caps_with_max_attempts_5_base_500() {
     assert_eq!(ms, [1000, 2000, 3000, 3000]);
     assert_eq!(Jitter::None.name(), "none");
 }
+
+// D5 ------------------------------------------------------------------------------------------
+
+#[derive(Debug, PartialEq)]
+struct Throttled {
+    retry_after: Duration,
+}
+
+/// The server's hint, as an HTTP client would read it from a `Retry-After` header.
+fn server_hint(error: &Throttled) -> Option<Duration> {
+    Some(error.retry_after)
+}
+
+static D5_LOG: Log = Mutex::new(Vec::new());
+
+fn d5_log(_: &Throttled, attempt: u32, delay: Duration) {
+    D5_LOG.lock().unwrap().push((attempt, delay));
+}
+
+#[retry(max_attempts = 3, retry_after = server_hint, notify = d5_log)]
+async fn throttled(attempt_that_succeeds: u32, calls: &AtomicU32) -> Result<u32, Throttled> {
+    let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+    if call < attempt_that_succeeds {
+        return Err(Throttled {
+            retry_after: Duration::from_millis(2500),
+        });
+    }
+    Ok(call)
+}
+
+#[retry(max_attempts = 3, retry_after = server_hint)]
+async fn parked(calls: &AtomicU32) -> Result<(), Throttled> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Throttled {
+        retry_after: Duration::from_secs(3600),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn d5_retry_after_hint_replaces_the_computed_wait() {
+    let calls = AtomicU32::new(0);
+    let start = tokio::time::Instant::now();
+    assert_eq!(throttled(3, &calls).await, Ok(3));
+    // The hint (2.5 s) replaces the computed wait, even above max_delay_ms (3 s is the cap).
+    assert_eq!(
+        take(&D5_LOG),
+        [
+            (1, Duration::from_millis(2500)),
+            (2, Duration::from_millis(2500))
+        ]
+    );
+    assert_slept(start, &[Duration::from_millis(2500); 2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn d5_retry_after_hint_above_the_ceiling_ends_the_call_at_once() {
+    let calls = AtomicU32::new(0);
+    let start = tokio::time::Instant::now();
+    let result = parked(&calls).await;
+    assert_eq!(
+        result,
+        Err(Throttled {
+            retry_after: Duration::from_secs(3600)
+        })
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(elapsed_since(start), Duration::ZERO);
+}

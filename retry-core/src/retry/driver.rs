@@ -21,17 +21,18 @@ use std::time::Duration;
 use super::decide::{Next, after_failure, after_timer, start_attempt, yields_after};
 use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, Unlimited};
-use super::{Always, NoHint, Notify, Progress, ShouldRetry, Silent, Timer};
+use super::{Always, NoHint, Notify, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
 use crate::clock::{Clock, DefaultClock};
 use crate::policy::RetryPolicy;
 
 /// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
 /// expansion is its only caller.
-pub struct Driver<E, W = Always, N = Silent, L: DriverLimits<E> = Unlimited> {
+pub struct Driver<E, W = Always, N = Silent, L: DriverLimits<E> = Unlimited, H = NoHint> {
     policy: RetryPolicy<DefaultClock>,
     when: W,
     notify: N,
+    hint: H,
     limits: L,
     progress: Progress<<L::Limits as Limits>::Memory<E>>,
 }
@@ -43,13 +44,14 @@ impl<E> Driver<E> {
             policy,
             when: Always,
             notify: Silent,
+            hint: NoHint,
             limits: Unlimited,
             progress: Progress::new::<E>(),
         }
     }
 }
 
-impl<E, W, N> Driver<E, W, N, Unlimited> {
+impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
     /// Adds an overall deadline and/or a per-attempt timeout. Their outcomes become the
     /// function's own error through `to_error`: `<E as FromLimit>::from_limit`, named by the
     /// expansion where a missing `From<LimitExceeded>` is best reported.
@@ -58,7 +60,7 @@ impl<E, W, N> Driver<E, W, N, Unlimited> {
         deadline: Option<Duration>,
         attempt_timeout: Option<Duration>,
         to_error: fn(LimitExceeded) -> E,
-    ) -> Driver<E, W, N, WithLimits<E>> {
+    ) -> Driver<E, W, N, WithLimits<E>, H> {
         let mut limited = Unlimited.into_limited();
         if let Some(budget) = deadline {
             limited = limited.with_deadline(budget);
@@ -70,6 +72,7 @@ impl<E, W, N> Driver<E, W, N, Unlimited> {
             policy: self.policy,
             when: self.when,
             notify: self.notify,
+            hint: self.hint,
             limits: WithLimits {
                 limited,
                 budget: deadline.unwrap_or(Duration::ZERO),
@@ -80,7 +83,7 @@ impl<E, W, N> Driver<E, W, N, Unlimited> {
     }
 }
 
-impl<E, W, N, L: DriverLimits<E>> std::fmt::Debug for Driver<E, W, N, L> {
+impl<E, W, N, L: DriverLimits<E>, H> std::fmt::Debug for Driver<E, W, N, L, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
             .field("policy", &self.policy)
@@ -89,17 +92,18 @@ impl<E, W, N, L: DriverLimits<E>> std::fmt::Debug for Driver<E, W, N, L> {
     }
 }
 
-impl<E, W, N, L: DriverLimits<E>> Driver<E, W, N, L> {
+impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     /// Retries only errors for which `predicate(&error, next_attempt)` is true (SPEC R3).
     ///
     /// A function pointer, not a generic: the option names a function, and a function of the
     /// wrong signature is then one type error at the option instead of one per use.
     #[allow(clippy::type_complexity)]
-    pub fn when(self, predicate: fn(&E, u32) -> bool) -> Driver<E, fn(&E, u32) -> bool, N, L> {
+    pub fn when(self, predicate: fn(&E, u32) -> bool) -> Driver<E, fn(&E, u32) -> bool, N, L, H> {
         Driver {
             policy: self.policy,
             when: predicate,
             notify: self.notify,
+            hint: self.hint,
             limits: self.limits,
             progress: self.progress,
         }
@@ -107,11 +111,32 @@ impl<E, W, N, L: DriverLimits<E>> Driver<E, W, N, L> {
 
     /// Calls `observer(&error, failed_attempt, delay)` before each wait (SPEC R4).
     #[allow(clippy::type_complexity)]
-    pub fn notify(self, observer: fn(&E, u32, Duration)) -> Driver<E, W, fn(&E, u32, Duration), L> {
+    pub fn notify(
+        self,
+        observer: fn(&E, u32, Duration),
+    ) -> Driver<E, W, fn(&E, u32, Duration), L, H> {
         Driver {
             policy: self.policy,
             when: self.when,
             notify: observer,
+            hint: self.hint,
+            limits: self.limits,
+            progress: self.progress,
+        }
+    }
+
+    /// Reads a server's retry-after hint from each error (SPEC D5), as
+    /// [`Retry::retry_after`](super::Retry::retry_after) does.
+    #[allow(clippy::type_complexity)]
+    pub fn retry_after(
+        self,
+        hint: fn(&E) -> Option<Duration>,
+    ) -> Driver<E, W, N, L, fn(&E) -> Option<Duration>> {
+        Driver {
+            policy: self.policy,
+            when: self.when,
+            notify: self.notify,
+            hint,
             limits: self.limits,
             progress: self.progress,
         }
@@ -126,6 +151,7 @@ impl<E, W, N, L: DriverLimits<E>> Driver<E, W, N, L> {
         F: Future<Output = Result<T, E>>,
         W: ShouldRetry<E>,
         N: Notify<E>,
+        H: RetryAfter<E>,
         L: DriverLimits<E>,
     {
         let limits = self.limits.limits();
@@ -177,6 +203,7 @@ impl<E, W, N, L: DriverLimits<E>> Driver<E, W, N, L> {
     where
         W: ShouldRetry<E>,
         N: Notify<E>,
+        H: RetryAfter<E>,
         L: DriverLimits<E>,
     {
         after_failure(
@@ -185,7 +212,7 @@ impl<E, W, N, L: DriverLimits<E>> Driver<E, W, N, L> {
             &mut FromPolicy,
             &mut self.when,
             &mut self.notify,
-            &mut NoHint,
+            &mut self.hint,
             self.limits.limits(),
             &mut self.progress,
         )

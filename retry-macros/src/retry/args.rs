@@ -12,22 +12,24 @@ use crate::number::{Number, number};
 use crate::options::{self, Opt, krate};
 
 /// Every option, in the order the docs list them.
-pub(crate) const OPTIONS: [&str; 10] = [
+pub(crate) const OPTIONS: [&str; 11] = [
     "max_attempts",
     "base_delay_ms",
     "max_delay_ms",
     "jitter",
     "when",
     "notify",
+    "retry_after",
     "deadline_ms",
     "attempt_timeout_ms",
     "defaults",
     "crate",
 ];
 
-/// The signatures `when` and `notify` take.
+/// The signatures `when`, `notify` and `retry_after` take.
 const WHEN: &str = "fn(&E, u32) -> bool";
 const NOTIFY: &str = "fn(&E, u32, std::time::Duration)";
+const RETRY_AFTER: &str = "fn(&E) -> Option<std::time::Duration>";
 
 /// The jitter names, as `retry_core::Jitter` spells them (a test keeps the two in step).
 pub(crate) const JITTERS: [&str; 4] = ["full", "equal", "decorrelated", "none"];
@@ -41,6 +43,7 @@ pub(crate) struct Args {
     pub(crate) jitter: Option<Opt<Ident>>,
     pub(crate) when: Option<Opt<ExprPath>>,
     pub(crate) notify: Option<Opt<ExprPath>>,
+    pub(crate) retry_after: Option<Opt<ExprPath>>,
     pub(crate) deadline_ms: Option<Opt<Number>>,
     pub(crate) attempt_timeout_ms: Option<Opt<Number>>,
     pub(crate) defaults: Option<Opt<ExprPath>>,
@@ -60,6 +63,7 @@ impl Args {
             "jitter" => at.set(&mut args.jitter, jitter(value)),
             "when" => at.set(&mut args.when, function(name, WHEN, value)),
             "notify" => at.set(&mut args.notify, function(name, NOTIFY, value)),
+            "retry_after" => at.set(&mut args.retry_after, function(name, RETRY_AFTER, value)),
             "defaults" => at.set(&mut args.defaults, defaults(value)),
             _ => at.set(&mut args.krate, krate(value)),
         });
@@ -115,7 +119,7 @@ fn jitter(value: Expr) -> syn::Result<Ident> {
     Ok(Ident::new(variant, lit.span()))
 }
 
-/// `when` and `notify`: the path of a function (turbofish allowed).
+/// `when`, `notify` and `retry_after`: the path of a function (turbofish allowed).
 fn function(name: &str, signature: &str, value: Expr) -> syn::Result<ExprPath> {
     match value {
         Expr::Path(path) => Ok(path),

@@ -75,8 +75,12 @@ fn driver(
     };
     let when = options.when.iter().map(|path| quote!(.when(#path)));
     let notify = options.notify.iter().map(|path| quote!(.notify(#path)));
+    let hint = options
+        .retry_after
+        .iter()
+        .map(|path| quote!(.retry_after(#path)));
     let limits = limits(options, private, generics, error.as_ref());
-    quote!(#new #(#when)* #(#notify)* #limits)
+    quote!(#new #(#when)* #(#notify)* #(#hint)* #limits)
 }
 
 /// The declared return type, unless it cannot be written in the body (an `impl Trait` inside
