@@ -8,6 +8,7 @@
 //! 100 ms, capped at 3 s, with jitter. "Zero delay" variants wait `Duration::ZERO` between
 //! attempts, the way each crate spells it.
 
+use std::cell::Cell;
 use std::future::{Future, Ready, ready};
 use std::hint::black_box;
 use std::pin::{Pin, pin};
@@ -15,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use backon::{ConstantBuilder, ExponentialBuilder, Retryable};
-use retry_core::{Clock, Constant, RetryPolicy};
+use retry_core::{Clock, Constant, JitterRng, RetryOptions, RetryPolicy, Scope};
 use tokio_retry::strategy::{ExponentialBackoff, FixedInterval, jitter};
 use tower::Service;
 use tower::retry::Policy;
@@ -47,7 +48,7 @@ pub(crate) struct OpFuture<const N: usize>([u8; N]);
 impl<const N: usize> OpFuture<N> {
     const NOT_EMPTY: () = assert!(N > 0, "an operation future has at least its outcome byte");
 
-    fn new(succeed: bool) -> Self {
+    pub(crate) fn new(succeed: bool) -> Self {
         let () = Self::NOT_EMPTY;
         let mut bytes = [0; N];
         bytes[0] = u8::from(succeed);
@@ -342,4 +343,102 @@ pub(crate) fn tower_backoff<const N: usize>(
         backoff: tower_backoff_maker(CAP).make_backoff(),
     };
     tower_call::<_, N>(policy, succeed_at)
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. `#[retry]` and the same policy called by hand.
+//
+// An `#[retry]` body is not told the attempt number, so both twins run the same operation,
+// which counts its own calls in a `Cell` the caller lends: only the loop around it differs.
+// Both use the default policy (the attribute without options resolves to it).
+
+/// One attempt of group 5's operation: call number `calls + 1` succeeds from `succeed_at` on.
+fn counted_attempt<const N: usize>(calls: &Cell<u32>, succeed_at: u32) -> OpFuture<N> {
+    let call = calls.get() + 1;
+    calls.set(call);
+    OpFuture::new(black_box(call) >= succeed_at)
+}
+
+/// The attribute, with the default policy.
+#[retry_core::retry]
+pub(crate) async fn retry_macro<const N: usize>(
+    calls: &Cell<u32>,
+    succeed_at: u32,
+) -> Result<u8, Fail> {
+    counted_attempt::<N>(calls, succeed_at).await
+}
+
+/// The code the attribute stands for: an `async fn` awaiting `policy.retry(op)`.
+pub(crate) async fn retry_by_hand<const N: usize>(
+    calls: &Cell<u32>,
+    succeed_at: u32,
+) -> Result<u8, Fail> {
+    RetryPolicy::DEFAULT
+        .retry(|_| counted_attempt::<N>(calls, succeed_at))
+        .await
+}
+
+/// The same by hand with a zero delay, which the attribute cannot express (`base_delay_ms`
+/// must be `> 0` and it has no `backoff` option): what its closest equivalent gives up.
+pub(crate) async fn retry_by_hand_zero<const N: usize>(
+    calls: &Cell<u32>,
+    succeed_at: u32,
+) -> Result<u8, Fail> {
+    RetryPolicy::DEFAULT
+        .retry(|_| counted_attempt::<N>(calls, succeed_at))
+        .backoff(Constant(Duration::ZERO))
+        .await
+}
+
+/// The scope group 5's retrying calls run in: every wait of the default clock ends at once
+/// (`ReadyClock`) and the jitter is seeded, as in a test of `#[retry]` code. Created once;
+/// each call clones it (one reference count).
+pub(crate) fn instant_scope() -> Scope {
+    Scope::new().clock(ReadyClock).seed(1)
+}
+
+/// `retry_macro` as a future that owns its counter (for the allocation counts).
+pub(crate) async fn retry_macro_owned<const N: usize>(succeed_at: u32) -> Result<u8, Fail> {
+    retry_macro::<N>(&Cell::new(0), succeed_at).await
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. retry-core's schedules, as the retry loop calls them.
+
+/// The failed attempt the loop-step rows compute the wait for: past the 1 s cap of group 6
+/// (100 ms · 2^4 = 1.6 s), and as small as attempt numbers are in a retry loop.
+pub(crate) const LOOP_ATTEMPT: u32 = 5;
+
+/// retry-core's `ExponentialBackoff` from `BASE`, doubling, capped at `cap`, full jitter.
+pub(crate) fn exponential(cap: Duration) -> retry_core::ExponentialBackoff {
+    retry_core::ExponentialBackoff::builder()
+        .base(BASE)
+        .cap(cap)
+        .build()
+        .expect("a valid backoff")
+}
+
+/// The default loop's schedule (SPEC D1) from `BASE` to `cap`, full jitter.
+pub(crate) fn d1_schedule(cap: Duration) -> retry_core::PolicyBackoff {
+    let cap_ms = u64::try_from(cap.as_millis()).expect("a cap of a few seconds");
+    RetryOptions::new()
+        .with_base_delay_ms(BASE.as_millis() as u64)
+        .with_max_delay_ms(cap_ms)
+        .resolve()
+        .expect("valid options")
+        .backoff()
+}
+
+/// A routine computing one wait with `schedule` the way the retry loop does: one
+/// `Backoff::delay` for failed attempt `LOOP_ATTEMPT`.
+pub(crate) fn loop_step(mut schedule: impl retry_core::Backoff) -> impl FnMut() -> Duration {
+    let mut rng = JitterRng::seeded(7);
+    move || {
+        retry_core::Backoff::delay(
+            &mut schedule,
+            black_box(LOOP_ATTEMPT),
+            black_box(Duration::from_millis(500)),
+            &mut rng,
+        )
+    }
 }

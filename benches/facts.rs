@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use allocation_counter::AllocationInfo;
 use backon::{BackoffBuilder, ExponentialBuilder, FibonacciBuilder};
 use retry_core::{
-    Clock, DefaultSleep, ExponentialBackoff, Jitter, JitterRng, PolicyBackoff, RetryOptions,
-    RetryPolicy, TokioClock,
+    Clock, DefaultSleep, ExponentialBackoff, Jitter, JitterRng, RetryOptions, RetryPolicy,
+    TokioClock,
 };
 use tower::retry::backoff::{Backoff, MakeBackoff};
 
@@ -176,6 +176,12 @@ fn allocations(out: &mut String) {
             c::retry_core::<1>
         ),
         alloc_row!(
+            "retry-core `#[retry]` fn, default policy",
+            Driver::PausedRuntime,
+            c::retry_macro_owned::<1>,
+            c::retry_macro_owned::<1>
+        ),
+        alloc_row!(
             "backon, zero delay",
             Driver::Runtime,
             c::backon_zero::<1>,
@@ -253,7 +259,8 @@ fn sizes(out: &mut String) {
     use contestants as c;
     use std::mem::size_of_val as size;
 
-    let rows: [(&str, usize, usize); 12] = [
+    let calls = std::cell::Cell::new(0);
+    let rows: [(&str, usize, usize); 16] = [
         (
             "direct call (the operation's own future)",
             size(&c::direct::<1>()),
@@ -268,6 +275,11 @@ fn sizes(out: &mut String) {
             "**retry-core** `policy.retry(op)`",
             size(&c::retry_core::<1>(1)),
             size(&c::retry_core::<280>(1)),
+        ),
+        (
+            "retry-core, operation capturing nothing",
+            size(&RetryPolicy::DEFAULT.retry(|_| OpFuture::<1>::new(true))),
+            size(&RetryPolicy::DEFAULT.retry(|_| OpFuture::<280>::new(true))),
         ),
         (
             "retry-core `.backoff(Constant(ZERO))`",
@@ -290,6 +302,16 @@ fn sizes(out: &mut String) {
             size(&ours_deadline::<280>()),
         ),
         (
+            "retry-core `#[retry]` fn (default policy)",
+            size(&c::retry_macro::<1>(&calls, 1)),
+            size(&c::retry_macro::<280>(&calls, 1)),
+        ),
+        (
+            "retry-core `async fn` awaiting `policy.retry(op)` (its twin)",
+            size(&c::retry_by_hand::<1>(&calls, 1)),
+            size(&c::retry_by_hand::<280>(&calls, 1)),
+        ),
+        (
             "backon `op.retry(ExponentialBuilder)`",
             size(&c::backon::<1>(1)),
             size(&c::backon::<280>(1)),
@@ -298,6 +320,17 @@ fn sizes(out: &mut String) {
             "tokio-retry `Retry::start(strategy, op)`",
             size(&c::tokio_retry::<1>(1)),
             size(&c::tokio_retry::<280>(1)),
+        ),
+        (
+            "tokio-retry, operation capturing nothing",
+            size(&tokio_retry::Retry::start(
+                contestants::tokio_retry_strategy(),
+                || OpFuture::<1>::new(true),
+            )),
+            size(&tokio_retry::Retry::start(
+                contestants::tokio_retry_strategy(),
+                || OpFuture::<280>::new(true),
+            )),
         ),
         (
             "tokio-retry, `FixedInterval` strategy",
@@ -324,25 +357,25 @@ fn sizes(out: &mut String) {
         let _ = writeln!(out, "| {name} | {one} | {big} | {} |", big - one);
     }
 
-    let parts: [(&str, usize); 10] = [
+    // What the parts of retry-core's futures measure; how they are laid out (the private
+    // `Progress` and `State`) is in BENCHMARKS.md.
+    let parts: [(&str, usize); 8] = [
         ("`RetryPolicy` (default clock)", size_of::<RetryPolicy>()),
-        ("`PolicyBackoff`", size_of::<PolicyBackoff>()),
-        ("`Option<u64>` (per-call seed)", size_of::<Option<u64>>()),
+        (
+            "the operation (`numbered_op`'s closure)",
+            size(&c::numbered_op::<1>(1)),
+        ),
+        ("`JitterRng`", size_of::<JitterRng>()),
         ("`Option<JitterRng>`", size_of::<Option<JitterRng>>()),
-        (
-            "`Option<Instant>` (deadline start)",
-            size_of::<Option<Instant>>(),
-        ),
-        ("`Duration` (previous delay)", size_of::<Duration>()),
         ("`DefaultSleep`", size_of::<DefaultSleep>()),
-        (
-            "`Option<DefaultSleep>` (attempt timer)",
-            size_of::<Option<DefaultSleep>>(),
-        ),
         ("`tokio::time::Sleep`", size_of::<tokio::time::Sleep>()),
         (
-            "`Option<tokio::time::Sleep>`",
-            size_of::<Option<tokio::time::Sleep>>(),
+            "`retry_core::__private::Driver<Fail>` (an `#[retry]` call's loop state)",
+            size_of::<retry_core::__private::Driver<Fail>>(),
+        ),
+        (
+            "`Option<Instant>` (a deadline's start, limited loops only)",
+            size_of::<Option<Instant>>(),
         ),
     ];
     let _ = writeln!(

@@ -14,6 +14,7 @@
 )]
 mod contestants;
 
+use std::cell::Cell;
 use std::hint::black_box;
 use std::process::Command;
 use std::time::Duration;
@@ -23,10 +24,29 @@ use retry_core::{Constant, Jitter, JitterRng, RetryPolicy};
 use contestants::{FIRST, THIRD, numbered_op, poll_once};
 
 /// The groups whose rows are compared with their first row.
-const WITH_RATIOS: &[&str] = &["success", "success_runtime", "zero_delay"];
+const WITH_RATIOS: &[&str] = &[
+    "success",
+    "success_runtime",
+    "zero_delay",
+    "retry_macro",
+    "retry_macro_runtime",
+    "retry_macro_retries",
+];
 
 const FEW: u64 = 1_000;
 const MANY: u64 = 101_000;
+
+/// A routine polling `twin(&calls, THIRD)` once inside group 5's instant scope, with a fresh
+/// call counter each time. (A macro: a generic function cannot name the future's borrow.)
+macro_rules! in_scope {
+    ($twin:path) => {{
+        let scope = contestants::instant_scope();
+        move || {
+            let calls = Cell::new(0);
+            poll_once(scope.clone().run($twin(&calls, THIRD)))
+        }
+    }};
+}
 
 /// `group / name => routine`, where `routine` evaluates to the closure making one call (it
 /// may own state, such as a generator, created once). Each arm is monomorphized into its
@@ -69,6 +89,22 @@ contestants! {
     "zero_delay" / "retry-core" => || poll_once(contestants::retry_core_zero::<1>(THIRD));
     "zero_delay" / "tower" => || poll_once(contestants::tower_no_wait::<1>(THIRD));
 
+    "retry_macro" / "by hand" => || poll_once(contestants::retry_by_hand::<1>(&Cell::new(0), FIRST));
+    "retry_macro" / "#[retry]" => || poll_once(contestants::retry_macro::<1>(&Cell::new(0), FIRST));
+
+    "retry_macro_runtime" / "by hand" => {
+        let rt = contestants::runtime();
+        move || rt.block_on(contestants::retry_by_hand::<1>(&Cell::new(0), FIRST))
+    };
+    "retry_macro_runtime" / "#[retry]" => {
+        let rt = contestants::runtime();
+        move || rt.block_on(contestants::retry_macro::<1>(&Cell::new(0), FIRST))
+    };
+
+    "retry_macro_retries" / "by hand" => in_scope!(contestants::retry_by_hand::<1>);
+    "retry_macro_retries" / "#[retry]" => in_scope!(contestants::retry_macro::<1>);
+    "retry_macro_retries" / "by hand, zero delay" => in_scope!(contestants::retry_by_hand_zero::<1>);
+
     // Where retry-core's instructions go: compare with its rows above (see BENCHMARKS.md).
     "retry-core parts" / "success, clock with a 1-byte sleep" => || poll_once(
         RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)
@@ -95,15 +131,12 @@ contestants! {
     "jitter_draw" / "retry-core Jitter::Equal.draw" => draw(Jitter::Equal);
     "jitter_draw" / "retry-core Jitter::Decorrelated.draw" => draw(Jitter::Decorrelated);
     "jitter_draw" / "retry-core Jitter::None.draw" => draw(Jitter::None);
-    "jitter_draw" / "retry-core ExponentialBackoff (full)" => {
-        let mut delays = at_cap(
-            retry_core::ExponentialBackoff::builder()
-                .base(contestants::BASE)
-                .cap(CAP)
-                .build()
-                .expect("a valid backoff")
-                .delays(JitterRng::seeded(7)),
-        );
+    "jitter_draw" / "retry-core ExponentialBackoff, one retry-loop step" =>
+        contestants::loop_step(contestants::exponential(CAP));
+    "jitter_draw" / "retry-core default policy (D1), one retry-loop step" =>
+        contestants::loop_step(contestants::d1_schedule(CAP));
+    "jitter_draw" / "retry-core ExponentialBackoff::delays() (full)" => {
+        let mut delays = at_cap(contestants::exponential(CAP).delays(JitterRng::seeded(7)));
         move || delays.next()
     };
     "jitter_draw" / "backon ExponentialBackoff" => {

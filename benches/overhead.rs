@@ -7,7 +7,10 @@
 //! 2. `zero_delay`: two failures, then success, waiting `Duration::ZERO`; ratio to a
 //!    hand-written three-call loop. Polled once with no runtime (a zero delay must not touch
 //!    the timer), then again inside `Runtime::block_on` for the crates that need a timer.
-//! 5. (`#[retry]` vs the same policy by hand: see `main`.)
+//! 5. `retry_macro`: an `#[retry]` fn against the same policy called by hand in an `async fn`,
+//!    on the success path (no runtime, then `block_on`) and on two failures then success
+//!    inside a scope whose clock ends every wait at once (the attribute cannot ask for a zero
+//!    delay).
 //! 6. `jitter_draw`: drawing one jittered delay, per strategy and crate.
 //!
 //! Criterion prints its usual report; at the end this binary prints the same results as
@@ -21,11 +24,12 @@
 mod contestants;
 mod summary;
 
+use std::cell::Cell;
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode};
-use retry_core::{ExponentialBackoff as Exponential, Jitter, JitterRng};
+use retry_core::{Jitter, JitterRng};
 use tower::retry::backoff::{Backoff, MakeBackoff};
 
 use contestants::{FIRST, THIRD, poll_once};
@@ -35,9 +39,7 @@ fn main() {
     let mut suite = Suite::new(Criterion::default().configure_from_args());
     success(&mut suite);
     zero_delay(&mut suite);
-    // 5. `#[retry]` vs the same policy called by hand goes here once `retry-macros` is a
-    //    dependency of this package: one expanded fn in contestants.rs, then
-    //    `suite.group("retry_macro", "by hand").bench("by hand", …).bench("#[retry]", …);`
+    retry_macro(&mut suite);
     jitter_draw(&mut suite);
     suite.finish();
 }
@@ -117,7 +119,52 @@ fn zero_delay(suite: &mut Suite) {
         });
 }
 
-/// 6. One jittered delay, once the schedule has reached its 1 s cap.
+/// Group 5: an `#[retry]` fn against the same policy called by hand, each called with a
+/// fresh call counter.
+fn retry_macro(suite: &mut Suite) {
+    use contestants::{retry_by_hand, retry_by_hand_zero, retry_macro};
+
+    suite
+        .group("retry_macro", "by hand")
+        .bench("by hand", || {
+            poll_once(retry_by_hand::<1>(&Cell::new(0), FIRST))
+        })
+        .bench("#[retry]", || {
+            poll_once(retry_macro::<1>(&Cell::new(0), FIRST))
+        });
+
+    let rt = contestants::runtime();
+    suite
+        .group("retry_macro_runtime", "by hand")
+        .bench("by hand", || {
+            rt.block_on(retry_by_hand::<1>(&Cell::new(0), FIRST))
+        })
+        .bench("#[retry]", || {
+            rt.block_on(retry_macro::<1>(&Cell::new(0), FIRST))
+        });
+
+    // Two failures, then success. The attribute cannot ask for a zero delay, so every wait
+    // goes through the default clock, here a scoped one whose sleeps end at once.
+    let scope = contestants::instant_scope();
+    suite
+        .group("retry_macro_retries", "by hand")
+        .bench("by hand", || {
+            let calls = Cell::new(0);
+            poll_once(scope.clone().run(retry_by_hand::<1>(&calls, THIRD)))
+        })
+        .bench("#[retry]", || {
+            let calls = Cell::new(0);
+            poll_once(scope.clone().run(retry_macro::<1>(&calls, THIRD)))
+        })
+        .bench("by hand, zero delay", || {
+            let calls = Cell::new(0);
+            poll_once(scope.clone().run(retry_by_hand_zero::<1>(&calls, THIRD)))
+        });
+}
+
+/// Group 6a: one jittered delay, once the schedule has reached its 1 s cap. Drawn alone,
+/// computed by a schedule as the retry loop calls it (failed attempt 5), and as the next
+/// item of each crate's endless iterator of delays.
 fn jitter_draw(suite: &mut Suite) {
     let cap = Duration::from_secs(1);
     let base = contestants::BASE;
@@ -125,14 +172,7 @@ fn jitter_draw(suite: &mut Suite) {
     let mut rng = JitterRng::seeded(7);
 
     // Every schedule is first run up to its cap, where it stays.
-    let mut ours = at_cap(
-        Exponential::builder()
-            .base(base)
-            .cap(cap)
-            .build()
-            .expect("a valid backoff")
-            .delays(JitterRng::seeded(7)),
-    );
+    let mut ours = at_cap(contestants::exponential(cap).delays(JitterRng::seeded(7)));
     let mut backon = at_cap(backon::BackoffBuilder::build(
         contestants::backon_builder()
             .with_max_delay(cap)
@@ -166,7 +206,17 @@ fn jitter_draw(suite: &mut Suite) {
         });
     }
     group
-        .bench("retry-core ExponentialBackoff (full)", || ours.next())
+        .bench(
+            "retry-core ExponentialBackoff, one retry-loop step",
+            contestants::loop_step(contestants::exponential(cap)),
+        )
+        .bench(
+            "retry-core default policy (D1), one retry-loop step",
+            contestants::loop_step(contestants::d1_schedule(cap)),
+        )
+        .bench("retry-core ExponentialBackoff::delays() (full)", || {
+            ours.next()
+        })
         .bench("backon ExponentialBackoff", || backon.next())
         .bench("tokio-retry ExponentialBackoff + jitter", || {
             tokio_retry.next()
