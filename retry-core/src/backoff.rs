@@ -212,6 +212,7 @@ pub struct ExponentialBackoff {
     factor: f64,
     cap: Duration,
     jitter: Jitter,
+    saturates_at: u32,
 }
 
 impl Default for ExponentialBackoff {
@@ -227,6 +228,7 @@ impl ExponentialBackoff {
         factor: 2.0,
         cap: Duration::from_secs(30),
         jitter: Jitter::Full,
+        saturates_at: 9,
     };
 
     /// A builder starting from [`ExponentialBackoff::DEFAULT`].
@@ -259,20 +261,37 @@ impl ExponentialBackoff {
         if self.base.is_zero() {
             return Duration::ZERO; // 0 · factor^i, even where factor^i overflows to infinity
         }
+        // Past the index where the schedule reaches its cap (found once, when built): O(1).
+        if retry_index >= self.saturates_at {
+            return self.cap;
+        }
         // powi is several times cheaper than powf; past i32::MAX the result is infinite anyway.
         let exponent = i32::try_from(retry_index).unwrap_or(i32::MAX);
-        let nanos = self.base.as_nanos() as f64 * self.factor.powi(exponent);
-        let cap_nanos = self.cap.as_nanos() as f64;
+        let nanos = self.base.as_secs_f64() * 1e9 * self.factor.powi(exponent);
+        let cap_nanos = self.cap.as_secs_f64() * 1e9;
         if !nanos.is_finite() || nanos >= cap_nanos {
             return self.cap;
         }
-        // 0 <= nanos < cap, so the whole-second part fits in u64.
-        let nanos = nanos.round() as u128;
-        Duration::new(
-            (nanos / 1_000_000_000) as u64,
-            (nanos % 1_000_000_000) as u32,
-        )
-        .min(self.cap)
+        // 0 <= nanos < cap: 64-bit nanoseconds below 584 years, checked seconds above.
+        if nanos < u64::MAX as f64 {
+            return Duration::from_nanos(nanos.round() as u64).min(self.cap);
+        }
+        Duration::try_from_secs_f64(nanos / 1e9).map_or(self.cap, |d| d.min(self.cap))
+    }
+
+    /// The first retry index whose un-jittered delay is the cap (`u32::MAX` if none is found).
+    fn saturation(&self) -> u32 {
+        if self.base.is_zero() || self.factor <= 1.0 {
+            return u32::MAX;
+        }
+        let (base, cap) = (self.base.as_secs_f64(), self.cap.as_secs_f64());
+        let mut i = 0u32;
+        let mut d = base;
+        while d < cap && i < 100_000 {
+            d *= self.factor;
+            i += 1;
+        }
+        if d < cap { u32::MAX } else { i }
     }
 
     /// The jittered delay before retry `retry_index` (0-based).
@@ -359,7 +378,10 @@ impl ExponentialBackoffBuilder {
                 cap: b.cap,
             });
         }
-        Ok(b)
+        Ok(ExponentialBackoff {
+            saturates_at: b.saturation(),
+            ..b
+        })
     }
 }
 

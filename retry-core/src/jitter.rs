@@ -142,6 +142,11 @@ impl JitterRng {
         Self(Xoshiro128PlusPlus::seed_from_u64(seed))
     }
 
+    /// A generator for schedules that never draw: a copy of a fixed state, no seeding.
+    pub(crate) fn placeholder() -> Self {
+        Self(Xoshiro128PlusPlus::from_seed([1; 16]))
+    }
+
     /// A generator seeded from the thread's entropy source.
     pub fn from_entropy() -> Self {
         Self(Xoshiro128PlusPlus::from_rng(&mut rand::rng()))

@@ -244,3 +244,28 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+    /// D3/D4: the schedule is min(cap, base · factor^i), never decreasing, and exactly the cap
+    /// from the first index that reaches it on (the shortcut taken past that index agrees).
+    #[test]
+    fn d3_exponential_schedule_matches_its_formula(
+        base_ms in 1u64..=10_000,
+        factor in 1.0f64..=10.0,
+        cap_ms in 1u64..=10_000_000,
+    ) {
+        let (base, cap) = (Duration::from_millis(base_ms.min(cap_ms)), Duration::from_millis(cap_ms));
+        let b = ExponentialBackoff::builder().base(base).factor(factor).cap(cap).build().unwrap();
+        let mut previous = Duration::ZERO;
+        for i in 0..200u32 {
+            let d = b.unjittered(i);
+            let reference = (base.as_secs_f64() * factor.powi(i as i32)).min(cap.as_secs_f64());
+            prop_assert!((d.as_secs_f64() - reference).abs() <= reference * 1e-9 + 1e-9, "i={} {:?} vs {}", i, d, reference);
+            prop_assert!(d >= previous && d <= cap);
+            previous = d;
+        }
+        prop_assert_eq!(b.unjittered(u32::MAX), if factor > 1.0 { cap } else { base });
+    }
+}

@@ -99,7 +99,7 @@ fn scheduled_delay<C, B: Schedule, M>(
             policy,
             progress.attempt,
             previous,
-            &mut JitterRng::seeded(0),
+            &mut JitterRng::placeholder(),
         )
     };
     delay.min(policy.max_delay())

@@ -13,17 +13,20 @@
 
 use std::convert::Infallible;
 use std::future::{Future, Pending, poll_fn};
+use std::marker::PhantomData;
 use std::ops::ControlFlow;
-use std::pin::pin;
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use pin_project_lite::pin_project;
 
 use super::decide::{Next, after_failure, after_timer, start_attempt, yields_after};
 use super::error::LimitExceeded;
-use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, Unlimited};
+use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, TimerSlot, Unlimited};
 use super::{Always, NoHint, Notify, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
-use crate::clock::{Clock, DefaultClock};
+use crate::clock::{Clock, DefaultClock, DefaultSleep};
 use crate::policy::RetryPolicy;
 
 /// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
@@ -159,16 +162,43 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
             Ok(timer) => timer,
             Err(exit) => return ControlFlow::Break(Err(self.limits.error(exit))),
         };
-        let outcome = match timer {
-            None => Ok(body.await),
-            Some((limit, kind)) => race(body, self.policy.clock().sleep(limit))
-                .await
-                .ok_or(kind),
+        // The limits' timer slot, raced in place: zero-sized without limits, so the body is
+        // the only thing this future holds during an attempt.
+        let timer = match timer {
+            Some((limit, kind)) => SlotOf::<L, E>::armed(self.policy.clock().sleep(limit), kind),
+            None => SlotOf::<L, E>::idle(),
         };
+        let outcome = Raced {
+            body,
+            timer,
+            token: PhantomData,
+        }
+        .await;
+        // Decided in a plain fn, so that only the delay lives across the wait.
+        let delay = match self.decide(outcome) {
+            ControlFlow::Break(result) => return ControlFlow::Break(result),
+            ControlFlow::Continue(delay) => delay,
+        };
+        if !delay.is_zero() {
+            self.policy.clock().sleep(delay).await;
+        } else if yields_after(self.progress.attempt) {
+            yield_once().await;
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn decide<T>(
+        &mut self,
+        outcome: Result<Result<T, E>, Timer<<L::Limits as Limits>::Token>>,
+    ) -> ControlFlow<Result<T, E>, Duration>
+    where
+        W: ShouldRetry<E>,
+        N: Notify<E>,
+        H: RetryAfter<E>,
+    {
         let next = match outcome {
             Ok(Ok(value)) => return ControlFlow::Break(Ok(value)),
             Ok(Err(error)) => self.after_failure(error),
-            // A timed-out attempt fails like any other: `when` and `notify` see it as an `E`.
             Err(Timer::AttemptTimeout(token, timeout)) => {
                 let error = self.limits.error(Exit::Stopped {
                     token,
@@ -188,14 +218,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         };
         match next {
             Next::Stop(exit) => ControlFlow::Break(Err(self.limits.error(exit))),
-            Next::Wait(delay) => {
-                if !delay.is_zero() {
-                    self.policy.clock().sleep(delay).await;
-                } else if yields_after(self.progress.attempt) {
-                    yield_once().await;
-                }
-                ControlFlow::Continue(())
-            }
+            Next::Wait(delay) => ControlFlow::Continue(delay),
         }
     }
 
@@ -233,21 +256,35 @@ async fn yield_once() {
     .await
 }
 
-/// Polls `body` and `timer` together: `Some(output)` if the body finished first, `None` if the
-/// timer did. The body is polled first, as in [`Retry`](super::Retry).
-async fn race<F: Future, S: Future<Output = ()>>(body: F, timer: S) -> Option<F::Output> {
-    let mut body = pin!(body);
-    let mut timer = pin!(timer);
-    poll_fn(move |cx| {
-        if let Poll::Ready(output) = body.as_mut().poll(cx) {
-            return Poll::Ready(Some(output));
+/// The timer slot a driver's limits race each attempt against.
+type SlotOf<L, E> = <<L as DriverLimits<E>>::Limits as Limits>::Timer<DefaultSleep>;
+
+pin_project! {
+    /// An attempt raced against its limits' timer: `Ok` with the body's output if the body
+    /// finished first (it is polled first, as in [`Retry`](super::Retry)), `Err` with the
+    /// limit if the timer fired.
+    struct Raced<F, T, K> {
+        #[pin]
+        body: F,
+        #[pin]
+        timer: T,
+        token: PhantomData<K>,
+    }
+}
+
+impl<F: Future, T: TimerSlot<DefaultSleep, K>, K> Future for Raced<F, T, K> {
+    type Output = Result<F::Output, Timer<K>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(output) = this.body.poll(cx) {
+            return Poll::Ready(Ok(output));
         }
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+        match this.timer.poll_fired(cx) {
+            Some(kind) => Poll::Ready(Err(kind)),
+            None => Poll::Pending,
         }
-    })
-    .await
+    }
 }
 
 /// A driver's limits, and how their outcomes become the function's error type.
