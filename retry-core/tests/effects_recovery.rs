@@ -96,6 +96,20 @@ async fn state(ledger: &MemoryLedger, id: &str) -> CallState {
     ledger.get(key(id)).await.unwrap().unwrap().state
 }
 
+/// What recovery under `policy` did with call `id` of a crashed run.
+async fn recovered_action(crashed: &Crashed, policy: &RecoveryPolicy, id: &str) -> RecoveryAction {
+    let report = restarted(crashed)
+        .recover(RUN, policy, |_| false)
+        .await
+        .unwrap();
+    report
+        .calls
+        .into_iter()
+        .find(|c| c.key == key(id))
+        .unwrap()
+        .action
+}
+
 fn reruns() -> RecoveryPolicy {
     RecoveryPolicy::new()
         .rerun(ToolEffect::Read)
@@ -315,16 +329,7 @@ async fn a5_read_and_idempotent_write_rerun_only_under_an_explicit_policy() {
     ] {
         // Without a policy: surfaced, not replayed.
         let crashed = crash_at(crash_point, &calls).await;
-        let report = restarted(&crashed)
-            .recover(RUN, &RecoveryPolicy::new(), |_| false)
-            .await
-            .unwrap();
-        let action = &report
-            .calls
-            .iter()
-            .find(|c| c.key == key(id))
-            .unwrap()
-            .action;
+        let action = recovered_action(&crashed, &RecoveryPolicy::new(), id).await;
         assert!(
             matches!(
                 action,
@@ -339,16 +344,7 @@ async fn a5_read_and_idempotent_write_rerun_only_under_an_explicit_policy() {
 
         // With the policy: re-run once more, with the same idempotency key (A4).
         let crashed = crash_at(crash_point, &calls).await;
-        let report = restarted(&crashed)
-            .recover(RUN, &reruns(), |_| false)
-            .await
-            .unwrap();
-        let action = &report
-            .calls
-            .iter()
-            .find(|c| c.key == key(id))
-            .unwrap()
-            .action;
+        let action = recovered_action(&crashed, &reruns(), id).await;
         assert!(matches!(action, RecoveryAction::Rerun(Ok(_))), "{action:?}");
         assert_eq!(crashed.world.executions(tool, id), 2);
         let record = crashed.ledger.get(key(id)).await.unwrap().unwrap();
