@@ -1,6 +1,8 @@
 //! Scripted tasks for the middleware and scheduler tests: "take 30 ms, then fail with X",
 //! cooperative or not, with every call counted and every exit instant recorded on tokio's
-//! (paused) clock.
+//! (paused) clock. Tests that script a non-zero duration run with
+//! `#[tokio::test(start_paused = true)]` (or a `Scope` clock for cooperative tasks): no script
+//! waits in wall time.
 
 #![allow(dead_code, unreachable_pub)]
 
