@@ -79,58 +79,45 @@ fn o3_json_negative_or_out_of_range_max_attempts_is_below_one() {
 
 #[test]
 fn o3_toml_not_finite_values() {
-    assert_rejected(
-        from_toml("max_attempts = nan"),
-        OptionsError::MaxAttemptsBelowOne,
-    );
-    assert_rejected(
-        from_toml("max_attempts = inf"),
-        OptionsError::MaxAttemptsBelowOne,
-    );
-    assert_rejected(
-        from_toml("max_attempts = -inf"),
-        OptionsError::MaxAttemptsBelowOne,
-    );
-    assert_rejected(
-        from_toml("base_delay_ms = nan"),
-        OptionsError::BaseDelayNotPositive,
-    );
-    assert_rejected(
-        from_toml("max_delay_ms = inf"),
-        OptionsError::MaxDelayNotPositive,
-    );
-    assert_rejected(
-        from_toml("max_attempts = 2.5"),
-        OptionsError::MaxAttemptsNotInteger,
-    );
+    for (text, expected) in [
+        ("max_attempts = nan", OptionsError::MaxAttemptsBelowOne),
+        ("max_attempts = inf", OptionsError::MaxAttemptsBelowOne),
+        ("max_attempts = -inf", OptionsError::MaxAttemptsBelowOne),
+        ("base_delay_ms = nan", OptionsError::BaseDelayNotPositive),
+        ("max_delay_ms = inf", OptionsError::MaxDelayNotPositive),
+        ("max_attempts = 2.5", OptionsError::MaxAttemptsNotInteger),
+    ] {
+        assert_rejected(from_toml(text), expected);
+    }
 }
 
 #[test]
 fn o3_json_delays() {
-    assert_rejected(
-        from_json(r#"{"base_delay_ms": 0}"#),
-        OptionsError::BaseDelayNotPositive,
-    );
-    assert_rejected(
-        from_json(r#"{"base_delay_ms": -5}"#),
-        OptionsError::BaseDelayNotPositive,
-    );
-    assert_rejected(
-        from_json(r#"{"max_delay_ms": 0}"#),
-        OptionsError::MaxDelayNotPositive,
-    );
-    assert_rejected(
-        from_json(r#"{"max_delay_ms": 0.0}"#),
-        OptionsError::MaxDelayNotPositive,
-    );
-    assert_rejected(
-        from_json(r#"{"base_delay_ms": 1.5}"#),
-        OptionsError::BaseDelayNotInteger,
-    );
-    assert_rejected(
-        from_json(r#"{"base_delay_ms": 10, "max_delay_ms": 5}"#),
-        OptionsError::BaseAboveMax,
-    );
+    for (text, expected) in [
+        (
+            r#"{"base_delay_ms": 0}"#,
+            OptionsError::BaseDelayNotPositive,
+        ),
+        (
+            r#"{"base_delay_ms": -5}"#,
+            OptionsError::BaseDelayNotPositive,
+        ),
+        (r#"{"max_delay_ms": 0}"#, OptionsError::MaxDelayNotPositive),
+        (
+            r#"{"max_delay_ms": 0.0}"#,
+            OptionsError::MaxDelayNotPositive,
+        ),
+        (
+            r#"{"base_delay_ms": 1.5}"#,
+            OptionsError::BaseDelayNotInteger,
+        ),
+        (
+            r#"{"base_delay_ms": 10, "max_delay_ms": 5}"#,
+            OptionsError::BaseAboveMax,
+        ),
+    ] {
+        assert_rejected(from_json(text), expected);
+    }
     // Huge delays saturate rather than fail (D4).
     assert_eq!(
         from_json(r#"{"max_delay_ms": 1e30}"#).map(|o| o.max_delay_ms),

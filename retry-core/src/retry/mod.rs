@@ -160,17 +160,7 @@ where
     where
         F: FnMut(&E, u32) -> bool,
     {
-        Retry {
-            policy: self.policy,
-            op: self.op,
-            backoff: self.backoff,
-            when: predicate,
-            notify: self.notify,
-            hint: self.hint,
-            progress: self.progress,
-            limits: self.limits,
-            state: State::Start,
-        }
+        self.with_hooks(|backoff, _, notify, hint| (backoff, predicate, notify, hint))
     }
 
     /// Calls `observer(&error, failed_attempt, delay)` before each wait (SPEC R4).
@@ -188,17 +178,7 @@ where
     where
         F: FnMut(&E, u32, Duration),
     {
-        Retry {
-            policy: self.policy,
-            op: self.op,
-            backoff: self.backoff,
-            when: self.when,
-            notify: observer,
-            hint: self.hint,
-            progress: self.progress,
-            limits: self.limits,
-            state: State::Start,
-        }
+        self.with_hooks(|backoff, when, _, hint| (backoff, when, observer, hint))
     }
 
     /// Reads a server's hint from each error: `Some(wait)` replaces the computed delay (SPEC D5).
@@ -226,34 +206,14 @@ where
     where
         F: FnMut(&E) -> Option<Duration>,
     {
-        Retry {
-            policy: self.policy,
-            op: self.op,
-            backoff: self.backoff,
-            when: self.when,
-            notify: self.notify,
-            hint,
-            progress: self.progress,
-            limits: self.limits,
-            state: State::Start,
-        }
+        self.with_hooks(|backoff, when, notify, _| (backoff, when, notify, hint))
     }
 
     /// Replaces the policy's schedule with `backoff` (e.g. an
     /// [`ExponentialBackoff`](crate::ExponentialBackoff), a [`Constant`](crate::Constant)).
     /// Its delays are still clamped to the policy's `max_delay`.
     pub fn backoff<B2: Backoff>(self, backoff: B2) -> Retry<Op, Fut, E, C, B2, W, N, H, L> {
-        Retry {
-            policy: self.policy,
-            op: self.op,
-            backoff,
-            when: self.when,
-            notify: self.notify,
-            hint: self.hint,
-            progress: self.progress,
-            limits: self.limits,
-            state: State::Start,
-        }
+        self.with_hooks(|_, when, notify, hint| (backoff, when, notify, hint))
     }
 
     /// Runs this loop on `clock` instead of the policy's.
@@ -275,6 +235,26 @@ where
     pub fn seed(mut self, seed: u64) -> Self {
         self.policy = self.policy.with_seed(seed);
         self
+    }
+
+    /// Replaces the hooks, keeping everything else; every hook builder is one call of this.
+    fn with_hooks<B2, W2, N2, H2>(
+        self,
+        replace: impl FnOnce(B, W, N, H) -> (B2, W2, N2, H2),
+    ) -> Retry<Op, Fut, E, C, B2, W2, N2, H2, L> {
+        let (backoff, when, notify, hint) =
+            replace(self.backoff, self.when, self.notify, self.hint);
+        Retry {
+            policy: self.policy,
+            op: self.op,
+            backoff,
+            when,
+            notify,
+            hint,
+            progress: self.progress,
+            limits: self.limits,
+            state: State::Start,
+        }
     }
 
     fn limited<S: Future>(
