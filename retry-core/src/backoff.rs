@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use crate::jitter::{Jitter, JitterRng};
-use crate::policy::RetryPolicy;
+use crate::jitter::Jitter;
+use crate::rng::JitterRng;
 
 /// A schedule of waits between attempts.
 ///
@@ -80,39 +80,40 @@ pub struct FromPolicy;
 /// any [`Backoff`]. Implemented for both; not meant to be implemented elsewhere.
 #[doc(hidden)]
 pub trait Schedule {
-    /// The wait after `failed_attempt`, before the clamp to the policy's ceiling.
-    fn next_delay<C>(
+    /// The wait after `failed_attempt`, before the clamp to the policy's ceiling. `policy` is
+    /// the loop's policy schedule, which [`FromPolicy`] follows and a [`Backoff`] ignores.
+    fn next_delay(
         &mut self,
-        policy: &RetryPolicy<C>,
+        policy: PolicyBackoff,
         failed_attempt: u32,
         previous: Duration,
         rng: &mut JitterRng,
     ) -> Duration;
 
     /// Whether `next_delay` reads its generator.
-    fn draws_randomly<C>(&self, policy: &RetryPolicy<C>) -> bool;
+    fn draws_randomly(&self, policy: PolicyBackoff) -> bool;
 }
 
 impl Schedule for FromPolicy {
-    fn next_delay<C>(
+    fn next_delay(
         &mut self,
-        policy: &RetryPolicy<C>,
+        mut policy: PolicyBackoff,
         failed_attempt: u32,
         previous: Duration,
         rng: &mut JitterRng,
     ) -> Duration {
-        policy.backoff().delay(failed_attempt, previous, rng)
+        policy.delay(failed_attempt, previous, rng)
     }
 
-    fn draws_randomly<C>(&self, policy: &RetryPolicy<C>) -> bool {
-        policy.jitter() != Jitter::None
+    fn draws_randomly(&self, policy: PolicyBackoff) -> bool {
+        Backoff::draws_randomly(&policy)
     }
 }
 
 impl<B: Backoff> Schedule for B {
-    fn next_delay<C>(
+    fn next_delay(
         &mut self,
-        _: &RetryPolicy<C>,
+        _: PolicyBackoff,
         failed_attempt: u32,
         previous: Duration,
         rng: &mut JitterRng,
@@ -120,7 +121,7 @@ impl<B: Backoff> Schedule for B {
         self.delay(failed_attempt, previous, rng)
     }
 
-    fn draws_randomly<C>(&self, _: &RetryPolicy<C>) -> bool {
+    fn draws_randomly(&self, _: PolicyBackoff) -> bool {
         Backoff::draws_randomly(self)
     }
 }

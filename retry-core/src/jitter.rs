@@ -9,11 +9,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rand::rngs::Xoshiro128PlusPlus;
-use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::scope::Scope;
+use crate::rng::JitterRng;
 
 /// A jitter strategy, selectable by name (`"full"`, `"equal"`, `"decorrelated"`, `"none"`).
 ///
@@ -111,73 +109,5 @@ impl FromStr for Jitter {
             .into_iter()
             .find(|j| j.name() == s)
             .ok_or_else(|| UnknownJitter(s.to_owned()))
-    }
-}
-
-/// The random source behind jitter: seedable, owned by one retry loop, never process-global.
-///
-/// A xoshiro128++ generator: 16 bytes of state, so it adds little to a retry future. Jitter
-/// needs spread, not secrecy.
-///
-/// ```
-/// use std::time::Duration;
-/// use retry_core::JitterRng;
-///
-/// let a: Vec<_> = (0..3).map({ let mut r = JitterRng::seeded(1); move |_| r.below(Duration::from_secs(1)) }).collect();
-/// let b: Vec<_> = (0..3).map({ let mut r = JitterRng::seeded(1); move |_| r.below(Duration::from_secs(1)) }).collect();
-/// assert_eq!(a, b); // same seed, same delays
-/// ```
-///
-/// The generator is named explicitly rather than rand's `SmallRng`: `SmallRng` may change
-/// algorithm in any rand release and differs between 32- and 64-bit targets, which would make
-/// a seeded timeline (or a committed snapshot of one) differ between machines (SPEC T2).
-#[derive(Clone, Debug)]
-pub struct JitterRng(Xoshiro128PlusPlus);
-
-const NANOS_PER_SEC: u128 = 1_000_000_000;
-
-impl JitterRng {
-    /// A generator whose draws are reproducible from `seed`.
-    pub fn seeded(seed: u64) -> Self {
-        Self(Xoshiro128PlusPlus::seed_from_u64(seed))
-    }
-
-    /// A generator for schedules that never draw: a copy of a fixed state, no seeding.
-    pub(crate) fn placeholder() -> Self {
-        Self(Xoshiro128PlusPlus::from_seed([1; 16]))
-    }
-
-    /// A generator seeded from the thread's entropy source.
-    pub fn from_entropy() -> Self {
-        Self(Xoshiro128PlusPlus::from_rng(&mut rand::rng()))
-    }
-
-    /// The generator of one retry loop: seeded by the loop's own `seed`, else by the
-    /// surrounding [`Scope`]'s, else from entropy (SPEC T2). The one seeding rule of every
-    /// loop in the crate.
-    pub(crate) fn for_loop(seed: Option<u64>) -> Self {
-        match seed.or_else(Scope::current_seed) {
-            Some(seed) => Self::seeded(seed),
-            None => Self::from_entropy(),
-        }
-    }
-
-    /// A duration drawn uniformly from `[0, bound)`, at nanosecond resolution; `ZERO` when
-    /// `bound` is zero.
-    pub fn below(&mut self, bound: Duration) -> Duration {
-        let nanos = bound.as_nanos();
-        if nanos == 0 {
-            return Duration::ZERO;
-        }
-        // Bounds below 584 years fit 64-bit sampling, several times cheaper than 128-bit.
-        if let Ok(nanos) = u64::try_from(nanos) {
-            return Duration::from_nanos(self.0.random_range(0..nanos));
-        }
-        let n = self.0.random_range(0..nanos);
-        // n < bound's nanos, so the seconds fit in u64 and the remainder in u32.
-        Duration::new(
-            u64::try_from(n / NANOS_PER_SEC).unwrap_or(u64::MAX),
-            u32::try_from(n % NANOS_PER_SEC).unwrap_or(0),
-        )
     }
 }

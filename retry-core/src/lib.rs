@@ -71,6 +71,7 @@ mod options;
 mod options_serde;
 mod policy;
 mod retry;
+mod rng;
 mod scheduler;
 mod scope;
 mod thread_sleep;
@@ -82,7 +83,7 @@ pub use backoff::{
 };
 pub use clock::{Clock, DefaultClock, DefaultSleep, TokioClock};
 pub use error::{BoxError, TaskError, TaskFailure, Timeout, TimeoutKind, classify};
-pub use jitter::{Jitter, JitterRng, UnknownJitter};
+pub use jitter::{Jitter, UnknownJitter};
 pub use middleware::{CancelToken, Task, TaskContext};
 pub use options::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, OptionsError, RetryDefaults,
@@ -93,6 +94,7 @@ pub use retry::{
     Always, LimitExceeded, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError,
     ShouldRetry, Silent, Unlimited,
 };
+pub use rng::JitterRng;
 pub use scheduler::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_PENDING, OnError, Scheduler, SchedulerBuilder, SchedulerError,
     SchedulerOptions, SchedulerState, SubscriptionId, TaskEvent, TaskHandle, TaskId, TaskOutcome,

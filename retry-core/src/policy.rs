@@ -4,11 +4,13 @@ use std::time::Duration;
 
 use crate::backoff::{PolicyBackoff, doubling_cap_ms};
 use crate::clock::{Clock, DefaultClock};
-use crate::jitter::{Jitter, JitterRng};
+use crate::jitter::Jitter;
 use crate::options::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, RetryOptions,
 };
 use crate::retry::Retry;
+use crate::rng::JitterRng;
+use crate::time::saturating_ms;
 
 /// The default ceiling on a server's retry-after hint: 60 s.
 pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -32,15 +34,66 @@ pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RetryPolicy<C = DefaultClock> {
-    // Laid out compactly: a copy lives inside every retry future.
-    max_attempts: u32,
+    plan: Plan<C>,
     jitter: Jitter,
     has_seed: bool,
     seed: u64,
+}
+
+/// What a running loop reads of its policy on every attempt: the numbers and the clock. 24
+/// bytes without padding around a zero-sized clock, because a copy lives inside every retry
+/// future; the jitter strategy and the seed live with the loop's generator instead (see
+/// `retry::Progress`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Plan<C> {
     base_delay_ms: u64,
     max_delay_ms: u64,
-    max_retry_after_ms: u64,
+    max_attempts: u32,
+    /// The retry-after ceiling in milliseconds: 32 bits hold 49.7 days.
+    max_retry_after_ms: u32,
     clock: C,
+}
+
+impl<C> Plan<C> {
+    /// Total attempts, the first included.
+    pub(crate) const fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The ceiling of every computed delay.
+    pub(crate) const fn max_delay(&self) -> Duration {
+        Duration::from_millis(self.max_delay_ms)
+    }
+
+    /// The longest retry-after hint the loop will honour (SPEC D5).
+    pub(crate) const fn max_retry_after(&self) -> Duration {
+        Duration::from_millis(self.max_retry_after_ms as u64)
+    }
+
+    /// The clock.
+    pub(crate) const fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The policy's own schedule under `jitter` (SPEC D1).
+    pub(crate) const fn backoff(&self, jitter: Jitter) -> PolicyBackoff {
+        PolicyBackoff {
+            base_ms: self.base_delay_ms,
+            max_ms: self.max_delay_ms,
+            jitter,
+        }
+    }
+
+    /// The same numbers on another clock.
+    pub(crate) fn with_clock<C2>(self, clock: C2) -> Plan<C2> {
+        Plan {
+            base_delay_ms: self.base_delay_ms,
+            max_delay_ms: self.max_delay_ms,
+            max_attempts: self.max_attempts,
+            max_retry_after_ms: self.max_retry_after_ms,
+            clock,
+        }
+    }
 }
 
 impl RetryPolicy {
@@ -61,14 +114,16 @@ impl RetryPolicy {
         jitter: Jitter,
     ) -> Self {
         Self {
-            max_attempts,
-            base_delay_ms,
-            max_delay_ms,
+            plan: Plan {
+                base_delay_ms,
+                max_delay_ms,
+                max_attempts,
+                max_retry_after_ms: saturating_ms_u32(DEFAULT_MAX_RETRY_AFTER),
+                clock: DefaultClock,
+            },
             jitter,
             has_seed: false,
             seed: 0,
-            max_retry_after_ms: DEFAULT_MAX_RETRY_AFTER.as_secs() * 1000,
-            clock: DefaultClock,
         }
     }
 }
@@ -82,17 +137,17 @@ impl Default for RetryPolicy {
 impl<C> RetryPolicy<C> {
     /// Total attempts, the first included.
     pub const fn max_attempts(&self) -> u32 {
-        self.max_attempts
+        self.plan.max_attempts
     }
 
     /// The base of the exponential schedule.
     pub const fn base_delay(&self) -> Duration {
-        Duration::from_millis(self.base_delay_ms)
+        Duration::from_millis(self.plan.base_delay_ms)
     }
 
     /// The ceiling of every computed delay.
     pub const fn max_delay(&self) -> Duration {
-        Duration::from_millis(self.max_delay_ms)
+        self.plan.max_delay()
     }
 
     /// The jitter strategy.
@@ -107,12 +162,12 @@ impl<C> RetryPolicy<C> {
 
     /// The longest retry-after hint the loop will honour (SPEC D5).
     pub const fn max_retry_after(&self) -> Duration {
-        Duration::from_millis(self.max_retry_after_ms)
+        self.plan.max_retry_after()
     }
 
     /// The clock.
     pub const fn clock(&self) -> &C {
-        &self.clock
+        self.plan.clock()
     }
 
     /// D1's cap after failed attempt `k`: `min(2^k · base, max)`, saturating for huge `k`.
@@ -126,27 +181,23 @@ impl<C> RetryPolicy<C> {
     /// ```
     pub const fn delay_cap(&self, failed_attempt: u32) -> Duration {
         Duration::from_millis(doubling_cap_ms(
-            self.base_delay_ms,
-            self.max_delay_ms,
+            self.plan.base_delay_ms,
+            self.plan.max_delay_ms,
             failed_attempt,
         ))
     }
 
     /// The policy's schedule as a [`Backoff`](crate::Backoff).
     pub const fn backoff(&self) -> PolicyBackoff {
-        PolicyBackoff {
-            base_ms: self.base_delay_ms,
-            max_ms: self.max_delay_ms,
-            jitter: self.jitter,
-        }
+        self.plan.backoff(self.jitter)
     }
 
     /// The options this policy was resolved from (every field set), for persisting it.
     pub const fn to_options(&self) -> RetryOptions {
         RetryOptions {
-            max_attempts: Some(self.max_attempts),
-            base_delay_ms: Some(self.base_delay_ms),
-            max_delay_ms: Some(self.max_delay_ms),
+            max_attempts: Some(self.plan.max_attempts),
+            base_delay_ms: Some(self.plan.base_delay_ms),
+            max_delay_ms: Some(self.plan.max_delay_ms),
             jitter: Some(self.jitter),
         }
     }
@@ -165,29 +216,30 @@ impl<C> RetryPolicy<C> {
     }
 
     /// Sets the ceiling on retry-after hints; a longer hint ends the loop with its error
-    /// instead of parking the caller (SPEC D5). Millisecond resolution; longer ceilings
-    /// saturate.
+    /// instead of parking the caller (SPEC D5). Millisecond resolution, up to 49.7 days
+    /// (`u32::MAX` milliseconds): a longer ceiling is that long.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_core::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::DEFAULT.with_max_retry_after(Duration::from_secs(5));
+    /// assert_eq!(policy.max_retry_after(), Duration::from_secs(5));
+    /// let year = RetryPolicy::DEFAULT.with_max_retry_after(Duration::from_secs(365 * 86_400));
+    /// assert_eq!(year.max_retry_after(), Duration::from_millis(u32::MAX as u64));
+    /// ```
     pub const fn with_max_retry_after(mut self, ceiling: Duration) -> Self {
-        let ms = ceiling.as_millis();
-        self.max_retry_after_ms = if ms > u64::MAX as u128 {
-            u64::MAX
-        } else {
-            ms as u64
-        };
+        self.plan.max_retry_after_ms = saturating_ms_u32(ceiling);
         self
     }
 
     /// Runs this policy's loops on `clock`.
     pub fn with_clock<C2: Clock>(self, clock: C2) -> RetryPolicy<C2> {
         RetryPolicy {
-            max_attempts: self.max_attempts,
-            base_delay_ms: self.base_delay_ms,
-            max_delay_ms: self.max_delay_ms,
+            plan: self.plan.with_clock(clock),
             jitter: self.jitter,
             has_seed: self.has_seed,
             seed: self.seed,
-            max_retry_after_ms: self.max_retry_after_ms,
-            clock,
         }
     }
 
@@ -206,7 +258,7 @@ impl<C> RetryPolicy<C> {
         use crate::backoff::Backoff;
         let mut backoff = self.backoff();
         let mut previous = Duration::ZERO;
-        (1..self.max_attempts).map(move |k| {
+        (1..self.plan.max_attempts).map(move |k| {
             previous = backoff.delay(k, previous, rng);
             previous
         })
@@ -235,6 +287,24 @@ impl<C> RetryPolicy<C> {
         Fut: std::future::Future<Output = Result<T, E>>,
     {
         Retry::new(self.clone(), op)
+    }
+}
+
+impl<C> RetryPolicy<C> {
+    /// The parts a retry loop keeps: the numbers and clock, the jitter, the seed.
+    pub(crate) fn into_parts(self) -> (Plan<C>, Jitter, Option<u64>) {
+        let seed = self.seed();
+        (self.plan, self.jitter, seed)
+    }
+}
+
+/// `duration` in whole milliseconds, saturating at `u32::MAX`.
+const fn saturating_ms_u32(duration: Duration) -> u32 {
+    let ms = saturating_ms(duration);
+    if ms > u32::MAX as u64 {
+        u32::MAX
+    } else {
+        ms as u32
     }
 }
 

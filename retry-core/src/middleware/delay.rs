@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::backoff::ExponentialBackoff;
 use crate::error::{TaskError, TaskFailure};
-use crate::jitter::JitterRng;
+use crate::rng::JitterRng;
 
 /// The wait before a retry of the [`retry`](crate::middleware::retry()) transform (SPEC M1, D3).
 ///

@@ -11,8 +11,8 @@ use pin_project_lite::pin_project;
 
 use crate::clock::{Clock, DefaultClock, DefaultSleep};
 use crate::error::{TaskFailure, classify};
-use crate::jitter::JitterRng;
 use crate::policy::DEFAULT_MAX_RETRY_AFTER;
+use crate::rng::LoopRng;
 use crate::time::saturating_ms;
 
 use super::cancel::Cancelled;
@@ -344,7 +344,7 @@ where
             cx,
             retries_done: 0,
             previous: Duration::ZERO,
-            rng: None,
+            rng: LoopRng::new(self.shared.config.seed),
             state: State::Attempt { fut },
         }
     }
@@ -375,7 +375,7 @@ pin_project! {
         retries_done: u32,
         previous: Duration,
         // Created on the first retry, so a first-try success draws no randomness.
-        rng: Option<JitterRng>,
+        rng: LoopRng,
         #[pin]
         state: State<F::Future>,
     }
@@ -428,9 +428,7 @@ where
                             return Poll::Ready(Err(error));
                         }
                     }
-                    let rng = this
-                        .rng
-                        .get_or_insert_with(|| JitterRng::for_loop(config.seed));
+                    let rng = this.rng.get();
                     let delay = config
                         .delay
                         .delay(*this.retries_done, &error, *this.previous, rng);

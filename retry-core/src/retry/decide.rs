@@ -11,8 +11,8 @@ use super::limits::{Exit, Limits, Memory, StopReason};
 use super::{Notify, Progress, RetryAfter, ShouldRetry, Timer};
 use crate::backoff::Schedule;
 use crate::clock::Clock;
-use crate::jitter::JitterRng;
-use crate::policy::RetryPolicy;
+use crate::policy::Plan;
+use crate::rng::JitterRng;
 use crate::time::saturating_ms as duration_ms;
 
 pub(super) const TARGET: &str = "retry_core";
@@ -32,13 +32,13 @@ pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exi
 /// deadline or the attempt timeout, whichever is shorter (SPEC R5). Stops the loop instead when
 /// the deadline has already passed.
 pub(super) fn start_attempt<E, C: Clock, L: Limits>(
-    policy: &RetryPolicy<C>,
+    plan: &Plan<C>,
     limits: &L,
     progress: &mut Progress<L::Memory<E>>,
 ) -> Started<E, L::Token> {
     let mut timer = None;
     if let Some((budget, token)) = limits.deadline() {
-        let now = policy.clock().now();
+        let now = plan.clock().now();
         let started = Memory::<E>::start(&mut progress.memory, now);
         let left = budget.saturating_sub(now.saturating_duration_since(started));
         if left.is_zero() {
@@ -70,12 +70,12 @@ fn deadline_exit<E, M: Memory<E>, Token>(
 
 /// The time left before the deadline, if the loop has one.
 fn deadline_left<E, C: Clock, L: Limits>(
-    policy: &RetryPolicy<C>,
+    plan: &Plan<C>,
     limits: &L,
     progress: &Progress<L::Memory<E>>,
 ) -> Option<(Duration, L::Token)> {
     let (budget, token) = limits.deadline()?;
-    let now = policy.clock().now();
+    let now = plan.clock().now();
     let elapsed = Memory::<E>::started(&progress.memory)
         .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
     Some((budget.saturating_sub(elapsed), token))
@@ -83,15 +83,14 @@ fn deadline_left<E, C: Clock, L: Limits>(
 
 /// The next computed wait: the schedule's answer, clamped to the policy's ceiling (SPEC D2).
 fn scheduled_delay<C, B: Schedule, M>(
-    policy: &RetryPolicy<C>,
+    plan: &Plan<C>,
     backoff: &mut B,
     progress: &mut Progress<M>,
 ) -> Duration {
     let previous = progress.previous();
+    let policy = plan.backoff(progress.jitter);
     let delay = if backoff.draws_randomly(policy) {
-        let rng = progress
-            .rng
-            .get_or_insert_with(|| JitterRng::for_loop(policy.seed()));
+        let rng = progress.rng.get();
         backoff.next_delay(policy, progress.attempt, previous, rng)
     } else {
         // A schedule without randomness never reads the generator: no entropy to fetch.
@@ -102,14 +101,14 @@ fn scheduled_delay<C, B: Schedule, M>(
             &mut JitterRng::placeholder(),
         )
     };
-    delay.min(policy.max_delay())
+    delay.min(plan.max_delay())
 }
 
 /// Decides what follows a failed attempt (SPEC R2, R3, D1, D5, R5).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn after_failure<E, C, B, W, N, H, L>(
     error: E,
-    policy: &RetryPolicy<C>,
+    plan: &Plan<C>,
     backoff: &mut B,
     when: &mut W,
     notify: &mut N,
@@ -126,7 +125,7 @@ where
     L: Limits,
 {
     let attempt = progress.attempt;
-    if attempt >= policy.max_attempts() {
+    if attempt >= plan.max_attempts() {
         tracing::debug!(target: TARGET, attempt, "retry gave up: attempts exhausted");
         return Next::Stop(Exit::Failed(error));
     }
@@ -136,7 +135,7 @@ where
     }
     let hinted = hint.retry_after(&error);
     let delay = match hinted {
-        Some(asked) if asked > policy.max_retry_after() => {
+        Some(asked) if asked > plan.max_retry_after() => {
             tracing::debug!(
                 target: TARGET,
                 attempt,
@@ -146,9 +145,9 @@ where
             return Next::Stop(Exit::Failed(error));
         }
         Some(asked) => asked,
-        None => scheduled_delay(policy, backoff, progress),
+        None => scheduled_delay(plan, backoff, progress),
     };
-    if let Some((left, token)) = deadline_left(policy, limits, progress) {
+    if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left && hinted.is_some() {
             // D5: a server's hint that outlasts the budget ends the loop with its error.
             tracing::debug!(target: TARGET, attempt, "retry gave up: retry-after hint beyond the deadline");
@@ -169,7 +168,7 @@ where
 /// Decides what follows an attempt cut off by its timer (SPEC R5).
 pub(super) fn after_timer<E, C, B, L>(
     kind: Timer<L::Token>,
-    policy: &RetryPolicy<C>,
+    plan: &Plan<C>,
     backoff: &mut B,
     limits: &L,
     progress: &mut Progress<L::Memory<E>>,
@@ -184,7 +183,7 @@ where
         Timer::AttemptTimeout(token, timeout) => (token, timeout),
     };
     let attempt = progress.attempt;
-    if !limits.retries_timeouts() || attempt >= policy.max_attempts() {
+    if !limits.retries_timeouts() || attempt >= plan.max_attempts() {
         tracing::debug!(target: TARGET, attempt, timeout_ms = duration_ms(timeout), "attempt timed out; giving up");
         return Next::Stop(Exit::Stopped {
             token,
@@ -193,8 +192,8 @@ where
             last: progress.memory.take_last(),
         });
     }
-    let delay = scheduled_delay(policy, backoff, progress);
-    if let Some((left, token)) = deadline_left(policy, limits, progress) {
+    let delay = scheduled_delay(plan, backoff, progress);
+    if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left {
             return Next::Stop(deadline_exit(token, progress));
         }

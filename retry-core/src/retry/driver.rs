@@ -27,12 +27,12 @@ use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, Timer
 use super::{Always, NoHint, Notify, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
 use crate::clock::{Clock, DefaultClock, DefaultSleep};
-use crate::policy::RetryPolicy;
+use crate::policy::{Plan, RetryPolicy};
 
 /// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
 /// expansion is its only caller.
 pub struct Driver<E, W = Always, N = Silent, L: DriverLimits<E> = Unlimited, H = NoHint> {
-    policy: RetryPolicy<DefaultClock>,
+    plan: Plan<DefaultClock>,
     when: W,
     notify: N,
     hint: H,
@@ -43,13 +43,14 @@ pub struct Driver<E, W = Always, N = Silent, L: DriverLimits<E> = Unlimited, H =
 impl<E> Driver<E> {
     /// A driver for one call under `policy`, without hooks or limits.
     pub fn new(policy: RetryPolicy<DefaultClock>) -> Self {
+        let (plan, progress) = Progress::start::<E, _>(policy);
         Driver {
-            policy,
+            plan,
             when: Always,
             notify: Silent,
             hint: NoHint,
             limits: Unlimited,
-            progress: Progress::new::<E>(),
+            progress,
         }
     }
 }
@@ -72,7 +73,7 @@ impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
             limited = limited.with_attempt_timeout(timeout, true);
         }
         Driver {
-            policy: self.policy,
+            plan: self.plan,
             when: self.when,
             notify: self.notify,
             hint: self.hint,
@@ -81,7 +82,7 @@ impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
                 budget: deadline.unwrap_or(Duration::ZERO),
                 to_error,
             },
-            progress: Progress::new::<E>(),
+            progress: self.progress.remembering::<E, _>(),
         }
     }
 }
@@ -89,7 +90,7 @@ impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
 impl<E, W, N, L: DriverLimits<E>, H> std::fmt::Debug for Driver<E, W, N, L, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
-            .field("policy", &self.policy)
+            .field("plan", &self.plan)
             .field("attempt", &self.progress.attempt)
             .finish_non_exhaustive()
     }
@@ -103,7 +104,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     #[allow(clippy::type_complexity)]
     pub fn when(self, predicate: fn(&E, u32) -> bool) -> Driver<E, fn(&E, u32) -> bool, N, L, H> {
         Driver {
-            policy: self.policy,
+            plan: self.plan,
             when: predicate,
             notify: self.notify,
             hint: self.hint,
@@ -119,7 +120,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         observer: fn(&E, u32, Duration),
     ) -> Driver<E, W, fn(&E, u32, Duration), L, H> {
         Driver {
-            policy: self.policy,
+            plan: self.plan,
             when: self.when,
             notify: observer,
             hint: self.hint,
@@ -136,7 +137,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         hint: fn(&E) -> Option<Duration>,
     ) -> Driver<E, W, N, L, fn(&E) -> Option<Duration>> {
         Driver {
-            policy: self.policy,
+            plan: self.plan,
             when: self.when,
             notify: self.notify,
             hint,
@@ -158,14 +159,14 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         L: DriverLimits<E>,
     {
         let limits = self.limits.limits();
-        let timer = match start_attempt(&self.policy, limits, &mut self.progress) {
+        let timer = match start_attempt(&self.plan, limits, &mut self.progress) {
             Ok(timer) => timer,
             Err(exit) => return ControlFlow::Break(Err(self.limits.error(exit))),
         };
         // The limits' timer slot, raced in place: zero-sized without limits, so the body is
         // the only thing this future holds during an attempt.
         let timer = match timer {
-            Some((limit, kind)) => SlotOf::<L, E>::armed(self.policy.clock().sleep(limit), kind),
+            Some((limit, kind)) => SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
             None => SlotOf::<L, E>::idle(),
         };
         let outcome = Raced {
@@ -180,7 +181,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
             ControlFlow::Continue(delay) => delay,
         };
         if !delay.is_zero() {
-            self.policy.clock().sleep(delay).await;
+            self.plan.clock().sleep(delay).await;
         } else if yields_after(self.progress.attempt) {
             yield_once().await;
         }
@@ -210,7 +211,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
             }
             Err(deadline) => after_timer(
                 deadline,
-                &self.policy,
+                &self.plan,
                 &mut FromPolicy,
                 self.limits.limits(),
                 &mut self.progress,
@@ -231,7 +232,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     {
         after_failure(
             error,
-            &self.policy,
+            &self.plan,
             &mut FromPolicy,
             &mut self.when,
             &mut self.notify,

@@ -48,7 +48,7 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Start => {
-                    let timer = match start_attempt(this.policy, &*this.limits, progress) {
+                    let timer = match start_attempt(this.plan, &*this.limits, progress) {
                         Ok(timer) => timer,
                         Err(exit) => {
                             this.state.set(State::Done);
@@ -58,7 +58,7 @@ where
                     let fut = (this.op)(progress.attempt);
                     let timer = match timer {
                         Some((limit, kind)) => {
-                            L::Timer::armed(this.policy.clock().sleep(limit), kind)
+                            L::Timer::armed(this.plan.clock().sleep(limit), kind)
                         }
                         None => L::Timer::idle(),
                     };
@@ -72,7 +72,7 @@ where
                         }
                         Poll::Ready(Err(error)) => after_failure(
                             error,
-                            this.policy,
+                            this.plan,
                             this.backoff,
                             this.when,
                             this.notify,
@@ -81,13 +81,9 @@ where
                             progress,
                         ),
                         Poll::Pending => match timer.poll_fired(cx) {
-                            Some(kind) => after_timer(
-                                kind,
-                                this.policy,
-                                this.backoff,
-                                &*this.limits,
-                                progress,
-                            ),
+                            Some(kind) => {
+                                after_timer(kind, this.plan, this.backoff, &*this.limits, progress)
+                            }
                             None => return Poll::Pending,
                         },
                     };
@@ -106,7 +102,7 @@ where
                             }
                         }
                         Next::Wait(delay) => {
-                            let sleep = this.policy.clock().sleep(delay);
+                            let sleep = this.plan.clock().sleep(delay);
                             this.state.set(State::Backoff { sleep });
                         }
                     }

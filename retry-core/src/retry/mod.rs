@@ -19,8 +19,9 @@ use pin_project_lite::pin_project;
 
 use crate::backoff::{Backoff, FromPolicy};
 use crate::clock::Clock;
-use crate::jitter::JitterRng;
-use crate::policy::RetryPolicy;
+use crate::jitter::Jitter;
+use crate::policy::{Plan, RetryPolicy};
+use crate::rng::LoopRng;
 
 #[doc(hidden)]
 pub use driver::{Driver, DriverLimits, FromLimit, WithLimits};
@@ -54,13 +55,17 @@ pub enum Timer<Token> {
     AttemptTimeout(Token, Duration),
 }
 
-/// Counters and memory of one loop. Kept small: it lives inside every retry future.
+/// Counters, randomness and memory of one loop. Kept small: it lives inside every retry
+/// future, next to the policy's `Plan`.
 #[derive(Debug)]
 struct Progress<M> {
     /// The number of the attempt running or last run (0 before the first).
     attempt: u32,
-    /// Created on the first retry, so the success path never touches randomness.
-    rng: Option<JitterRng>,
+    /// The policy's jitter strategy, kept here where its generator is.
+    jitter: Jitter,
+    /// Seeded when the loop has a seed, else created on the first jittered retry, so the
+    /// success path never touches randomness.
+    rng: LoopRng,
     /// The previous wait in nanoseconds, saturating (decorrelated jitter grows from it).
     previous_nanos: u64,
     /// What the loop's limits need remembered: see [`Memory`].
@@ -68,15 +73,36 @@ struct Progress<M> {
 }
 
 impl<M> Progress<M> {
-    fn new<E>() -> Self
+    fn new<E>(jitter: Jitter, seed: Option<u64>) -> Self
     where
         M: Memory<E>,
     {
         Progress {
             attempt: 0,
-            rng: None,
+            jitter,
+            rng: LoopRng::new(seed),
             previous_nanos: 0,
             memory: M::empty(),
+        }
+    }
+
+    /// A loop's start: its policy's plan and a fresh progress.
+    fn start<E, C>(policy: RetryPolicy<C>) -> (Plan<C>, Self)
+    where
+        M: Memory<E>,
+    {
+        let (plan, jitter, seed) = policy.into_parts();
+        (plan, Progress::new::<E>(jitter, seed))
+    }
+
+    /// The same loop, not started yet, remembering what other limits need.
+    fn remembering<E, M2: Memory<E>>(self) -> Progress<M2> {
+        Progress {
+            attempt: self.attempt,
+            jitter: self.jitter,
+            rng: self.rng,
+            previous_nanos: self.previous_nanos,
+            memory: M2::empty(),
         }
     }
 
@@ -99,7 +125,7 @@ pin_project! {
     /// Dropping it cancels the loop: no work is left running in the background.
     #[must_use = "a retry loop does nothing unless `.await`ed"]
     pub struct Retry<Op, Fut, E, C: Clock, B = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
-        policy: RetryPolicy<C>,
+        plan: Plan<C>,
         op: Op,
         backoff: B,
         when: W,
@@ -115,14 +141,15 @@ pin_project! {
 
 impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
     pub(crate) fn new(policy: RetryPolicy<C>, op: Op) -> Self {
+        let (plan, progress) = Progress::start::<E, C>(policy);
         Retry {
-            policy,
+            plan,
             op,
             backoff: FromPolicy,
             when: Always,
             notify: Silent,
             hint: NoHint,
-            progress: Progress::new::<E>(),
+            progress,
             limits: Unlimited,
             state: State::Start,
         }
@@ -219,7 +246,7 @@ where
     /// Runs this loop on `clock` instead of the policy's.
     pub fn clock<C2: Clock>(self, clock: C2) -> Retry<Op, Fut, E, C2, B, W, N, H, L> {
         Retry {
-            policy: self.policy.with_clock(clock),
+            plan: self.plan.with_clock(clock),
             op: self.op,
             backoff: self.backoff,
             when: self.when,
@@ -233,7 +260,7 @@ where
 
     /// Seeds this loop's jitter, for a reproducible sequence of delays (SPEC T2).
     pub fn seed(mut self, seed: u64) -> Self {
-        self.policy = self.policy.with_seed(seed);
+        self.progress.rng = LoopRng::new(Some(seed));
         self
     }
 
@@ -245,7 +272,7 @@ where
         let (backoff, when, notify, hint) =
             replace(self.backoff, self.when, self.notify, self.hint);
         Retry {
-            policy: self.policy,
+            plan: self.plan,
             op: self.op,
             backoff,
             when,
@@ -262,14 +289,14 @@ where
         f: impl FnOnce(L) -> Limited<S>,
     ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>> {
         Retry {
-            policy: self.policy,
+            plan: self.plan,
             op: self.op,
             backoff: self.backoff,
             when: self.when,
             notify: self.notify,
             hint: self.hint,
             // Limits remember more (start instant, last error); nothing has run yet.
-            progress: Progress::new::<E>(),
+            progress: self.progress.remembering::<E, _>(),
             limits: f(self.limits),
             state: State::Start,
         }
