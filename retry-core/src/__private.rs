@@ -23,7 +23,7 @@ pub use crate::effects::{Tool, ToolContext, ToolEffect, ToolSpec};
 pub use crate::jitter::Jitter;
 pub use crate::options::{OptionsError, RetryDefaults, RetryOptions};
 pub use crate::policy::RetryPolicy;
-pub use crate::retry::{Driver, DriverLimits, FromLimit, WithLimits};
+pub use crate::retry::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 
 /// The policy, or a compile error carrying the O3 message. `#[track_caller]` makes a failed
 /// `const` evaluation point at the option the macro spans this call on, not at this line.

@@ -398,6 +398,83 @@ impl Clock for RecordingClock {
     }
 }
 
+/// A clock whose waits overrun: each ends twice as late as asked, as on a loaded machine.
+#[derive(Clone)]
+struct LateClock {
+    origin: Instant,
+    slept: std::sync::Arc<Mutex<Duration>>,
+}
+
+impl Clock for LateClock {
+    type Sleep = std::future::Ready<()>;
+
+    fn now(&self) -> Instant {
+        self.origin + *self.slept.lock().unwrap()
+    }
+
+    fn sleep(&self, duration: Duration) -> Self::Sleep {
+        *self.slept.lock().unwrap() += duration * 2;
+        std::future::ready(())
+    }
+}
+
+static R5_OVERRUN_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(
+    max_attempts = 5,
+    base_delay_ms = 100,
+    jitter = "none",
+    deadline_ms = 250
+)]
+async fn r5_overrun() -> Result<(), Error> {
+    R5_OVERRUN_CALLS.fetch_add(1, Ordering::SeqCst);
+    Err(Error::Fatal)
+}
+
+#[tokio::test]
+async fn r5_a_wait_that_overruns_the_deadline_stops_before_the_next_attempt() {
+    // R5: the 200 ms wait fits the 250 ms budget, but ends 400 ms in: no second attempt.
+    let clock = LateClock {
+        origin: Instant::now(),
+        slept: Default::default(),
+    };
+    let result = Scope::new().clock(clock).run(r5_overrun()).await;
+    let limit = LimitExceeded::DeadlineExceeded {
+        attempts: 1,
+        budget: Duration::from_millis(250),
+    };
+    assert_eq!(result, Err(Error::Limit(limit)));
+    assert_eq!(R5_OVERRUN_CALLS.load(Ordering::SeqCst), 1);
+}
+
+fn retry_at_once(_: &Error) -> Option<Duration> {
+    Some(Duration::ZERO)
+}
+
+static R2_READY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static R2_UNTIL_READY_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(max_attempts = 100_000, retry_after = retry_at_once)]
+async fn r2_until_ready() -> Result<u32, Error> {
+    let call = R2_UNTIL_READY_CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+    if R2_READY.load(Ordering::SeqCst) {
+        Ok(call)
+    } else {
+        Err(Error::Failed(call))
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn r2_immediate_retries_of_an_attribute_fn_yield_so_other_tasks_run() {
+    // A zero wait never touches the timer, but a run of them must not starve this thread.
+    tokio::spawn(async { R2_READY.store(true, Ordering::SeqCst) });
+    let attempts = r2_until_ready().await.unwrap();
+    assert!(
+        (2..=17).contains(&attempts),
+        "the spawned task waited {attempts} attempts"
+    );
+}
+
 #[retry(max_attempts = 4, base_delay_ms = 100)]
 async fn scoped_always_fails() -> Result<(), Error> {
     Err(Error::Fatal)

@@ -12,8 +12,7 @@
 //! [`Retry`]: super::Retry
 
 use std::convert::Infallible;
-use std::future::{Future, Pending, poll_fn};
-use std::marker::PhantomData;
+use std::future::{Future, Pending};
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -150,42 +149,31 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     ///
     /// `Break` carries the function's result: the value, the last error, or a limit turned
     /// into `E`. `Continue` means: build the body's future again and call this once more.
-    pub async fn attempt<T, F>(&mut self, body: F) -> ControlFlow<Result<T, E>>
+    /// The attempt is counted (and its limits' timer armed) by this call; the returned future
+    /// runs it.
+    pub fn attempt<T, F>(&mut self, body: F) -> Attempt<'_, E, W, N, L, H, F>
     where
         F: Future<Output = Result<T, E>>,
-        W: ShouldRetry<E>,
-        N: Notify<E>,
-        H: RetryAfter<E>,
-        L: DriverLimits<E>,
     {
-        let limits = self.limits.limits();
-        let timer = match start_attempt(&self.plan, limits, &mut self.progress) {
-            Ok(timer) => timer,
-            Err(exit) => return ControlFlow::Break(Err(self.limits.error(exit))),
+        let phase = match start_attempt(&self.plan, self.limits.limits(), &mut self.progress) {
+            // The limits' timer slot, raced in place: zero-sized without limits, so the body
+            // is the only thing this future holds during an attempt.
+            Ok(Some((limit, kind))) => Phase::Racing {
+                body,
+                timer: SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
+            },
+            Ok(None) => Phase::Racing {
+                body,
+                timer: SlotOf::<L, E>::idle(),
+            },
+            Err(exit) => Phase::Stopped {
+                error: Some(self.limits.error(exit)),
+            },
         };
-        // The limits' timer slot, raced in place: zero-sized without limits, so the body is
-        // the only thing this future holds during an attempt.
-        let timer = match timer {
-            Some((limit, kind)) => SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
-            None => SlotOf::<L, E>::idle(),
-        };
-        let outcome = Raced {
-            body,
-            timer,
-            token: PhantomData,
+        Attempt {
+            driver: self,
+            phase,
         }
-        .await;
-        // Decided in a plain fn, so that only the delay lives across the wait.
-        let delay = match self.decide(outcome) {
-            ControlFlow::Break(result) => return ControlFlow::Break(result),
-            ControlFlow::Continue(delay) => delay,
-        };
-        if !delay.is_zero() {
-            self.plan.clock().sleep(delay).await;
-        } else if yields_after(self.progress.attempt) {
-            yield_once().await;
-        }
-        ControlFlow::Continue(())
     }
 
     fn decide<T>(
@@ -243,47 +231,104 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     }
 }
 
-/// Returns `Pending` once (waking itself at once), so the executor can run other tasks.
-async fn yield_once() {
-    let mut yielded = false;
-    poll_fn(|cx| {
-        if yielded {
-            return Poll::Ready(());
-        }
-        yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await
-}
-
 /// The timer slot a driver's limits race each attempt against.
 type SlotOf<L, E> = <<L as DriverLimits<E>>::Limits as Limits>::Timer<DefaultSleep>;
 
 pin_project! {
-    /// An attempt raced against its limits' timer: `Ok` with the body's output if the body
-    /// finished first (it is polled first, as in [`Retry`](super::Retry)), `Err` with the
-    /// limit if the timer fired.
-    struct Raced<F, T, K> {
+    /// One attempt of a `#[retry]` call and the wait after it: the future of
+    /// [`Driver::attempt`]. Hand-written so that the body's future is stored once, in place.
+    #[must_use = "an attempt does nothing unless `.await`ed"]
+    pub struct Attempt<'a, E, W, N, L: DriverLimits<E>, H, F> {
+        driver: &'a mut Driver<E, W, N, L, H>,
         #[pin]
-        body: F,
-        #[pin]
-        timer: T,
-        token: PhantomData<K>,
+        phase: Phase<F, SlotOf<L, E>, E>,
     }
 }
 
-impl<F: Future, T: TimerSlot<DefaultSleep, K>, K> Future for Raced<F, T, K> {
-    type Output = Result<F::Output, Timer<K>>;
+pin_project! {
+    /// Where an [`Attempt`] is.
+    #[project = PhaseProj]
+    enum Phase<F, T, E> {
+        // The body runs, raced against the limits' timer (the body is polled first, as in
+        // `Retry`).
+        Racing { #[pin] body: F, #[pin] timer: T },
+        // The body failed and another attempt follows after this wait.
+        Waiting { #[pin] sleep: DefaultSleep },
+        // A zero wait after many in a row: one turn back to the executor.
+        Yielding,
+        // The deadline had passed before the attempt could start.
+        Stopped { error: Option<E> },
+        // Returned its outcome.
+        Done,
+    }
+}
 
+impl<E, W, N, L, H, F, T> Future for Attempt<'_, E, W, N, L, H, F>
+where
+    F: Future<Output = Result<T, E>>,
+    W: ShouldRetry<E>,
+    N: Notify<E>,
+    H: RetryAfter<E>,
+    L: DriverLimits<E>,
+{
+    type Output = ControlFlow<Result<T, E>>;
+
+    // Inlined into the expanded function's own state machine, as an `async fn` would be.
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        if let Poll::Ready(output) = this.body.poll(cx) {
-            return Poll::Ready(Ok(output));
-        }
-        match this.timer.poll_fired(cx) {
-            Some(kind) => Poll::Ready(Err(kind)),
-            None => Poll::Pending,
+        let mut phase = this.phase;
+        let driver = this.driver;
+        loop {
+            match phase.as_mut().project() {
+                PhaseProj::Racing { body, timer } => {
+                    let outcome = match body.poll(cx) {
+                        Poll::Ready(output) => Ok(output),
+                        Poll::Pending => match timer.poll_fired(cx) {
+                            Some(kind) => Err(kind),
+                            None => return Poll::Pending,
+                        },
+                    };
+                    let delay = match driver.decide(outcome) {
+                        ControlFlow::Break(result) => {
+                            phase.set(Phase::Done);
+                            return Poll::Ready(ControlFlow::Break(result));
+                        }
+                        ControlFlow::Continue(delay) => delay,
+                    };
+                    if !delay.is_zero() {
+                        phase.set(Phase::Waiting {
+                            sleep: driver.plan.clock().sleep(delay),
+                        });
+                    } else if yields_after(driver.progress.attempt) {
+                        phase.set(Phase::Yielding);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    } else {
+                        phase.set(Phase::Done);
+                        return Poll::Ready(ControlFlow::Continue(()));
+                    }
+                }
+                PhaseProj::Waiting { sleep } => {
+                    if sleep.poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    phase.set(Phase::Done);
+                    return Poll::Ready(ControlFlow::Continue(()));
+                }
+                PhaseProj::Yielding => {
+                    phase.set(Phase::Done);
+                    return Poll::Ready(ControlFlow::Continue(()));
+                }
+                PhaseProj::Stopped { error } => {
+                    let error = error.take();
+                    phase.set(Phase::Done);
+                    if let Some(error) = error {
+                        return Poll::Ready(ControlFlow::Break(Err(error)));
+                    }
+                }
+                PhaseProj::Done => return Poll::Pending,
+            }
         }
     }
 }

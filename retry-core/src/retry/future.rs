@@ -6,9 +6,10 @@ use std::task::{Context, Poll};
 
 use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt, yields_after};
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
-use super::{Notify, Retry, RetryAfter, ShouldRetry, State, StateProj};
+use super::{Notify, Progress, Retry, RetryAfter, ShouldRetry, State, StateProj};
 use crate::backoff::Schedule;
 use crate::clock::Clock;
+use crate::policy::Plan;
 
 impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H, L>
 where
@@ -48,21 +49,15 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Start => {
-                    let timer = match start_attempt(this.plan, &*this.limits, progress) {
-                        Ok(timer) => timer,
-                        Err(exit) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(L::finish(Err(exit)));
-                        }
-                    };
-                    let fut = (this.op)(progress.attempt);
-                    let timer = match timer {
-                        Some((limit, kind)) => {
-                            L::Timer::armed(this.plan.clock().sleep(limit), kind)
-                        }
-                        None => L::Timer::idle(),
-                    };
-                    this.state.set(State::Attempt { fut, timer });
+                    if let Err(exit) = begin(
+                        this.plan,
+                        this.op,
+                        &*this.limits,
+                        progress,
+                        this.state.as_mut(),
+                    ) {
+                        return Poll::Ready(L::finish(Err(exit)));
+                    }
                 }
                 StateProj::Attempt { fut, timer } => {
                     let next = match fut.poll(cx) {
@@ -95,10 +90,20 @@ where
                         Next::Wait(delay) if delay.is_zero() => {
                             // No timer for a zero wait, but a long run of immediate retries
                             // yields now and then so other tasks on this thread get to run.
-                            this.state.set(State::Start);
                             if yields_after(progress.attempt) {
+                                this.state.set(State::Start);
                                 cx.waker().wake_by_ref();
                                 return Poll::Pending;
+                            }
+                            // Straight to the next attempt: one state change, not two.
+                            if let Err(exit) = begin(
+                                this.plan,
+                                this.op,
+                                &*this.limits,
+                                progress,
+                                this.state.as_mut(),
+                            ) {
+                                return Poll::Ready(L::finish(Err(exit)));
                             }
                         }
                         Next::Wait(delay) => {
@@ -108,7 +113,17 @@ where
                     }
                 }
                 StateProj::Backoff { sleep } => match sleep.poll(cx) {
-                    Poll::Ready(()) => this.state.set(State::Start),
+                    Poll::Ready(()) => {
+                        if let Err(exit) = begin(
+                            this.plan,
+                            this.op,
+                            &*this.limits,
+                            progress,
+                            this.state.as_mut(),
+                        ) {
+                            return Poll::Ready(L::finish(Err(exit)));
+                        }
+                    }
                     Poll::Pending => return Poll::Pending,
                 },
                 StateProj::Done => return Poll::Pending,
@@ -116,3 +131,38 @@ where
         }
     }
 }
+
+/// Starts the next attempt (raced against its limits' timer, if any) in `state`; or, when the
+/// deadline has already passed, leaves the loop `Done` and returns how it ended.
+fn begin<Op, Fut, T, E, C, L>(
+    plan: &Plan<C>,
+    op: &mut Op,
+    limits: &L,
+    progress: &mut Progress<L::Memory<E>>,
+    mut state: Pin<&mut AttemptState<Fut, C, L>>,
+) -> Result<(), Exit<E, L::Token>>
+where
+    Op: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Clock,
+    L: Limits,
+{
+    let timer = match start_attempt(plan, limits, progress) {
+        Ok(timer) => timer,
+        Err(exit) => {
+            state.set(State::Done);
+            return Err(exit);
+        }
+    };
+    let fut = op(progress.attempt);
+    let timer = match timer {
+        Some((limit, kind)) => L::Timer::armed(plan.clock().sleep(limit), kind),
+        None => L::Timer::idle(),
+    };
+    state.set(State::Attempt { fut, timer });
+    Ok(())
+}
+
+/// The loop's state for an operation of future `Fut` on clock `C` under limits `L`.
+type AttemptState<Fut, C, L> =
+    State<Fut, <C as Clock>::Sleep, <L as Limits>::Timer<<C as Clock>::Sleep>>;

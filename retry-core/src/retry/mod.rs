@@ -24,7 +24,7 @@ use crate::policy::{Plan, RetryPolicy};
 use crate::rng::LoopRng;
 
 #[doc(hidden)]
-pub use driver::{Driver, DriverLimits, FromLimit, WithLimits};
+pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 pub use error::{LimitExceeded, RetryError};
 pub use hooks::{Always, NoHint, Notify, RetryAfter, ShouldRetry, Silent};
 #[doc(hidden)]
