@@ -366,7 +366,12 @@ fn sizes(out: &mut String) {
             size(&c::numbered_op::<1>(1)),
         ),
         ("`JitterRng`", size_of::<JitterRng>()),
-        ("`Option<JitterRng>`", size_of::<Option<JitterRng>>()),
+        (
+            "a `Retry` minus its `DefaultSleep` and operation (the loop's own state, padding included)",
+            size(&c::retry_core::<1>(1))
+                - size_of::<DefaultSleep>()
+                - size(&c::numbered_op::<1>(1)),
+        ),
         ("`DefaultSleep`", size_of::<DefaultSleep>()),
         ("`tokio::time::Sleep`", size_of::<tokio::time::Sleep>()),
         (

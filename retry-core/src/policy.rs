@@ -292,6 +292,7 @@ impl<C> RetryPolicy<C> {
 
 impl<C> RetryPolicy<C> {
     /// The parts a retry loop keeps: the numbers and clock, the jitter, the seed.
+    #[inline]
     pub(crate) fn into_parts(self) -> (Plan<C>, Jitter, Option<u64>) {
         let seed = self.seed();
         (self.plan, self.jitter, seed)

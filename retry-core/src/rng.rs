@@ -143,6 +143,7 @@ pub(crate) struct LoopRng(JitterRng);
 impl LoopRng {
     /// Seeded now when the loop has its own seed; otherwise created at the first draw, from
     /// the scope's seed or entropy.
+    #[inline]
     pub(crate) fn new(seed: Option<u64>) -> Self {
         match seed {
             Some(seed) => Self(JitterRng::seeded(seed)),

@@ -73,6 +73,7 @@ struct Progress<M> {
 }
 
 impl<M> Progress<M> {
+    #[inline]
     fn new<E>(jitter: Jitter, seed: Option<u64>) -> Self
     where
         M: Memory<E>,
@@ -87,6 +88,7 @@ impl<M> Progress<M> {
     }
 
     /// A loop's start: its policy's plan and a fresh progress.
+    #[inline]
     fn start<E, C>(policy: RetryPolicy<C>) -> (Plan<C>, Self)
     where
         M: Memory<E>,
@@ -140,6 +142,7 @@ pin_project! {
 }
 
 impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
+    #[inline]
     pub(crate) fn new(policy: RetryPolicy<C>, op: Op) -> Self {
         let (plan, progress) = Progress::start::<E, C>(policy);
         Retry {
