@@ -506,6 +506,27 @@ async fn t2_seeded_jitter_is_reproducible_on_policy_call_and_scope() {
     assert_eq!(waits_with("policy", 3).await, waits_with("scope", 3).await);
 }
 
+#[tokio::test(start_paused = true)]
+async fn t2_a_seed_survives_adding_limits_and_changing_the_clock() {
+    async fn delays(how: &str) -> Vec<Duration> {
+        let mut seen = Vec::new();
+        let retry = RetryPolicy::DEFAULT
+            .retry(fail_times(u32::MAX))
+            .seed(5)
+            .notify(|_, _, delay| seen.push(delay));
+        match how {
+            "deadline" => drop(retry.deadline(Duration::from_secs(3600)).await),
+            "clock" => drop(retry.clock(retry_core::TokioClock).await),
+            _ => drop(retry.await),
+        }
+        seen
+    }
+    let plain = delays("plain").await;
+    assert_eq!(plain.len(), 2);
+    assert_eq!(plain, delays("deadline").await);
+    assert_eq!(plain, delays("clock").await);
+}
+
 #[test]
 fn r5_r6_retry_error_reads_well() {
     let e: RetryError<String> = RetryError::DeadlineExceeded {
