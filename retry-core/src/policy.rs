@@ -193,6 +193,20 @@ impl<C> RetryPolicy<C> {
     }
 
     /// The options this policy was resolved from (every field set), for persisting it.
+    ///
+    /// Options are the three knobs of SPEC O1 plus the jitter. A seed
+    /// ([`with_seed`](Self::with_seed)) and a retry-after ceiling
+    /// ([`with_max_retry_after`](Self::with_max_retry_after)) are not options: a policy that
+    /// has them resolves back without them, so set them again after reading the options back.
+    ///
+    /// ```
+    /// use retry_core::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::DEFAULT.with_jitter(retry_core::Jitter::Equal);
+    /// assert_eq!(policy.to_options().resolve(), Ok(policy));
+    /// let seeded = policy.with_seed(7);
+    /// assert_eq!(seeded.to_options().resolve(), Ok(policy)); // the seed is not kept
+    /// ```
     pub const fn to_options(&self) -> RetryOptions {
         RetryOptions {
             max_attempts: Some(self.plan.max_attempts),
