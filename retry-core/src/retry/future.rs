@@ -47,18 +47,9 @@ where
         }
 
         loop {
-            match this.state.as_mut().project() {
-                StateProj::Start => {
-                    if let Err(exit) = begin(
-                        this.plan,
-                        this.op,
-                        &*this.limits,
-                        progress,
-                        this.state.as_mut(),
-                    ) {
-                        return Poll::Ready(L::finish(Err(exit)));
-                    }
-                }
+            // Each arm either returns or says whether the next attempt starts now.
+            let start_next = match this.state.as_mut().project() {
+                StateProj::Start => true,
                 StateProj::Attempt { fut, timer } => {
                     let next = match fut.poll(cx) {
                         Poll::Ready(Ok(value)) => {
@@ -96,37 +87,26 @@ where
                                 return Poll::Pending;
                             }
                             // Straight to the next attempt: one state change, not two.
-                            if let Err(exit) = begin(
-                                this.plan,
-                                this.op,
-                                &*this.limits,
-                                progress,
-                                this.state.as_mut(),
-                            ) {
-                                return Poll::Ready(L::finish(Err(exit)));
-                            }
+                            true
                         }
                         Next::Wait(delay) => {
                             let sleep = this.plan.clock().sleep(delay);
                             this.state.set(State::Backoff { sleep });
+                            false
                         }
                     }
                 }
                 StateProj::Backoff { sleep } => match sleep.poll(cx) {
-                    Poll::Ready(()) => {
-                        if let Err(exit) = begin(
-                            this.plan,
-                            this.op,
-                            &*this.limits,
-                            progress,
-                            this.state.as_mut(),
-                        ) {
-                            return Poll::Ready(L::finish(Err(exit)));
-                        }
-                    }
+                    Poll::Ready(()) => true,
                     Poll::Pending => return Poll::Pending,
                 },
                 StateProj::Done => return Poll::Pending,
+            };
+            if start_next {
+                let state = this.state.as_mut();
+                if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state) {
+                    return Poll::Ready(L::finish(Err(exit)));
+                }
             }
         }
     }
