@@ -247,6 +247,13 @@ impl<C> RetryPolicy<C> {
         self
     }
 
+    /// The parts a retry loop keeps: the numbers and clock, the jitter, the seed.
+    #[inline]
+    pub(crate) fn into_parts(self) -> (Plan<C>, Jitter, Option<u64>) {
+        let seed = self.seed();
+        (self.plan, self.jitter, seed)
+    }
+
     /// Runs this policy's loops on `clock`.
     pub fn with_clock<C2: Clock>(self, clock: C2) -> RetryPolicy<C2> {
         RetryPolicy {
@@ -301,15 +308,6 @@ impl<C> RetryPolicy<C> {
         Fut: std::future::Future<Output = Result<T, E>>,
     {
         Retry::new(self.clone(), op)
-    }
-}
-
-impl<C> RetryPolicy<C> {
-    /// The parts a retry loop keeps: the numbers and clock, the jitter, the seed.
-    #[inline]
-    pub(crate) fn into_parts(self) -> (Plan<C>, Jitter, Option<u64>) {
-        let seed = self.seed();
-        (self.plan, self.jitter, seed)
     }
 }
 
