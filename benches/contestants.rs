@@ -418,7 +418,7 @@ pub(crate) fn exponential(cap: Duration) -> retry_core::ExponentialBackoff {
         .expect("a valid backoff")
 }
 
-/// The default loop's schedule (SPEC D1) from `BASE` to `cap`, full jitter.
+/// The default loop's schedule from `BASE` to `cap`, full jitter.
 pub(crate) fn d1_schedule(cap: Duration) -> retry_core::PolicyBackoff {
     let cap_ms = u64::try_from(cap.as_millis()).expect("a cap of a few seconds");
     RetryOptions::new()

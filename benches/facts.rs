@@ -471,7 +471,7 @@ fn jitter_audit(out: &mut String) {
     for jitter in Jitter::ALL {
         let policy = ours_policy(jitter);
         rows.push((
-            format!("retry-core `RetryPolicy` (D1 schedule), `{jitter}`"),
+            format!("retry-core `RetryPolicy` (default schedule), `{jitter}`"),
             Audit::run(|i| {
                 let mut rng = JitterRng::seeded(i);
                 policy.delays(&mut rng).collect::<Vec<_>>().into_iter()

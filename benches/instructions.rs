@@ -133,7 +133,7 @@ contestants! {
     "jitter_draw" / "retry-core Jitter::None.draw" => draw(Jitter::None);
     "jitter_draw" / "retry-core ExponentialBackoff, one retry-loop step" =>
         contestants::loop_step(contestants::exponential(CAP));
-    "jitter_draw" / "retry-core default policy (D1), one retry-loop step" =>
+    "jitter_draw" / "retry-core default policy, one retry-loop step" =>
         contestants::loop_step(contestants::d1_schedule(CAP));
     "jitter_draw" / "retry-core ExponentialBackoff::delays() (full)" => {
         let mut delays = at_cap(contestants::exponential(CAP).delays(JitterRng::seeded(7)));

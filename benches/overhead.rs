@@ -211,7 +211,7 @@ fn jitter_draw(suite: &mut Suite) {
             contestants::loop_step(contestants::exponential(cap)),
         )
         .bench(
-            "retry-core default policy (D1), one retry-loop step",
+            "retry-core default policy, one retry-loop step",
             contestants::loop_step(contestants::d1_schedule(cap)),
         )
         .bench("retry-core ExponentialBackoff::delays() (full)", || {

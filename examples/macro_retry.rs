@@ -53,7 +53,7 @@ struct ReportClient {
 }
 
 impl ReportClient {
-    /// The client's defaults, layered under each method's own options (SPEC O2).
+    /// The client's defaults, layered under each method's own options.
     const RETRY: RetryOptions = RetryOptions::new()
         .with_base_delay_ms(20)
         .with_max_delay_ms(200);

@@ -76,7 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(backoff.base(), exponential_backoff().base());
 
     println!("1. with_fallback(with_timeout(retry(with_timeout(flaky, 200 ms)), 2 s), cache)");
-    println!("   retries 3, exponential backoff, timeouts retried (M9), fallback admits timeouts:");
+    println!("   retries 3, exponential backoff, timeouts retried, fallback admits timeouts:");
     let start = Instant::now();
     let config = RetryConfig::new()
         .retries(3)

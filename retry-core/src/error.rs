@@ -7,9 +7,9 @@
 //! and its runtime ([`Cancelled`](TaskFailure::Cancelled), [`Timeout`](TaskFailure::Timeout),
 //! [`QueueStopped`](TaskFailure::QueueStopped), [`QueueFull`](TaskFailure::QueueFull)) from
 //! the task's own structured error ([`TaskError`]) and from any other error it returned
-//! ([`Other`](TaskFailure::Other)) (SPEC E1).
+//! ([`Other`](TaskFailure::Other)).
 //!
-//! [`classify`] is the single answer to "is this retryable?" (SPEC E3): the scheduler reports
+//! [`classify`] is the single answer to "is this retryable?": the scheduler reports
 //! it on the task-done event, and the retry middleware uses it when the caller gave no
 //! predicate of its own.
 //!
@@ -17,7 +17,7 @@
 //! use std::time::Duration;
 //! use retry_core::{classify, TaskError, TaskFailure};
 //!
-//! // E2: a TaskError is not retryable unless it says so; a kind alone does not.
+//! // A TaskError is not retryable unless it says so; a kind alone does not.
 //! assert!(!classify(&TaskError::new("connection refused").with_kind("network").into()));
 //! let throttled = TaskError::new("429").with_retryable(true).with_retry_after(Duration::from_millis(1500));
 //! assert!(classify(&throttled.clone().into()));
@@ -41,7 +41,7 @@ use crate::time::{Millis, millis, saturating_ms};
 /// A shareable, type-erased error: what [`TaskFailure::Other`] holds.
 pub type BoxError = Arc<dyn Error + Send + Sync + 'static>;
 
-/// Why a task did not produce a value (SPEC E1).
+/// Why a task did not produce a value.
 ///
 /// `Clone` (other errors are shared, not copied), so the scheduler can hand the same failure
 /// to its error hook, its events and the task's handle.
@@ -50,7 +50,7 @@ pub type BoxError = Arc<dyn Error + Send + Sync + 'static>;
 pub enum TaskFailure {
     /// The task's cancellation signal fired and the task gave up. Never retried.
     Cancelled,
-    /// A time budget ran out (see [`Timeout`]). Not retryable by classification (SPEC E4).
+    /// A time budget ran out (see [`Timeout`]). Not retryable by classification.
     Timeout(Timeout),
     /// The scheduler stopped before the task ran: it was pending when the scheduler stopped,
     /// or it was submitted afterwards.
@@ -79,7 +79,7 @@ impl TaskFailure {
         Self::Other(Arc::new(error))
     }
 
-    /// Whether the failure is retryable by the E3 classification; same as [`classify`].
+    /// Whether the failure is retryable by the default classification; same as [`classify`].
     pub fn is_retryable(&self) -> bool {
         classify(self)
     }
@@ -103,7 +103,7 @@ impl TaskFailure {
     }
 }
 
-/// The E3 classification: is this failure worth another attempt?
+/// The default classification: is this failure worth another attempt?
 ///
 /// | failure                                 | retryable        |
 /// |-----------------------------------------|------------------|
@@ -114,7 +114,7 @@ impl TaskFailure {
 ///
 /// This is a *diagnosis*, the flag the scheduler's done event carries. `Cancelled` counts as
 /// "anything else", as in the reference runtime; the retry middleware nevertheless never
-/// retries a cancelled task, whatever a predicate says (SPEC M2, M9). A task the scheduler
+/// retries a cancelled task, whatever a predicate says. A task the scheduler
 /// refused because no tokio runtime was at hand is, like a queue refusal, not worth trying
 /// again from the same place.
 ///
@@ -172,14 +172,14 @@ impl From<Timeout> for TaskFailure {
     }
 }
 
-/// A plain message, as an [`Other`](TaskFailure::Other) error (retryable by E3).
+/// A plain message, as an [`Other`](TaskFailure::Other) error (retryable by classification).
 impl From<&'static str> for TaskFailure {
     fn from(message: &'static str) -> Self {
         Self::other(Message(Cow::Borrowed(message)))
     }
 }
 
-/// A plain message, as an [`Other`](TaskFailure::Other) error (retryable by E3).
+/// A plain message, as an [`Other`](TaskFailure::Other) error (retryable by classification).
 impl From<String> for TaskFailure {
     fn from(message: String) -> Self {
         Self::other(Message(Cow::Owned(message)))
@@ -199,7 +199,7 @@ impl fmt::Display for Message {
 impl Error for Message {}
 
 /// A task's own structured error: a message, an optional kind, whether another attempt could
-/// help, and how long the server asked to wait (SPEC E1, E2).
+/// help, and how long the server asked to wait.
 ///
 /// `retryable` defaults to **false**: an error built without saying so is never retried, and
 /// setting a kind such as `"network"` does not change that. Plain data (serde), so it can be
@@ -210,7 +210,7 @@ impl Error for Message {}
 /// use retry_core::TaskError;
 ///
 /// let e = TaskError::new("connection refused").with_kind("network");
-/// assert!(!e.retryable()); // E2
+/// assert!(!e.retryable()); // not retryable unless it says so
 /// assert_eq!(e.to_string(), "network: connection refused");
 ///
 /// // HTTP `Retry-After: 2` is in seconds; the hint is kept in milliseconds.
@@ -309,11 +309,11 @@ pub enum TimeoutKind {
     Activity,
 }
 
-/// A time budget ran out (SPEC M4, M5).
+/// A time budget ran out.
 ///
 /// Not retryable by classification, and that is a property of the type, not a constructor
-/// argument (SPEC E4): [`Timeout::RETRYABLE`] is `false` for every value. (A caller can still
-/// choose to retry timeouts with an explicit predicate, SPEC M9.)
+/// argument: [`Timeout::RETRYABLE`] is `false` for every value. (A caller can still
+/// choose to retry timeouts with an explicit predicate.)
 ///
 /// It records the two instants of a timeout as durations: the budget (the deadline, counted
 /// from the start or from the last activity) and how long the task took to exit *after* the
@@ -342,7 +342,7 @@ pub struct Timeout {
 }
 
 impl Timeout {
-    /// Timeouts are never retryable by classification (SPEC E4).
+    /// Timeouts are never retryable by classification.
     pub const RETRYABLE: bool = false;
 
     pub(crate) const fn new(kind: TimeoutKind, budget: Duration, overrun: Duration) -> Self {
@@ -353,7 +353,7 @@ impl Timeout {
         }
     }
 
-    /// Always `false` (SPEC E4).
+    /// Always `false`.
     pub const fn retryable(&self) -> bool {
         Self::RETRYABLE
     }

@@ -2,7 +2,7 @@
 //!
 //! Without jitter, clients that failed together retry together and fail together again. The
 //! strategies here follow the AWS Architecture Blog's "Exponential Backoff And Jitter", with
-//! one rule none of them may break: a delay never exceeds the configured maximum (SPEC D2).
+//! one rule none of them may break: a delay never exceeds the configured maximum.
 //! Several popular crates add jitter *after* capping, so their delays overshoot the maximum.
 
 use std::fmt;
@@ -29,7 +29,7 @@ use crate::rng::JitterRng;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Jitter {
-    /// Uniform in `[0, cap)` — the default (SPEC D1).
+    /// Uniform in `[0, cap)` — the default.
     #[default]
     Full,
     /// Uniform in `[cap/2, cap)`: at least half the cap is always waited.

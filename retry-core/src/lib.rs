@@ -22,7 +22,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Defaults (SPEC O1)
+//! # Defaults
 //!
 //! | option          | built-in | rule                                   |
 //! |-----------------|----------|----------------------------------------|
@@ -41,11 +41,11 @@
 //!   [`attempt_timeout`](Retry::attempt_timeout), [`cancel_on`](Retry::cancel_on).
 //! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`]: delay schedules.
 //! - [`Clock`], [`Scope`]: injectable time and seeded randomness.
-//! - [`TaskFailure`], [`TaskError`], [`classify`]: the task error model (SPEC E1–E4).
+//! - [`TaskFailure`], [`TaskError`], [`classify`]: the task error model.
 //! - [`middleware`]: `retry`, `with_timeout`, `with_activity_timeout`, `with_fallback` —
-//!   stackable [`Task`] transforms (SPEC M1–M9).
+//!   stackable [`Task`] transforms.
 //! - [`Scheduler`]: runs tasks with a concurrency limit, a bounded queue and an on-error
-//!   policy, and reports their lifecycle (SPEC Q1–Q4).
+//!   policy, and reports their lifecycle.
 //! - [`effects`]: agent tool calls that are never replayed blindly — declared effects,
 //!   stable idempotency keys, the pending-call ledger, recovery after a crash.
 //! - `#[retry(...)]` (feature `macros`, on by default): the same loop as an attribute on an

@@ -30,7 +30,7 @@ use crate::scope::Scope;
 ///
 /// The algorithm is named explicitly rather than rand's `SmallRng`: `SmallRng` may change
 /// algorithm in any rand release and differs between 32- and 64-bit targets, which would make
-/// a seeded timeline (or a committed snapshot of one) differ between machines (SPEC T2).
+/// a seeded timeline (or a committed snapshot of one) differ between machines.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JitterRng(Xoshiro128);
 
@@ -81,7 +81,7 @@ impl JitterRng {
     }
 
     /// The generator of one retry loop: seeded by the loop's own `seed`, else by the
-    /// surrounding [`Scope`]'s, else from entropy (SPEC T2). The one seeding rule of every
+    /// surrounding [`Scope`]'s, else from entropy. The one seeding rule of every
     /// loop in the crate.
     pub(crate) fn for_loop(seed: Option<u64>) -> Self {
         match seed.or_else(Scope::current_seed) {
@@ -171,7 +171,7 @@ mod tests {
         (0..64).map(|_| rng.next_u64()).collect()
     }
 
-    // T2: a seed gives the very stream rand's xoshiro128++ gives, so seeded timelines (and the
+    // A seed gives the very stream rand's xoshiro128++ gives, so seeded timelines (and the
     // snapshots pinned from them) did not move when the generator moved in-house.
     #[test]
     fn t2_seeded_stream_is_rands_xoshiro128plusplus() {

@@ -24,7 +24,7 @@ use crate::drive::{self, Driver};
 /// overflows (an `Instant` cannot hold `Duration::MAX`).
 pub const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
-/// Virtual time for tests (SPEC T1): sleeps finish instantly in wall time, are recorded in
+/// Virtual time for tests: sleeps finish instantly in wall time, are recorded in
 /// order, and move the clock forward by exactly what was asked.
 ///
 /// The clock implements [`retry_core::Clock`], so it can be given to a policy or a single loop;
@@ -147,7 +147,7 @@ impl MockClock {
 
     /// This clock (the same timeline) with a jitter seed that [`run`](MockClock::run),
     /// [`block_on`](MockClock::block_on) and [`scope`](MockClock::scope) install for every
-    /// retry loop inside them (SPEC T2). Loops given a seed of their own keep theirs.
+    /// retry loop inside them. Loops given a seed of their own keep theirs.
     ///
     /// ```
     /// use retry_core::RetryPolicy;
@@ -358,7 +358,7 @@ impl MockClock {
     }
 
     /// Runs `future` to completion on the current thread, without any async runtime, moving
-    /// virtual time whenever the future waits (SPEC T1).
+    /// virtual time whenever the future waits.
     ///
     /// Nothing else runs meanwhile, so the result is fully deterministic. Use
     /// [`join_all`](crate::join_all) to run several tasks together.

@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::clock::{MockClock, MockSleep};
 use crate::format::ms;
 
-/// A ready-made error for scripts: a message and an optional retry-after hint (SPEC D5).
+/// A ready-made error for scripts: a message and an optional retry-after hint.
 ///
 /// ```
 /// use std::time::Duration;
@@ -163,7 +163,7 @@ impl<T, E> fmt::Display for Step<T, E> {
     }
 }
 
-/// A plan of attempts (SPEC T4): each attempt of the operation plays the next step.
+/// A plan of attempts: each attempt of the operation plays the next step.
 ///
 /// ```
 /// use std::time::Duration;

@@ -83,13 +83,13 @@
 //!
 //! # What is in the box
 //!
-//! - [`MockClock`]: virtual time (SPEC T1), with manual control ([`advance`](MockClock::advance),
+//! - [`MockClock`]: virtual time, with manual control ([`advance`](MockClock::advance),
 //!   [`pending`](MockClock::pending)) for tests that interleave several tasks, and
 //!   [`join_all`] to run several tasks deterministically.
-//! - [`FaultScript`], [`Step`], [`Fault`]: scripted failures (SPEC T4).
-//! - [`Timeline`]: a recorder rendering text for snapshots and SVG for docs (SPEC T4).
+//! - [`FaultScript`], [`Step`], [`Fault`]: scripted failures.
+//! - [`Timeline`]: a recorder rendering text for snapshots and SVG for docs.
 //! - [`strategy`] (feature `proptest`, on by default): proptest strategies for options,
-//!   policies and fault scripts (SPEC T3).
+//!   policies and fault scripts.
 //! - [`sim`]: the contention simulator of the AWS Architecture Blog's "Exponential Backoff
 //!   And Jitter", on the real retry loop and virtual time.
 

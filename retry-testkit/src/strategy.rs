@@ -1,9 +1,9 @@
-//! proptest strategies for retry options, policies and fault scripts (SPEC T3).
+//! proptest strategies for retry options, policies and fault scripts.
 //!
 //! Hand-picked examples test the cases someone thought of; properties test the rules. These
 //! strategies generate the inputs the rules are about — options that must be accepted,
 //! options that may be anything, policies of every jitter kind, plans of failures — so that a
-//! property reads like the SPEC line it checks. Edge values (0, 1, equal base and maximum,
+//! property reads like the behaviour it checks. Edge values (0, 1, equal base and maximum,
 //! `u32::MAX`, `u64::MAX`) are generated on purpose, not left to chance.
 //!
 //! ```
@@ -47,7 +47,7 @@ fn delays_ms() -> impl Strategy<Value = u64> {
 }
 
 /// Options that resolve to a policy: every field set or left to the built-in layer, never
-/// breaking an O3 rule once merged.
+/// breaking a validation rule once merged.
 ///
 /// ```
 /// use proptest::strategy::{Strategy, ValueTree};
@@ -83,7 +83,7 @@ pub fn valid_options() -> impl Strategy<Value = RetryOptions> {
 }
 
 /// Options of any shape, valid or not: every field unset, zero, small, large or extreme, so
-/// that each O3 rule — and the order in which they are checked — gets exercised.
+/// that each validation rule — and the order in which they are checked — gets exercised.
 pub fn any_options() -> impl Strategy<Value = RetryOptions> {
     let attempts = prop_oneof![Just(0u32), Just(1), 0u32..=12, any::<u32>()];
     let delay = prop_oneof![Just(0u64), Just(1), 0u64..=6_000, any::<u64>()];
@@ -137,7 +137,7 @@ pub fn small_policies(max_attempts: u32) -> impl Strategy<Value = RetryPolicy> {
         })
 }
 
-/// Valid general exponential backoffs (SPEC D3): base up to 10 s, factor 1–10 (whole and
+/// Valid general exponential backoffs: base up to 10 s, factor 1–10 (whole and
 /// fractional), cap from the base up to a day, every jitter kind.
 pub fn exponential_backoffs() -> impl Strategy<Value = ExponentialBackoff> {
     (

@@ -18,7 +18,7 @@ use crate::clock::MockClock;
 use crate::format::ms;
 use crate::svg::{self, Anchor, Svg};
 
-/// Records a retry loop's attempts (SPEC T4, R4): wrap the operation with
+/// Records a retry loop's attempts: wrap the operation with
 /// [`record`](Timeline::record) and pass [`observer`](Timeline::observer) to
 /// [`Retry::notify`](retry_core::Retry::notify).
 ///

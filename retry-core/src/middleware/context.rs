@@ -18,7 +18,7 @@ use super::cancel::CancelToken;
 /// [`with_activity_timeout`](crate::middleware::with_activity_timeout). A task that *watches* the signal
 /// (through [`sleep`](TaskContext::sleep), [`run`](TaskContext::run) or
 /// [`cancelled`](TaskContext::cancelled)) exits as soon as its budget is spent; one that
-/// does not runs to its end, and the timeout waits for it (SPEC M4).
+/// does not runs to its end, and the timeout waits for it.
 ///
 /// ```
 /// use std::time::Duration;
@@ -100,7 +100,7 @@ impl TaskContext {
 
     /// Reports progress: every enclosing
     /// [`with_activity_timeout`](crate::middleware::with_activity_timeout) counts its budget again from
-    /// now (SPEC M5). Does nothing when there is none.
+    /// now. Does nothing when there is none.
     pub fn reset_timeout(&self) {
         if let Some(activity) = &self.activity {
             activity.reset(DefaultClock.now());

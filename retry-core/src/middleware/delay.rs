@@ -9,13 +9,13 @@ use crate::backoff::ExponentialBackoff;
 use crate::error::{TaskError, TaskFailure};
 use crate::rng::JitterRng;
 
-/// The wait before a retry of the [`retry`](crate::middleware::retry()) transform (SPEC M1, D3).
+/// The wait before a retry of the [`retry`](crate::middleware::retry()) transform.
 ///
 /// Implemented by:
 /// - [`Duration`]: the same wait every time;
 /// - `Option<Duration>`: `Some` as above; `None` (the default) waits for a [`TaskError`]'s
 ///   `retry_after` hint, or not at all — a hint above the transform's
-///   [ceiling](crate::middleware::RetryConfig::max_retry_after) ends the loop instead (SPEC D5);
+///   [ceiling](crate::middleware::RetryConfig::max_retry_after) ends the loop instead;
 /// - [`ExponentialBackoff`] (see [`exponential_backoff`]): `min(cap, base · factor^i)`,
 ///   jittered;
 /// - any `Fn(retry_index, &TaskFailure) -> Duration`.
@@ -50,7 +50,7 @@ pub trait TaskDelay {
     ///
     /// The retry transform compares it with its
     /// [ceiling](crate::middleware::RetryConfig::max_retry_after) before waiting, so that a
-    /// server cannot park the caller (SPEC D5). `None` by default; a delay that reads the
+    /// server cannot park the caller. `None` by default; a delay that reads the
     /// hint itself should say so here.
     fn retry_after(&self, error: &TaskFailure) -> Option<Duration> {
         let _ = error;
@@ -104,7 +104,7 @@ impl<F: Fn(u32, &TaskFailure) -> Duration> TaskDelay for F {
     }
 }
 
-/// The D3 defaults: base 100 ms, factor 2, cap 30 s, full jitter — un-jittered 100, 200,
+/// The general exponential defaults: base 100 ms, factor 2, cap 30 s, full jitter — un-jittered 100, 200,
 /// 400, 800 ms …
 ///
 /// For another base, factor, cap or jitter kind (`full`, `equal`, `decorrelated`, `none`),

@@ -1,4 +1,4 @@
-//! The fallback transform: answer with a second task when the first fails (SPEC M6).
+//! The fallback transform: answer with a second task when the first fails.
 //!
 //! A fallback answers with something second-best — a cached value, a default, a degraded
 //! mode. That is right for a business failure, and wrong by default for a *structural* one:
@@ -36,7 +36,7 @@ impl<F: Fn(&TaskFailure) -> bool> ShouldFallback for F {
     }
 }
 
-/// The default policy (SPEC M6): falls back on every failure except `Cancelled`, `Timeout`
+/// The default policy: falls back on every failure except `Cancelled`, `Timeout`
 /// and a [`TaskError`](crate::TaskError) that is not retryable, which are returned as they
 /// are.
 #[derive(Clone, Copy, Debug, Default)]

@@ -4,19 +4,19 @@
 //! try, a peer that never answers, a stream that stalls, a business error that a cached
 //! value can answer. Each of these transforms handles one of them. All have the same shape —
 //! a [`Task`] in, a [`Task`] out — so they stack in any order, and each can be run and
-//! tested on its own, without a [`Scheduler`](crate::Scheduler) (SPEC M1–M8).
+//! tested on its own, without a [`Scheduler`](crate::Scheduler).
 //!
-//! | transform                 | handles                                   | SPEC |
-//! |---------------------------|-------------------------------------------|------|
-//! | [`retry()`]               | transient failures, with a delay          | M1–M3|
-//! | [`with_timeout`]          | a budget for the whole run                | M4   |
-//! | [`with_activity_timeout`] | a budget since the last progress report   | M5   |
-//! | [`with_fallback`]         | business failures, answered second-best   | M6   |
+//! | transform                 | handles                                   |
+//! |---------------------------|-------------------------------------------|
+//! | [`retry()`]               | transient failures, with a delay          |
+//! | [`with_timeout`]          | a budget for the whole run                |
+//! | [`with_activity_timeout`] | a budget since the last progress report   |
+//! | [`with_fallback`]         | business failures, answered second-best   |
 //!
 //! What a layer does with a failure depends on its *kind* ([`TaskFailure`](crate::TaskFailure)): cancellation is
 //! never retried nor answered by a fallback; a timeout is neither, unless the caller says so.
 //!
-//! # Order matters (SPEC M7)
+//! # Order matters
 //!
 //! `with_timeout(retry(f))` gives the whole retry chain one budget; `retry(with_timeout(f))`
 //! gives each attempt its own. The recommended stack is
@@ -43,7 +43,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # A predicate can retry timeouts (SPEC M9)
+//! # A predicate can retry timeouts
 //!
 //! In the reference runtime this design comes from, the retry loop stops on a cancellation,
 //! a timeout or a non-retryable task error *before* it asks the caller's predicate, so a
@@ -51,7 +51,7 @@
 //! and "a budget per attempt, retried on timeout" needs the task to translate its own
 //! timeouts. Here the caller's predicate
 //! ([`RetryConfig::retryable`]) is consulted for **every** failure except cancellation;
-//! without one, the E3 classification ([`classify`](crate::classify)) gives the reference
+//! without one, the default classification ([`classify`](crate::classify)) gives the reference
 //! behaviour. Retrying each attempt that times out, at most 3 times:
 //!
 //! ```

@@ -1,8 +1,8 @@
 //! Middleware settings as plain data, and why a setting was refused.
 //!
-//! Settings are checked when a layer is built, never when it runs (SPEC O4): a zero timeout
+//! Settings are checked when a layer is built, never when it runs: a zero timeout
 //! is refused by [`with_timeout`](super::with_timeout), a negative or fractional number in a
-//! config file by deserialization, each with a message in the O3 style.
+//! config file by deserialization, each with a message in the style of the retry options' own.
 
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ pub enum MiddlewareError {
     DelayNotInteger,
 }
 
-/// The plain-data part of a retry layer's settings (SPEC M1), as stored in a config file or
+/// The plain-data part of a retry layer's settings, as stored in a config file or
 /// with a persisted job. Deserializing checks every field.
 ///
 /// Closures — a delay function, a predicate, an observer — cannot be data; add them to the

@@ -5,7 +5,7 @@
 //! the runtime can shut down with the task mid-way, or drop it unpolled. Each task
 //! therefore carries a [`Completion`] that records the end *when it is dropped*, if nothing
 //! did before — as [`Cancelled`](TaskFailure::Cancelled), the same answer the task's handle
-//! gives — so the slot is always freed and the three witnesses of SPEC Q3 always agree.
+//! gives — so the slot is always freed and the three witnesses (the error hook, the task's state and its result) always agree.
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -27,7 +27,7 @@ pub enum TaskState {
     Running,
     /// Finished with a value.
     Success,
-    /// Failed: it ran and failed, or it was refused or drained without running (SPEC Q3).
+    /// Failed: it ran and failed, or it was refused or drained without running.
     Error,
 }
 
@@ -38,7 +38,7 @@ impl TaskState {
     }
 }
 
-/// How a task ended, as its done event reports it (SPEC Q4).
+/// How a task ended, as its done event reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum TaskOutcome {
@@ -48,7 +48,7 @@ pub enum TaskOutcome {
     Error {
         /// The failure's message.
         error: String,
-        /// The E3 classification of the failure ([`classify`]).
+        /// The default classification of the failure ([`classify`]).
         retryable: bool,
     },
 }
@@ -76,7 +76,7 @@ impl TaskOutcome {
 /// A step in a task's life, in this order: registered, started (unless it never ran), done.
 ///
 /// Retries inside a task are not events: the scheduler sees one run, however often the
-/// task's [`retry`](crate::middleware::retry()) layer tried (SPEC M8, Q4). Record them with
+/// task's [`retry`](crate::middleware::retry()) layer tried. Record them with
 /// [`RetryConfig::on_attempt`](crate::middleware::RetryConfig::on_attempt).
 ///
 /// ```

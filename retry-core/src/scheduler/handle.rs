@@ -42,7 +42,7 @@ impl Status {
 /// The result is exactly what the task's state and the scheduler's error hook say: a task
 /// refused at submission or drained by a stop resolves to
 /// [`QueueFull`](TaskFailure::QueueFull) or [`QueueStopped`](TaskFailure::QueueStopped) and
-/// is in the [`Error`](TaskState::Error) state (SPEC Q3). Dropping the handle does not stop
+/// is in the [`Error`](TaskState::Error) state. Dropping the handle does not stop
 /// the task.
 pub struct TaskHandle<T> {
     id: TaskId,

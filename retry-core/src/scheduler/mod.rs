@@ -1,5 +1,5 @@
 //! The task scheduler: runs [`Task`]s with a concurrency limit, a bounded pending queue and
-//! an on-error policy, and tells subscribers about each task's life (SPEC Q1–Q4).
+//! an on-error policy, and tells subscribers about each task's life.
 //!
 //! Unbounded concurrency turns a slow dependency into a pile-up, and an unbounded queue
 //! turns it into memory exhaustion; so both are bounded, and a task that does not fit is
@@ -10,7 +10,7 @@
 //! Every task ends in exactly one way, and its three witnesses agree: the error hook, the
 //! task's [`TaskState`], and the result its [`TaskHandle`] resolves to. A task that never
 //! ran because the scheduler stopped is not silently skipped: it fails with
-//! [`QueueStopped`](TaskFailure::QueueStopped) (SPEC Q3). Nor can a bug elsewhere break that:
+//! [`QueueStopped`](TaskFailure::QueueStopped). Nor can a bug elsewhere break that:
 //! a task that panics fails, a hook or subscriber that panics is contained and reported
 //! through `tracing`, and a task dropped unfinished with its runtime fails with
 //! [`Cancelled`](TaskFailure::Cancelled) — its slot is freed in every case.
@@ -87,7 +87,7 @@ pub enum SchedulerState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SubscriptionId(u64);
 
-/// Runs tasks with a concurrency limit, a bounded queue and an on-error policy (SPEC Q1–Q4).
+/// Runs tasks with a concurrency limit, a bounded queue and an on-error policy.
 ///
 /// Cheap to clone: clones share one scheduler. Tasks run as tokio tasks, on the runtime they
 /// are submitted from — or, submitted from outside any, on the one the scheduler was built
@@ -290,7 +290,7 @@ impl Scheduler {
     /// Submits `task`: it starts at once if a slot is free, waits in the queue otherwise,
     /// and is refused — its handle already in the error state — when the queue is full
     /// ([`QueueFull`](TaskFailure::QueueFull)) or the scheduler has stopped
-    /// ([`QueueStopped`](TaskFailure::QueueStopped)) (SPEC Q1, Q2).
+    /// ([`QueueStopped`](TaskFailure::QueueStopped)).
     ///
     /// The task is called with a context whose signal fires on
     /// [`shutdown_now`](Scheduler::shutdown_now).
