@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::scheduler::NoRuntime;
 use crate::time::{Millis, millis, saturating_ms};
 
 /// A shareable, type-erased error: what [`TaskFailure::Other`] holds.
@@ -109,14 +108,11 @@ impl TaskFailure {
 /// |-----------------------------------------|------------------|
 /// | `QueueFull`, `QueueStopped`, `Timeout`  | `false`          |
 /// | `TaskError`                             | its own field    |
-/// | the scheduler's "no tokio runtime"      | `false`          |
 /// | anything else (`Other`, `Cancelled`)    | `true`           |
 ///
 /// This is a *diagnosis*, the flag the scheduler's done event carries. `Cancelled` counts as
 /// "anything else", as in the reference runtime; the retry middleware nevertheless never
-/// retries a cancelled task, whatever a predicate says. A task the scheduler
-/// refused because no tokio runtime was at hand is, like a queue refusal, not worth trying
-/// again from the same place.
+/// retries a cancelled task, whatever a predicate says.
 ///
 /// ```
 /// use retry_core::{classify, TaskFailure};
@@ -130,8 +126,7 @@ pub fn classify(failure: &TaskFailure) -> bool {
         TaskFailure::QueueFull { .. } | TaskFailure::QueueStopped => false,
         TaskFailure::Timeout(t) => t.retryable(),
         TaskFailure::Task(e) => e.retryable(),
-        TaskFailure::Other(e) => !e.is::<NoRuntime>(),
-        TaskFailure::Cancelled => true,
+        TaskFailure::Other(_) | TaskFailure::Cancelled => true,
     }
 }
 

@@ -628,9 +628,16 @@ fn tasks_submitted_outside_a_runtime_fail_instead_of_panicking() {
     assert_eq!(handle.state(), TaskState::Error);
     let failure = handle.failure().unwrap();
     let message = failure.to_string();
-    assert!(message.starts_with("no tokio runtime"), "{message}");
-    // E3: submitting again from the same place cannot help.
+    assert_eq!(
+        message,
+        "no-runtime: build the scheduler or submit the task inside a tokio runtime"
+    );
+    // E3: submitting again from the same place cannot help; an ordinary error kind says so.
     assert!(!failure.is_retryable());
+    assert_eq!(
+        failure.as_task_error().and_then(|e| e.kind()),
+        Some("no-runtime")
+    );
 }
 
 // ---------------------------------------------------------------- bad options

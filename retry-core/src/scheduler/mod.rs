@@ -54,7 +54,7 @@ use serde::{Deserialize, Serialize};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, oneshot};
 
-use crate::error::TaskFailure;
+use crate::error::{TaskError, TaskFailure};
 use crate::middleware::{CancelToken, Task, TaskContext};
 
 pub use events::{TaskEvent, TaskId, TaskOutcome, TaskState};
@@ -315,7 +315,7 @@ impl Scheduler {
 
         let mut actions = Actions::default();
         if self.shared.runtime().is_none() {
-            let failure = TaskFailure::other(NoRuntime);
+            let failure = no_runtime();
             actions.reject.push((queued, failure));
         } else {
             let mut core = self.shared.core();
@@ -380,22 +380,14 @@ impl fmt::Debug for Scheduler {
     }
 }
 
-/// Submitted outside a tokio runtime, to a scheduler built outside one.
-///
-/// Not retryable by classification ([`classify`](crate::classify)): trying again from the
-/// same place fails the same way.
-#[derive(Debug)]
-pub(crate) struct NoRuntime;
-
-impl fmt::Display for NoRuntime {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
-            "no tokio runtime: build the scheduler or submit the task inside a tokio runtime",
-        )
-    }
+/// The failure of a task submitted outside a tokio runtime, to a scheduler built outside one:
+/// an ordinary, non-retryable [`TaskError`] of kind `no-runtime`, because trying again from
+/// the same place fails the same way.
+fn no_runtime() -> TaskFailure {
+    TaskError::new("build the scheduler or submit the task inside a tokio runtime")
+        .with_kind("no-runtime")
+        .into()
 }
-
-impl std::error::Error for NoRuntime {}
 
 impl Shared {
     fn core(&self) -> MutexGuard<'_, Core> {
@@ -472,7 +464,7 @@ impl Shared {
                 runtime.spawn(job.start(cx, done));
             }
             // Only reachable if the runtime went away between submission and start.
-            None => job.reject(TaskFailure::other(NoRuntime), done),
+            None => job.reject(no_runtime(), done),
         }
     }
 
