@@ -403,6 +403,91 @@ async fn r6_dropping_the_future_cancels_the_attempt() {
     );
 }
 
+// R6, Polly's "cancelled inside the retry callback, not executed again": a signal that fires
+// during an attempt or inside `notify` is seen before the next attempt starts, even when the
+// wait before it is zero and the loop would go straight on.
+
+/// Runs a loop of 40 attempts with zero waits (a `Constant(ZERO)` schedule, or a zero
+/// retry-after hint) whose signal `fire` is called from the operation or from `notify`, and
+/// returns the loop's result and how often the operation ran.
+async fn r6_zero_wait_run(hint: bool, in_notify: bool) -> (Result<u32, RetryError<String>>, u32) {
+    let token = retry_core::CancelToken::new();
+    let calls = AtomicU32::new(0);
+    let op = |attempt: u32| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        if !in_notify {
+            token.cancel();
+        }
+        std::future::ready(Err::<u32, _>(format!("failure {attempt}")))
+    };
+    let retry = policy(40)
+        .retry(op)
+        .backoff(retry_core::Constant(Duration::ZERO))
+        .retry_after(|_| hint.then_some(Duration::ZERO))
+        .notify(|_, _, _| {
+            if in_notify {
+                token.cancel();
+            }
+        })
+        .cancel_on(token.cancelled());
+    let result = retry.await;
+    (result, calls.load(Ordering::SeqCst))
+}
+
+fn cancelled_after_one() -> Result<u32, RetryError<String>> {
+    Err(RetryError::Cancelled {
+        attempts: 1,
+        last: Some("failure 1".to_owned()),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancelled_during_an_attempt_with_zero_delay_runs_no_more_attempts() {
+    assert_eq!(
+        r6_zero_wait_run(false, false).await,
+        (cancelled_after_one(), 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancelled_inside_notify_with_zero_delay_runs_no_more_attempts() {
+    assert_eq!(
+        r6_zero_wait_run(false, true).await,
+        (cancelled_after_one(), 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancelled_with_a_zero_retry_after_hint_runs_no_more_attempts() {
+    assert_eq!(
+        r6_zero_wait_run(true, false).await,
+        (cancelled_after_one(), 1)
+    );
+    assert_eq!(
+        r6_zero_wait_run(true, true).await,
+        (cancelled_after_one(), 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancelled_inside_notify_before_a_real_wait_runs_no_more_attempts() {
+    let token = retry_core::CancelToken::new();
+    let calls = AtomicU32::new(0);
+    let result = policy(40)
+        .retry(|attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err::<u32, _>(format!("failure {attempt}")))
+        })
+        .backoff(retry_core::Constant(MS))
+        .notify(|_, _, _| token.cancel())
+        .cancel_on(token.cancelled())
+        .await;
+    assert_eq!(
+        (result, calls.load(Ordering::SeqCst)),
+        (cancelled_after_one(), 1)
+    );
+}
+
 struct DropFlag(Arc<AtomicBool>);
 
 impl Drop for DropFlag {
