@@ -42,6 +42,12 @@ pub trait Clock {
     type Sleep: Future<Output = ()>;
 
     /// The current instant on this clock.
+    ///
+    /// Must be monotonic: a reading is never earlier than one before it, as with
+    /// [`Instant::now`]. Deadlines and timeouts are measured with it. A clock that steps back
+    /// anyway (a wall clock corrected by hand, a faulty mock) cannot extend a retry loop's
+    /// deadline: a step back counts as no time, while each wait the loop slept on this clock
+    /// still counts in full.
     fn now(&self) -> Instant;
 
     /// A future that completes once `duration` has passed on this clock.

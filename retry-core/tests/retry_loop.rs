@@ -333,6 +333,94 @@ async fn r5_success_under_limits_is_ok() {
     assert_eq!(result, Ok(2));
 }
 
+// ---- R5 with a clock that is not monotonic (issue item 9) ----
+
+/// A clock that goes backwards: each reading is `step_back` earlier than the one before, and
+/// each sleep completes at once after moving the clock forward by its length.
+#[derive(Clone)]
+struct BackwardsClock {
+    now: Arc<Mutex<std::time::Instant>>,
+    step_back: Duration,
+}
+
+impl BackwardsClock {
+    fn new(step_back: Duration) -> Self {
+        let origin = std::time::Instant::now() + Duration::from_secs(86_400);
+        Self {
+            now: Arc::new(Mutex::new(origin)),
+            step_back,
+        }
+    }
+}
+
+impl retry_core::Clock for BackwardsClock {
+    type Sleep = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+    fn now(&self) -> std::time::Instant {
+        let mut now = self.now.lock().unwrap();
+        *now -= self.step_back;
+        *now
+    }
+
+    /// Moves the clock on when polled (an attempt's timer is created but never polled when
+    /// the attempt finishes at once), and completes.
+    fn sleep(&self, duration: Duration) -> Self::Sleep {
+        let now = Arc::clone(&self.now);
+        Box::pin(async move {
+            *now.lock().unwrap() += duration;
+        })
+    }
+}
+
+#[tokio::test]
+async fn r5_a_clock_that_goes_backwards_does_not_disable_the_deadline() {
+    let calls = AtomicU32::new(0);
+    // Every reading is 20 ms earlier than the last, although each wait moves it 10 ms on.
+    let clock = BackwardsClock::new(20 * MS);
+    let result = policy(100_000)
+        .with_clock(clock)
+        .retry(|attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err::<(), _>(attempt))
+        })
+        .backoff(retry_core::Constant(10 * MS))
+        .deadline(Duration::from_secs(1))
+        .await;
+    // 1 s of 10 ms waits: about 100 attempts, not 100,000.
+    let calls = calls.load(Ordering::SeqCst);
+    assert!(
+        matches!(result, Err(RetryError::DeadlineExceeded { .. })),
+        "{result:?} after {calls} attempts"
+    );
+    assert!((99..=101).contains(&calls), "{calls} attempts");
+}
+
+#[tokio::test]
+async fn r5_a_clock_that_jumps_back_once_still_counts_the_time_after() {
+    // One jump back of an hour, then time moves on normally (each wait moves the clock).
+    let clock = BackwardsClock::new(Duration::ZERO);
+    let jumped = Arc::new(AtomicBool::new(false));
+    let (handle, flag) = (clock.now.clone(), jumped.clone());
+    let calls = AtomicU32::new(0);
+    let result = policy(100_000)
+        .with_clock(clock)
+        .retry(|attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            if attempt == 3 && !flag.swap(true, Ordering::SeqCst) {
+                *handle.lock().unwrap() -= Duration::from_secs(3_600);
+            }
+            std::future::ready(Err::<(), _>(attempt))
+        })
+        .backoff(retry_core::Constant(100 * MS))
+        .deadline(Duration::from_secs(1))
+        .await;
+    assert!(
+        matches!(result, Err(RetryError::DeadlineExceeded { .. })),
+        "{result:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 10);
+}
+
 // ---- R6: cancellation ----
 
 #[tokio::test(start_paused = true)]
