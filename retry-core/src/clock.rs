@@ -78,7 +78,8 @@ impl Clock for TokioClock {
 ///
 /// This is the clock of every policy that was not given one, so a testkit scope reaches
 /// retry loops deep inside the code under test. Outside a tokio runtime (another executor, a
-/// plain `block_on`) its waits run on a short-lived timer thread instead of panicking.
+/// plain `block_on`) its waits run on one timer thread shared by the whole process, started
+/// on the first such wait; a dropped wait leaves nothing behind on it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DefaultClock;
 

@@ -804,6 +804,31 @@ async fn t1_scope_built_before_it_runs_inherits_the_enclosing_clock() {
     assert_eq!(clock.sleeps().len(), 1);
 }
 
+/// Issue item 5: outside tokio, every wait used to start a thread of its own that outlived
+/// the wait when it was dropped (200 dropped waits, 200 threads).
+#[cfg(target_os = "linux")]
+#[test]
+fn d1_dropped_waits_outside_tokio_leave_no_thread_per_wait() {
+    use retry_core::{Clock, DefaultClock};
+    use std::task::{Context, Waker};
+
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut waits: Vec<_> = (0..200)
+        .map(|_| Box::pin(DefaultClock.sleep(Duration::from_secs(3_600))))
+        .collect();
+    for wait in &mut waits {
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+    }
+    drop(waits);
+    // Threads are named `retry-core-…` (the kernel keeps the first 15 bytes).
+    let timer_threads = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("retry-core"))
+        .count();
+    assert!(timer_threads <= 1, "{timer_threads} timer threads");
+}
+
 /// A minimal executor, to run a loop outside any tokio runtime.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     use std::sync::Arc;
