@@ -829,6 +829,29 @@ fn d1_dropped_waits_outside_tokio_leave_no_thread_per_wait() {
     assert!(timer_threads <= 1, "{timer_threads} timer threads");
 }
 
+/// Issue item 6: inside a tokio runtime built without `enable_time`, the default clock
+/// panicked ("timers are disabled"), in the retry loop and in `TaskContext::sleep`.
+#[test]
+fn d1_a_tokio_runtime_without_timers_waits_without_panicking() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    // Nanosecond waits: real ones (a zero wait would not reach the clock), but no test time.
+    let tick = retry_core::Constant(Duration::from_nanos(1));
+    let (result, slept, again) = runtime.block_on(async {
+        let result = policy(3).retry(fail_times(2)).backoff(tick).await;
+        let slept = retry_core::TaskContext::new()
+            .sleep(Duration::from_nanos(1))
+            .await;
+        // A second loop on the same runtime goes to the fallback at once.
+        let again = policy(3).retry(fail_times(1)).backoff(tick).await;
+        (result, slept, again)
+    });
+    assert_eq!(result, Ok(3));
+    assert!(slept.is_ok());
+    assert_eq!(again, Ok(2));
+}
+
 /// A minimal executor, to run a loop outside any tokio runtime.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     use std::sync::Arc;
