@@ -48,6 +48,16 @@ pub(crate) const fn doubling_cap_ms(base_ms: u64, max_ms: u64, exponent: u32) ->
     if scaled < max_ms { scaled } else { max_ms }
 }
 
+/// `nanos` as a [`Duration`], saturating at [`Duration::MAX`].
+fn from_nanos_u128(nanos: u128) -> Duration {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    match u64::try_from(nanos / NANOS_PER_SEC) {
+        // The remainder is below 10^9: it fits a u32.
+        Ok(secs) => Duration::new(secs, (nanos % NANOS_PER_SEC) as u32),
+        Err(_) => Duration::MAX,
+    }
+}
+
 /// The policy's own schedule: `cap(k) = min(2^k · base, max)`, then jitter (SPEC D1, D2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PolicyBackoff {
@@ -258,41 +268,67 @@ impl ExponentialBackoff {
     }
 
     /// `min(cap, base · factor^retry_index)`, saturating at the cap for huge indices (D4).
+    ///
+    /// Compared with the cap in whole nanoseconds: index 0 is exactly the base, and the delays
+    /// never decrease and never pass the cap, however long base and cap are.
     pub fn unjittered(&self, retry_index: u32) -> Duration {
         if self.base.is_zero() {
             return Duration::ZERO; // 0 · factor^i, even where factor^i overflows to infinity
         }
         // Past the index where the schedule reaches its cap (found once, when built): O(1).
-        if retry_index >= self.saturates_at {
+        // `u32::MAX` means that it never does (a factor of 1).
+        if retry_index >= self.saturates_at && self.saturates_at != u32::MAX {
             return self.cap;
+        }
+        from_nanos_u128(self.unjittered_nanos(retry_index))
+    }
+
+    /// `base · factor^retry_index` in nanoseconds, rounded, kept within `[base, cap]`.
+    fn unjittered_nanos(&self, retry_index: u32) -> u128 {
+        let (base, cap) = (self.base.as_nanos(), self.cap.as_nanos());
+        // 0 · factor^i is 0 even where factor^i overflows to infinity; factor^0 and 1^i are 1.
+        if base == 0 || retry_index == 0 || self.factor == 1.0 {
+            return base.min(cap);
         }
         // powi is several times cheaper than powf; past i32::MAX the result is infinite anyway.
         let exponent = i32::try_from(retry_index).unwrap_or(i32::MAX);
-        let nanos = self.base.as_secs_f64() * 1e9 * self.factor.powi(exponent);
-        let cap_nanos = self.cap.as_secs_f64() * 1e9;
-        if !nanos.is_finite() || nanos >= cap_nanos {
-            return self.cap;
-        }
-        // 0 <= nanos < cap: 64-bit nanoseconds below 584 years, checked seconds above.
-        if nanos < u64::MAX as f64 {
-            return Duration::from_nanos(nanos.round() as u64).min(self.cap);
-        }
-        Duration::try_from_secs_f64(nanos / 1e9).map_or(self.cap, |d| d.min(self.cap))
+        let scaled = base as f64 * self.factor.powi(exponent);
+        // `as` saturates: infinity becomes u128::MAX, above any cap. (NaN cannot occur: the
+        // factor is finite and >= 1 and the base is positive.)
+        let nanos = scaled.round() as u128;
+        nanos.clamp(base, cap)
     }
 
-    /// The first retry index whose un-jittered delay is the cap (`u32::MAX` if none is found).
+    /// The first retry index whose un-jittered delay is the cap (`u32::MAX` if none is: the
+    /// search stops at `i32::MAX`, the largest exponent `powi` takes).
+    ///
+    /// The delays do not decrease with the index, so a binary search over the indices that
+    /// `powi` distinguishes finds it in about 31 steps, with the same arithmetic as
+    /// [`unjittered`](Self::unjittered).
     fn saturation(&self) -> u32 {
-        if self.base.is_zero() || self.factor <= 1.0 {
+        let cap = self.cap.as_nanos();
+        if self.base.is_zero() || self.factor == 1.0 {
+            return if self.base.as_nanos() >= cap && !self.base.is_zero() {
+                0
+            } else {
+                u32::MAX
+            };
+        }
+        let last = i32::MAX as u32;
+        if self.unjittered_nanos(last) < cap {
             return u32::MAX;
         }
-        let (base, cap) = (self.base.as_secs_f64(), self.cap.as_secs_f64());
-        let mut i = 0u32;
-        let mut d = base;
-        while d < cap && i < 100_000 {
-            d *= self.factor;
-            i += 1;
+        // Invariant: unjittered(hi) reaches the cap; unjittered(i) for i < lo does not.
+        let (mut lo, mut hi) = (0u32, last);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.unjittered_nanos(mid) >= cap {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
         }
-        if d < cap { u32::MAX } else { i }
+        lo
     }
 
     /// The jittered delay before retry `retry_index` (0-based).

@@ -42,6 +42,12 @@ pub trait Clock {
     type Sleep: Future<Output = ()>;
 
     /// The current instant on this clock.
+    ///
+    /// Must be monotonic: a reading is never earlier than one before it, as with
+    /// [`Instant::now`]. Deadlines and timeouts are measured with it. A clock that steps back
+    /// anyway (a wall clock corrected by hand, a faulty mock) cannot extend a retry loop's
+    /// deadline: a step back counts as no time, while each wait the loop slept on this clock
+    /// still counts in full.
     fn now(&self) -> Instant;
 
     /// A future that completes once `duration` has passed on this clock.
@@ -72,7 +78,11 @@ impl Clock for TokioClock {
 ///
 /// This is the clock of every policy that was not given one, so a testkit scope reaches
 /// retry loops deep inside the code under test. Outside a tokio runtime (another executor, a
-/// plain `block_on`) its waits run on a short-lived timer thread instead of panicking.
+/// plain `block_on`) its waits run on one timer thread shared by the whole process, started
+/// on the first such wait; a dropped wait leaves nothing behind on it. So do the waits inside
+/// a tokio runtime built without `enable_time`, instead of panicking there as tokio's own
+/// sleep does (the first wait on such a runtime still runs the panic hook once: tokio offers
+/// no other way to find out; where panics abort, every wait uses the timer thread).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct DefaultClock;
 
@@ -91,14 +101,85 @@ impl Clock for DefaultClock {
             Some(clock) => SleepInner::Scoped {
                 sleep: clock.sleep_boxed(duration),
             },
-            None if tokio::runtime::Handle::try_current().is_ok() => SleepInner::Tokio {
-                sleep: tokio::time::sleep(duration),
-            },
-            None => SleepInner::Thread {
-                sleep: ThreadSleep::new(duration),
+            None => match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => match tokio_sleep(&runtime, duration) {
+                    Some(sleep) => SleepInner::Tokio { sleep },
+                    None => SleepInner::Thread {
+                        sleep: ThreadSleep::new(duration),
+                    },
+                },
+                Err(_) => SleepInner::Thread {
+                    sleep: ThreadSleep::new(duration),
+                },
             },
         };
         DefaultSleep { inner }
+    }
+}
+
+/// Tokio's sleep on `runtime`, or `None` when that runtime was built without its timer.
+///
+/// Tokio has no way to ask a runtime whether its timer is enabled: creating a sleep panics
+/// when it is not. So the first wait on such a runtime catches that panic (the panic hook
+/// still reports it, once) and the runtime is remembered, so its later waits go straight to
+/// the shared timer thread. Where panics abort, nothing can be caught: waits always use the
+/// timer thread there, never tokio's.
+#[cfg(panic = "unwind")]
+fn tokio_sleep(runtime: &tokio::runtime::Handle, duration: Duration) -> Option<tokio::time::Sleep> {
+    if without_timer::contains(runtime.id()) {
+        return None;
+    }
+    let created = std::panic::catch_unwind(|| tokio::time::sleep(duration));
+    match created {
+        Ok(sleep) => Some(sleep),
+        Err(_) => {
+            tracing::warn!(
+                target: "retry_core",
+                "this tokio runtime has no timer (`enable_time` was not called); waits run on a timer thread"
+            );
+            without_timer::insert(runtime.id());
+            None
+        }
+    }
+}
+
+/// See the `unwind` version: with `panic = "abort"`, the timer thread always.
+#[cfg(not(panic = "unwind"))]
+fn tokio_sleep(_: &tokio::runtime::Handle, _: Duration) -> Option<tokio::time::Sleep> {
+    None
+}
+
+/// The tokio runtimes found to have no timer: the most recent few, which is what a process
+/// has at a time (their ids are never reused).
+#[cfg(panic = "unwind")]
+mod without_timer {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Mutex, PoisonError};
+
+    use tokio::runtime::Id;
+
+    const KEPT: usize = 16;
+
+    /// Whether any runtime was ever found without a timer: until then, the check is one
+    /// atomic load, without a lock.
+    static ANY: AtomicBool = AtomicBool::new(false);
+    static IDS: Mutex<Vec<Id>> = Mutex::new(Vec::new());
+
+    pub(super) fn contains(id: Id) -> bool {
+        ANY.load(Ordering::Acquire)
+            && IDS
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&id)
+    }
+
+    pub(super) fn insert(id: Id) {
+        let mut ids = IDS.lock().unwrap_or_else(PoisonError::into_inner);
+        if ids.len() >= KEPT {
+            ids.remove(0);
+        }
+        ids.push(id);
+        ANY.store(true, Ordering::Release);
     }
 }
 

@@ -194,6 +194,58 @@ fn d4_huge_attempt_numbers_saturate() {
     assert_eq!(huge.unjittered(u32::MAX), Duration::MAX);
 }
 
+/// Issue item 12: above about 100 days, base and cap a nanosecond apart are equal in f64
+/// seconds; the schedule must still start at the base, and grow in whole nanoseconds.
+#[test]
+fn d3_base_just_below_a_long_cap_is_the_first_delay_not_the_cap() {
+    let base = Duration::from_secs(100 * 86_400);
+    for (cap, factor) in [
+        (base + Duration::from_nanos(1), 2.0),
+        (base + Duration::from_nanos(1), 1.0),
+        (
+            Duration::from_secs(1_000 * 86_400) + Duration::from_nanos(3),
+            1.5,
+        ),
+        (Duration::MAX, 2.0),
+    ] {
+        let backoff = ExponentialBackoff::builder()
+            .base(base)
+            .factor(factor)
+            .cap(cap)
+            .jitter(Jitter::None)
+            .build()
+            .unwrap();
+        assert_eq!(backoff.unjittered(0), base, "cap {cap:?}, factor {factor}");
+        let mut previous = base;
+        for i in 1..80 {
+            let d = backoff.unjittered(i);
+            assert!(
+                previous <= d && d <= cap,
+                "index {i}: {d:?} after {previous:?}"
+            );
+            previous = d;
+        }
+        if factor > 1.0 {
+            assert_eq!(backoff.unjittered(u32::MAX), cap);
+        } else {
+            assert_eq!(backoff.unjittered(u32::MAX), base);
+        }
+    }
+    // The un-jittered delay of a near-equal pair is exact: the base, then the cap.
+    let backoff = ExponentialBackoff::builder()
+        .base(base)
+        .cap(base + Duration::from_nanos(1))
+        .jitter(Jitter::None)
+        .build()
+        .unwrap();
+    assert_eq!(backoff.unjittered(1), base + Duration::from_nanos(1));
+    // The precomputed saturation index of the default agrees with the builder's search.
+    assert_eq!(
+        ExponentialBackoff::builder().build().unwrap(),
+        ExponentialBackoff::DEFAULT
+    );
+}
+
 #[test]
 fn t2_same_seed_same_delays() {
     let p = RetryPolicy::DEFAULT;

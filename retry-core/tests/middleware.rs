@@ -391,6 +391,64 @@ async fn m1_a_cancellation_during_a_zero_wait_ends_the_loop() {
     assert_eq!(script.calls(), 1);
 }
 
+// R6 for the middleware, Polly's "cancelled inside the retry callback, not executed again":
+// the stop request, made by the task itself or by `on_attempt`, is honoured before the next
+// attempt even when the wait before it is zero (a zero delay, or a zero retry-after hint).
+
+/// Runs the retry transform with zero waits, 40 attempts allowed, stopping the task from
+/// inside it (`in_observer` false) or from `on_attempt`; returns the result and the calls.
+async fn r6_middleware_zero_wait_run(
+    hint: bool,
+    in_observer: bool,
+) -> (Result<u32, TaskFailure>, u32) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let task = move |cx: TaskContext| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        if !in_observer {
+            cx.cancel_token().cancel();
+        }
+        let error = TaskError::new("busy").with_retryable(true);
+        let error = if hint {
+            error.with_retry_after(Duration::ZERO)
+        } else {
+            error
+        };
+        async move { Err::<u32, TaskFailure>(error.into()) }
+    };
+    let cx = TaskContext::new();
+    let token = cx.cancel_token().clone();
+    let config = RetryConfig::new().retries(39).on_attempt(move |_| {
+        if in_observer {
+            token.cancel();
+        }
+    });
+    let result = if hint {
+        retry(task, config).call(cx).await
+    } else {
+        retry(task, config.delay(Duration::ZERO)).call(cx).await
+    };
+    (result, calls.load(Ordering::SeqCst))
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_middleware_cancelled_during_an_attempt_with_zero_delay_runs_no_more_attempts() {
+    for hint in [false, true] {
+        let (result, calls) = r6_middleware_zero_wait_run(hint, false).await;
+        assert_eq!(calls, 1, "hint: {hint}");
+        assert!(result.is_err());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_middleware_cancelled_inside_on_attempt_with_zero_delay_runs_no_more_attempts() {
+    for hint in [false, true] {
+        let (result, calls) = r6_middleware_zero_wait_run(hint, true).await;
+        assert_eq!(calls, 1, "hint: {hint}");
+        assert!(matches!(result, Err(TaskFailure::Cancelled)), "{result:?}");
+    }
+}
+
 /// Polls `fut` once with a waker that does nothing.
 fn futures_poll<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
     fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))

@@ -333,6 +333,94 @@ async fn r5_success_under_limits_is_ok() {
     assert_eq!(result, Ok(2));
 }
 
+// ---- R5 with a clock that is not monotonic (issue item 9) ----
+
+/// A clock that goes backwards: each reading is `step_back` earlier than the one before, and
+/// each sleep completes at once after moving the clock forward by its length.
+#[derive(Clone)]
+struct BackwardsClock {
+    now: Arc<Mutex<std::time::Instant>>,
+    step_back: Duration,
+}
+
+impl BackwardsClock {
+    fn new(step_back: Duration) -> Self {
+        let origin = std::time::Instant::now() + Duration::from_secs(86_400);
+        Self {
+            now: Arc::new(Mutex::new(origin)),
+            step_back,
+        }
+    }
+}
+
+impl retry_core::Clock for BackwardsClock {
+    type Sleep = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+    fn now(&self) -> std::time::Instant {
+        let mut now = self.now.lock().unwrap();
+        *now -= self.step_back;
+        *now
+    }
+
+    /// Moves the clock on when polled (an attempt's timer is created but never polled when
+    /// the attempt finishes at once), and completes.
+    fn sleep(&self, duration: Duration) -> Self::Sleep {
+        let now = Arc::clone(&self.now);
+        Box::pin(async move {
+            *now.lock().unwrap() += duration;
+        })
+    }
+}
+
+#[tokio::test]
+async fn r5_a_clock_that_goes_backwards_does_not_disable_the_deadline() {
+    let calls = AtomicU32::new(0);
+    // Every reading is 20 ms earlier than the last, although each wait moves it 10 ms on.
+    let clock = BackwardsClock::new(20 * MS);
+    let result = policy(100_000)
+        .with_clock(clock)
+        .retry(|attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err::<(), _>(attempt))
+        })
+        .backoff(retry_core::Constant(10 * MS))
+        .deadline(Duration::from_secs(1))
+        .await;
+    // 1 s of 10 ms waits: about 100 attempts, not 100,000.
+    let calls = calls.load(Ordering::SeqCst);
+    assert!(
+        matches!(result, Err(RetryError::DeadlineExceeded { .. })),
+        "{result:?} after {calls} attempts"
+    );
+    assert!((99..=101).contains(&calls), "{calls} attempts");
+}
+
+#[tokio::test]
+async fn r5_a_clock_that_jumps_back_once_still_counts_the_time_after() {
+    // One jump back of an hour, then time moves on normally (each wait moves the clock).
+    let clock = BackwardsClock::new(Duration::ZERO);
+    let jumped = Arc::new(AtomicBool::new(false));
+    let (handle, flag) = (clock.now.clone(), jumped.clone());
+    let calls = AtomicU32::new(0);
+    let result = policy(100_000)
+        .with_clock(clock)
+        .retry(|attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            if attempt == 3 && !flag.swap(true, Ordering::SeqCst) {
+                *handle.lock().unwrap() -= Duration::from_secs(3_600);
+            }
+            std::future::ready(Err::<(), _>(attempt))
+        })
+        .backoff(retry_core::Constant(100 * MS))
+        .deadline(Duration::from_secs(1))
+        .await;
+    assert!(
+        matches!(result, Err(RetryError::DeadlineExceeded { .. })),
+        "{result:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 10);
+}
+
 // ---- R6: cancellation ----
 
 #[tokio::test(start_paused = true)]
@@ -400,6 +488,91 @@ async fn r6_dropping_the_future_cancels_the_attempt() {
     assert!(
         dropped.load(Ordering::SeqCst),
         "the attempt kept running after the loop was dropped"
+    );
+}
+
+// R6, Polly's "cancelled inside the retry callback, not executed again": a signal that fires
+// during an attempt or inside `notify` is seen before the next attempt starts, even when the
+// wait before it is zero and the loop would go straight on.
+
+/// Runs a loop of 40 attempts with zero waits (a `Constant(ZERO)` schedule, or a zero
+/// retry-after hint) whose signal `fire` is called from the operation or from `notify`, and
+/// returns the loop's result and how often the operation ran.
+async fn r6_zero_wait_run(hint: bool, in_notify: bool) -> (Result<u32, RetryError<String>>, u32) {
+    let token = retry_core::CancelToken::new();
+    let calls = AtomicU32::new(0);
+    let op = |attempt: u32| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        if !in_notify {
+            token.cancel();
+        }
+        std::future::ready(Err::<u32, _>(format!("failure {attempt}")))
+    };
+    let retry = policy(40)
+        .retry(op)
+        .backoff(retry_core::Constant(Duration::ZERO))
+        .retry_after(|_| hint.then_some(Duration::ZERO))
+        .notify(|_, _, _| {
+            if in_notify {
+                token.cancel();
+            }
+        })
+        .cancel_on(token.cancelled());
+    let result = retry.await;
+    (result, calls.load(Ordering::SeqCst))
+}
+
+fn cancelled_after_one() -> Result<u32, RetryError<String>> {
+    Err(RetryError::Cancelled {
+        attempts: 1,
+        last: Some("failure 1".to_owned()),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancelled_during_an_attempt_with_zero_delay_runs_no_more_attempts() {
+    assert_eq!(
+        r6_zero_wait_run(false, false).await,
+        (cancelled_after_one(), 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancelled_inside_notify_with_zero_delay_runs_no_more_attempts() {
+    assert_eq!(
+        r6_zero_wait_run(false, true).await,
+        (cancelled_after_one(), 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancelled_with_a_zero_retry_after_hint_runs_no_more_attempts() {
+    assert_eq!(
+        r6_zero_wait_run(true, false).await,
+        (cancelled_after_one(), 1)
+    );
+    assert_eq!(
+        r6_zero_wait_run(true, true).await,
+        (cancelled_after_one(), 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn r6_cancelled_inside_notify_before_a_real_wait_runs_no_more_attempts() {
+    let token = retry_core::CancelToken::new();
+    let calls = AtomicU32::new(0);
+    let result = policy(40)
+        .retry(|attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(Err::<u32, _>(format!("failure {attempt}")))
+        })
+        .backoff(retry_core::Constant(MS))
+        .notify(|_, _, _| token.cancel())
+        .cancel_on(token.cancelled())
+        .await;
+    assert_eq!(
+        (result, calls.load(Ordering::SeqCst)),
+        (cancelled_after_one(), 1)
     );
 }
 
@@ -629,6 +802,54 @@ async fn t1_scope_built_before_it_runs_inherits_the_enclosing_clock() {
     let result = Scope::new().clock(clock.clone()).run(inner).await;
     assert_eq!(result, Ok(2));
     assert_eq!(clock.sleeps().len(), 1);
+}
+
+/// Issue item 5: outside tokio, every wait used to start a thread of its own that outlived
+/// the wait when it was dropped (200 dropped waits, 200 threads).
+#[cfg(target_os = "linux")]
+#[test]
+fn d1_dropped_waits_outside_tokio_leave_no_thread_per_wait() {
+    use retry_core::{Clock, DefaultClock};
+    use std::task::{Context, Waker};
+
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut waits: Vec<_> = (0..200)
+        .map(|_| Box::pin(DefaultClock.sleep(Duration::from_secs(3_600))))
+        .collect();
+    for wait in &mut waits {
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+    }
+    drop(waits);
+    // Threads are named `retry-core-…` (the kernel keeps the first 15 bytes).
+    let timer_threads = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("retry-core"))
+        .count();
+    assert!(timer_threads <= 1, "{timer_threads} timer threads");
+}
+
+/// Issue item 6: inside a tokio runtime built without `enable_time`, the default clock
+/// panicked ("timers are disabled"), in the retry loop and in `TaskContext::sleep`.
+#[test]
+fn d1_a_tokio_runtime_without_timers_waits_without_panicking() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    // Nanosecond waits: real ones (a zero wait would not reach the clock), but no test time.
+    let tick = retry_core::Constant(Duration::from_nanos(1));
+    let (result, slept, again) = runtime.block_on(async {
+        let result = policy(3).retry(fail_times(2)).backoff(tick).await;
+        let slept = retry_core::TaskContext::new()
+            .sleep(Duration::from_nanos(1))
+            .await;
+        // A second loop on the same runtime goes to the fallback at once.
+        let again = policy(3).retry(fail_times(1)).backoff(tick).await;
+        (result, slept, again)
+    });
+    assert_eq!(result, Ok(3));
+    assert!(slept.is_ok());
+    assert_eq!(again, Ok(2));
 }
 
 /// A minimal executor, to run a loop outside any tokio runtime.

@@ -39,8 +39,11 @@ pub(super) fn start_attempt<E, C: Clock, L: Limits>(
     let mut timer = None;
     if let Some((budget, token)) = limits.deadline() {
         let now = plan.clock().now();
-        let started = Memory::<E>::start(&mut progress.memory, now);
-        let left = budget.saturating_sub(now.saturating_duration_since(started));
+        // The wait before this attempt is the last one the loop decided on (zero before the
+        // first attempt).
+        let waited = progress.previous();
+        let spent = Memory::<E>::start(&mut progress.memory, now, waited);
+        let left = budget.saturating_sub(spent);
         if left.is_zero() {
             return Err(deadline_exit(token, progress));
         }
@@ -75,10 +78,8 @@ fn deadline_left<E, C: Clock, L: Limits>(
     progress: &Progress<L::Memory<E>>,
 ) -> Option<(Duration, L::Token)> {
     let (budget, token) = limits.deadline()?;
-    let now = plan.clock().now();
-    let elapsed = Memory::<E>::started(&progress.memory)
-        .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
-    Some((budget.saturating_sub(elapsed), token))
+    let spent = Memory::<E>::spent(&progress.memory, plan.clock().now());
+    Some((budget.saturating_sub(spent), token))
 }
 
 /// The next computed wait: the schedule's answer, clamped to the policy's ceiling (SPEC D2).

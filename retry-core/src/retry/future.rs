@@ -33,24 +33,21 @@ where
             return Poll::Pending;
         }
         // R6: cancellation wins over everything, including a wait in progress.
-        if let Some(token) = this.limits.as_mut().poll_cancelled(cx) {
+        if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
             this.state.set(State::Done);
-            tracing::debug!(target: TARGET, attempt = progress.attempt, "retry cancelled");
-            let last = Memory::<E>::take_last(&mut progress.memory);
-            let exit = Exit::Stopped {
-                token,
-                reason: StopReason::Cancelled,
-                attempts: progress.attempt,
-                last,
-            };
             return Poll::Ready(L::finish(Err(exit)));
         }
+        // Whether the signal was polled since this poll last ran user code (an attempt, the
+        // hooks): true right after the check above.
+        let mut signal_checked = true;
 
         loop {
             // Each arm either returns or says whether the next attempt starts now.
             let start_next = match this.state.as_mut().project() {
                 StateProj::Start => true,
                 StateProj::Attempt { fut, timer } => {
+                    // The attempt, or the hooks after it, may fire the signal.
+                    signal_checked = false;
                     let next = match fut.poll(cx) {
                         Poll::Ready(Ok(value)) => {
                             this.state.set(State::Done);
@@ -97,12 +94,22 @@ where
                     }
                 }
                 StateProj::Backoff { sleep } => match sleep.poll(cx) {
+                    // Ended: the next attempt starts, once the signal has been checked.
                     Poll::Ready(()) => true,
                     Poll::Pending => return Poll::Pending,
                 },
                 StateProj::Done => return Poll::Pending,
             };
             if start_next {
+                // R6: no attempt starts after the signal, not even straight after a zero wait
+                // (the signal may have fired during the attempt or inside `notify`).
+                if !signal_checked {
+                    if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+                        this.state.set(State::Done);
+                        return Poll::Ready(L::finish(Err(exit)));
+                    }
+                }
+                signal_checked = true;
                 let state = this.state.as_mut();
                 if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state) {
                     return Poll::Ready(L::finish(Err(exit)));
@@ -110,6 +117,23 @@ where
             }
         }
     }
+}
+
+/// How the loop ends when its cancellation signal has fired; `None` while it has not (or the
+/// loop has no signal).
+fn cancelled<E, L: Limits>(
+    limits: Pin<&mut L>,
+    cx: &mut Context<'_>,
+    progress: &mut Progress<L::Memory<E>>,
+) -> Option<Exit<E, L::Token>> {
+    let token = limits.poll_cancelled(cx)?;
+    tracing::debug!(target: TARGET, attempt = progress.attempt, "retry cancelled");
+    Some(Exit::Stopped {
+        token,
+        reason: StopReason::Cancelled,
+        attempts: progress.attempt,
+        last: Memory::<E>::take_last(&mut progress.memory),
+    })
 }
 
 /// Starts the next attempt (raced against its limits' timer, if any) in `state`; or, when the

@@ -226,9 +226,13 @@ impl<S> Limited<S> {
     }
 }
 
-/// The loop's memory of what only limits need: when the first attempt started (for the
+/// The loop's memory of what only limits need: how much time the loop has spent (for the
 /// deadline) and the last error (for a deadline or cancellation outcome). A loop without
 /// limits keeps neither, so its future is smaller.
+///
+/// Time spent is counted in steps between the starts of attempts, each at least the wait the
+/// loop slept in between and never negative, so a clock that goes backwards cannot give the
+/// loop more time: see [`Clock::now`](crate::Clock::now).
 #[doc(hidden)]
 pub trait Memory<E> {
     /// Nothing remembered yet.
@@ -237,10 +241,11 @@ pub trait Memory<E> {
     fn remember(&mut self, error: E);
     /// The last error seen, taken out.
     fn take_last(&mut self) -> Option<E>;
-    /// When the first attempt started, recording `now` if nothing was recorded yet.
-    fn start(&mut self, now: Instant) -> Instant;
-    /// When the first attempt started, if recorded.
-    fn started(&self) -> Option<Instant>;
+    /// An attempt starts at `now`, after a wait of `waited` since the previous one started (if
+    /// any): the time spent since the first attempt started.
+    fn start(&mut self, now: Instant, waited: Duration) -> Duration;
+    /// The time spent since the first attempt started, read at `now` (zero before it).
+    fn spent(&self, now: Instant) -> Duration;
 }
 
 /// The memory of a loop without limits: nothing.
@@ -259,12 +264,12 @@ impl<E> Memory<E> for Forget {
         None
     }
 
-    fn start(&mut self, now: Instant) -> Instant {
-        now
+    fn start(&mut self, _: Instant, _: Duration) -> Duration {
+        Duration::ZERO
     }
 
-    fn started(&self) -> Option<Instant> {
-        None
+    fn spent(&self, _: Instant) -> Duration {
+        Duration::ZERO
     }
 }
 
@@ -272,14 +277,25 @@ impl<E> Memory<E> for Forget {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct Recall<E> {
-    started: Option<Instant>,
+    /// When the latest attempt started, on the loop's clock.
+    latest_start: Option<Instant>,
+    /// The time spent from the first attempt's start to the latest's, in nanoseconds
+    /// (saturating: 584 years).
+    spent_nanos: u64,
     last: Option<E>,
+}
+
+impl<E> Recall<E> {
+    fn spent_until_latest(&self) -> Duration {
+        Duration::from_nanos(self.spent_nanos)
+    }
 }
 
 impl<E> Memory<E> for Recall<E> {
     fn empty() -> Self {
         Recall {
-            started: None,
+            latest_start: None,
+            spent_nanos: 0,
             last: None,
         }
     }
@@ -292,12 +308,25 @@ impl<E> Memory<E> for Recall<E> {
         self.last.take()
     }
 
-    fn start(&mut self, now: Instant) -> Instant {
-        *self.started.get_or_insert(now)
+    fn start(&mut self, now: Instant, waited: Duration) -> Duration {
+        if let Some(latest) = self.latest_start {
+            // A step back reads as no time at all, but the wait the loop slept on this clock
+            // did pass on it.
+            let step = now.saturating_duration_since(latest).max(waited);
+            let step = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX);
+            self.spent_nanos = self.spent_nanos.saturating_add(step);
+        }
+        self.latest_start = Some(now);
+        self.spent_until_latest()
     }
 
-    fn started(&self) -> Option<Instant> {
-        self.started
+    fn spent(&self, now: Instant) -> Duration {
+        match self.latest_start {
+            Some(latest) => self
+                .spent_until_latest()
+                .saturating_add(now.saturating_duration_since(latest)),
+            None => Duration::ZERO,
+        }
     }
 }
 
