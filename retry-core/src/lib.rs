@@ -109,4 +109,4 @@ pub use retry_macros::{retry, tool};
 #[doc(hidden)]
 pub use backoff::Schedule;
 #[doc(hidden)]
-pub use retry::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
+pub use retry::{Forget, IntoLimited, Memory, NoTimer, Operation, Recall, TimerSlot};

@@ -26,6 +26,8 @@ use crate::rng::LoopRng;
 #[doc(hidden)]
 pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 pub use error::{LimitExceeded, RetryError};
+#[doc(hidden)]
+pub use hooks::Operation;
 pub use hooks::{Always, NoHint, Notify, RetryAfter, ShouldRetry, Silent};
 #[doc(hidden)]
 pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
@@ -159,11 +161,37 @@ impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
     }
 }
 
+impl<Op, Fut, E, C: Clock, B, W, N, H> Retry<Op, Fut, E, C, B, W, N, H> {
+    /// A loop with all four hooks given at once, for adapters inside the crate (the retry
+    /// middleware) whose hooks are not closures.
+    pub(crate) fn with_every_hook(
+        policy: RetryPolicy<C>,
+        op: Op,
+        backoff: B,
+        when: W,
+        notify: N,
+        hint: H,
+    ) -> Self {
+        let (plan, progress) = Progress::start::<E, C>(policy);
+        Retry {
+            plan,
+            op,
+            backoff,
+            when,
+            notify,
+            hint,
+            progress,
+            limits: Unlimited,
+            state: State::Start,
+        }
+    }
+}
+
 // The return types spell out every type parameter on purpose: each builder changes one.
 #[allow(clippy::type_complexity)]
 impl<Op, Fut, T, E, C, B, W, N, H, L> Retry<Op, Fut, E, C, B, W, N, H, L>
 where
-    Op: FnMut(u32) -> Fut,
+    Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
     L: Limits,
