@@ -86,16 +86,19 @@ impl Backoff for PolicyBackoff {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FromPolicy;
 
-/// Where the retry loop gets its next wait: the policy's own schedule ([`FromPolicy`]) or
-/// any [`Backoff`]. Implemented for both; not meant to be implemented elsewhere.
+/// Where the retry loop gets its next wait: the policy's own schedule ([`FromPolicy`]), any
+/// [`Backoff`], or an adapter that also reads the error (the retry middleware's delays).
+/// Not meant to be implemented elsewhere.
 #[doc(hidden)]
-pub trait Schedule {
+pub trait Schedule<E> {
     /// The wait after `failed_attempt`, before the clamp to the policy's ceiling. `policy` is
-    /// the loop's policy schedule, which [`FromPolicy`] follows and a [`Backoff`] ignores.
+    /// the loop's policy schedule, which [`FromPolicy`] follows and a [`Backoff`] ignores;
+    /// `error` is what the attempt failed with (`None` when its timer cut it off).
     fn next_delay(
         &mut self,
         policy: PolicyBackoff,
         failed_attempt: u32,
+        error: Option<&E>,
         previous: Duration,
         rng: &mut JitterRng,
     ) -> Duration;
@@ -104,11 +107,12 @@ pub trait Schedule {
     fn draws_randomly(&self, policy: PolicyBackoff) -> bool;
 }
 
-impl Schedule for FromPolicy {
+impl<E> Schedule<E> for FromPolicy {
     fn next_delay(
         &mut self,
         mut policy: PolicyBackoff,
         failed_attempt: u32,
+        _: Option<&E>,
         previous: Duration,
         rng: &mut JitterRng,
     ) -> Duration {
@@ -120,11 +124,12 @@ impl Schedule for FromPolicy {
     }
 }
 
-impl<B: Backoff> Schedule for B {
+impl<B: Backoff, E> Schedule<E> for B {
     fn next_delay(
         &mut self,
         _: PolicyBackoff,
         failed_attempt: u32,
+        _: Option<&E>,
         previous: Duration,
         rng: &mut JitterRng,
     ) -> Duration {

@@ -89,7 +89,7 @@ pub use options::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, OptionsError, RetryDefaults,
     RetryOptions,
 };
-pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy, retry};
+pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
 pub use retry::{
     Always, LimitExceeded, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError,
     ShouldRetry, Silent, Unlimited,
@@ -109,4 +109,4 @@ pub use retry_macros::{retry, tool};
 #[doc(hidden)]
 pub use backoff::Schedule;
 #[doc(hidden)]
-pub use retry::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
+pub use retry::{Forget, IntoLimited, Memory, NoTimer, Operation, Recall, TimerSlot};

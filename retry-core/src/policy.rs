@@ -8,7 +8,6 @@ use crate::jitter::Jitter;
 use crate::options::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, RetryOptions,
 };
-use crate::retry::Retry;
 use crate::rng::JitterRng;
 use crate::time::saturating_ms;
 
@@ -284,31 +283,6 @@ impl<C> RetryPolicy<C> {
             previous
         })
     }
-
-    /// Retries `op` under this policy. `op` receives the attempt number, starting at 1.
-    ///
-    /// The returned future resolves to the operation's value or its **last** error; configure
-    /// it first with [`Retry::when`], [`Retry::notify`], [`Retry::retry_after`],
-    /// [`Retry::deadline`] and friends.
-    ///
-    /// ```
-    /// use retry_core::RetryPolicy;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let result: Result<(), String> = RetryPolicy::DEFAULT
-    ///     .retry(|attempt| async move { Err(format!("attempt {attempt} failed")) })
-    ///     .await;
-    /// assert_eq!(result.unwrap_err(), "attempt 3 failed");
-    /// # }
-    /// ```
-    pub fn retry<Op, Fut, T, E>(&self, op: Op) -> Retry<Op, Fut, E, C>
-    where
-        C: Clock + Clone,
-        Op: FnMut(u32) -> Fut,
-        Fut: std::future::Future<Output = Result<T, E>>,
-    {
-        Retry::new(self.clone(), op)
-    }
 }
 
 /// `duration` in whole milliseconds, saturating at `u32::MAX`.
@@ -319,25 +293,4 @@ const fn saturating_ms_u32(duration: Duration) -> u32 {
     } else {
         ms as u32
     }
-}
-
-/// Retries `op` under [`RetryPolicy::DEFAULT`]: 3 attempts, full jitter, 100 ms → 3 s.
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// let mut calls = 0;
-/// let result: Result<u32, &str> = retry_core::retry(|attempt| {
-///     calls += 1;
-///     async move { if attempt == 1 { Err("flaky") } else { Ok(attempt) } }
-/// })
-/// .await;
-/// assert_eq!(result, Ok(2));
-/// # }
-/// ```
-pub fn retry<Op, Fut, T, E>(op: Op) -> Retry<Op, Fut, E, DefaultClock>
-where
-    Op: FnMut(u32) -> Fut,
-    Fut: std::future::Future<Output = Result<T, E>>,
-{
-    RetryPolicy::DEFAULT.retry(op)
 }

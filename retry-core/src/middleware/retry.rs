@@ -9,18 +9,18 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use crate::clock::{Clock, DefaultClock, DefaultSleep};
+use crate::backoff::{PolicyBackoff, Schedule};
+use crate::clock::DefaultClock;
 use crate::error::{TaskFailure, classify};
-use crate::policy::DEFAULT_MAX_RETRY_AFTER;
-use crate::rng::LoopRng;
-use crate::time::saturating_ms;
+use crate::jitter::Jitter;
+use crate::policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
+use crate::retry::{Limited, Notify, Operation, Retry, RetryAfter, RetryError, ShouldRetry};
+use crate::rng::JitterRng;
 
 use super::cancel::Cancelled;
 use super::context::TaskContext;
 use super::delay::TaskDelay;
 use super::task::Task;
-
-const TARGET: &str = "retry_core::middleware";
 
 /// The default number of retries (SPEC M1): 3 attempts in all.
 pub const DEFAULT_RETRIES: u32 = 2;
@@ -268,8 +268,14 @@ impl<D, P, A> fmt::Debug for RetryConfig<D, P, A> {
 /// says no — by default the E3 classification, which stops on `Timeout` and on a
 /// [`TaskError`](crate::TaskError) that is not retryable — or when its retry-after hint is
 /// above the [ceiling](RetryConfig::max_retry_after). The last failure is returned. A wait is
-/// cut short with `Cancelled` when the task is asked to stop; a zero wait still yields to the
-/// runtime once, so that a loop of instant failures cannot starve the other tasks.
+/// cut short with `Cancelled` when the task is asked to stop.
+///
+/// The loop is the crate's one retry loop ([`RetryPolicy::retry`]) with `retries + 1`
+/// attempts, the config's delay as its whole schedule (no other ceiling clamps it), the
+/// delay's retry-after hint bounded by [`max_retry_after`](RetryConfig::max_retry_after), and
+/// [`on_attempt`](RetryConfig::on_attempt) told each retry. So it behaves as that loop does:
+/// a run of zero waits yields to the runtime every 16 retries, so instant failures cannot
+/// starve the other tasks of a thread.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU32, Ordering};
@@ -338,54 +344,138 @@ where
     type Future = RetryFuture<F, D, P, A>;
 
     fn call(&self, cx: TaskContext) -> Self::Future {
-        let fut = self.shared.task.call(cx.clone());
-        RetryFuture {
+        let config = &self.shared.config;
+        // The mapping onto the core loop: `retries` retries are `retries + 1` attempts; the
+        // delay is the whole schedule, so no ceiling of its own clamps it; the hint ceiling
+        // and the seed carry over as they are.
+        let mut policy = RetryPolicy::from_validated(
+            config.retries.saturating_add(1),
+            1,
+            u64::MAX,
+            Jitter::None,
+        )
+        .with_max_retry_after(config.max_retry_after);
+        if let Some(seed) = config.seed {
+            policy = policy.with_seed(seed);
+        }
+        let rules = || Rules(Arc::clone(&self.shared));
+        let signal = cx.cancelled();
+        let attempts = Attempts {
             shared: Arc::clone(&self.shared),
             cx,
-            retries_done: 0,
-            previous: Duration::ZERO,
-            rng: LoopRng::new(self.shared.config.seed),
-            state: State::Attempt { fut },
+        };
+        let when = Stops {
+            shared: Arc::clone(&self.shared),
+            cx: attempts.cx.clone(),
+        };
+        RetryFuture {
+            inner: Retry::with_every_hook(policy, attempts, rules(), when, rules(), rules())
+                .cancel_on(signal),
         }
     }
 }
 
-pin_project! {
-    /// What the loop is doing.
-    #[project = StateProj]
-    enum State<Fut> {
-        // An attempt is running.
-        Attempt { #[pin] fut: Fut },
-        // Waiting before the next attempt, unless the task is asked to stop first.
-        Wait { #[pin] sleep: DefaultSleep, #[pin] cancelled: Cancelled },
-        // A zero wait: the loop has yielded once to the runtime (without a timer) and starts
-        // the next attempt when polled again, unless the task was asked to stop meanwhile.
-        Yielded,
-        // Finished; polled again it stays pending.
-        Done,
+/// The operation of the core loop: one call of the wrapped task per attempt.
+struct Attempts<F, D, P, A> {
+    shared: Arc<Shared<F, D, P, A>>,
+    cx: TaskContext,
+}
+
+impl<F: Task, D, P, A> Operation for Attempts<F, D, P, A> {
+    type Attempt = F::Future;
+
+    fn start(&mut self, _attempt: u32) -> F::Future {
+        self.shared.task.call(self.cx.clone())
     }
 }
 
+/// The core loop's predicate: cancellation is never retried, nor is anything once the task
+/// has been asked to stop; every other failure is put to the caller's predicate.
+struct Stops<F, D, P, A> {
+    shared: Arc<Shared<F, D, P, A>>,
+    cx: TaskContext,
+}
+
+impl<F, D, P: RetryPredicate, A> ShouldRetry<TaskFailure> for Stops<F, D, P, A> {
+    fn should_retry(&mut self, error: &TaskFailure, _next_attempt: u32) -> bool {
+        !error.is_cancelled()
+            && !self.cx.is_cancelled()
+            && self.shared.config.predicate.should_retry(error)
+    }
+}
+
+/// The config's delay, hint and observer, as the core loop's schedule, hint and notifier.
+struct Rules<F, D, P, A>(Arc<Shared<F, D, P, A>>);
+
+impl<F, D: TaskDelay, P, A> Schedule<TaskFailure> for Rules<F, D, P, A> {
+    fn next_delay(
+        &mut self,
+        _: PolicyBackoff,
+        failed_attempt: u32,
+        error: Option<&TaskFailure>,
+        previous: Duration,
+        rng: &mut JitterRng,
+    ) -> Duration {
+        match error {
+            Some(error) => {
+                let retry_index = failed_attempt.saturating_sub(1);
+                self.0.config.delay.delay(retry_index, error, previous, rng)
+            }
+            // Only an attempt timer of the core loop comes without an error, and this loop
+            // has none: timeouts reach it as failures of the task.
+            None => Duration::ZERO,
+        }
+    }
+
+    fn draws_randomly(&self, _: PolicyBackoff) -> bool {
+        true
+    }
+}
+
+impl<F, D: TaskDelay, P, A> RetryAfter<TaskFailure> for Rules<F, D, P, A> {
+    fn retry_after(&mut self, error: &TaskFailure) -> Option<Duration> {
+        self.0.config.delay.retry_after(error)
+    }
+}
+
+impl<F, D, P, A: OnAttempt> Notify<TaskFailure> for Rules<F, D, P, A> {
+    fn notify(&mut self, error: &TaskFailure, failed_attempt: u32, delay: Duration) {
+        let config = &self.0.config;
+        config.on_attempt.on_attempt(&RetryAttempt {
+            attempt: failed_attempt,
+            max_retries: config.retries,
+            delay,
+            error,
+        });
+    }
+}
+
+/// The core loop behind one run of a [`RetryTask`].
+type Inner<F, D, P, A> = Retry<
+    Attempts<F, D, P, A>,
+    <F as Task>::Future,
+    TaskFailure,
+    DefaultClock,
+    Rules<F, D, P, A>,
+    Stops<F, D, P, A>,
+    Rules<F, D, P, A>,
+    Rules<F, D, P, A>,
+    Limited<Cancelled>,
+>;
+
 pin_project! {
-    /// The future of one run of a [`RetryTask`].
+    /// The future of one run of a [`RetryTask`]: the crate's retry loop, its outcome told as
+    /// a [`TaskFailure`].
     #[must_use = "futures do nothing unless polled"]
     pub struct RetryFuture<F: Task, D, P, A> {
-        shared: Arc<Shared<F, D, P, A>>,
-        cx: TaskContext,
-        retries_done: u32,
-        previous: Duration,
-        // Created on the first retry, so a first-try success draws no randomness.
-        rng: LoopRng,
         #[pin]
-        state: State<F::Future>,
+        inner: Inner<F, D, P, A>,
     }
 }
 
 impl<F: Task, D, P, A> fmt::Debug for RetryFuture<F, D, P, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryFuture")
-            .field("retries_done", &self.retries_done)
-            .finish_non_exhaustive()
+        f.debug_struct("RetryFuture").finish_non_exhaustive()
     }
 }
 
@@ -399,80 +489,13 @@ where
     type Output = Result<F::Output, TaskFailure>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            match this.state.as_mut().project() {
-                StateProj::Attempt { fut } => {
-                    let error = match ready!(fut.poll(cx)) {
-                        Ok(value) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(Ok(value));
-                        }
-                        Err(error) => error,
-                    };
-                    let config = &this.shared.config;
-                    // M2, M9: cancellation, exhaustion, a stop request, then the predicate.
-                    let stop = error.is_cancelled()
-                        || *this.retries_done >= config.retries
-                        || this.cx.is_cancelled()
-                        || !config.predicate.should_retry(&error);
-                    if stop {
-                        this.state.set(State::Done);
-                        return Poll::Ready(Err(error));
-                    }
-                    // D5: a server must not park the caller.
-                    if let Some(asked) = config.delay.retry_after(&error) {
-                        if asked > config.max_retry_after {
-                            tracing::debug!(target: TARGET, retry_after_ms = saturating_ms(asked), max_retry_after_ms = saturating_ms(config.max_retry_after), %error, "retry gave up: retry-after hint above the ceiling");
-                            this.state.set(State::Done);
-                            return Poll::Ready(Err(error));
-                        }
-                    }
-                    let rng = this.rng.get();
-                    let delay = config
-                        .delay
-                        .delay(*this.retries_done, &error, *this.previous, rng);
-                    *this.previous = delay;
-                    *this.retries_done += 1;
-                    let info = RetryAttempt {
-                        attempt: *this.retries_done,
-                        max_retries: config.retries,
-                        delay,
-                        error: &error,
-                    };
-                    tracing::debug!(target: TARGET, attempt = info.attempt, max_retries = info.max_retries, ?delay, %error, "retrying task");
-                    config.on_attempt.on_attempt(&info);
-                    if delay.is_zero() {
-                        // Nothing to wait for, but the other tasks get their turn.
-                        this.state.set(State::Yielded);
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
-                    let sleep = DefaultClock.sleep(delay);
-                    this.state.set(State::Wait {
-                        sleep,
-                        cancelled: this.cx.cancelled(),
-                    });
-                }
-                StateProj::Wait { sleep, cancelled } => {
-                    if cancelled.poll(cx).is_ready() {
-                        this.state.set(State::Done);
-                        return Poll::Ready(Err(TaskFailure::Cancelled));
-                    }
-                    ready!(sleep.poll(cx));
-                    let fut = this.shared.task.call(this.cx.clone());
-                    this.state.set(State::Attempt { fut });
-                }
-                StateProj::Yielded => {
-                    if this.cx.is_cancelled() {
-                        this.state.set(State::Done);
-                        return Poll::Ready(Err(TaskFailure::Cancelled));
-                    }
-                    let fut = this.shared.task.call(this.cx.clone());
-                    this.state.set(State::Attempt { fut });
-                }
-                StateProj::Done => return Poll::Pending,
-            }
-        }
+        let outcome = ready!(self.project().inner.poll(cx));
+        Poll::Ready(outcome.map_err(|error| match error {
+            RetryError::Operation(error) => error,
+            // The loop has no deadline or attempt timer; its one limit is the task's signal.
+            RetryError::Cancelled { .. }
+            | RetryError::DeadlineExceeded { .. }
+            | RetryError::AttemptTimeout { .. } => TaskFailure::Cancelled,
+        }))
     }
 }

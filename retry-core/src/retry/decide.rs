@@ -83,21 +83,23 @@ fn deadline_left<E, C: Clock, L: Limits>(
 }
 
 /// The next computed wait: the schedule's answer, clamped to the policy's ceiling (SPEC D2).
-fn scheduled_delay<C, B: Schedule, M>(
+fn scheduled_delay<E, C, B: Schedule<E>, M>(
     plan: &Plan<C>,
     backoff: &mut B,
+    error: Option<&E>,
     progress: &mut Progress<M>,
 ) -> Duration {
     let previous = progress.previous();
     let policy = plan.backoff(progress.jitter);
     let delay = if backoff.draws_randomly(policy) {
         let rng = progress.rng.get();
-        backoff.next_delay(policy, progress.attempt, previous, rng)
+        backoff.next_delay(policy, progress.attempt, error, previous, rng)
     } else {
         // A schedule without randomness never reads the generator: no entropy to fetch.
         backoff.next_delay(
             policy,
             progress.attempt,
+            error,
             previous,
             &mut JitterRng::placeholder(),
         )
@@ -119,7 +121,7 @@ pub(super) fn after_failure<E, C, B, W, N, H, L>(
 ) -> Next<E, L::Token>
 where
     C: Clock,
-    B: Schedule,
+    B: Schedule<E>,
     W: ShouldRetry<E>,
     N: Notify<E>,
     H: RetryAfter<E>,
@@ -146,7 +148,7 @@ where
             return Next::Stop(Exit::Failed(error));
         }
         Some(asked) => asked,
-        None => scheduled_delay(plan, backoff, progress),
+        None => scheduled_delay(plan, backoff, Some(&error), progress),
     };
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left && hinted.is_some() {
@@ -176,7 +178,7 @@ pub(super) fn after_timer<E, C, B, L>(
 ) -> Next<E, L::Token>
 where
     C: Clock,
-    B: Schedule,
+    B: Schedule<E>,
     L: Limits,
 {
     let (token, timeout) = match kind {
@@ -193,7 +195,7 @@ where
             last: progress.memory.take_last(),
         });
     }
-    let delay = scheduled_delay(plan, backoff, progress);
+    let delay = scheduled_delay::<E, _, _, _>(plan, backoff, None, progress);
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left {
             return Next::Stop(deadline_exit(token, progress));

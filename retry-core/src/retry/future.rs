@@ -6,17 +6,17 @@ use std::task::{Context, Poll};
 
 use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt, yields_after};
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
-use super::{Notify, Progress, Retry, RetryAfter, ShouldRetry, State, StateProj};
+use super::{Notify, Operation, Progress, Retry, RetryAfter, ShouldRetry, State, StateProj};
 use crate::backoff::Schedule;
 use crate::clock::Clock;
 use crate::policy::Plan;
 
 impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H, L>
 where
-    Op: FnMut(u32) -> Fut,
+    Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Schedule,
+    B: Schedule<E>,
     W: ShouldRetry<E>,
     N: Notify<E>,
     H: RetryAfter<E>,
@@ -146,7 +146,7 @@ fn begin<Op, Fut, T, E, C, L>(
     mut state: Pin<&mut AttemptState<Fut, C, L>>,
 ) -> Result<(), Exit<E, L::Token>>
 where
-    Op: FnMut(u32) -> Fut,
+    Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
     L: Limits,
@@ -158,7 +158,7 @@ where
             return Err(exit);
         }
     };
-    let fut = op(progress.attempt);
+    let fut = op.start(progress.attempt);
     let timer = match timer {
         Some((limit, kind)) => L::Timer::armed(plan.clock().sleep(limit), kind),
         None => L::Timer::idle(),

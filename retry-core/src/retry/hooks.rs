@@ -68,3 +68,28 @@ impl<E> RetryAfter<E> for NoHint {
         None
     }
 }
+
+/// What the loop runs: called with the attempt number (from 1), it starts one attempt.
+///
+/// Every `FnMut(u32) -> Fut` is one; the retry middleware implements it for a named type, so
+/// that its loop's future type can be named too.
+#[doc(hidden)]
+pub trait Operation {
+    /// One attempt.
+    type Attempt;
+
+    /// Starts attempt number `attempt`.
+    fn start(&mut self, attempt: u32) -> Self::Attempt;
+}
+
+impl<F, Fut> Operation for F
+where
+    F: FnMut(u32) -> Fut,
+{
+    type Attempt = Fut;
+
+    #[inline]
+    fn start(&mut self, attempt: u32) -> Fut {
+        self(attempt)
+    }
+}

@@ -26,6 +26,8 @@ use crate::rng::LoopRng;
 #[doc(hidden)]
 pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 pub use error::{LimitExceeded, RetryError};
+#[doc(hidden)]
+pub use hooks::Operation;
 pub use hooks::{Always, NoHint, Notify, RetryAfter, ShouldRetry, Silent};
 #[doc(hidden)]
 pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
@@ -141,6 +143,33 @@ pin_project! {
     }
 }
 
+impl<C: Clock> RetryPolicy<C> {
+    /// Retries `op` under this policy. `op` receives the attempt number, starting at 1.
+    ///
+    /// The returned future resolves to the operation's value or its **last** error; configure
+    /// it first with [`Retry::when`], [`Retry::notify`], [`Retry::retry_after`],
+    /// [`Retry::deadline`] and friends.
+    ///
+    /// ```
+    /// use retry_core::RetryPolicy;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let result: Result<(), String> = RetryPolicy::DEFAULT
+    ///     .retry(|attempt| async move { Err(format!("attempt {attempt} failed")) })
+    ///     .await;
+    /// assert_eq!(result.unwrap_err(), "attempt 3 failed");
+    /// # }
+    /// ```
+    pub fn retry<Op, Fut, T, E>(&self, op: Op) -> Retry<Op, Fut, E, C>
+    where
+        C: Clock + Clone,
+        Op: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        Retry::new(self.clone(), op)
+    }
+}
+
 impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
     #[inline]
     pub(crate) fn new(policy: RetryPolicy<C>, op: Op) -> Self {
@@ -159,11 +188,37 @@ impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
     }
 }
 
+impl<Op, Fut, E, C: Clock, B, W, N, H> Retry<Op, Fut, E, C, B, W, N, H> {
+    /// A loop with all four hooks given at once, for adapters inside the crate (the retry
+    /// middleware) whose hooks are not closures.
+    pub(crate) fn with_every_hook(
+        policy: RetryPolicy<C>,
+        op: Op,
+        backoff: B,
+        when: W,
+        notify: N,
+        hint: H,
+    ) -> Self {
+        let (plan, progress) = Progress::start::<E, C>(policy);
+        Retry {
+            plan,
+            op,
+            backoff,
+            when,
+            notify,
+            hint,
+            progress,
+            limits: Unlimited,
+            state: State::Start,
+        }
+    }
+}
+
 // The return types spell out every type parameter on purpose: each builder changes one.
 #[allow(clippy::type_complexity)]
 impl<Op, Fut, T, E, C, B, W, N, H, L> Retry<Op, Fut, E, C, B, W, N, H, L>
 where
-    Op: FnMut(u32) -> Fut,
+    Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
     L: Limits,
@@ -178,7 +233,7 @@ where
     /// #[derive(Debug, PartialEq)]
     /// enum ApiError { Busy, NotFound }
     ///
-    /// let result: Result<(), ApiError> = retry_core::retry(|attempt| async move {
+    /// let result: Result<(), ApiError> = retry_core::RetryPolicy::DEFAULT.retry(|attempt| async move {
     ///     Err(if attempt == 1 { ApiError::Busy } else { ApiError::NotFound })
     /// })
     /// .when(|e, _next_attempt| *e == ApiError::Busy)
@@ -198,7 +253,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let mut seen = Vec::new();
-    /// let _: Result<(), &str> = retry_core::retry(|_| async { Err("down") })
+    /// let _: Result<(), &str> = retry_core::RetryPolicy::DEFAULT.retry(|_| async { Err("down") })
     ///     .notify(|e, attempt, delay| seen.push((attempt, *e, delay)))
     ///     .await;
     /// assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2]); // 3 attempts, 2 waits
@@ -223,7 +278,7 @@ where
     /// struct Throttled { retry_after: Duration }
     ///
     /// let mut waits = Vec::new();
-    /// let _: Result<(), Throttled> = retry_core::retry(|_| async {
+    /// let _: Result<(), Throttled> = retry_core::RetryPolicy::DEFAULT.retry(|_| async {
     ///     Err(Throttled { retry_after: Duration::from_secs(2) })
     /// })
     /// .retry_after(|e| Some(e.retry_after))
@@ -314,7 +369,7 @@ where
     /// use std::time::Duration;
     /// use retry_core::RetryError;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let result: Result<(), _> = retry_core::retry(|_| std::future::pending::<Result<(), ()>>())
+    /// let result: Result<(), _> = retry_core::RetryPolicy::DEFAULT.retry(|_| std::future::pending::<Result<(), ()>>())
     ///     .deadline(Duration::from_millis(250))
     ///     .await;
     /// assert!(matches!(result, Err(RetryError::DeadlineExceeded { attempts: 1, last: None })));
@@ -354,7 +409,7 @@ where
     /// ```
     /// use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let result = retry_core::retry(|attempt| async move {
+    /// let result = retry_core::RetryPolicy::DEFAULT.retry(|attempt| async move {
     ///     if attempt == 1 {
     ///         std::future::pending::<()>().await; // hangs
     ///     }
@@ -386,7 +441,7 @@ where
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
     /// drop(cancel); // already cancelled
-    /// let result = retry_core::retry(|_| async { Err::<(), _>("down") })
+    /// let result = retry_core::RetryPolicy::DEFAULT.retry(|_| async { Err::<(), _>("down") })
     ///     .cancel_on(cancelled)
     ///     .await;
     /// assert!(matches!(result, Err(RetryError::Cancelled { attempts: 0, .. })));
