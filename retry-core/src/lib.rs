@@ -62,7 +62,6 @@
 #[doc(hidden)]
 pub mod __private;
 mod backoff;
-mod clock;
 pub mod effects;
 mod error;
 mod jitter;
@@ -73,15 +72,12 @@ mod policy;
 mod retry;
 mod rng;
 mod scheduler;
-mod scope;
-mod thread_sleep;
 mod time;
 
 pub use backoff::{
     Backoff, BackoffError, BackoffFn, Constant, Delays, ExponentialBackoff,
     ExponentialBackoffBuilder, FromPolicy, PolicyBackoff, backoff_fn,
 };
-pub use clock::{Clock, DefaultClock, DefaultSleep, TokioClock};
 pub use error::{BoxError, TaskError, TaskFailure, Timeout, TimeoutKind, classify};
 pub use jitter::{Jitter, UnknownJitter};
 pub use middleware::{CancelToken, Task, TaskContext};
@@ -100,7 +96,7 @@ pub use scheduler::{
     SchedulerOptions, SchedulerState, SubscriptionId, TaskEvent, TaskHandle, TaskId, TaskOutcome,
     TaskState,
 };
-pub use scope::Scope;
+pub use time::{Clock, DefaultClock, DefaultSleep, Scope, TokioClock};
 
 // `#[retry(...)]` and `#[tool(...)]`, behind the default `macros` feature.
 #[cfg(feature = "macros")]

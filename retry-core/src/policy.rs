@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use crate::backoff::{PolicyBackoff, doubling_cap_ms};
-use crate::clock::{Clock, DefaultClock};
 use crate::jitter::Jitter;
 use crate::options::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, RetryOptions,
 };
 use crate::rng::JitterRng;
 use crate::time::saturating_ms;
+use crate::time::{Clock, DefaultClock};
 
 /// The default ceiling on a server's retry-after hint: 60 s.
 pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rand::rand_core::utils;
 use rand::{Rng, RngExt, TryRng};
 
-use crate::scope::Scope;
+use crate::time::Scope;
 
 /// The random source behind jitter: seedable, owned by one retry loop, never process-global.
 ///

@@ -25,8 +25,8 @@ use super::safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, decide_retry,
 };
 use super::time::Timestamp;
-use crate::clock::Clock;
 use crate::options::DEFAULT_MAX_ATTEMPTS;
+use crate::time::Clock;
 
 /// What recovery may run on its own. The default runs calls that provably never started and
 /// re-runs nothing that may have: a re-run must be asked for, per effect.

@@ -32,7 +32,7 @@ use super::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use super::record::{CallRecord, CallState, ReconcileReason, Transition};
 use super::time::{Epoch, Timestamp};
 use super::tool::{DynTool, ToolContext, ToolSpec, Toolbox};
-use crate::clock::{Clock, DefaultClock};
+use crate::time::{Clock, DefaultClock};
 
 /// The `tracing` target of the effects runtime.
 pub(crate) const TARGET: &str = "retry_core::effects";

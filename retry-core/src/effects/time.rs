@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Clock;
+use crate::time::Clock;
 
 /// A point in wall-clock time: milliseconds since the Unix epoch, as the ledger stores it.
 ///

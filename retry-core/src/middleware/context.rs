@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use crate::clock::{Clock, DefaultClock};
 use crate::error::TaskFailure;
+use crate::time::{Clock, DefaultClock};
 
 use super::cancel::CancelToken;
 

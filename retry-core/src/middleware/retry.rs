@@ -10,12 +10,12 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 
 use crate::backoff::{PolicyBackoff, Schedule};
-use crate::clock::DefaultClock;
 use crate::error::{TaskFailure, classify};
 use crate::jitter::Jitter;
 use crate::policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
 use crate::retry::{Limited, Notify, Operation, Retry, RetryAfter, RetryError, ShouldRetry};
 use crate::rng::JitterRng;
+use crate::time::DefaultClock;
 
 use super::cancel::Cancelled;
 use super::context::TaskContext;

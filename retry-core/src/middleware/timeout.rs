@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
 
-use crate::clock::{Clock, DefaultClock, DefaultSleep};
 use crate::error::{TaskFailure, Timeout, TimeoutKind};
+use crate::time::{Clock, DefaultClock, DefaultSleep};
 
 use super::MiddlewareError;
 use super::cancel::CancelToken;

@@ -10,9 +10,9 @@ use std::time::Duration;
 use super::limits::{Exit, Limits, Memory, StopReason};
 use super::{Notify, Progress, RetryAfter, ShouldRetry, Timer};
 use crate::backoff::Schedule;
-use crate::clock::Clock;
 use crate::policy::Plan;
 use crate::rng::JitterRng;
+use crate::time::Clock;
 use crate::time::saturating_ms as duration_ms;
 
 pub(super) const TARGET: &str = "retry_core";

@@ -25,8 +25,8 @@ use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, TimerSlot, Unlimited};
 use super::{Always, NoHint, Notify, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
-use crate::clock::{Clock, DefaultClock, DefaultSleep};
 use crate::policy::{Plan, RetryPolicy};
+use crate::time::{Clock, DefaultClock, DefaultSleep};
 
 /// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
 /// expansion is its only caller.

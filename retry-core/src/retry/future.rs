@@ -8,8 +8,8 @@ use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt, yie
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
 use super::{Notify, Operation, Progress, Retry, RetryAfter, ShouldRetry, State, StateProj};
 use crate::backoff::Schedule;
-use crate::clock::Clock;
 use crate::policy::Plan;
+use crate::time::Clock;
 
 impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H, L>
 where

@@ -18,10 +18,10 @@ use std::time::Duration;
 use pin_project_lite::pin_project;
 
 use crate::backoff::{Backoff, FromPolicy};
-use crate::clock::Clock;
 use crate::jitter::Jitter;
 use crate::policy::{Plan, RetryPolicy};
 use crate::rng::LoopRng;
+use crate::time::Clock;
 
 #[doc(hidden)]
 pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};

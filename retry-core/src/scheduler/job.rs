@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::clock::{BoxSleep, Clock, DynClock};
 use crate::error::TaskFailure;
 use crate::middleware::{Task, TaskContext};
-use crate::scope::{self, Scope};
+use crate::time::{BoxSleep, Clock, DynClock};
+use crate::time::{Scope, scoped_clock};
 
 use super::Completion;
 use super::hooks::panic_message;
@@ -129,7 +129,7 @@ fn panicked(payload: Box<dyn Any + Send>) -> TaskFailure {
 /// The surrounding [`Scope`]'s overrides, to re-establish inside a spawned task.
 fn inherited_scope() -> Scope {
     let mut inherited = Scope::new();
-    if let Some(clock) = scope::scoped_clock() {
+    if let Some(clock) = scoped_clock() {
         inherited = inherited.clock(Inherited(clock));
     }
     if let Some(seed) = Scope::current_seed() {

@@ -1,12 +1,4 @@
-//! The clock: where the retry loop reads the time and sleeps.
-//!
-//! Time is injected, never taken from a global, so that tests can run every backoff,
-//! deadline and timeout on virtual time. Three ways to choose the clock, most specific
-//! first: [`Retry::clock`](crate::Retry::clock) on one call,
-//! [`RetryPolicy::with_clock`](crate::RetryPolicy::with_clock) on a policy, and
-//! [`Scope`](crate::Scope) for code you cannot reach (a function expanded from
-//! `#[retry]`). Without any of them, [`DefaultClock`] is tokio's timer, so
-//! `#[tokio::test(start_paused = true)]` already makes every backoff instant.
+//! [`DefaultClock`]: the scope's clock, else tokio's, else the shared timer thread.
 
 use std::fmt;
 use std::future::Future;
@@ -16,63 +8,9 @@ use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
 
-use crate::scope;
-use crate::thread_sleep::ThreadSleep;
-
-/// A source of time and sleeps.
-///
-/// Implement it to drive retries from your own timer; the testkit's mock clock does.
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use retry_core::Clock;
-///
-/// /// A clock that never waits: every sleep ends at once.
-/// #[derive(Clone)]
-/// struct Instantly;
-///
-/// impl Clock for Instantly {
-///     type Sleep = std::future::Ready<()>;
-///     fn now(&self) -> Instant { Instant::now() }
-///     fn sleep(&self, _: Duration) -> Self::Sleep { std::future::ready(()) }
-/// }
-/// ```
-pub trait Clock {
-    /// The future returned by [`Clock::sleep`].
-    type Sleep: Future<Output = ()>;
-
-    /// The current instant on this clock.
-    ///
-    /// Must be monotonic: a reading is never earlier than one before it, as with
-    /// [`Instant::now`]. Deadlines and timeouts are measured with it. A clock that steps back
-    /// anyway (a wall clock corrected by hand, a faulty mock) cannot extend a retry loop's
-    /// deadline: a step back counts as no time, while each wait the loop slept on this clock
-    /// still counts in full.
-    fn now(&self) -> Instant;
-
-    /// A future that completes once `duration` has passed on this clock.
-    fn sleep(&self, duration: Duration) -> Self::Sleep;
-}
-
-/// Tokio's timer, always (ignores [`Scope`](crate::Scope) overrides).
-///
-/// # Panics
-/// Creating a sleep outside a tokio runtime with the time driver enabled panics (tokio's
-/// rule). [`DefaultClock`] does not: it falls back to a timer thread there.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct TokioClock;
-
-impl Clock for TokioClock {
-    type Sleep = tokio::time::Sleep;
-
-    fn now(&self) -> Instant {
-        tokio::time::Instant::now().into_std()
-    }
-
-    fn sleep(&self, duration: Duration) -> Self::Sleep {
-        tokio::time::sleep(duration)
-    }
-}
+use super::clock::{BoxSleep, Clock, TokioClock};
+use super::fallback::ThreadSleep;
+use super::scope;
 
 /// The clock of the surrounding [`Scope`](crate::Scope) if there is one, tokio's otherwise.
 ///
@@ -183,9 +121,6 @@ mod without_timer {
     }
 }
 
-/// A boxed sleep, as a scoped clock hands it out.
-pub(crate) type BoxSleep = Pin<Box<dyn Future<Output = ()> + Send>>;
-
 pin_project! {
     /// The sleep of [`DefaultClock`]: tokio's timer (no allocation) or the scoped clock's.
     pub struct DefaultSleep {
@@ -222,25 +157,5 @@ impl Future for DefaultSleep {
             SleepInnerProj::Scoped { sleep } => sleep.as_mut().poll(cx),
             SleepInnerProj::Thread { sleep } => Pin::new(sleep).poll(cx),
         }
-    }
-}
-
-/// Object-safe face of a [`Clock`], for the scoped override.
-pub(crate) trait DynClock: Send + Sync {
-    fn now(&self) -> Instant;
-    fn sleep_boxed(&self, duration: Duration) -> BoxSleep;
-}
-
-impl<C> DynClock for C
-where
-    C: Clock + Send + Sync,
-    C::Sleep: Send + 'static,
-{
-    fn now(&self) -> Instant {
-        Clock::now(self)
-    }
-
-    fn sleep_boxed(&self, duration: Duration) -> BoxSleep {
-        Box::pin(Clock::sleep(self, duration))
     }
 }

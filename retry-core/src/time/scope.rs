@@ -9,7 +9,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::clock::{Clock, DynClock};
+use super::clock::{Clock, DynClock};
 
 tokio::task_local! {
     static SCOPE: Scope;
