@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use retry_core::middleware::{
-    RetryConfig, exponential_backoff, retry, with_fallback_when, with_timeout,
+    RetryConfig, exponential_backoff, with_fallback_when, with_retry, with_timeout,
 };
 use retry_core::{
     ExponentialBackoff, Jitter, OnError, Scheduler, SchedulerOptions, Task, TaskContext, TaskError,
@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let backoff = ExponentialBackoff::builder().jitter(Jitter::None).build()?;
     assert_eq!(backoff.base(), exponential_backoff().base());
 
-    println!("1. with_fallback(with_timeout(retry(with_timeout(flaky, 200 ms)), 2 s), cache)");
+    println!("1. with_fallback(with_timeout(with_retry(with_timeout(flaky, 200 ms)), 2 s), cache)");
     println!("   retries 3, exponential backoff, timeouts retried, fallback admits timeouts:");
     let start = Instant::now();
     let config = RetryConfig::new()
@@ -93,7 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     let per_attempt = with_timeout(flaky(start), Duration::from_millis(200))?;
     let stack = with_fallback_when(
-        with_timeout(retry(per_attempt, config), Duration::from_secs(2))?,
+        with_timeout(with_retry(per_attempt, config), Duration::from_secs(2))?,
         cached(start),
         |e| e.is_timeout(),
     );
@@ -109,7 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .retryable(|e| e.is_timeout() || e.is_retryable());
     let stack = with_fallback_when(
         with_timeout(
-            retry(
+            with_retry(
                 with_timeout(flaky(start), Duration::from_millis(200))?,
                 config,
             ),

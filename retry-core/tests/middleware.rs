@@ -11,8 +11,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use retry_core::middleware::{
-    MiddlewareError, RetryConfig, RetryTaskOptions, TaskDelay, exponential_backoff, retry,
-    with_activity_timeout, with_fallback, with_fallback_when, with_timeout,
+    MiddlewareError, RetryConfig, RetryTaskOptions, TaskDelay, exponential_backoff,
+    with_activity_timeout, with_fallback, with_fallback_when, with_retry, with_timeout,
 };
 use retry_core::{
     DEFAULT_MAX_RETRY_AFTER, ExponentialBackoff, Jitter, Scope, Task, TaskContext, TaskError,
@@ -90,7 +90,7 @@ async fn m1_defaults_two_retries_and_attempt_info() {
     let script = Scripted::always(Call::fail(0, transient("503")));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    let task = retry(
+    let task = with_retry(
         script.task(),
         RetryConfig::new()
             .on_attempt(move |info| log.lock().unwrap().push((info.attempt, info.max_retries))),
@@ -110,8 +110,8 @@ async fn m1_delay_as_constant_function_or_retry_after_hint() {
         let config = RetryConfig::new().retries(3);
         let start = Instant::now();
         match delay {
-            Some(d) => drop(retry(script.task(), config.delay(d)).run().await),
-            None => drop(retry(script.task(), config).run().await),
+            Some(d) => drop(with_retry(script.task(), config.delay(d)).run().await),
+            None => drop(with_retry(script.task(), config).run().await),
         }
         let exits = script.exits_since(start);
         exits.windows(2).map(|w| w[1] - w[0]).collect()
@@ -151,14 +151,14 @@ async fn m2_exits_without_another_attempt() {
     ];
     for (failure, why) in exits {
         let script = Scripted::always(Call::fail(0, failure));
-        let _ = retry(script.task(), RetryConfig::new().retries(5))
+        let _ = with_retry(script.task(), RetryConfig::new().retries(5))
             .run()
             .await;
         assert_eq!(script.calls(), 1, "{why}");
     }
     // Timeout from an inner budget.
     let script = Scripted::always(Call::ok(100));
-    let result = retry(
+    let result = with_retry(
         with_timeout(script.task(), MS * 10).unwrap(),
         RetryConfig::new().retries(5),
     )
@@ -168,7 +168,7 @@ async fn m2_exits_without_another_attempt() {
     assert_eq!(script.calls(), 1, "timeout");
     // The caller's predicate saying no.
     let script = Scripted::always(Call::fail(0, transient("503")));
-    let _ = retry(
+    let _ = with_retry(
         script.task(),
         RetryConfig::new().retries(5).retryable(|_| false),
     )
@@ -182,7 +182,7 @@ async fn m3_scenario_two_retryable_failures_then_success() {
     let script = Scripted::new([Call::fail(0, transient("a")), Call::fail(0, transient("b"))]);
     let on_attempt = Arc::new(Mutex::new(0));
     let count = Arc::clone(&on_attempt);
-    let task = retry(
+    let task = with_retry(
         script.task(),
         RetryConfig::new()
             .retries(3)
@@ -197,7 +197,7 @@ async fn m3_scenario_two_retryable_failures_then_success() {
 #[tokio::test(start_paused = true)]
 async fn m3_scenario_non_retryable_task_error_is_called_once() {
     let script = Scripted::always(Call::fail(0, fatal("400")));
-    let err = retry(script.task(), RetryConfig::new().retries(3))
+    let err = with_retry(script.task(), RetryConfig::new().retries(3))
         .run()
         .await
         .unwrap_err();
@@ -209,7 +209,7 @@ async fn m3_scenario_non_retryable_task_error_is_called_once() {
 async fn m3_scenario_always_failing_is_called_one_plus_retries_times() {
     for retries in [0, 1, 4] {
         let script = Scripted::always(Call::fail(0, transient("503")));
-        let _ = retry(script.task(), RetryConfig::new().retries(retries))
+        let _ = with_retry(script.task(), RetryConfig::new().retries(retries))
             .run()
             .await;
         assert_eq!(script.calls(), 1 + retries);
@@ -222,7 +222,7 @@ async fn m1_retry_returns_the_last_failure() {
         Call::fail(0, transient("first")),
         Call::fail(0, transient("second")),
     ]);
-    let err = retry(script.task(), RetryConfig::new().retries(1))
+    let err = with_retry(script.task(), RetryConfig::new().retries(1))
         .run()
         .await
         .unwrap_err();
@@ -233,7 +233,7 @@ async fn m1_retry_returns_the_last_failure() {
 async fn m1_a_wait_is_cut_short_by_cancellation() {
     let script = Scripted::always(Call::fail(0, transient("503")));
     let cx = TaskContext::new();
-    let task = retry(
+    let task = with_retry(
         script.task(),
         RetryConfig::new()
             .retries(3)
@@ -255,7 +255,7 @@ async fn m1_retry_waits_on_the_scoped_clock() {
     // Real time, but a scoped clock: the waits are recorded and take no time.
     let clock = InstantClock::new();
     let script = Scripted::always(Call::fail(0, transient("503")));
-    let task = retry(script.task(), RetryConfig::new().retries(2).delay(MS * 250));
+    let task = with_retry(script.task(), RetryConfig::new().retries(2).delay(MS * 250));
     let _ = Scope::new().clock(clock.clone()).run(task.run()).await;
     // (The scripted calls themselves sleep zero on the same clock.)
     let waits: Vec<_> = clock
@@ -283,7 +283,7 @@ async fn d5_a_retry_after_hint_above_the_ceiling_ends_the_loop_at_once() {
     );
     let script = Scripted::always(Call::fail(0, after(week)));
     let start = Instant::now();
-    let err = retry(script.task(), RetryConfig::new().retries(3))
+    let err = with_retry(script.task(), RetryConfig::new().retries(3))
         .run()
         .await
         .unwrap_err();
@@ -300,13 +300,13 @@ async fn d5_a_retry_after_hint_above_the_ceiling_ends_the_loop_at_once() {
     ] {
         let script = Scripted::new([Call::fail(0, after(hint))]);
         let start = Instant::now();
-        assert_eq!(retry(script.task(), config).run().await.unwrap(), 2);
+        assert_eq!(with_retry(script.task(), config).run().await.unwrap(), 2);
         assert_eq!(Instant::now() - start, hint);
     }
     // The ceiling bounds the hint, not a delay the caller chose.
     let script = Scripted::new([Call::fail(0, after(week))]);
     let config = RetryConfig::new().delay(MS * 5);
-    assert_eq!(retry(script.task(), config).run().await.unwrap(), 2);
+    assert_eq!(with_retry(script.task(), config).run().await.unwrap(), 2);
 }
 
 /// Calls the task again and again after a zero wait until a task spawned before the loop
@@ -328,7 +328,10 @@ async fn calls_until_a_spawned_task_ran<D: TaskDelay>(
         };
         std::future::ready(result)
     };
-    retry(task, config.retries(100_000)).run().await.unwrap()
+    with_retry(task, config.retries(100_000))
+        .run()
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -367,7 +370,7 @@ async fn m1_a_zero_wait_does_not_touch_the_timer() {
     let config = RetryConfig::new().delay(Duration::ZERO);
     let result = Scope::new()
         .clock(clock.clone())
-        .run(retry(task, config).run())
+        .run(with_retry(task, config).run())
         .await;
     assert_eq!(result.unwrap(), 3);
     assert_eq!(clock.sleeps(), []);
@@ -378,7 +381,7 @@ async fn m1_a_cancellation_during_a_zero_wait_ends_the_loop() {
     let script = Scripted::always(Call::fail(0, transient("busy")));
     let cx = TaskContext::new();
     let token = cx.cancel_token().clone();
-    let task = retry(
+    let task = with_retry(
         script.task(),
         RetryConfig::new().retries(40).delay(Duration::ZERO),
     );
@@ -427,9 +430,11 @@ async fn r6_middleware_zero_wait_run(
         }
     });
     let result = if hint {
-        retry(task, config).call(cx).await
+        with_retry(task, config).call(cx).await
     } else {
-        retry(task, config.delay(Duration::ZERO)).call(cx).await
+        with_retry(task, config.delay(Duration::ZERO))
+            .call(cx)
+            .await
     };
     (result, calls.load(Ordering::SeqCst))
 }
@@ -476,7 +481,7 @@ async fn d3_exponential_backoff_defaults_and_four_jitter_kinds() {
             .delay(backoff)
             .seed(7)
             .on_attempt(move |info| log.lock().unwrap().push(info.delay));
-        let _ = retry(script.task(), config).run().await;
+        let _ = with_retry(script.task(), config).run().await;
         seen.lock().unwrap().clone()
     }
     let with = |jitter| {
@@ -735,7 +740,11 @@ async fn m7_timeout_around_retry_is_one_budget_for_the_chain() {
     // Each call takes 30 ms and fails transiently; 3 retries allowed; 50 ms budget.
     let script = Scripted::always(Call::fail(30, transient("503")));
     let start = Instant::now();
-    let task = with_timeout(retry(script.task(), RetryConfig::new().retries(3)), MS * 50).unwrap();
+    let task = with_timeout(
+        with_retry(script.task(), RetryConfig::new().retries(3)),
+        MS * 50,
+    )
+    .unwrap();
     assert!(task.run().await.unwrap_err().is_timeout());
     assert_eq!(Instant::now() - start, MS * 50);
     assert_eq!(script.calls(), 2); // the second call was cut at 50 ms
@@ -745,7 +754,7 @@ async fn m7_timeout_around_retry_is_one_budget_for_the_chain() {
 async fn m7_retry_around_timeout_is_a_budget_per_attempt() {
     let script = Scripted::always(Call::fail(30, transient("503")));
     let start = Instant::now();
-    let task = retry(
+    let task = with_retry(
         with_timeout(script.task(), MS * 50).unwrap(),
         RetryConfig::new().retries(3),
     );
@@ -758,12 +767,12 @@ async fn m7_retry_around_timeout_is_a_budget_per_attempt() {
 async fn m7_a_timeout_is_not_retried_in_either_order_by_default() {
     let hangs = Call::ok(1000);
     let a = Scripted::always(hangs.clone());
-    let _ = with_timeout(retry(a.task(), RetryConfig::new().retries(3)), MS * 50)
+    let _ = with_timeout(with_retry(a.task(), RetryConfig::new().retries(3)), MS * 50)
         .unwrap()
         .run()
         .await;
     let b = Scripted::always(hangs);
-    let _ = retry(
+    let _ = with_retry(
         with_timeout(b.task(), MS * 50).unwrap(),
         RetryConfig::new().retries(3),
     )
@@ -777,7 +786,7 @@ async fn m7_recommended_stack_fallback_timeout_retry() {
     let script = Scripted::always(Call::fail(10, transient("503")));
     let task = with_fallback(
         with_timeout(
-            retry(script.task(), RetryConfig::new().retries(2)),
+            with_retry(script.task(), RetryConfig::new().retries(2)),
             MS * 1000,
         )
         .unwrap(),
@@ -793,7 +802,7 @@ async fn m7_recommended_stack_fallback_timeout_retry() {
 async fn m9_a_predicate_can_retry_each_attempt_that_times_out() {
     let script = Scripted::new([Call::ok(1000), Call::ok(1000)]); // then answers at once
     let per_attempt = with_timeout(script.task(), MS * 100).unwrap();
-    let task = retry(
+    let task = with_retry(
         per_attempt,
         RetryConfig::new()
             .retries(3)
@@ -812,7 +821,7 @@ async fn m9_the_predicate_sees_every_failure_but_cancellation() {
         Call::fail(0, TaskFailure::QueueStopped),
         Call::fail(0, TaskFailure::Cancelled),
     ]);
-    let task = retry(
+    let task = with_retry(
         script.task(),
         RetryConfig::new().retries(5).retryable(move |e| {
             log.lock().unwrap().push(e.to_string());
@@ -879,7 +888,7 @@ async fn retry_task_options_drive_the_layer() {
         serde_json::from_str(r#"{"retries": 3, "delay_ms": 40}"#).unwrap();
     let script = Scripted::always(Call::fail(0, transient("503")));
     let start = Instant::now();
-    let _ = retry(script.task(), options.config()).run().await;
+    let _ = with_retry(script.task(), options.config()).run().await;
     assert_eq!(script.calls(), 4);
     assert_eq!(Instant::now() - start, MS * 120);
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_core::middleware::{RetryConfig, retry, with_fallback, with_timeout};
+use retry_core::middleware::{RetryConfig, with_fallback, with_retry, with_timeout};
 use retry_core::{Task, TaskContext, TaskFailure};
 use task_support::{Call, MS, Scripted, fatal, transient};
 use tokio::time::Instant;
@@ -50,7 +50,7 @@ fn stack(base: &Scripted, layers: &[Layer]) -> DynTask {
     let mut task = erase(base.task());
     for layer in layers {
         task = match *layer {
-            Layer::Retry { retries, delay_ms } => erase(retry(
+            Layer::Retry { retries, delay_ms } => erase(with_retry(
                 as_task(&task),
                 RetryConfig::new()
                     .retries(retries)

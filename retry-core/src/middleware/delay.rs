@@ -9,7 +9,7 @@ use crate::backoff::ExponentialBackoff;
 use crate::error::{TaskError, TaskFailure};
 use crate::rng::JitterRng;
 
-/// The wait before a retry of the [`retry`](crate::middleware::retry()) transform.
+/// The wait before a retry of the [`with_retry`](crate::middleware::with_retry()) transform.
 ///
 /// Implemented by:
 /// - [`Duration`]: the same wait every time;

@@ -8,7 +8,7 @@
 //!
 //! | transform                 | handles                                   |
 //! |---------------------------|-------------------------------------------|
-//! | [`retry()`]               | transient failures, with a delay          |
+//! | [`with_retry()`]               | transient failures, with a delay          |
 //! | [`with_timeout`]          | a budget for the whole run                |
 //! | [`with_activity_timeout`] | a budget since the last progress report   |
 //! | [`with_fallback`]         | business failures, answered second-best   |
@@ -18,14 +18,14 @@
 //!
 //! # Order matters
 //!
-//! `with_timeout(retry(f))` gives the whole retry chain one budget; `retry(with_timeout(f))`
+//! `with_timeout(with_retry(f))` gives the whole retry chain one budget; `with_retry(with_timeout(f))`
 //! gives each attempt its own. The recommended stack is
-//! `with_fallback(with_timeout(retry(f)))`: retry transient failures, bound the caller's
+//! `with_fallback(with_timeout(with_retry(f)))`: retry transient failures, bound the caller's
 //! wait around all of it, and answer a business failure with the fallback.
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_core::middleware::{exponential_backoff, retry, with_fallback, with_timeout, RetryConfig};
+//! use retry_core::middleware::{exponential_backoff, with_retry, with_fallback, with_timeout, RetryConfig};
 //! use retry_core::{Task, TaskContext, TaskFailure};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,7 +36,7 @@
 //! let cached = |_: TaskContext| async { Ok::<_, TaskFailure>("cached".to_owned()) };
 //!
 //! let task = with_fallback(
-//!     with_timeout(retry(fetch, RetryConfig::new().retries(2).delay(exponential_backoff())), Duration::from_secs(2))?,
+//!     with_timeout(with_retry(fetch, RetryConfig::new().retries(2).delay(exponential_backoff())), Duration::from_secs(2))?,
 //!     cached,
 //! );
 //! assert_eq!(task.run().await?, "cached");
@@ -58,7 +58,7 @@
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use retry_core::middleware::{retry, with_timeout, RetryConfig};
+//! use retry_core::middleware::{with_retry, with_timeout, RetryConfig};
 //! use retry_core::{Task, TaskContext, TaskFailure};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -76,7 +76,7 @@
 //! };
 //!
 //! let per_attempt = with_timeout(flaky, Duration::from_millis(100))?;
-//! let task = retry(
+//! let task = with_retry(
 //!     per_attempt,
 //!     RetryConfig::new().retries(3).retryable(|e| e.is_timeout() || e.is_retryable()),
 //! );
@@ -113,7 +113,7 @@ pub(crate) use options::whole;
 pub use options::{MiddlewareError, RetryTaskOptions};
 pub use retry::{
     Classified, DEFAULT_RETRIES, OnAttempt, RetryAttempt, RetryConfig, RetryFuture, RetryPredicate,
-    RetryTask, Unobserved, retry,
+    RetryTask, Unobserved, with_retry,
 };
 pub use task::Task;
 pub use timeout::{TimeoutFuture, TimeoutTask, with_activity_timeout, with_timeout};

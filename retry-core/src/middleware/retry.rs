@@ -85,7 +85,7 @@ impl OnAttempt for Unobserved {
     fn on_attempt(&self, _: &RetryAttempt<'_>) {}
 }
 
-/// How the [`retry`](crate::middleware::retry()) transform retries: count, delay, predicate, observer.
+/// How the [`with_retry`](crate::middleware::with_retry()) transform retries: count, delay, predicate, observer.
 ///
 /// Every setting has a default: 2 retries (SPEC M1), no delay except a
 /// [`TaskError`](crate::TaskError)'s `retry_after` hint up to
@@ -226,7 +226,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::middleware::{retry, RetryConfig};
+    /// use retry_core::middleware::{with_retry, RetryConfig};
     /// use retry_core::{Task, TaskContext, TaskError, TaskFailure};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -235,7 +235,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
     /// };
     /// let start = tokio::time::Instant::now();
     /// let config = RetryConfig::new().max_retry_after(Duration::from_secs(120));
-    /// let err = retry(throttled, config).run().await.unwrap_err();
+    /// let err = with_retry(throttled, config).run().await.unwrap_err();
     /// assert_eq!(err.to_string(), "429");
     /// assert_eq!(start.elapsed(), Duration::ZERO); // not parked for 5 minutes
     /// # }
@@ -279,7 +279,7 @@ impl<D, P, A> fmt::Debug for RetryConfig<D, P, A> {
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU32, Ordering};
-/// use retry_core::middleware::{retry, RetryConfig};
+/// use retry_core::middleware::{with_retry, RetryConfig};
 /// use retry_core::{Task, TaskContext, TaskError, TaskFailure};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -290,12 +290,12 @@ impl<D, P, A> fmt::Debug for RetryConfig<D, P, A> {
 ///         _ => Ok::<_, TaskFailure>("ok"),
 ///     }
 /// };
-/// let task = retry(flaky, RetryConfig::new().retries(3));
+/// let task = with_retry(flaky, RetryConfig::new().retries(3));
 /// assert_eq!(task.run().await.ok(), Some("ok"));
 /// assert_eq!(CALLS.load(Ordering::SeqCst), 3);
 /// # }
 /// ```
-pub fn retry<F, D, P, A>(task: F, config: RetryConfig<D, P, A>) -> RetryTask<F, D, P, A>
+pub fn with_retry<F, D, P, A>(task: F, config: RetryConfig<D, P, A>) -> RetryTask<F, D, P, A>
 where
     F: Task,
     D: TaskDelay,
@@ -307,7 +307,7 @@ where
     }
 }
 
-/// A task wrapped by [`retry`](crate::middleware::retry()).
+/// A task wrapped by [`with_retry`](crate::middleware::with_retry()).
 pub struct RetryTask<F, D = Option<Duration>, P = Classified, A = Unobserved> {
     shared: Arc<Shared<F, D, P, A>>,
 }

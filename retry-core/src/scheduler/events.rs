@@ -76,7 +76,7 @@ impl TaskOutcome {
 /// A step in a task's life, in this order: registered, started (unless it never ran), done.
 ///
 /// Retries inside a task are not events: the scheduler sees one run, however often the
-/// task's [`retry`](crate::middleware::retry()) layer tried. Record them with
+/// task's [`with_retry`](crate::middleware::with_retry()) layer tried. Record them with
 /// [`RetryConfig::on_attempt`](crate::middleware::RetryConfig::on_attempt).
 ///
 /// ```
