@@ -87,7 +87,7 @@ pub use options::{
 };
 pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
 pub use retry::{
-    Always, LimitExceeded, Limited, Limits, NoHint, Notify, Retry, RetryAfter, RetryError,
+    Always, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter, RetryError,
     ShouldRetry, Silent, Unlimited,
 };
 pub use rng::JitterRng;

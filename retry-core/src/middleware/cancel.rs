@@ -77,8 +77,8 @@ impl CancelToken {
 
     /// A future that completes once the token is cancelled. It owns what it needs, so it
     /// can be stored in a struct or moved into a spawned task.
-    pub fn cancelled(&self) -> Cancelled {
-        Cancelled {
+    pub fn cancelled(&self) -> WaitForCancellation {
+        WaitForCancellation {
             token: self.clone(),
             notified: Arc::clone(&self.inner.notify).notified_owned(),
         }
@@ -113,22 +113,22 @@ impl fmt::Debug for CancelToken {
 pin_project! {
     /// The future returned by [`CancelToken::cancelled`].
     #[must_use = "futures do nothing unless polled"]
-    pub struct Cancelled {
+    pub struct WaitForCancellation {
         token: CancelToken,
         #[pin]
         notified: OwnedNotified,
     }
 }
 
-impl fmt::Debug for Cancelled {
+impl fmt::Debug for WaitForCancellation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cancelled")
+        f.debug_struct("WaitForCancellation")
             .field("token", &self.token)
             .finish()
     }
 }
 
-impl Future for Cancelled {
+impl Future for WaitForCancellation {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {

@@ -62,7 +62,7 @@ impl TaskContext {
     }
 
     /// Completes once the task has been asked to stop.
-    pub fn cancelled(&self) -> super::Cancelled {
+    pub fn cancelled(&self) -> super::WaitForCancellation {
         self.token.cancelled()
     }
 

@@ -102,7 +102,7 @@ mod retry;
 mod task;
 mod timeout;
 
-pub use cancel::{CancelToken, Cancelled};
+pub use cancel::{CancelToken, WaitForCancellation};
 pub use context::TaskContext;
 pub use delay::{TaskDelay, exponential_backoff};
 pub use fallback::{

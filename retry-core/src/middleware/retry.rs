@@ -13,11 +13,11 @@ use crate::backoff::{PolicyBackoff, Schedule};
 use crate::error::{TaskFailure, classify};
 use crate::jitter::Jitter;
 use crate::policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
-use crate::retry::{Limited, Notify, Operation, Retry, RetryAfter, RetryError, ShouldRetry};
+use crate::retry::{Limited, OnRetry, Operation, Retry, RetryAfter, RetryError, ShouldRetry};
 use crate::rng::JitterRng;
 use crate::time::DefaultClock;
 
-use super::cancel::Cancelled;
+use super::cancel::WaitForCancellation;
 use super::context::TaskContext;
 use super::delay::TaskDelay;
 use super::task::Task;
@@ -438,7 +438,7 @@ impl<F, D: TaskDelay, P, A> RetryAfter<TaskFailure> for Rules<F, D, P, A> {
     }
 }
 
-impl<F, D, P, A: OnAttempt> Notify<TaskFailure> for Rules<F, D, P, A> {
+impl<F, D, P, A: OnAttempt> OnRetry<TaskFailure> for Rules<F, D, P, A> {
     fn notify(&mut self, error: &TaskFailure, failed_attempt: u32, delay: Duration) {
         let config = &self.0.config;
         config.on_attempt.on_attempt(&RetryAttempt {
@@ -460,7 +460,7 @@ type Inner<F, D, P, A> = Retry<
     Stops<F, D, P, A>,
     Rules<F, D, P, A>,
     Rules<F, D, P, A>,
-    Limited<Cancelled>,
+    Limited<WaitForCancellation>,
 >;
 
 pin_project! {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::limits::{Exit, Limits, Memory, StopReason};
-use super::{Notify, Progress, RetryAfter, ShouldRetry, Timer};
+use super::{OnRetry, Progress, RetryAfter, ShouldRetry, Timer};
 use crate::backoff::Schedule;
 use crate::policy::Plan;
 use crate::rng::JitterRng;
@@ -123,7 +123,7 @@ where
     C: Clock,
     B: Schedule<E>,
     W: ShouldRetry<E>,
-    N: Notify<E>,
+    N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
 {

@@ -23,7 +23,7 @@ use pin_project_lite::pin_project;
 use super::decide::{Next, after_failure, after_timer, start_attempt, yields_after};
 use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, TimerSlot, Unlimited};
-use super::{Always, NoHint, Notify, Progress, RetryAfter, ShouldRetry, Silent, Timer};
+use super::{Always, NoHint, OnRetry, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
 use crate::policy::{Plan, RetryPolicy};
 use crate::time::{Clock, DefaultClock, DefaultSleep};
@@ -182,7 +182,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     ) -> ControlFlow<Result<T, E>, Duration>
     where
         W: ShouldRetry<E>,
-        N: Notify<E>,
+        N: OnRetry<E>,
         H: RetryAfter<E>,
     {
         let next = match outcome {
@@ -214,7 +214,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     fn after_failure(&mut self, error: E) -> Next<E, <L::Limits as Limits>::Token>
     where
         W: ShouldRetry<E>,
-        N: Notify<E>,
+        N: OnRetry<E>,
         H: RetryAfter<E>,
         L: DriverLimits<E>,
     {
@@ -267,7 +267,7 @@ impl<E, W, N, L, H, F, T> Future for Attempt<'_, E, W, N, L, H, F>
 where
     F: Future<Output = Result<T, E>>,
     W: ShouldRetry<E>,
-    N: Notify<E>,
+    N: OnRetry<E>,
     H: RetryAfter<E>,
     L: DriverLimits<E>,
 {

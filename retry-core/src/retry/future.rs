@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt, yields_after};
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
-use super::{Notify, Operation, Progress, Retry, RetryAfter, ShouldRetry, State, StateProj};
+use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry, State, StateProj};
 use crate::backoff::Schedule;
 use crate::policy::Plan;
 use crate::time::Clock;
@@ -18,7 +18,7 @@ where
     C: Clock,
     B: Schedule<E>,
     W: ShouldRetry<E>,
-    N: Notify<E>,
+    N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
 {

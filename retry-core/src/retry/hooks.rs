@@ -28,12 +28,12 @@ impl<E> ShouldRetry<E> for Always {
 }
 
 /// Observes each retry: the error, the attempt that failed, and the chosen delay (SPEC R4).
-pub trait Notify<E> {
+pub trait OnRetry<E> {
     /// Called once per retry, before the wait.
     fn notify(&mut self, error: &E, attempt: u32, delay: Duration);
 }
 
-impl<E, F: FnMut(&E, u32, Duration)> Notify<E> for F {
+impl<E, F: FnMut(&E, u32, Duration)> OnRetry<E> for F {
     fn notify(&mut self, error: &E, attempt: u32, delay: Duration) {
         self(error, attempt, delay)
     }
@@ -43,7 +43,7 @@ impl<E, F: FnMut(&E, u32, Duration)> Notify<E> for F {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Silent;
 
-impl<E> Notify<E> for Silent {
+impl<E> OnRetry<E> for Silent {
     fn notify(&mut self, _: &E, _: u32, _: Duration) {}
 }
 

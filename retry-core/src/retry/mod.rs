@@ -28,7 +28,7 @@ pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 pub use error::{LimitExceeded, RetryError};
 #[doc(hidden)]
 pub use hooks::Operation;
-pub use hooks::{Always, NoHint, Notify, RetryAfter, ShouldRetry, Silent};
+pub use hooks::{Always, NoHint, OnRetry, RetryAfter, ShouldRetry, Silent};
 #[doc(hidden)]
 pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
 pub use limits::{Limited, Limits, Unlimited};
