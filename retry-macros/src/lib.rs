@@ -75,7 +75,8 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// | `defaults`           | path of a `const` [`RetryOptions`] layer        | none    |
 /// | `crate`              | string with the path of `retry_core`           | `"::retry_core"` |
 ///
-/// - Integer literals may use `_` separators (`10_000`). After failed attempt `k` the wait is
+/// - Integer literals may use `_` separators (`10_000`) and a type suffix their value fits in
+///   (`3u32`; `usize` and `isize` are taken as 64-bit). After failed attempt `k` the wait is
 ///   drawn from `[0, min(2^k · base_delay_ms, max_delay_ms))`.
 /// - `when(&error, next_attempt)` is consulted only when another attempt would follow;
 ///   `false` returns that error at once. `notify(&error, failed_attempt, delay)` is called
@@ -112,10 +113,10 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// `const` (`RETRY`, `config::RETRY`) is checked by `cargo check` already; a `const` read
 /// through a type (`Self::RETRY`, `T::RETRY`, `Client::RETRY`) when the function is
 /// instantiated, i.e. by a build of code that calls it. Unknown
-/// or repeated options, values of the wrong kind, two `#[retry]` on one function (they would
-/// multiply the attempts), a function that is not `async` or does not return `Result` are
-/// errors too, all reported in one compile; the function itself is kept, so that these are the
-/// only errors.
+/// or repeated options, values of the wrong kind, a suffixed literal whose value does not fit
+/// its suffix (`300u8`), two `#[retry]` on one function (they would multiply the attempts), a
+/// function that is not `async` or does not return `Result` are errors too, all reported in
+/// one compile; the function itself is kept, so that these are the only errors.
 ///
 /// # Signatures
 ///
