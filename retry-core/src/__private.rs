@@ -20,10 +20,43 @@ pub use std::borrow::ToOwned;
 pub use serde::{self, Deserialize};
 
 pub use crate::effects::{Tool, ToolContext, ToolEffect, ToolSpec};
+
+// `#[tool]` leaves this attribute on its function, after every attribute still to expand
+// there, so that it runs last: it sees whether a `#[retry]`, however spelled and in either
+// order, rewrote the function.
 pub use crate::jitter::Jitter;
 pub use crate::options::{OptionsError, RetryDefaults, RetryOptions};
 pub use crate::policy::RetryPolicy;
 pub use crate::retry::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
+#[cfg(feature = "macros")]
+pub use retry_macros::__tool_check as tool_check;
+
+/// What `#[retry]` leaves at the top of the body it generates, as `const _: RetryApplied =
+/// RetryApplied;`: a mark that `#[tool]` and a second `#[retry]` find in the function they are
+/// handed, whatever name either attribute was imported under. It costs nothing at run time.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryApplied;
+
+/// Whether a `#[tool]` function retries on its own (it is under `#[retry]`): implemented for
+/// the tool's type by the check `#[tool]` leaves on the function, once every other attribute
+/// there has expanded, and read into the tool's descriptor.
+#[diagnostic::on_unimplemented(
+    message = "`#[tool]` could not finish declaring the tool `{Self}`: another attribute on the function removed the check `#[tool]` left on it",
+    label = "the check `#[tool]` runs after the function's other attributes; keep them from dropping attributes they do not know"
+)]
+pub trait ToolRetries {
+    /// `true` if the function is under `#[retry]`.
+    const RETRIES: bool;
+}
+
+/// `spec`, recording that the function retries on its own when `retries`.
+pub const fn with_retries(spec: ToolSpec, retries: bool) -> ToolSpec {
+    if retries {
+        spec.with_internal_retries()
+    } else {
+        spec
+    }
+}
 
 /// The policy, or a compile error carrying the O3 message. `#[track_caller]` makes a failed
 /// `const` evaluation point at the option the macro spans this call on, not at this line.

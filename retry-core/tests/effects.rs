@@ -12,7 +12,7 @@ use retry_core::effects::{
     ArgsHash, CallKey, CallLimits, CallOutcome, CallRecord, CallState, Decision, FailureKind,
     Insert, KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Revision,
     RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome, ToolSpec,
-    Toolbox, Transition, tool_fn,
+    Toolbox, ToolboxError, Transition, tool_fn,
 };
 use serde_json::{Value, json};
 
@@ -48,6 +48,35 @@ fn a2_an_undeclared_effect_is_a_side_effect() {
     }))
     .unwrap();
     assert_eq!(record.effect, ToolEffect::SideEffect);
+}
+
+/// A1 defence in depth: a side-effect tool whose function retries on its own (`#[retry]` under
+/// a `#[tool]` that the compile-time check missed, or a hand-written tool that says so) is
+/// refused when it is registered, with an error rather than a panic; a read or an idempotent
+/// write that retries is registered as usual.
+#[test]
+fn a1_a_side_effect_tool_that_retries_is_not_registered() {
+    let tool =
+        |spec: ToolSpec| tool_fn(spec, |_: (), _: ToolContext| async { Ok::<_, String>(()) });
+    assert!(!ToolSpec::new("send").retries_internally());
+    let retried = ToolSpec::new("send").with_internal_retries();
+    assert!(retried.retries_internally());
+    let mut tools = Toolbox::new();
+    let refused = tools.register(tool(retried)).unwrap_err();
+    assert_eq!(refused, ToolboxError::SideEffectRetries("send"));
+    assert!(
+        refused
+            .to_string()
+            .starts_with("the tool `send` is a `side-effect` tool that retries on its own")
+    );
+    assert_eq!(tools.names().count(), 0);
+    for effect in [ToolEffect::Read, ToolEffect::IdempotentWrite] {
+        let spec = ToolSpec::new(effect.name())
+            .with_effect(effect)
+            .with_internal_retries();
+        tools.register(tool(spec)).unwrap();
+    }
+    assert_eq!(tools.names().count(), 2);
 }
 
 #[test]

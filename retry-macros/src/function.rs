@@ -129,10 +129,3 @@ pub(crate) fn peel(ty: &Type) -> &Type {
         other => other,
     }
 }
-/// The attribute among `attrs` whose path ends in `name` (`tool`, `retry_core::tool`, a
-/// renamed crate's `resilience::tool`): another attribute of ours on the same function.
-pub(crate) fn find_attr<'a>(attrs: &'a [Attribute], name: &str) -> Option<&'a Attribute> {
-    attrs
-        .iter()
-        .find(|a| a.path().segments.last().is_some_and(|s| s.ident == name))
-}

@@ -18,6 +18,7 @@
 
 mod errors;
 mod function;
+mod marks;
 mod number;
 mod options;
 mod retry;
@@ -74,7 +75,8 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// | `defaults`           | path of a `const` [`RetryOptions`] layer        | none    |
 /// | `crate`              | string with the path of `retry_core`           | `"::retry_core"` |
 ///
-/// - Integer literals may use `_` separators (`10_000`). After failed attempt `k` the wait is
+/// - Integer literals may use `_` separators (`10_000`) and a type suffix their value fits in
+///   (`3u32`; `usize` and `isize` are taken as 64-bit). After failed attempt `k` the wait is
 ///   drawn from `[0, min(2^k · base_delay_ms, max_delay_ms))`.
 /// - `when(&error, next_attempt)` is consulted only when another attempt would follow;
 ///   `false` returns that error at once. `notify(&error, failed_attempt, delay)` is called
@@ -111,9 +113,10 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// `const` (`RETRY`, `config::RETRY`) is checked by `cargo check` already; a `const` read
 /// through a type (`Self::RETRY`, `T::RETRY`, `Client::RETRY`) when the function is
 /// instantiated, i.e. by a build of code that calls it. Unknown
-/// or repeated options, values of the wrong kind, a function that is not `async` or does not
-/// return `Result` are errors too, all reported in one compile; the function itself is kept,
-/// so that these are the only errors.
+/// or repeated options, values of the wrong kind, a suffixed literal whose value does not fit
+/// its suffix (`300u8`), two `#[retry]` on one function (they would multiply the attempts), a
+/// function that is not `async` or does not return `Result` are errors too, all reported in
+/// one compile; the function itself is kept, so that these are the only errors.
 ///
 /// # Signatures
 ///
@@ -312,9 +315,14 @@ pub fn retry(
 /// ```
 ///
 /// A side-effect tool — declared, or by default — cannot be wrapped in `#[retry]`, in either
-/// order of the two attributes: a retry may repeat an effect that already happened when only
-/// its answer was lost. Declare it `idempotent-write` and pass the key on, or leave an unknown
-/// outcome to reconciliation.
+/// order of the two attributes and however either is spelled (imported under another name,
+/// reached by another path, behind `cfg_attr`): a retry may repeat an effect that already
+/// happened when only its answer was lost. Declare it `idempotent-write` and pass the key on,
+/// or leave an unknown outcome to reconciliation. The check does not go by names: `#[retry]`
+/// leaves a mark in the body it generates, and `#[tool]` looks for it once every other
+/// attribute on the function has expanded. The tool's descriptor records whether its function
+/// retries (`ToolSpec::retries_internally`), and a [`Toolbox`] refuses a side effect that
+/// does.
 ///
 /// ```compile_fail
 /// #[retry_core::retry]
@@ -401,4 +409,15 @@ pub fn tool(
     item: proc_macro::TokenStream,
 ) -> proc_macro::TokenStream {
     tool::expand(args.into(), item.into()).into()
+}
+
+/// Not public API: what `#[tool]` leaves on its function to run after the function's other
+/// attributes (`retry_core::__private::tool_check`).
+#[doc(hidden)]
+#[proc_macro_attribute]
+pub fn __tool_check(
+    args: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    tool::expand_check(args.into(), item.into()).into()
 }

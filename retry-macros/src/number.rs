@@ -43,11 +43,13 @@ pub(crate) fn number(name: &str, value: Expr) -> syn::Result<Number> {
         }) => {
             check_suffix(name, lit.suffix(), lit.span(), INT_SUFFIXES)?;
             let magnitude = lit.base10_parse::<i128>().ok();
-            LitValue::Int(if negative {
+            let value = if negative {
                 magnitude.map(|m| -m)
             } else {
                 magnitude
-            })
+            };
+            fits_suffix(name, value, lit.suffix(), &tokens)?;
+            LitValue::Int(value)
         }
         Expr::Lit(ExprLit {
             lit: Lit::Float(lit),
@@ -82,6 +84,37 @@ fn check_suffix(name: &str, suffix: &str, span: Span, allowed: &[&str]) -> syn::
     Err(syn::Error::new(
         span,
         format!("`{name}` takes a plain number: remove the suffix `{suffix}`"),
+    ))
+}
+
+/// Rejects `300u8`: a suffix says which type the literal is, so a value outside it is not
+/// what was meant (and would not compile as Rust). `usize` and `isize` are taken as 64-bit.
+fn fits_suffix(
+    name: &str,
+    value: Option<i128>,
+    suffix: &str,
+    tokens: &TokenStream,
+) -> syn::Result<()> {
+    let (min, max): (i128, i128) = match suffix {
+        "" | "u128" | "i128" => return Ok(()),
+        "u8" => (0, u8::MAX.into()),
+        "u16" => (0, u16::MAX.into()),
+        "u32" => (0, u32::MAX.into()),
+        "u64" | "usize" => (0, u64::MAX.into()),
+        "i8" => (i8::MIN.into(), i8::MAX.into()),
+        "i16" => (i16::MIN.into(), i16::MAX.into()),
+        "i32" => (i32::MIN.into(), i32::MAX.into()),
+        _ => (i64::MIN.into(), i64::MAX.into()),
+    };
+    if value.is_some_and(|v| (min..=max).contains(&v)) {
+        return Ok(());
+    }
+    let written = tokens.to_string().replace(' ', "");
+    Err(syn::Error::new_spanned(
+        tokens,
+        format!(
+            "`{name}` takes a plain number: `{written}` does not fit in `{suffix}`; remove the suffix `{suffix}`"
+        ),
     ))
 }
 

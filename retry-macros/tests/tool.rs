@@ -211,6 +211,41 @@ async fn x3_retry_inside_an_idempotent_write_repeats_it_with_the_same_key() {
     assert_eq!(*UPSERT_KEYS.lock().unwrap(), ["run-5:up"; 3]);
 }
 
+// A1, X3: the descriptor says whether the function retries -----------------------------------
+
+mod spelled {
+    pub(crate) use retry_core::retry as again;
+    pub(crate) use retry_core::tool as declare;
+}
+
+/// `#[retry]` above `#[tool]`, renamed.
+#[spelled::again(max_attempts = 2)]
+#[tool(effect = "read")]
+async fn retried_read() -> Result<u32, String> {
+    Ok(1)
+}
+
+/// `#[tool]` above `#[retry]`, renamed, behind `cfg_attr`.
+#[cfg_attr(all(), spelled::declare(effect = "read"))]
+#[cfg_attr(all(), spelled::again)]
+async fn read_retried() -> Result<u32, String> {
+    Ok(1)
+}
+
+#[test]
+fn a1_x3_the_descriptor_says_whether_the_function_retries() {
+    // A registration refuses a side effect that retries (SPEC A1): the macros tell it which
+    // functions do, in either order and however the attributes are spelled.
+    assert!(retried_read::SPEC.retries_internally());
+    assert!(read_retried::SPEC.retries_internally());
+    assert!(flaky_upsert::SPEC.retries_internally());
+    assert!(!save_note::SPEC.retries_internally());
+    let tools = Toolbox::new()
+        .with(retried_read {})
+        .and_then(|t| t.with(read_retried {}));
+    assert_eq!(tools.unwrap().names().count(), 2);
+}
+
 // A5: recovery treats each tool per its declared effect ----------------------------------------
 
 /// What the outside world saw, and whether the process is about to die: while `CRASHING`, a

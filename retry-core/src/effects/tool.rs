@@ -45,6 +45,7 @@ pub struct ToolSpec {
     effect: ToolEffect,
     requires_approval: bool,
     timeout: Option<Duration>,
+    retries: bool,
 }
 
 impl ToolSpec {
@@ -57,6 +58,7 @@ impl ToolSpec {
             effect: ToolEffect::SideEffect,
             requires_approval: false,
             timeout: None,
+            retries: false,
         }
     }
 
@@ -78,6 +80,18 @@ impl ToolSpec {
         self
     }
 
+    /// Records that the tool's function retries on its own: `#[tool]` sets this when the
+    /// function is under `#[retry]`; set it by hand for a [`tool_fn`] or a [`Tool`] whose call
+    /// goes through a retry loop.
+    ///
+    /// A retry inside one call is fine for a read or an idempotent write (every attempt carries
+    /// the same key), but may repeat a side effect that already happened when only its answer
+    /// was lost: [`Toolbox::register`] refuses a [`ToolEffect::SideEffect`] tool that retries.
+    pub const fn with_internal_retries(mut self) -> Self {
+        self.retries = true;
+        self
+    }
+
     /// The name the model calls the tool by.
     pub const fn name(&self) -> &'static str {
         self.name
@@ -96,6 +110,11 @@ impl ToolSpec {
     /// The tool's own time budget per call.
     pub const fn timeout(&self) -> Option<Duration> {
         self.timeout
+    }
+
+    /// Whether the tool's function retries on its own (see [`ToolSpec::with_internal_retries`]).
+    pub const fn retries_internally(&self) -> bool {
+        self.retries
     }
 }
 
@@ -354,6 +373,13 @@ pub enum ToolboxError {
     /// A name outside `[A-Za-z0-9_-]{{1,64}}`, the rule model providers apply to tool names.
     #[error("`{0}` is not a valid tool name: use 1 to 64 of `A-Z`, `a-z`, `0-9`, `_`, `-`")]
     InvalidName(&'static str),
+    /// A side-effect tool whose function retries on its own: a retry may repeat an effect that
+    /// already happened when only its answer was lost.
+    #[error(
+        "the tool `{0}` is a `side-effect` tool that retries on its own, and a retry may repeat an effect that already happened when only its answer was lost. \
+         Declare it `idempotent-write` and pass its `IdempotencyKey` to the system it writes to, or remove the retry and leave an unknown outcome to reconciliation"
+    )]
+    SideEffectRetries(&'static str),
 }
 
 /// The tools a runner can call, by name.
@@ -389,7 +415,8 @@ impl Toolbox {
     ///
     /// # Errors
     ///
-    /// [`ToolboxError`] if its name is taken or invalid. The toolbox is consumed; use
+    /// [`ToolboxError`] if its name is taken or invalid, or if it is a side effect that
+    /// retries on its own. The toolbox is consumed; use
     /// [`Toolbox::register`] to keep it after an error.
     pub fn with<T: Tool>(mut self, tool: T) -> Result<Self, ToolboxError> {
         self.register(tool)?;
@@ -400,15 +427,20 @@ impl Toolbox {
     ///
     /// # Errors
     ///
-    /// [`ToolboxError`] if its name is taken or invalid; nothing is added then.
+    /// [`ToolboxError`] if its name is taken or invalid, or if it is a side effect that
+    /// retries on its own ([`ToolSpec::retries_internally`]); nothing is added then.
     pub fn register<T: Tool>(&mut self, tool: T) -> Result<(), ToolboxError> {
-        let name = Tool::spec(&tool).name();
+        let spec = Tool::spec(&tool);
+        let name = spec.name();
         let valid = (1..=64).contains(&name.len())
             && name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if !valid {
             return Err(ToolboxError::InvalidName(name));
+        }
+        if spec.effect() == ToolEffect::SideEffect && spec.retries_internally() {
+            return Err(ToolboxError::SideEffectRetries(name));
         }
         if self.tools.contains_key(name) {
             return Err(ToolboxError::Duplicate(name));

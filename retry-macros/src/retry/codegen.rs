@@ -42,10 +42,13 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
             }
         }
     });
+    // Found by a `#[tool]` or a second `#[retry]` expanding after this one.
+    let mark = crate::marks::retry_applied(&private);
     quote! {
         #(#attrs)*
         #vis #sig {
             #(#inner_attrs)*
+            #mark
             let mut #retry = #driver;
             loop {
                 #(#clones)*

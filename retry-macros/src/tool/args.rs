@@ -2,7 +2,7 @@
 //! fit together (and fit the function) is `valid.rs`'s question.
 
 use proc_macro2::TokenStream;
-use syn::{Attribute, Expr, ExprLit, Lit, LitStr, Meta, Path};
+use syn::{Expr, ExprLit, Lit, LitStr, Path};
 
 use crate::errors::Errors;
 use crate::number::{Number, number};
@@ -77,19 +77,6 @@ impl Args {
             _ => at.set(&mut args.krate, krate(value)),
         });
         args
-    }
-
-    /// The arguments of a `#[tool(...)]` attribute that another attribute found on the
-    /// function, and whether they parsed without an error.
-    pub(crate) fn of(attr: &Attribute) -> (Args, bool) {
-        let tokens = match &attr.meta {
-            Meta::Path(_) => TokenStream::new(),
-            Meta::List(list) => list.tokens.clone(),
-            Meta::NameValue(_) => return (Args::default(), false),
-        };
-        let mut errors = Errors::default();
-        let args = Args::parse(tokens, &mut errors);
-        (args, errors.is_empty())
     }
 }
 

@@ -39,7 +39,10 @@ pub(crate) fn expand(item: TokenStream, function: &Function, tool: Tool) -> Toke
     };
     let output_type = quote_spanned!(output_span=> <#output as #private::IsResult>::Ok);
     let error_type = quote_spanned!(output_span=> <#output as #private::IsResult>::Err);
+    // Whether the function retries on its own: known once the check `#[tool]` left on the
+    // function has run, after any `#[retry]` there.
     let spec = spec(&tool, &private);
+    let spec = quote!(#private::with_retries(#spec, <#ident as #private::ToolRetries>::RETRIES));
     let args = args_struct(&tool, vis, &private);
     let call = call(&tool, ident, &private);
     let effect = match tool.effect {

@@ -1,7 +1,8 @@
 //! The rules of a tool declaration, checked while the user is still typing: a name the
 //! runtime accepts, a positive timeout, a function the runner can call with JSON arguments,
 //! an idempotency key wherever a write claims to be idempotent (SPEC A4), and no `#[retry]`
-//! around a side effect (SPEC A1, X3).
+//! around a side effect (SPEC A1, X3) — found by `#[retry]`'s mark in the function (see
+//! `marks.rs`), here when `#[retry]` expanded first, in `check.rs` when it expands after.
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
@@ -9,7 +10,7 @@ use syn::{FnArg, GenericParam, Ident, LitStr, Pat, Path, Safety, Type};
 
 use super::args::{Args, ToolEffect};
 use crate::errors::Errors;
-use crate::function::{Function, find_attr, from_async_trait, peel, result_type};
+use crate::function::{Function, from_async_trait, peel, result_type};
 use crate::number::{Rule, Value, field, not_positive};
 use crate::options::Opt;
 
@@ -65,7 +66,14 @@ pub(crate) enum Pass {
 impl Tool {
     /// Checks the options, the function, and the two together. Every failure is recorded;
     /// `None` if there was one.
-    pub(crate) fn check(args: Args, function: &Function, errors: &mut Errors) -> Option<Tool> {
+    /// `retried`: a `#[retry]` already expanded on the function (it was written above this
+    /// attribute, however spelled).
+    pub(crate) fn check(
+        args: Args,
+        function: &Function,
+        retried: bool,
+        errors: &mut Errors,
+    ) -> Option<Tool> {
         let before = errors.len();
         // Whether the options parsed: an effect lost to a typo is not "undeclared".
         let options_parsed = errors.is_empty();
@@ -76,7 +84,7 @@ impl Tool {
         if effect == Some(ToolEffect::IdempotentWrite) {
             key_taken(function, errors);
         }
-        if find_attr(&function.attrs, "retry").is_some() && (effect.is_some() || options_parsed) {
+        if retried && (effect.is_some() || options_parsed) {
             if let Some(message) = retry_conflict(effect) {
                 // At the effect, or at this `#[tool]` when there is none.
                 let at = args
@@ -97,30 +105,8 @@ impl Tool {
     }
 }
 
-/// `#[retry]` expands first and finds `#[tool(...)]` still on the function: the same rule,
-/// checked from the other side, so that the order of the two attributes does not matter.
-///
-/// An attribute that does not parse is left for `#[tool]` to report, unless its effect is
-/// clear. A `tool` attribute on a method is not ours (ours refuses methods, and says so): an
-/// MCP server's `#[tool]` methods may well be retried.
-pub(crate) fn tool_under_retry(function: &Function) -> Option<syn::Error> {
-    let attr = find_attr(&function.attrs, "tool")?;
-    if function.sig.receiver().is_some() {
-        return None;
-    }
-    let (args, parsed) = Args::of(attr);
-    if args.effect.is_none() && !parsed {
-        return None;
-    }
-    let message = retry_conflict(args.effect.as_ref().map(|opt| opt.value.effect))?;
-    Some(match &args.effect {
-        Some(opt) => syn::Error::new(opt.value.lit.span(), message),
-        None => syn::Error::new_spanned(attr, message),
-    })
-}
-
 /// Why `#[retry]` cannot wrap a tool declared `effect` (`None`: undeclared), if it cannot.
-fn retry_conflict(effect: Option<ToolEffect>) -> Option<String> {
+pub(crate) fn retry_conflict(effect: Option<ToolEffect>) -> Option<String> {
     let (what, declare) = match effect {
         Some(ToolEffect::Read | ToolEffect::IdempotentWrite) => return None,
         Some(ToolEffect::SideEffect) => ("a `side-effect` tool:", "Declare"),
@@ -316,62 +302,18 @@ fn is_key(ty: &Type) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use quote::quote;
     use retry_core::effects::{ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn};
 
     use super::*;
 
-    fn under_retry(item: proc_macro2::TokenStream) -> Option<String> {
-        let function = Function::parse(&item, "retry").unwrap();
-        tool_under_retry(&function).map(|e| e.to_string())
-    }
-
     #[test]
-    fn x3_retry_sees_the_tool_below_it_by_any_path() {
-        let side_effect = under_retry(quote! {
-            #[retry_core::tool(effect = "side-effect")]
-            async fn send() -> Result<(), ()> { Ok(()) }
-        });
-        assert!(
-            side_effect
-                .unwrap()
-                .starts_with("`#[retry]` cannot wrap a `side-effect` tool")
-        );
-        let undeclared = under_retry(quote! {
-            #[resilience::tool(crate = "resilience")]
-            async fn send() -> Result<(), ()> { Ok(()) }
-        });
-        assert!(undeclared.unwrap().contains("it declares no effect"));
-        for fine in [
-            quote!(
-                #[tool(effect = "read")]
-                async fn get() -> Result<(), ()> {
-                    Ok(())
-                }
-            ),
-            quote!(
-                #[tool(effect = "idempotent-write")]
-                async fn put() -> Result<(), ()> {
-                    Ok(())
-                }
-            ),
-            // A typo: `#[tool]` reports it; the effect is not known to be missing.
-            quote!(
-                #[tool(efect = "read")]
-                async fn get() -> Result<(), ()> {
-                    Ok(())
-                }
-            ),
-            // Another crate's `#[tool]` on a method (an MCP server's): not ours.
-            quote!(
-                #[tool]
-                async fn call(&self) -> Result<(), ()> {
-                    Ok(())
-                }
-            ),
-        ] {
-            assert_eq!(under_retry(fine), None);
-        }
+    fn x3_retry_conflict_names_the_effect() {
+        let side_effect = retry_conflict(Some(ToolEffect::SideEffect)).unwrap();
+        assert!(side_effect.starts_with("`#[retry]` cannot wrap a `side-effect` tool"));
+        let undeclared = retry_conflict(None).unwrap();
+        assert!(undeclared.contains("it declares no effect"));
+        assert_eq!(retry_conflict(Some(ToolEffect::Read)), None);
+        assert_eq!(retry_conflict(Some(ToolEffect::IdempotentWrite)), None);
     }
 
     #[test]

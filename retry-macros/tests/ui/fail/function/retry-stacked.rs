@@ -1,0 +1,24 @@
+// Two `#[retry]` on one function multiply the attempts (3 × 3 = 9 runs of the body), however
+// each is spelled.
+use retry_core::retry;
+use retry_core::retry as with_retry;
+
+#[retry]
+#[retry]
+async fn twice() -> Result<(), String> {
+    Ok(())
+}
+
+#[with_retry(max_attempts = 3)]
+#[retry_core::retry(max_attempts = 3)]
+async fn renamed() -> Result<(), String> {
+    Ok(())
+}
+
+#[retry]
+#[cfg_attr(all(), with_retry)]
+async fn behind_cfg_attr() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}
