@@ -273,10 +273,23 @@ fn canonical_json(value: &Value, out: &mut impl FnMut(&[u8])) {
         Text(&'static str),
         Key(&'a str),
     }
+    /// Hands what `serde_json` writes straight on: a long string is escaped without a copy.
+    struct Sink<'a>(&'a mut dyn FnMut(&[u8]));
+    impl std::io::Write for Sink<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            (self.0)(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
     let string = |s: &str, out: &mut dyn FnMut(&[u8])| {
-        // Serializing a `str` cannot fail; fall back to an escaped debug form regardless.
-        let quoted = serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"));
-        out(quoted.as_bytes());
+        // Writing a `str` into a sink that never fails cannot fail; if it somehow did, the
+        // escaped debug form still makes the hash depend on every byte of `s`.
+        if serde_json::to_writer(Sink(out), s).is_err() {
+            out(format!("{s:?}").as_bytes());
+        }
     };
     let mut stack = vec![Step::Value(value)];
     while let Some(step) = stack.pop() {

@@ -146,8 +146,9 @@ pub trait Ledger: Send + Sync {
         transition: Transition,
     ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
         async move {
-            let next = current.apply(transition)?;
-            self.compare_and_swap(current.revision, next).await
+            let expected = current.revision;
+            let next = current.into_next(transition)?;
+            self.compare_and_swap(expected, next).await
         }
     }
 }

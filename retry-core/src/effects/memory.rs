@@ -94,6 +94,8 @@ impl Ledger for MemoryLedger {
             }));
         }
         next.revision = expected.next();
+        // The old record goes before the copy is made: one copy of a large record at a time.
+        drop(calls.records.remove(&next.key));
         calls.records.insert(next.key.clone(), next.clone());
         ready(Ok(next))
     }

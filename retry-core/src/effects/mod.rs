@@ -72,6 +72,7 @@
 //! ```
 
 mod effect;
+mod json;
 mod key;
 mod ledger;
 mod memory;
@@ -84,6 +85,7 @@ mod time;
 mod tool;
 
 pub use effect::{ToolEffect, UnknownEffect};
+pub use json::MAX_JSON_DEPTH;
 pub use key::{ArgsHash, BadArgsHash, CallKey, IdempotencyKey, KeyError};
 pub use ledger::{Insert, Ledger, LedgerError};
 pub use memory::MemoryLedger;

@@ -268,17 +268,31 @@ impl CallRecord {
     /// side effect again, starting without a required approval, or a success result for a call
     /// whose tool never started.
     pub fn apply(&self, transition: Transition) -> Result<CallRecord, IllegalTransition> {
+        self.clone().into_next(transition)
+    }
+
+    /// [`apply`](CallRecord::apply) without the copy: the record moves into its next state.
+    /// What [`Ledger::transition`](super::Ledger::transition) uses, so that a large argument
+    /// is not cloned on every write.
+    pub(crate) fn into_next(
+        mut self,
+        transition: Transition,
+    ) -> Result<CallRecord, IllegalTransition> {
         use CallState as S;
-        let refuse = |why| IllegalTransition {
-            key: self.key.clone(),
-            from: self.state.name(),
-            transition: transition.name(),
+        let (from, name) = (self.state.name(), transition.name());
+        let refuse = |key: &CallKey, why| IllegalTransition {
+            key: key.clone(),
+            from,
+            transition: name,
             why,
         };
-        let mut next = self.clone();
-        next.revision = self.revision.next();
-        match (&self.state, &transition) {
-            (S::Committed { .. }, _) => return Err(refuse("a committed result is final")),
+        let next = &mut self;
+        next.revision = next.revision.next();
+        // On a refusal the record is dropped, so its state can be taken out for the match.
+        match (std::mem::replace(&mut next.state, S::Prepared), transition) {
+            (S::Committed { .. }, _) => {
+                return Err(refuse(&next.key, "a committed result is final"));
+            }
             (S::Prepared, Transition::AwaitApproval) => {
                 next.state = S::AwaitingApproval;
                 next.lease_until = None;
@@ -286,43 +300,42 @@ impl CallRecord {
             (S::AwaitingApproval, Transition::Approve { lease_until }) => {
                 next.state = S::Prepared;
                 next.approved = true;
-                next.lease_until = Some(*lease_until);
+                next.lease_until = Some(lease_until);
             }
-            (S::Prepared, Transition::Start { .. }) if self.requires_approval && !self.approved => {
-                return Err(refuse("the tool requires an approval first"));
+            (S::Prepared, Transition::Start { .. }) if next.requires_approval && !next.approved => {
+                return Err(refuse(&next.key, "the tool requires an approval first"));
             }
-            (S::Started, Transition::Start { .. }) if self.effect == ToolEffect::SideEffect => {
+            (S::Started, Transition::Start { .. }) if next.effect == ToolEffect::SideEffect => {
                 return Err(refuse(
+                    &next.key,
                     "a started side effect is never run again automatically",
                 ));
             }
             (S::Prepared | S::Started, Transition::Start { lease_until }) => {
                 next.state = S::Started;
-                next.attempts = self.attempts.saturating_add(1);
-                next.lease_until = Some(*lease_until);
+                next.attempts = next.attempts.saturating_add(1);
+                next.lease_until = Some(lease_until);
             }
             (S::Prepared | S::AwaitingApproval, Transition::Commit { outcome: Ok(_) }) => {
-                return Err(refuse("a tool that never started has no output"));
+                return Err(refuse(&next.key, "a tool that never started has no output"));
             }
             (
                 S::Prepared | S::AwaitingApproval | S::Started | S::NeedsReconciliation { .. },
                 Transition::Commit { outcome },
             ) => {
-                next.state = S::Committed {
-                    outcome: outcome.clone(),
-                };
+                next.state = S::Committed { outcome };
                 next.lease_until = None;
             }
             (S::Started, Transition::Reconcile { reason }) => {
-                next.state = S::NeedsReconciliation { reason: *reason };
+                next.state = S::NeedsReconciliation { reason };
                 next.lease_until = None;
             }
             (S::NeedsReconciliation { .. }, Transition::Reopen { lease_until }) => {
                 next.state = S::Prepared;
-                next.lease_until = Some(*lease_until);
+                next.lease_until = Some(lease_until);
             }
-            _ => return Err(refuse("not an edge of the call state machine")),
+            _ => return Err(refuse(&next.key, "not an edge of the call state machine")),
         }
-        Ok(next)
+        Ok(self)
     }
 }
