@@ -69,15 +69,32 @@ pub(crate) fn exceeds_depth(value: &Value, limit: usize) -> bool {
     }
 }
 
-/// Drops `value` without recursing: `serde_json`'s own `Drop` descends once per level.
+/// Drops `value` without recursing: `serde_json`'s own `Drop` descends once per level. Only
+/// non-empty arrays and objects wait on the explicit stack; everything else is dropped where
+/// it is found, so a long flat array is not copied onto it.
 pub(crate) fn dismantle(value: Value) {
     let mut rest = vec![value];
     while let Some(value) = rest.pop() {
-        match value {
-            Value::Array(items) => rest.extend(items),
-            Value::Object(members) => rest.extend(members.into_iter().map(|(_, v)| v)),
-            _ => {}
+        let children: Box<dyn Iterator<Item = Value>> = match value {
+            Value::Array(items) => Box::new(items.into_iter()),
+            Value::Object(members) => Box::new(members.into_iter().map(|(_, v)| v)),
+            _ => continue,
+        };
+        for child in children {
+            match &child {
+                Value::Array(items) if !items.is_empty() => rest.push(child),
+                Value::Object(members) if !members.is_empty() => rest.push(child),
+                _ => drop(child),
+            }
         }
+    }
+}
+
+/// Drops `value`: as usual if it is within [`MAX_JSON_DEPTH`] (the recursion is bounded),
+/// taken apart by hand if not.
+pub(crate) fn discard(value: Value) {
+    if exceeds_depth(&value, MAX_JSON_DEPTH) {
+        dismantle(value);
     }
 }
 

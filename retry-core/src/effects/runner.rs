@@ -469,6 +469,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         let record = match self.ledger.insert(record).await? {
             Insert::Inserted(record) => record,
             Insert::Existing(existing) => {
+                let existing = read_back(existing)?;
                 if existing.tool != spec.name() || existing.args_hash != given {
                     return Err(RunnerError::IdempotencyConflict(Box::new(KeyConflict {
                         key: existing.key.idempotency_key(),
@@ -584,6 +585,8 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             .ledger
             .get(key.clone())
             .await?
+            .map(read_back)
+            .transpose()?
             .ok_or(RunnerError::UnknownCall { key })?;
         if record.state.name() != expected {
             let (key, state) = (record.key, record.state.name());
@@ -767,7 +770,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             )
             .await
         {
-            Err(LedgerError::Conflict { .. }) => match self.ledger.get(key.clone()).await? {
+            Err(LedgerError::Conflict { .. }) => match self.read(key.clone()).await? {
                 Some(
                     now @ CallRecord {
                         state: CallState::NeedsReconciliation { .. },
@@ -786,13 +789,25 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         settled(committed, ResultSource::ThisCall)
     }
 
+    /// The record of `key`, checked.
+    async fn read(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        self.ledger.get(key).await?.map(read_back).transpose()
+    }
+
     /// What to report after losing a race for `key`.
     async fn reread(&self, key: CallKey) -> Result<CallOutcome, RunnerError> {
-        match self.ledger.get(key.clone()).await? {
+        match self.read(key.clone()).await? {
             Some(record) => settled(record, ResultSource::Ledger),
             None => Err(RunnerError::UnknownCall { key }),
         }
     }
+}
+
+/// A record read from the ledger, refused if it breaks the invariants of [`CallRecord`]: a
+/// durable ledger can hand back a corrupt or hand-edited row, and a decision taken on one
+/// (re-running a call that committed, say) cannot be taken back.
+pub(crate) fn read_back(record: CallRecord) -> Result<CallRecord, LedgerError> {
+    record.validated().map_err(LedgerError::from)
 }
 
 /// How the race between a tool and its limits ended.
