@@ -672,7 +672,8 @@ fn committed_json() -> Value {
 fn a1_records_read_back_with_a_wrong_hash_a_lease_on_a_settled_call_or_an_edge_revision_are_refused()
  {
     assert!(serde_json::from_value::<CallRecord>(committed_json()).is_ok());
-    let tampered: [(&str, fn(&mut Value)); 6] = [
+    type Tamper = fn(&mut Value);
+    let tampered: [(&str, Tamper); 6] = [
         ("argument hash", |r| r["args"] = json!({"to": "bob"})),
         ("lease", |r| r["lease_until"] = json!(1_700_000_000_000u64)),
         ("revision 0", |r| r["revision"] = json!(0)),
@@ -806,4 +807,95 @@ async fn a1_the_memory_ledger_lets_no_invalid_record_in() {
         "{refused:?}"
     );
     assert_eq!(ledger.get(key("c1")).await.unwrap(), Some(first));
+}
+// ---------------------------------------------------------------------------------------------
+// Issue item 11: losing the race to approve a call reports the winner's outcome.
+
+/// Lets `n` readers of a call read it before any of them writes: every approver sees the call
+/// awaiting approval, then they race to approve it.
+struct ReadTogether {
+    inner: MemoryLedger,
+    barrier: tokio::sync::Barrier,
+}
+
+impl Ledger for ReadTogether {
+    async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
+        self.inner.insert(record).await
+    }
+    async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        let record = self.inner.get(key).await;
+        if matches!(&record, Ok(Some(r)) if r.state == CallState::AwaitingApproval) {
+            self.barrier.wait().await;
+        }
+        record
+    }
+    async fn compare_and_swap(
+        &self,
+        expected: Revision,
+        next: CallRecord,
+    ) -> Result<CallRecord, LedgerError> {
+        self.inner.compare_and_swap(expected, next).await
+    }
+    async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
+        self.inner.list_run(run_id).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a5_approvers_who_lose_the_race_get_the_winners_outcome_not_a_conflict() {
+    const APPROVERS: usize = 8;
+    let world = World::default();
+    let ledger = ReadTogether {
+        inner: MemoryLedger::new(),
+        barrier: tokio::sync::Barrier::new(APPROVERS),
+    };
+    let runner = runner(ledger, crash_free_toolbox(&world), T0);
+    assert!(matches!(
+        runner.call(call("p1", PAY, json!(1))).await,
+        Ok(CallOutcome::AwaitingApproval(_))
+    ));
+    let decisions = (0..APPROVERS).map(|_| runner.decide(key("p1"), Decision::Approve));
+    let mut outcomes = Vec::new();
+    for outcome in futures_join_all(decisions).await {
+        match outcome {
+            Ok(CallOutcome::Done(result)) => outcomes.push(result),
+            other => panic!("an approver got {other:?}"),
+        }
+    }
+    assert_eq!(world.executions("pay", "p1"), 1);
+    let winners = outcomes
+        .iter()
+        .filter(|r| r.source == ResultSource::ThisCall)
+        .count();
+    assert_eq!(winners, 1);
+    assert!(outcomes.iter().all(|r| r.outcome == outcomes[0].outcome));
+}
+
+/// Polls every future to completion on this task, in order (a minimal `join_all`).
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.map(Box::pin).map(Some).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(out) => {
+                        *output = Some(out);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }

@@ -491,6 +491,11 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// Applies a person's `decision` to a call in `awaiting_approval` (SPEC A5): approve runs
     /// it, reject commits a [`FailureKind::Rejected`] result.
     ///
+    /// Several people (or retried requests) may decide the same call at once; one decision
+    /// wins. The others get what the ledger holds after the winner's write, as a resubmitted
+    /// [`call`](ToolRunner::call) does: the winner's result with [`ResultSource::Ledger`] if
+    /// it has committed, or [`RunnerError::InProgress`] while its tool still runs.
+    ///
     /// # Errors
     ///
     /// [`RunnerError::WrongState`] if the call is not awaiting approval; otherwise as
@@ -501,28 +506,36 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         decision: Decision,
     ) -> Result<CallOutcome, RunnerError> {
         let record = self
-            .expect_state(key, CallState::AwaitingApproval.name())
+            .expect_state(key.clone(), CallState::AwaitingApproval.name())
             .await?;
         match decision {
             Decision::Approve => {
                 let tool = self.tool(&record.tool)?;
                 let lease_until = self.now() + self.lease;
-                let record = self
-                    .ledger
-                    .transition(record, Transition::Approve { lease_until })
-                    .await?;
+                let Some(record) = self
+                    .decided(record, Transition::Approve { lease_until })
+                    .await?
+                else {
+                    return self.reread(key).await;
+                };
                 self.drive(record, &*tool, CallLimits::new(), self.clock.now())
                     .await
             }
             Decision::Reject { reason } => {
-                let failure = ToolFailure::new(FailureKind::Rejected, reason);
-                self.commit(record, Err(failure)).await
+                let outcome = Err(ToolFailure::new(FailureKind::Rejected, reason));
+                match self.decided(record, Transition::Commit { outcome }).await? {
+                    Some(record) => settled(record, ResultSource::ThisCall),
+                    None => self.reread(key).await,
+                }
             }
         }
     }
 
     /// Applies a person's finding to a call in `needs_reconciliation`: commit what happened,
     /// or run it again because it verifiably did not happen.
+    ///
+    /// As with [`decide`](ToolRunner::decide), of several findings at once one wins and the
+    /// others get what the ledger holds after it.
     ///
     /// # Errors
     ///
@@ -546,19 +559,45 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 });
             }
         }
-        let record = self.expect_state(key, "needs_reconciliation").await?;
+        let record = self
+            .expect_state(key.clone(), "needs_reconciliation")
+            .await?;
         match resolution {
-            Resolution::Happened(outcome) => self.commit(record, outcome).await,
+            Resolution::Happened(outcome) => {
+                match self.decided(record, Transition::Commit { outcome }).await? {
+                    Some(record) => settled(record, ResultSource::ThisCall),
+                    None => self.reread(key).await,
+                }
+            }
             Resolution::DidNotHappen => {
                 let tool = self.tool(&record.tool)?;
                 let lease_until = self.now() + self.lease;
-                let record = self
-                    .ledger
-                    .transition(record, Transition::Reopen { lease_until })
-                    .await?;
+                let Some(record) = self
+                    .decided(record, Transition::Reopen { lease_until })
+                    .await?
+                else {
+                    return self.reread(key).await;
+                };
                 self.drive(record, &*tool, CallLimits::new(), self.clock.now())
                     .await
             }
+        }
+    }
+
+    /// Writes a person's decision or finding: the moved record, or `None` if someone moved
+    /// the call first (a lost compare-and-swap is a race to report, not a ledger failure).
+    ///
+    /// Unlike [`commit`](ToolRunner::commit), a loser never writes over what the winner
+    /// left: a rejection must not end a call that an approval started meanwhile.
+    async fn decided(
+        &self,
+        record: CallRecord,
+        transition: Transition,
+    ) -> Result<Option<CallRecord>, RunnerError> {
+        match self.ledger.transition(record, transition).await {
+            Ok(record) => Ok(Some(record)),
+            Err(LedgerError::Conflict { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
