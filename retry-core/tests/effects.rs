@@ -209,7 +209,7 @@ async fn a1_a_stale_revision_cannot_move_a_call() {
         .transition(first.clone(), Transition::Start { lease_until: T0 })
         .await
         .unwrap();
-    assert_eq!(started.revision, Revision::FIRST.next());
+    assert_eq!(Some(started.revision), Revision::FIRST.checked_next());
 
     // A second writer holding the old revision loses, and nothing is written.
     let stale = ledger
@@ -681,4 +681,250 @@ async fn a5_started_is_persisted_before_the_tool_runs() {
     assert_eq!(record.lease_until, None, "a finished call holds no lease");
     assert_eq!(ledger.list_run(RUN.to_owned()).await.unwrap().len(), 1);
     assert!(ledger.list_run("bad:run".to_owned()).await.is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue item 10: records read back are checked against their invariants.
+
+/// A committed record as a durable ledger would store it, as JSON.
+fn committed_json() -> Value {
+    let args = json!({"to": "ana"});
+    json!({
+        "key": {"run_id": "run-1", "call_id": "c9"}, "tool": "send", "effect": "side-effect",
+        "args": args, "args_hash": ArgsHash::of(&args),
+        "state": {"state": "committed", "outcome": {"Ok": 1}}, "revision": 3,
+        "attempts": 1, "requires_approval": false, "approved": false, "lease_until": null
+    })
+}
+
+#[test]
+fn a1_records_read_back_with_a_wrong_hash_a_lease_on_a_settled_call_or_an_edge_revision_are_refused()
+ {
+    assert!(serde_json::from_value::<CallRecord>(committed_json()).is_ok());
+    type Tamper = fn(&mut Value);
+    let tampered: [(&str, Tamper); 6] = [
+        ("argument hash", |r| r["args"] = json!({"to": "bob"})),
+        ("lease", |r| r["lease_until"] = json!(1_700_000_000_000u64)),
+        ("revision 0", |r| r["revision"] = json!(0)),
+        ("revision 18446744073709551615", |r| {
+            r["revision"] = json!(u64::MAX)
+        }),
+        ("approved", |r| r["approved"] = json!(true)),
+        ("never started", |r| r["attempts"] = json!(0)),
+    ];
+    for (what, tamper) in tampered {
+        let mut record = committed_json();
+        tamper(&mut record);
+        let error = serde_json::from_value::<CallRecord>(record)
+            .expect_err(what)
+            .to_string();
+        assert!(error.contains("run-1:c9"), "{what}: {error}");
+        assert!(error.contains(what), "{what}: {error}");
+    }
+}
+
+#[test]
+fn a4_argument_hashes_parse_in_canonical_lowercase_form_only() {
+    let hash = ArgsHash::of(&json!({"a": 1}));
+    let text = hash.to_string();
+    assert_eq!(ArgsHash::try_from(text.clone()), Ok(hash));
+    let hex = &text["sha256:".len()..];
+    assert!(hex.bytes().any(|b| b.is_ascii_alphabetic()), "{text}");
+    assert!(ArgsHash::try_from(format!("sha256:{}", hex.to_uppercase())).is_err());
+    assert!(ArgsHash::try_from(format!("sha256:+{}", &hex[1..])).is_err());
+    assert!(ArgsHash::try_from(format!("sha256:{}+{}", &hex[..2], &hex[3..])).is_err());
+    assert!(ArgsHash::try_from(format!("SHA256:{hex}")).is_err());
+}
+
+#[test]
+fn a1_a_revision_never_saturates() {
+    let mut record = prepared("c1", ToolEffect::Read);
+    record.revision = Revision::from_u64(u64::MAX - 1);
+    let refused = record.apply(Transition::Start { lease_until: T0 });
+    assert!(refused.is_err(), "{refused:?}");
+}
+
+/// Hands out records whose lease was tampered with, as a corrupted store would.
+struct LeaseOnEverything(MemoryLedger);
+
+impl Ledger for LeaseOnEverything {
+    async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
+        self.0.insert(record).await
+    }
+    async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        let record = self.0.get(key).await?;
+        Ok(record.map(|mut r| {
+            r.lease_until = Some(T0);
+            r
+        }))
+    }
+    async fn compare_and_swap(
+        &self,
+        expected: Revision,
+        next: CallRecord,
+    ) -> Result<CallRecord, LedgerError> {
+        self.0.compare_and_swap(expected, next).await
+    }
+    async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
+        self.0.list_run(run_id).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a1_the_runner_refuses_an_invalid_record_its_ledger_returns() {
+    let world = World::default();
+    let ledger = LeaseOnEverything(MemoryLedger::new());
+    let runner = runner(ledger, crash_free_toolbox(&world), T0);
+    assert!(matches!(
+        runner.call(call("p1", PAY, json!(1))).await,
+        Ok(CallOutcome::AwaitingApproval(_))
+    ));
+    let refused = runner.decide(key("p1"), Decision::Approve).await;
+    let error = format!(
+        "{:?} / {}",
+        refused,
+        refused
+            .as_ref()
+            .map_or_else(|e| e.to_string(), |_| String::new())
+    );
+    assert!(matches!(refused, Err(RunnerError::Ledger(_))), "{error}");
+    assert!(
+        error.contains("run-1:p1") && error.contains("lease"),
+        "{error}"
+    );
+    assert_eq!(world.executions("pay", "p1"), 0);
+}
+
+#[tokio::test]
+async fn a1_the_memory_ledger_lets_no_invalid_record_in() {
+    let ledger = MemoryLedger::new();
+    let mut tampered = prepared("c1", ToolEffect::Read);
+    tampered.args = json!({"other": true});
+    let refused = ledger.insert(tampered).await;
+    assert!(
+        matches!(refused, Err(LedgerError::Invalid(_))),
+        "{refused:?}"
+    );
+    assert_eq!(ledger.get(key("c1")).await.unwrap(), None);
+
+    let Insert::Inserted(first) = ledger
+        .insert(prepared("c1", ToolEffect::Read))
+        .await
+        .unwrap()
+    else {
+        panic!("inserted twice")
+    };
+    let mut changed = first.apply(Transition::Start { lease_until: T0 }).unwrap();
+    changed.args = json!({"other": true});
+    changed.args_hash = ArgsHash::of(&changed.args);
+    let refused = ledger.compare_and_swap(first.revision, changed).await;
+    let error = refused
+        .as_ref()
+        .map_or_else(|e| e.to_string(), |_| String::new());
+    assert!(
+        error.contains("run-1:c1") && error.contains("arguments differ"),
+        "{error}"
+    );
+    let rejected = Err(ToolFailure::new(FailureKind::Rejected, "no"));
+    let mut leased = first
+        .apply(Transition::Commit { outcome: rejected })
+        .unwrap();
+    leased.lease_until = Some(T0);
+    let refused = ledger.compare_and_swap(first.revision, leased).await;
+    assert!(
+        matches!(refused, Err(LedgerError::Invalid(_))),
+        "{refused:?}"
+    );
+    assert_eq!(ledger.get(key("c1")).await.unwrap(), Some(first));
+}
+// ---------------------------------------------------------------------------------------------
+// Issue item 11: losing the race to approve a call reports the winner's outcome.
+
+/// Lets `n` readers of a call read it before any of them writes: every approver sees the call
+/// awaiting approval, then they race to approve it.
+struct ReadTogether {
+    inner: MemoryLedger,
+    barrier: tokio::sync::Barrier,
+}
+
+impl Ledger for ReadTogether {
+    async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
+        self.inner.insert(record).await
+    }
+    async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        let record = self.inner.get(key).await;
+        if matches!(&record, Ok(Some(r)) if r.state == CallState::AwaitingApproval) {
+            self.barrier.wait().await;
+        }
+        record
+    }
+    async fn compare_and_swap(
+        &self,
+        expected: Revision,
+        next: CallRecord,
+    ) -> Result<CallRecord, LedgerError> {
+        self.inner.compare_and_swap(expected, next).await
+    }
+    async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
+        self.inner.list_run(run_id).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a5_approvers_who_lose_the_race_get_the_winners_outcome_not_a_conflict() {
+    const APPROVERS: usize = 8;
+    let world = World::default();
+    let ledger = ReadTogether {
+        inner: MemoryLedger::new(),
+        barrier: tokio::sync::Barrier::new(APPROVERS),
+    };
+    let runner = runner(ledger, crash_free_toolbox(&world), T0);
+    assert!(matches!(
+        runner.call(call("p1", PAY, json!(1))).await,
+        Ok(CallOutcome::AwaitingApproval(_))
+    ));
+    let decisions = (0..APPROVERS).map(|_| runner.decide(key("p1"), Decision::Approve));
+    let mut outcomes = Vec::new();
+    for outcome in futures_join_all(decisions).await {
+        match outcome {
+            Ok(CallOutcome::Done(result)) => outcomes.push(result),
+            other => panic!("an approver got {other:?}"),
+        }
+    }
+    assert_eq!(world.executions("pay", "p1"), 1);
+    let winners = outcomes
+        .iter()
+        .filter(|r| r.source == ResultSource::ThisCall)
+        .count();
+    assert_eq!(winners, 1);
+    assert!(outcomes.iter().all(|r| r.outcome == outcomes[0].outcome));
+}
+
+/// Polls every future to completion on this task, in order (a minimal `join_all`).
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.map(Box::pin).map(Some).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(out) => {
+                        *output = Some(out);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }

@@ -1,4 +1,5 @@
-//! A3: limits too large for the clock are "no limit", never a panic after `started` was written.
+//! A3: limits too large for the clock are "no limit", never a panic after `started` was written;
+//! arguments nested too deep are refused before anything is recorded.
 
 use std::time::Duration;
 
@@ -38,4 +39,86 @@ async fn a3_call_deadline_of_duration_max_is_no_deadline() {
     let outcome =
         tokio::spawn(async move { runner.call_with(call, limits).await.map(|_| ()) }).await;
     assert!(matches!(outcome, Ok(Ok(()))), "{outcome:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue item 4: arguments nested deeper than the documented limit (128 levels, serde_json's own
+// parsing limit) are refused before anything is recorded, and refusing them recurses nowhere.
+
+/// `depth` levels: a scalar inside `depth - 1` arrays (a bare scalar is 1 level).
+fn nested(depth: usize) -> serde_json::Value {
+    let mut value = json!(0);
+    for _ in 1..depth {
+        value = serde_json::Value::Array(vec![value]);
+    }
+    value
+}
+
+fn echo_runner(ledger: &MemoryLedger) -> ToolRunner<MemoryLedger> {
+    let echo = tool_fn(
+        ToolSpec::new("echo").with_effect(ToolEffect::Read),
+        |args: serde_json::Value, _: ToolContext| async move { Ok::<_, String>(args) },
+    );
+    ToolRunner::new(ledger.clone(), Toolbox::new().with(echo).unwrap())
+}
+
+/// Old code: the test process aborts with `fatal runtime error: stack overflow` (exit 134).
+#[test]
+fn a5_arguments_nested_10000_deep_are_refused_without_aborting() {
+    // A thread with the stack of a tokio worker (2 MiB), running the call as a spawned task.
+    let worker = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let ledger = MemoryLedger::new();
+                let runner = echo_runner(&ledger);
+                let key = CallKey::new("run", "deep").unwrap();
+                let call = ToolCall::new(key.clone(), "echo", nested(10_000));
+                let outcome = tokio::spawn(async move { runner.call(call).await.map(|_| ()) })
+                    .await
+                    .unwrap();
+                let error = outcome.unwrap_err().to_string();
+                assert!(error.contains("nested more than 128 levels"), "{error}");
+                assert!(error.contains("run:deep"), "{error}");
+                assert_eq!(ledger.get(key).await.unwrap(), None);
+            });
+        })
+        .unwrap();
+    worker.join().unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a5_arguments_128_levels_deep_are_accepted_and_129_refused_with_nothing_recorded() {
+    let ledger = MemoryLedger::new();
+    let runner = echo_runner(&ledger);
+
+    let at_limit = CallKey::new("run", "128").unwrap();
+    let outcome = runner
+        .call(ToolCall::new(at_limit.clone(), "echo", nested(128)))
+        .await;
+    assert!(
+        matches!(outcome, Ok(retry_core::effects::CallOutcome::Done(_))),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        ledger.get(at_limit).await.unwrap().unwrap().state.name(),
+        "committed"
+    );
+
+    let over = CallKey::new("run", "129").unwrap();
+    let error = runner
+        .call(ToolCall::new(over.clone(), "echo", nested(129)))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("call `run:129`") && error.contains("nested more than 128 levels"),
+        "{error}"
+    );
+    assert_eq!(ledger.get(over).await.unwrap(), None);
+    assert_eq!(ledger.list_run("run".to_owned()).await.unwrap().len(), 1);
 }

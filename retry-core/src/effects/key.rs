@@ -236,26 +236,39 @@ impl fmt::Debug for ArgsHash {
     }
 }
 
-/// Text that is not `sha256:` followed by 64 hex digits.
+/// Text that is not `sha256:` followed by 64 lowercase hex digits — the one form an
+/// [`ArgsHash`] is written in, so that two spellings of one hash never compare unequal as text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not an argument hash: expected `sha256:` followed by 64 hex digits")]
+#[error("`{0}` is not an argument hash: expected `sha256:` followed by 64 lowercase hex digits")]
 pub struct BadArgsHash(String);
 
 impl TryFrom<String> for ArgsHash {
     type Error = BadArgsHash;
 
     fn try_from(text: String) -> Result<Self, BadArgsHash> {
-        let bad = || BadArgsHash(text.clone());
-        let hex = text
-            .strip_prefix(HASH_PREFIX)
-            .filter(|h| h.len() == 64)
-            .ok_or_else(bad)?;
-        let mut bytes = [0u8; 32];
-        for (byte, pair) in bytes.iter_mut().zip(hex.as_bytes().chunks(2)) {
-            let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
-            *byte = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
+        // Digit by digit: `u8::from_str_radix` would also take `+` and uppercase letters.
+        fn nibble(digit: u8) -> Option<u8> {
+            match digit {
+                b'0'..=b'9' => Some(digit - b'0'),
+                b'a'..=b'f' => Some(digit - b'a' + 10),
+                _ => None,
+            }
         }
-        Ok(ArgsHash(bytes))
+        let parsed = text
+            .strip_prefix(HASH_PREFIX)
+            .filter(|hex| hex.len() == 64)
+            .and_then(|hex| {
+                let mut bytes = [0u8; 32];
+                for (byte, pair) in bytes.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
+                    let [high, low] = pair else { return None };
+                    *byte = (nibble(*high)? << 4) | nibble(*low)?;
+                }
+                Some(bytes)
+            });
+        match parsed {
+            Some(bytes) => Ok(ArgsHash(bytes)),
+            None => Err(BadArgsHash(text)),
+        }
     }
 }
 
@@ -273,10 +286,23 @@ fn canonical_json(value: &Value, out: &mut impl FnMut(&[u8])) {
         Text(&'static str),
         Key(&'a str),
     }
+    /// Hands what `serde_json` writes straight on: a long string is escaped without a copy.
+    struct Sink<'a>(&'a mut dyn FnMut(&[u8]));
+    impl std::io::Write for Sink<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            (self.0)(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
     let string = |s: &str, out: &mut dyn FnMut(&[u8])| {
-        // Serializing a `str` cannot fail; fall back to an escaped debug form regardless.
-        let quoted = serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"));
-        out(quoted.as_bytes());
+        // Writing a `str` into a sink that never fails cannot fail; if it somehow did, the
+        // escaped debug form still makes the hash depend on every byte of `s`.
+        if serde_json::to_writer(Sink(out), s).is_err() {
+            out(format!("{s:?}").as_bytes());
+        }
     };
     let mut stack = vec![Step::Value(value)];
     while let Some(step) = stack.pop() {

@@ -27,7 +27,7 @@ use std::error::Error;
 use std::future::Future;
 
 use super::key::{CallKey, KeyError};
-use super::record::{CallRecord, IllegalTransition, Revision, Transition};
+use super::record::{CallRecord, IllegalTransition, InvalidRecord, Revision, Transition};
 
 /// What [`Ledger::insert`] found.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +55,10 @@ pub enum LedgerError {
     /// The state machine refuses the change.
     #[error(transparent)]
     Illegal(#[from] IllegalTransition),
+    /// A record breaks the invariants of [`CallRecord`] (see [`CallRecord::validate`]): read
+    /// back corrupt, or refused before it was written.
+    #[error(transparent)]
+    Invalid(#[from] InvalidRecord),
     /// A run id that cannot name a run.
     #[error(transparent)]
     Key(#[from] KeyError),
@@ -99,6 +103,11 @@ pub enum LedgerError {
 ///     }
 /// }
 /// ```
+///
+/// A ledger that rebuilds records from columns should check them with
+/// [`CallRecord::validate`] as it reads them (deserializing a [`CallRecord`] does); the runner
+/// checks what it reads either way and refuses an invalid record with
+/// [`LedgerError::Invalid`].
 pub trait Ledger: Send + Sync {
     /// Stores `record` (normalised to [`Revision::FIRST`]) unless a record with its key
     /// exists; either way returns what is stored now.
@@ -113,13 +122,14 @@ pub trait Ledger: Send + Sync {
         key: CallKey,
     ) -> impl Future<Output = Result<Option<CallRecord>, LedgerError>> + Send;
 
-    /// Replaces the record of `next.key` with `next`, stored at `expected.next()`, **only if**
-    /// the stored revision is `expected`; returns the stored record.
+    /// Replaces the record of `next.key` with `next`, stored at `expected.checked_next()`,
+    /// **only if** the stored revision is `expected`; returns the stored record.
     ///
     /// # Errors
     ///
     /// [`LedgerError::Conflict`] if the stored revision is not `expected` (or there is no
-    /// record); nothing is written.
+    /// record); [`LedgerError::Invalid`] if `expected` has no next revision. Nothing is
+    /// written.
     fn compare_and_swap(
         &self,
         expected: Revision,
@@ -146,8 +156,9 @@ pub trait Ledger: Send + Sync {
         transition: Transition,
     ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
         async move {
-            let next = current.apply(transition)?;
-            self.compare_and_swap(current.revision, next).await
+            let expected = current.revision;
+            let next = current.into_next(transition)?;
+            self.compare_and_swap(expected, next).await
         }
     }
 }

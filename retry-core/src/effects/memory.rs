@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::key::{CallKey, check_run_id};
 use super::ledger::{Insert, Ledger, LedgerError};
-use super::record::{CallRecord, Revision};
+use super::record::{CallRecord, InvalidRecord, RecordProblem, Revision};
 
 /// A [`Ledger`] in memory. Clones share the same records, so a test can keep one handle
 /// across a simulated crash and give another to the "restarted" runner.
@@ -58,11 +58,16 @@ impl Ledger for MemoryLedger {
         &self,
         mut record: CallRecord,
     ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
+        record.revision = Revision::FIRST;
+        // Nothing invalid gets in, so nothing invalid comes out.
+        let record = match record.validated() {
+            Ok(record) => record,
+            Err(e) => return ready(Err(e.into())),
+        };
         let mut calls = self.calls();
         if let Some(existing) = calls.records.get(&record.key) {
             return ready(Ok(Insert::Existing(existing.clone())));
         }
-        record.revision = Revision::FIRST;
         calls
             .runs
             .entry(record.key.run_id().to_owned())
@@ -85,15 +90,43 @@ impl Ledger for MemoryLedger {
         mut next: CallRecord,
     ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
         let mut calls = self.calls();
-        let found = calls.records.get(&next.key).map(|r| r.revision);
-        if found != Some(expected) {
+        let stored = calls.records.get(&next.key);
+        let found = stored.map(|r| r.revision);
+        let Some(stored) = stored.filter(|_| found == Some(expected)) else {
+            let key = next.key.clone();
+            next.discard();
             return ready(Err(LedgerError::Conflict {
-                key: next.key,
+                key,
                 expected,
                 found,
             }));
+        };
+        let Some(revision) = expected.checked_next() else {
+            let problem = RecordProblem::Revision(expected.get().saturating_add(1));
+            let key = next.key.clone();
+            next.discard();
+            return ready(Err(InvalidRecord { key, problem }.into()));
+        };
+        next.revision = revision;
+        // The arguments never change, so the stored record's checked hash still holds for them
+        // and the shape is all that needs checking (the comparison stops at the first
+        // difference, within the stored arguments' bounded depth).
+        let same_args = next.args_hash == stored.args_hash && next.args == stored.args;
+        if !same_args {
+            let problem = RecordProblem::State {
+                state: next.state.name(),
+                why: "its arguments differ from the ones it was recorded with",
+            };
+            let key = next.key.clone();
+            next.discard();
+            return ready(Err(InvalidRecord { key, problem }.into()));
         }
-        next.revision = expected.next();
+        if let Err(e) = next.validate_shape() {
+            next.discard();
+            return ready(Err(e.into()));
+        }
+        // The old record goes before the copy is made: one copy of a large record at a time.
+        drop(calls.records.remove(&next.key));
         calls.records.insert(next.key.clone(), next.clone());
         ready(Ok(next))
     }

@@ -72,6 +72,7 @@
 //! ```
 
 mod effect;
+mod json;
 mod key;
 mod ledger;
 mod memory;
@@ -84,11 +85,15 @@ mod time;
 mod tool;
 
 pub use effect::{ToolEffect, UnknownEffect};
+pub use json::MAX_JSON_DEPTH;
 pub use key::{ArgsHash, BadArgsHash, CallKey, IdempotencyKey, KeyError};
 pub use ledger::{Insert, Ledger, LedgerError};
 pub use memory::MemoryLedger;
 pub use outcome::{FailureKind, ToolFailure, ToolOutcome};
-pub use record::{CallRecord, CallState, IllegalTransition, ReconcileReason, Revision, Transition};
+pub use record::{
+    CallRecord, CallState, IllegalTransition, InvalidRecord, ReconcileReason, RecordProblem,
+    Revision, Transition,
+};
 pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, RecoveryReport};
 pub use runner::{
     AllowAll, CallLimits, CallOutcome, DEFAULT_LEASE, Decision, KeyConflict, LEASE_MARGIN,

@@ -26,12 +26,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::effect::ToolEffect;
+use super::json::{self, MAX_JSON_DEPTH, exceeds_depth};
 use super::key::{ArgsHash, CallKey};
 use super::outcome::ToolOutcome;
 use super::time::Timestamp;
 
 /// The version of a [`CallRecord`]: every transition is a compare-and-swap from one revision to
 /// the next (SPEC A1), so two writers can never both move the same call.
+///
+/// A record's revision runs from 1 ([`Revision::FIRST`]) to `u64::MAX - 1`. `u64::MAX` is
+/// never a valid revision: a counter that reached its end is an error
+/// ([`checked_next`](Revision::checked_next) is `None`), not a number that silently stops
+/// changing — a compare-and-swap on a revision that no longer changes guards nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Revision(u64);
@@ -45,14 +51,23 @@ impl Revision {
         self.0
     }
 
-    /// A revision read back from storage.
+    /// A revision read back from storage. Whether it is in range is checked with the rest of
+    /// its record, by [`CallRecord::validate`].
     pub const fn from_u64(revision: u64) -> Self {
         Revision(revision)
     }
 
-    /// The revision after this one.
-    pub const fn next(self) -> Revision {
-        Revision(self.0.saturating_add(1))
+    /// The revision after this one, or `None` if there is none: the next would be `u64::MAX`.
+    pub const fn checked_next(self) -> Option<Revision> {
+        match self.0.checked_add(1) {
+            Some(next) if next < u64::MAX => Some(Revision(next)),
+            _ => None,
+        }
+    }
+
+    /// Whether the revision is one a record can have: 1 to `u64::MAX - 1`.
+    pub const fn is_valid(self) -> bool {
+        self.0 >= 1 && self.0 < u64::MAX
     }
 }
 
@@ -134,8 +149,12 @@ impl fmt::Display for ReconcileReason {
 /// One tool call in the pending-call ledger.
 ///
 /// Fields are public so that a durable ledger can map them to columns; change a stored record
-/// only through [`CallRecord::apply`].
+/// only through [`CallRecord::apply`]. A record read back from storage must hold the
+/// invariants [`CallRecord::validate`] checks: deserializing one checks them, and a ledger
+/// that builds records from columns should call it (the runner checks every record it reads
+/// from a ledger, too).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawCallRecord")]
 pub struct CallRecord {
     /// Which call.
     pub key: CallKey,
@@ -160,6 +179,92 @@ pub struct CallRecord {
     /// Until when the runner working on it (in `prepared` or `started`) owns it. Past this,
     /// recovery may take it over: nothing stays in progress forever.
     pub lease_until: Option<Timestamp>,
+}
+
+/// A [`CallRecord`] as stored, before its invariants are checked.
+#[derive(Deserialize)]
+struct RawCallRecord {
+    key: CallKey,
+    tool: String,
+    effect: ToolEffect,
+    args: Value,
+    args_hash: ArgsHash,
+    state: CallState,
+    revision: Revision,
+    attempts: u32,
+    requires_approval: bool,
+    approved: bool,
+    lease_until: Option<Timestamp>,
+}
+
+impl TryFrom<RawCallRecord> for CallRecord {
+    type Error = InvalidRecord;
+
+    fn try_from(raw: RawCallRecord) -> Result<Self, InvalidRecord> {
+        let record = CallRecord {
+            key: raw.key,
+            tool: raw.tool,
+            effect: raw.effect,
+            args: raw.args,
+            args_hash: raw.args_hash,
+            state: raw.state,
+            revision: raw.revision,
+            attempts: raw.attempts,
+            requires_approval: raw.requires_approval,
+            approved: raw.approved,
+            lease_until: raw.lease_until,
+        };
+        record.validated()
+    }
+}
+
+/// A record that breaks an invariant of [`CallRecord`]: refused when it is read back, so that
+/// a corrupt or hand-edited row is an error naming the call, not a decision taken on it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the ledger's record of call `{key}` is invalid: {problem}")]
+pub struct InvalidRecord {
+    /// The call.
+    pub key: CallKey,
+    /// What is wrong with its record.
+    pub problem: RecordProblem,
+}
+
+/// What is wrong with an [`InvalidRecord`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordProblem {
+    /// The stored argument hash is not the hash of the stored arguments.
+    #[error("its argument hash {stored} is not the hash of its arguments, {actual}")]
+    ArgsHash {
+        /// The hash stored with the record.
+        stored: ArgsHash,
+        /// The hash of the stored arguments.
+        actual: ArgsHash,
+    },
+    /// The revision is outside 1 to `u64::MAX - 1` (see [`Revision`]).
+    #[error("revision {0} is out of range: revisions run from 1 to 18446744073709551614")]
+    Revision(u64),
+    /// A call that is not prepared or started holds a lease: nobody works on it, so nobody
+    /// can own it.
+    #[error("it is `{state}` and holds a lease; only a prepared or started call is leased")]
+    Lease {
+        /// The call's state.
+        state: &'static str,
+    },
+    /// The arguments or the result are nested more than [`MAX_JSON_DEPTH`] levels deep.
+    #[error("its {what} is nested more than {MAX_JSON_DEPTH} levels deep")]
+    TooDeep {
+        /// `"arguments"` or `"result"`.
+        what: &'static str,
+    },
+    /// The state contradicts the rest of the record.
+    #[error("it is `{state}`, but {why}")]
+    State {
+        /// The call's state.
+        state: &'static str,
+        /// The contradiction.
+        why: &'static str,
+    },
 }
 
 /// A change to a [`CallRecord`]; see the diagram in this module's docs.
@@ -254,6 +359,101 @@ impl CallRecord {
         }
     }
 
+    /// Checks the invariants every record the state machine produces holds: its argument hash
+    /// is the hash of its arguments, its revision is in range, only a prepared or started call
+    /// holds a lease, its values are nested at most [`MAX_JSON_DEPTH`] levels deep, and its
+    /// state agrees with its approval and attempt counts.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidRecord`], naming the call and the first invariant it breaks.
+    pub fn validate(&self) -> Result<(), InvalidRecord> {
+        self.validate_shape()?;
+        let actual = ArgsHash::of(&self.args);
+        if actual != self.args_hash {
+            return Err(self.invalid(RecordProblem::ArgsHash {
+                stored: self.args_hash,
+                actual,
+            }));
+        }
+        Ok(())
+    }
+
+    /// [`validate`](CallRecord::validate) without hashing the arguments again: for a ledger
+    /// that already knows the arguments are the ones it stored.
+    pub(crate) fn validate_shape(&self) -> Result<(), InvalidRecord> {
+        use CallState as S;
+        let state = self.state.name();
+        let contradiction = |why| self.invalid(RecordProblem::State { state, why });
+        if !self.revision.is_valid() {
+            return Err(self.invalid(RecordProblem::Revision(self.revision.get())));
+        }
+        if !self.state.is_in_progress() && self.lease_until.is_some() {
+            return Err(self.invalid(RecordProblem::Lease { state }));
+        }
+        if self.approved && !self.requires_approval {
+            return Err(contradiction(
+                "it is approved although its tool requires no approval",
+            ));
+        }
+        match &self.state {
+            S::AwaitingApproval if !self.requires_approval => {
+                return Err(contradiction("its tool requires no approval"));
+            }
+            S::AwaitingApproval if self.approved => {
+                return Err(contradiction("it is approved already"));
+            }
+            S::Started if self.requires_approval && !self.approved => {
+                return Err(contradiction("it has not been approved"));
+            }
+            S::Started | S::NeedsReconciliation { .. } if self.attempts == 0 => {
+                return Err(contradiction("it never started"));
+            }
+            S::Committed { outcome: Ok(_) } if self.attempts == 0 => {
+                return Err(contradiction(
+                    "it holds a tool's output and its tool never started",
+                ));
+            }
+            _ => {}
+        }
+        if exceeds_depth(&self.args, MAX_JSON_DEPTH) {
+            return Err(self.invalid(RecordProblem::TooDeep { what: "arguments" }));
+        }
+        if let S::Committed { outcome: Ok(value) } = &self.state {
+            if exceeds_depth(value, MAX_JSON_DEPTH) {
+                return Err(self.invalid(RecordProblem::TooDeep { what: "result" }));
+            }
+        }
+        Ok(())
+    }
+
+    /// The record, if it is valid; otherwise the error, and the record taken apart without
+    /// recursion (it may be nested too deep to drop safely).
+    pub(crate) fn validated(self) -> Result<CallRecord, InvalidRecord> {
+        match self.validate() {
+            Ok(()) => Ok(self),
+            Err(e) => {
+                self.discard();
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops the record without recursing into its JSON values.
+    pub(crate) fn discard(self) {
+        json::discard(self.args);
+        if let CallState::Committed { outcome: Ok(value) } = self.state {
+            json::discard(value);
+        }
+    }
+
+    fn invalid(&self, problem: RecordProblem) -> InvalidRecord {
+        InvalidRecord {
+            key: self.key.clone(),
+            problem,
+        }
+    }
+
     /// Whether nobody owns the call at `now`: its lease ran out, or it has none.
     pub fn lease_expired(&self, now: Timestamp) -> bool {
         self.lease_until.is_none_or(|until| until <= now)
@@ -264,21 +464,46 @@ impl CallRecord {
     /// # Errors
     ///
     /// [`IllegalTransition`] if the state machine does not allow `transition` from here:
-    /// anything from `committed` (a result is never overwritten), starting a started
+    /// anything from `committed` (a result is never overwritten), waiting for an approval the
+    /// tool does not require or the call already has, starting a started
     /// side effect again, starting without a required approval, or a success result for a call
-    /// whose tool never started.
+    /// whose tool never started; or a record whose revision counter is exhausted (see
+    /// [`Revision`]).
     pub fn apply(&self, transition: Transition) -> Result<CallRecord, IllegalTransition> {
+        self.clone().into_next(transition)
+    }
+
+    /// [`apply`](CallRecord::apply) without the copy: the record moves into its next state.
+    /// What [`Ledger::transition`](super::Ledger::transition) uses, so that a large argument
+    /// is not cloned on every write.
+    pub(crate) fn into_next(
+        mut self,
+        transition: Transition,
+    ) -> Result<CallRecord, IllegalTransition> {
         use CallState as S;
-        let refuse = |why| IllegalTransition {
-            key: self.key.clone(),
-            from: self.state.name(),
-            transition: transition.name(),
+        let (from, name) = (self.state.name(), transition.name());
+        let refuse = |key: &CallKey, why| IllegalTransition {
+            key: key.clone(),
+            from,
+            transition: name,
             why,
         };
-        let mut next = self.clone();
-        next.revision = self.revision.next();
-        match (&self.state, &transition) {
-            (S::Committed { .. }, _) => return Err(refuse("a committed result is final")),
+        let next = &mut self;
+        next.revision = match next.revision.checked_next() {
+            Some(revision) => revision,
+            None => return Err(refuse(&next.key, "its revision counter is exhausted")),
+        };
+        // On a refusal the record is dropped, so its state can be taken out for the match.
+        match (std::mem::replace(&mut next.state, S::Prepared), transition) {
+            (S::Committed { .. }, _) => {
+                return Err(refuse(&next.key, "a committed result is final"));
+            }
+            (S::Prepared, Transition::AwaitApproval) if !next.requires_approval => {
+                return Err(refuse(&next.key, "the tool requires no approval"));
+            }
+            (S::Prepared, Transition::AwaitApproval) if next.approved => {
+                return Err(refuse(&next.key, "the call is approved already"));
+            }
             (S::Prepared, Transition::AwaitApproval) => {
                 next.state = S::AwaitingApproval;
                 next.lease_until = None;
@@ -286,43 +511,42 @@ impl CallRecord {
             (S::AwaitingApproval, Transition::Approve { lease_until }) => {
                 next.state = S::Prepared;
                 next.approved = true;
-                next.lease_until = Some(*lease_until);
+                next.lease_until = Some(lease_until);
             }
-            (S::Prepared, Transition::Start { .. }) if self.requires_approval && !self.approved => {
-                return Err(refuse("the tool requires an approval first"));
+            (S::Prepared, Transition::Start { .. }) if next.requires_approval && !next.approved => {
+                return Err(refuse(&next.key, "the tool requires an approval first"));
             }
-            (S::Started, Transition::Start { .. }) if self.effect == ToolEffect::SideEffect => {
+            (S::Started, Transition::Start { .. }) if next.effect == ToolEffect::SideEffect => {
                 return Err(refuse(
+                    &next.key,
                     "a started side effect is never run again automatically",
                 ));
             }
             (S::Prepared | S::Started, Transition::Start { lease_until }) => {
                 next.state = S::Started;
-                next.attempts = self.attempts.saturating_add(1);
-                next.lease_until = Some(*lease_until);
+                next.attempts = next.attempts.saturating_add(1);
+                next.lease_until = Some(lease_until);
             }
             (S::Prepared | S::AwaitingApproval, Transition::Commit { outcome: Ok(_) }) => {
-                return Err(refuse("a tool that never started has no output"));
+                return Err(refuse(&next.key, "a tool that never started has no output"));
             }
             (
                 S::Prepared | S::AwaitingApproval | S::Started | S::NeedsReconciliation { .. },
                 Transition::Commit { outcome },
             ) => {
-                next.state = S::Committed {
-                    outcome: outcome.clone(),
-                };
+                next.state = S::Committed { outcome };
                 next.lease_until = None;
             }
             (S::Started, Transition::Reconcile { reason }) => {
-                next.state = S::NeedsReconciliation { reason: *reason };
+                next.state = S::NeedsReconciliation { reason };
                 next.lease_until = None;
             }
             (S::NeedsReconciliation { .. }, Transition::Reopen { lease_until }) => {
                 next.state = S::Prepared;
-                next.lease_until = Some(*lease_until);
+                next.lease_until = Some(lease_until);
             }
-            _ => return Err(refuse("not an edge of the call state machine")),
+            _ => return Err(refuse(&next.key, "not an edge of the call state machine")),
         }
-        Ok(next)
+        Ok(self)
     }
 }

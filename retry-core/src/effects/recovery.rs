@@ -20,7 +20,9 @@ use super::key::CallKey;
 use super::ledger::Ledger;
 use super::outcome::ToolOutcome;
 use super::record::{CallRecord, CallState, ReconcileReason};
-use super::runner::{CallLimits, CallOutcome, ResultSource, RunnerError, TARGET, ToolRunner};
+use super::runner::{
+    CallLimits, CallOutcome, ResultSource, RunnerError, TARGET, ToolRunner, read_back,
+};
 use super::safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, decide_retry,
 };
@@ -296,6 +298,19 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 .spec(&record.tool)
                 .map_or(record.effect, |s| record.effect.stricter(s.effect()));
             let (key, tool) = (record.key.clone(), record.tool.clone());
+            let record = match read_back(record) {
+                Ok(record) => record,
+                Err(e) => {
+                    let action = RecoveryAction::Failed(e.into());
+                    calls.push(Recovered {
+                        key,
+                        tool,
+                        effect,
+                        action,
+                    });
+                    continue;
+                }
+            };
             let action = self
                 .recover_call(record, effect, policy, &in_transcript)
                 .await;

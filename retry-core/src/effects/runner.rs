@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::effect::ToolEffect;
+use super::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use super::key::{ArgsHash, CallKey, IdempotencyKey};
 use super::ledger::{Insert, Ledger, LedgerError};
 use super::outcome::{FailureKind, ToolFailure, ToolOutcome};
@@ -261,6 +262,20 @@ pub enum RunnerError {
         /// The state the operation needs.
         expected: &'static str,
     },
+    /// The call's arguments, or the result a person gave [`resolve`](ToolRunner::resolve), are
+    /// nested more than [`MAX_JSON_DEPTH`] levels deep. Refused before anything was recorded
+    /// or run; the value is taken apart without recursion, so it cannot overflow the stack.
+    #[error(
+        "call `{key}` was refused before anything was recorded: its {what} is nested more than {limit} levels deep"
+    )]
+    TooDeep {
+        /// The call.
+        key: CallKey,
+        /// `"arguments"` or `"result"`.
+        what: &'static str,
+        /// The limit, [`MAX_JSON_DEPTH`].
+        limit: usize,
+    },
     /// The ledger refused or failed a write; see [`LedgerError`].
     #[error(transparent)]
     Ledger(#[from] LedgerError),
@@ -411,10 +426,15 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// deadline or cancellation is an `Ok` result with a [`ToolFailure`]; only an interrupted
     /// write (which may have happened) is an error, [`RunnerError::NeedsReconciliation`].
     ///
+    /// Arguments nested more than [`MAX_JSON_DEPTH`] levels deep are refused before anything
+    /// is recorded. The call's memory is about three times the size of its arguments at peak:
+    /// the copy handed in (kept in the runner's record), the ledger's, and the one the tool
+    /// parses (plus, with [`MemoryLedger`](super::MemoryLedger), a transient copy per write).
+    ///
     /// # Errors
     ///
-    /// [`RunnerError`]: unknown tool, reused key with other arguments, in progress elsewhere,
-    /// needs reconciliation, or a ledger failure.
+    /// [`RunnerError`]: arguments nested too deep, unknown tool, reused key with other
+    /// arguments, in progress elsewhere, needs reconciliation, or a ledger failure.
     pub async fn call_with<S>(
         &self,
         call: ToolCall,
@@ -424,6 +444,16 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         S: Future<Output = ()>,
     {
         let submitted = self.clock.now();
+        // First of all: every later step (hashing aside) clones, compares or drops the
+        // arguments recursively, and an early return drops them.
+        if exceeds_depth(&call.args, MAX_JSON_DEPTH) {
+            dismantle(call.args);
+            return Err(RunnerError::TooDeep {
+                key: call.key,
+                what: "arguments",
+                limit: MAX_JSON_DEPTH,
+            });
+        }
         let tool = self.tool(&call.tool)?;
         let spec = tool.spec();
         let lease_until = self.now() + self.lease;
@@ -435,16 +465,18 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             spec.requires_approval(),
             lease_until,
         );
-        let record = match self.ledger.insert(record.clone()).await? {
+        let given = record.args_hash;
+        let record = match self.ledger.insert(record).await? {
             Insert::Inserted(record) => record,
             Insert::Existing(existing) => {
-                if existing.tool != record.tool || existing.args_hash != record.args_hash {
+                let existing = read_back(existing)?;
+                if existing.tool != spec.name() || existing.args_hash != given {
                     return Err(RunnerError::IdempotencyConflict(Box::new(KeyConflict {
                         key: existing.key.idempotency_key(),
                         stored_tool: existing.tool,
                         stored: existing.args_hash,
-                        tool: record.tool,
-                        given: record.args_hash,
+                        tool: spec.name().to_owned(),
+                        given,
                     })));
                 }
                 match existing.state {
@@ -459,6 +491,11 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// Applies a person's `decision` to a call in `awaiting_approval` (SPEC A5): approve runs
     /// it, reject commits a [`FailureKind::Rejected`] result.
     ///
+    /// Several people (or retried requests) may decide the same call at once; one decision
+    /// wins. The others get what the ledger holds after the winner's write, as a resubmitted
+    /// [`call`](ToolRunner::call) does: the winner's result with [`ResultSource::Ledger`] if
+    /// it has committed, or [`RunnerError::InProgress`] while its tool still runs.
+    ///
     /// # Errors
     ///
     /// [`RunnerError::WrongState`] if the call is not awaiting approval; otherwise as
@@ -469,22 +506,27 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         decision: Decision,
     ) -> Result<CallOutcome, RunnerError> {
         let record = self
-            .expect_state(key, CallState::AwaitingApproval.name())
+            .expect_state(key.clone(), CallState::AwaitingApproval.name())
             .await?;
         match decision {
             Decision::Approve => {
                 let tool = self.tool(&record.tool)?;
                 let lease_until = self.now() + self.lease;
-                let record = self
-                    .ledger
-                    .transition(record, Transition::Approve { lease_until })
-                    .await?;
+                let Some(record) = self
+                    .decided(record, Transition::Approve { lease_until })
+                    .await?
+                else {
+                    return self.reread(key).await;
+                };
                 self.drive(record, &*tool, CallLimits::new(), self.clock.now())
                     .await
             }
             Decision::Reject { reason } => {
-                let failure = ToolFailure::new(FailureKind::Rejected, reason);
-                self.commit(record, Err(failure)).await
+                let outcome = Err(ToolFailure::new(FailureKind::Rejected, reason));
+                match self.decided(record, Transition::Commit { outcome }).await? {
+                    Some(record) => settled(record, ResultSource::ThisCall),
+                    None => self.reread(key).await,
+                }
             }
         }
     }
@@ -492,28 +534,70 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// Applies a person's finding to a call in `needs_reconciliation`: commit what happened,
     /// or run it again because it verifiably did not happen.
     ///
+    /// As with [`decide`](ToolRunner::decide), of several findings at once one wins and the
+    /// others get what the ledger holds after it.
+    ///
     /// # Errors
     ///
-    /// [`RunnerError::WrongState`] if the call does not need reconciliation; otherwise as
-    /// [`call_with`](ToolRunner::call_with).
+    /// [`RunnerError::WrongState`] if the call does not need reconciliation;
+    /// [`RunnerError::TooDeep`] for a result nested more than [`MAX_JSON_DEPTH`] levels deep;
+    /// otherwise as [`call_with`](ToolRunner::call_with).
     pub async fn resolve(
         &self,
         key: CallKey,
         resolution: Resolution,
     ) -> Result<CallOutcome, RunnerError> {
-        let record = self.expect_state(key, "needs_reconciliation").await?;
+        if let Resolution::Happened(Ok(value)) = &resolution {
+            if exceeds_depth(value, MAX_JSON_DEPTH) {
+                if let Resolution::Happened(Ok(value)) = resolution {
+                    dismantle(value);
+                }
+                return Err(RunnerError::TooDeep {
+                    key,
+                    what: "result",
+                    limit: MAX_JSON_DEPTH,
+                });
+            }
+        }
+        let record = self
+            .expect_state(key.clone(), "needs_reconciliation")
+            .await?;
         match resolution {
-            Resolution::Happened(outcome) => self.commit(record, outcome).await,
+            Resolution::Happened(outcome) => {
+                match self.decided(record, Transition::Commit { outcome }).await? {
+                    Some(record) => settled(record, ResultSource::ThisCall),
+                    None => self.reread(key).await,
+                }
+            }
             Resolution::DidNotHappen => {
                 let tool = self.tool(&record.tool)?;
                 let lease_until = self.now() + self.lease;
-                let record = self
-                    .ledger
-                    .transition(record, Transition::Reopen { lease_until })
-                    .await?;
+                let Some(record) = self
+                    .decided(record, Transition::Reopen { lease_until })
+                    .await?
+                else {
+                    return self.reread(key).await;
+                };
                 self.drive(record, &*tool, CallLimits::new(), self.clock.now())
                     .await
             }
+        }
+    }
+
+    /// Writes a person's decision or finding: the moved record, or `None` if someone moved
+    /// the call first (a lost compare-and-swap is a race to report, not a ledger failure).
+    ///
+    /// Unlike [`commit`](ToolRunner::commit), a loser never writes over what the winner
+    /// left: a rejection must not end a call that an approval started meanwhile.
+    async fn decided(
+        &self,
+        record: CallRecord,
+        transition: Transition,
+    ) -> Result<Option<CallRecord>, RunnerError> {
+        match self.ledger.transition(record, transition).await {
+            Ok(record) => Ok(Some(record)),
+            Err(LedgerError::Conflict { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -540,6 +624,8 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             .ledger
             .get(key.clone())
             .await?
+            .map(read_back)
+            .transpose()?
             .ok_or(RunnerError::UnknownCall { key })?;
         if record.state.name() != expected {
             let (key, state) = (record.key, record.state.name());
@@ -620,7 +706,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         // A budget too large for an `Instant` is no deadline at all, not a panic.
         let deadline = remaining.and_then(|r| self.clock.now().checked_add(r));
         let ctx = ToolContext::new(record.key.clone(), effect, record.attempts, deadline);
-        let work = tool.invoke(record.args.clone(), ctx);
+        let work = tool.invoke(&record.args, ctx);
         let timer = remaining.map(|r| self.clock.sleep(r));
         let (mut work, mut timer) = (pin!(work), pin!(timer));
         let ended = poll_fn(|cx| {
@@ -642,7 +728,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         .await;
 
         match ended {
-            Ended::Finished(outcome) => self.commit(record, outcome).await,
+            Ended::Finished(outcome) => self.commit(record, bounded(outcome)).await,
             // A read that was cut short did nothing: its result is the failure.
             Ended::Interrupted(reason) if effect == ToolEffect::Read => {
                 let kind = match reason {
@@ -723,7 +809,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             )
             .await
         {
-            Err(LedgerError::Conflict { .. }) => match self.ledger.get(key.clone()).await? {
+            Err(LedgerError::Conflict { .. }) => match self.read(key.clone()).await? {
                 Some(
                     now @ CallRecord {
                         state: CallState::NeedsReconciliation { .. },
@@ -742,19 +828,46 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         settled(committed, ResultSource::ThisCall)
     }
 
+    /// The record of `key`, checked.
+    async fn read(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        self.ledger.get(key).await?.map(read_back).transpose()
+    }
+
     /// What to report after losing a race for `key`.
     async fn reread(&self, key: CallKey) -> Result<CallOutcome, RunnerError> {
-        match self.ledger.get(key.clone()).await? {
+        match self.read(key.clone()).await? {
             Some(record) => settled(record, ResultSource::Ledger),
             None => Err(RunnerError::UnknownCall { key }),
         }
     }
 }
 
+/// A record read from the ledger, refused if it breaks the invariants of [`CallRecord`]: a
+/// durable ledger can hand back a corrupt or hand-edited row, and a decision taken on one
+/// (re-running a call that committed, say) cannot be taken back.
+pub(crate) fn read_back(record: CallRecord) -> Result<CallRecord, LedgerError> {
+    record.validated().map_err(LedgerError::from)
+}
+
 /// How the race between a tool and its limits ended.
 enum Ended {
     Finished(ToolOutcome),
     Interrupted(ReconcileReason),
+}
+
+/// A tool's `outcome`, unless its output is nested too deep to record: then an invalid-output
+/// failure, and the output taken apart without recursion.
+fn bounded(outcome: ToolOutcome) -> ToolOutcome {
+    match outcome {
+        Ok(value) if exceeds_depth(&value, MAX_JSON_DEPTH) => {
+            dismantle(value);
+            Err(ToolFailure::new(
+                FailureKind::InvalidOutput,
+                format!("the tool's output is nested more than {MAX_JSON_DEPTH} levels deep"),
+            ))
+        }
+        outcome => outcome,
+    }
 }
 
 /// What a call's record says to its caller; never runs anything.

@@ -13,8 +13,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::effect::ToolEffect;
@@ -327,11 +327,13 @@ pub(crate) trait DynTool: Send + Sync {
     /// Parses and validates the arguments without running anything.
     fn check(&self, args: &Value) -> Result<(), ToolFailure>;
     /// Parses the arguments again and runs the tool.
-    fn invoke(&self, args: Value, ctx: ToolContext) -> BoxOutcome<'_>;
+    fn invoke(&self, args: &Value, ctx: ToolContext) -> BoxOutcome<'_>;
 }
 
-fn parse<T: Tool>(tool: &T, args: Value) -> Result<T::Args, ToolFailure> {
-    let args: T::Args = serde_json::from_value(args)
+/// Parses straight from the borrowed JSON: one copy of the arguments, where cloning the JSON
+/// first and parsing the clone holds two at once (an array's old and new elements).
+fn parse<T: Tool>(tool: &T, args: &Value) -> Result<T::Args, ToolFailure> {
+    let args = T::Args::deserialize(args)
         .map_err(|e| ToolFailure::new(FailureKind::InvalidInput, e.to_string()))?;
     tool.validate(&args)
         .map_err(|why| ToolFailure::new(FailureKind::InvalidInput, why))?;
@@ -344,12 +346,13 @@ impl<T: Tool> DynTool for T {
     }
 
     fn check(&self, args: &Value) -> Result<(), ToolFailure> {
-        parse(self, args.clone()).map(drop)
+        parse(self, args).map(drop)
     }
 
-    fn invoke(&self, args: Value, ctx: ToolContext) -> BoxOutcome<'_> {
+    fn invoke(&self, args: &Value, ctx: ToolContext) -> BoxOutcome<'_> {
+        let args = parse(self, args);
         Box::pin(async move {
-            let args = parse(self, args)?;
+            let args = args?;
             match self.call(args, ctx).await {
                 Ok(output) => {
                     self.validate_output(&output)
