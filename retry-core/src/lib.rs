@@ -82,8 +82,8 @@ pub use error::{BoxError, TaskError, TaskFailure, Timeout, TimeoutKind, classify
 pub use jitter::{Jitter, UnknownJitter};
 pub use middleware::{CancelToken, Task, TaskContext};
 pub use options::{
-    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, OptionsError, RetryDefaults,
-    RetryOptions,
+    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, DELAY_MS_LIMIT,
+    MAX_ATTEMPTS_LIMIT, OptionsError, RetryDefaults, RetryOptions,
 };
 pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
 pub use retry::{

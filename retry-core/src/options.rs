@@ -21,11 +21,35 @@ pub const DEFAULT_BASE_DELAY_MS: u64 = 100;
 /// Built-in `max_delay_ms`.
 pub const DEFAULT_MAX_DELAY_MS: u64 = 3000;
 
+/// The largest `max_attempts`: `u32::MAX` (4294967295). A larger number in a config file, a
+/// persisted job or a `#[retry]` literal is refused with
+/// [`OptionsError::MaxAttemptsTooLarge`], never clamped.
+pub const MAX_ATTEMPTS_LIMIT: u32 = u32::MAX;
+
+/// The largest `base_delay_ms` and `max_delay_ms`: `u64::MAX` milliseconds
+/// (18446744073709551615, about 585 million years — in practice "never"). Every delay up to it
+/// is kept exactly; a larger number is refused with [`OptionsError::BaseDelayTooLarge`] or
+/// [`OptionsError::MaxDelayTooLarge`], never clamped.
+pub const DELAY_MS_LIMIT: u64 = u64::MAX;
+
 /// Partial retry options: every field may be unset and is then taken from a lower layer.
 ///
 /// Plain data: `Copy`, `const`-constructible, and serde-compatible so that the same value can
 /// be written in code, in a config file or in a persisted job. Deserializing validates the
 /// fields that are present (SPEC O6).
+///
+/// # Limits
+///
+/// | field           | allowed                                   | maximum                  |
+/// |-----------------|-------------------------------------------|--------------------------|
+/// | `max_attempts`  | a whole number `>= 1`                     | [`MAX_ATTEMPTS_LIMIT`]   |
+/// | `base_delay_ms` | a whole number `> 0`, `<= max_delay_ms`   | [`DELAY_MS_LIMIT`]       |
+/// | `max_delay_ms`  | a whole number `> 0`                      | [`DELAY_MS_LIMIT`]       |
+///
+/// The maxima are the largest values the fields' types hold, so code cannot go beyond them;
+/// a config file, a persisted job or a `#[retry]` literal can, and is refused with
+/// `<field> must be <= <maximum>` — the same message from each. See [`OptionsError`] for the
+/// order of the checks.
 ///
 /// ```
 /// use retry_core::RetryOptions;
@@ -56,7 +80,14 @@ pub struct RetryOptions {
     pub jitter: Option<Jitter>,
 }
 
-/// Why a set of options was rejected. `Display` is the exact message of SPEC O3.
+/// Why a set of options was rejected. `Display` is the exact message.
+///
+/// The checks run in a fixed order and the first that fails is reported: `max_attempts`
+/// (at least 1 and finite, then a whole number, then at most [`MAX_ATTEMPTS_LIMIT`]), then
+/// `base_delay_ms` (positive and finite, whole, at most [`DELAY_MS_LIMIT`]), then
+/// `max_delay_ms` (the same), and last `base_delay_ms <= max_delay_ms`. So `8474173147.5`
+/// attempts is "must be an integer", not "too large", and a too-large `max_attempts` is
+/// reported before a zero `base_delay_ms`.
 ///
 /// ```
 /// use retry_core::{OptionsError, RetryOptions};
@@ -68,39 +99,53 @@ pub struct RetryOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum OptionsError {
-    /// `max_attempts` below 1, negative, not finite, or out of range (O3 rule 1).
+    /// `max_attempts` below 1, negative or not finite.
     #[error("retry.max_attempts must be >= 1")]
     MaxAttemptsBelowOne,
-    /// `max_attempts` with a fractional part (O3 rule 2).
+    /// `max_attempts` with a fractional part.
     #[error("retry.max_attempts must be an integer")]
     MaxAttemptsNotInteger,
-    /// `base_delay_ms` zero, negative or not finite (O3 rule 3).
+    /// `max_attempts` above [`MAX_ATTEMPTS_LIMIT`] in a serialized form or a `#[retry]`
+    /// literal (a number too large for the format to read at all, such as `1e400` in JSON,
+    /// included).
+    #[error("retry.max_attempts must be <= 4294967295")]
+    MaxAttemptsTooLarge,
+    /// `base_delay_ms` zero, negative or not finite.
     #[error("retry.base_delay_ms must be > 0")]
     BaseDelayNotPositive,
     /// `base_delay_ms` with a fractional part in a serialized form.
     #[error("retry.base_delay_ms must be an integer")]
     BaseDelayNotInteger,
-    /// `max_delay_ms` zero, negative or not finite (O3 rule 4).
+    /// `base_delay_ms` above [`DELAY_MS_LIMIT`] in a serialized form or a `#[retry]` literal.
+    #[error("retry.base_delay_ms must be <= 18446744073709551615")]
+    BaseDelayTooLarge,
+    /// `max_delay_ms` zero, negative or not finite.
     #[error("retry.max_delay_ms must be > 0")]
     MaxDelayNotPositive,
     /// `max_delay_ms` with a fractional part in a serialized form.
     #[error("retry.max_delay_ms must be an integer")]
     MaxDelayNotInteger,
-    /// The resolved `base_delay_ms` exceeds the resolved `max_delay_ms` (O3 rule 5).
+    /// `max_delay_ms` above [`DELAY_MS_LIMIT`] in a serialized form or a `#[retry]` literal.
+    #[error("retry.max_delay_ms must be <= 18446744073709551615")]
+    MaxDelayTooLarge,
+    /// The resolved `base_delay_ms` exceeds the resolved `max_delay_ms`.
     #[error("retry.base_delay_ms must be <= retry.max_delay_ms")]
     BaseAboveMax,
 }
 
 impl OptionsError {
-    /// The O3 message, available in `const` contexts (the macros report it at compile time).
+    /// The message, available in `const` contexts (the macros report it at compile time).
     pub const fn message(self) -> &'static str {
         match self {
             Self::MaxAttemptsBelowOne => "retry.max_attempts must be >= 1",
             Self::MaxAttemptsNotInteger => "retry.max_attempts must be an integer",
+            Self::MaxAttemptsTooLarge => "retry.max_attempts must be <= 4294967295",
             Self::BaseDelayNotPositive => "retry.base_delay_ms must be > 0",
             Self::BaseDelayNotInteger => "retry.base_delay_ms must be an integer",
+            Self::BaseDelayTooLarge => "retry.base_delay_ms must be <= 18446744073709551615",
             Self::MaxDelayNotPositive => "retry.max_delay_ms must be > 0",
             Self::MaxDelayNotInteger => "retry.max_delay_ms must be an integer",
+            Self::MaxDelayTooLarge => "retry.max_delay_ms must be <= 18446744073709551615",
             Self::BaseAboveMax => "retry.base_delay_ms must be <= retry.max_delay_ms",
         }
     }

@@ -4,6 +4,7 @@
 //! straight into a `u32` would give serde's generic type error, or worse, a silently truncated
 //! number. Every field is first read as a raw number, then checked in the O3 order, so the
 //! error is the same message a call site would get, whatever order the keys were written in.
+//! A value above a setting's maximum is refused too, never clamped to it.
 
 use std::fmt;
 
@@ -11,17 +12,17 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 
 use crate::jitter::Jitter;
-use crate::options::{OptionsError, RetryOptions};
+use crate::options::{DELAY_MS_LIMIT, MAX_ATTEMPTS_LIMIT, OptionsError, RetryOptions};
 
 /// The document's shape: every known key, numbers kept as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawOptions {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "max_attempts_number")]
     max_attempts: Option<RawNumber>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "base_delay_number")]
     base_delay_ms: Option<RawNumber>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "max_delay_number")]
     max_delay_ms: Option<RawNumber>,
     #[serde(default)]
     jitter: Option<Jitter>,
@@ -58,6 +59,7 @@ impl<'de> Deserialize<'de> for RawNumber {
             }
 
             fn visit_u128<E: de::Error>(self, v: u128) -> Result<RawNumber, E> {
+                // Beyond i128::MAX is beyond every maximum: saturating keeps it too large.
                 Ok(RawNumber::Int(i128::try_from(v).unwrap_or(i128::MAX)))
             }
 
@@ -70,62 +72,141 @@ impl<'de> Deserialize<'de> for RawNumber {
     }
 }
 
-/// O3 rules 1–2: below one, not finite or out of range first; a fractional part second.
-fn max_attempts(n: RawNumber) -> Result<u32, OptionsError> {
-    let below = OptionsError::MaxAttemptsBelowOne;
-    match n {
-        RawNumber::Int(i) => u32::try_from(i).ok().filter(|v| *v >= 1).ok_or(below),
-        RawNumber::Float(f) if !f.is_finite() || f < 1.0 || f > f64::from(u32::MAX) => Err(below),
-        RawNumber::Float(f) if f.fract() != 0.0 => Err(OptionsError::MaxAttemptsNotInteger),
-        // In range and whole: the cast is exact.
-        RawNumber::Float(f) => Ok(f as u32),
+/// The rules of one whole-number setting, each with its error, in the order they are checked:
+/// below the minimum (or not finite), then a fractional part, then above the maximum.
+///
+/// The maximum is the largest value of the setting's type. Nothing above it is clamped to
+/// it: a value the type cannot hold is refused with `above`, whatever format it came from.
+pub(crate) struct WholeRule<E> {
+    /// The smallest integer allowed.
+    pub(crate) min: u64,
+    /// Whether a float breaks the minimum: `f < 1.0` for a count from one, `f <= 0.0` for a
+    /// delay (so that `0.5` ms is "not an integer", not "not positive").
+    pub(crate) too_small: fn(f64) -> bool,
+    /// The largest value allowed.
+    pub(crate) max: u64,
+    pub(crate) below: E,
+    pub(crate) not_integer: E,
+    pub(crate) above: E,
+}
+
+impl<E: Copy> WholeRule<E> {
+    /// `n` as a whole number within the rule, or the first rule it breaks.
+    pub(crate) fn check(&self, n: RawNumber) -> Result<u64, E> {
+        let whole = match n {
+            RawNumber::Int(i) if i < i128::from(self.min) => return Err(self.below),
+            RawNumber::Int(i) => i,
+            RawNumber::Float(f) if !f.is_finite() || (self.too_small)(f) => {
+                return Err(self.below);
+            }
+            RawNumber::Float(f) if f.fract() != 0.0 => return Err(self.not_integer),
+            // Whole and at least the minimum: exact below 2^127, and anything larger
+            // saturates there, above every maximum.
+            RawNumber::Float(f) => f as i128,
+        };
+        u64::try_from(whole)
+            .ok()
+            .filter(|v| *v <= self.max)
+            .ok_or(self.above)
     }
 }
 
-/// O3 rules 3–4 for one delay. Values beyond `u64::MAX` ms saturate, as every other delay
-/// computation does (SPEC D4).
-fn delay_ms(
-    n: RawNumber,
-    not_positive: OptionsError,
-    fractional: OptionsError,
-) -> Result<u64, OptionsError> {
-    match n {
-        RawNumber::Int(i) if i <= 0 => Err(not_positive),
-        RawNumber::Int(i) => Ok(u64::try_from(i).unwrap_or(u64::MAX)),
-        RawNumber::Float(f) if !f.is_finite() || f <= 0.0 => Err(not_positive),
-        RawNumber::Float(f) if f.fract() != 0.0 => Err(fractional),
-        // Saturating cast.
-        RawNumber::Float(f) => Ok(f as u64),
-    }
+/// Reads an optional number for a setting whose too-large error is `above`.
+///
+/// Some numbers are too large for the format itself to read: serde_json refuses a number
+/// beyond the range of `f64` (`1e400`), TOML one beyond `f64` or `u128`, before a value
+/// reaches us. Those get the setting's too-large error as well, instead of the format's
+/// message. The format hands over no value, so a number that large with a minus sign gets
+/// the same message; and the format having stopped there, such a number is reported ahead
+/// of the rules of the settings after it.
+pub(crate) fn number_or_too_large<'de, D, E>(
+    deserializer: D,
+    above: E,
+) -> Result<Option<RawNumber>, D::Error>
+where
+    D: de::Deserializer<'de>,
+    E: fmt::Display,
+{
+    Option::<RawNumber>::deserialize(deserializer).map_err(|e| {
+        if too_large_to_read(&e) {
+            de::Error::custom(above)
+        } else {
+            e
+        }
+    })
 }
+
+/// Whether `error` is a format refusing a number for its size: serde_json's "number out of
+/// range", TOML's "integer number overflowed" and "floating-point number overflowed".
+fn too_large_to_read(error: &impl fmt::Display) -> bool {
+    let text = error.to_string();
+    text.starts_with("number out of range") || text.contains("number overflowed")
+}
+
+fn max_attempts_number<'de, D: de::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, MAX_ATTEMPTS.above)
+}
+
+fn base_delay_number<'de, D: de::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, BASE_DELAY.above)
+}
+
+fn max_delay_number<'de, D: de::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, MAX_DELAY.above)
+}
+
+/// O3 rules 1–2, then the maximum.
+const MAX_ATTEMPTS: WholeRule<OptionsError> = WholeRule {
+    min: 1,
+    too_small: |f| f < 1.0,
+    max: MAX_ATTEMPTS_LIMIT as u64,
+    below: OptionsError::MaxAttemptsBelowOne,
+    not_integer: OptionsError::MaxAttemptsNotInteger,
+    above: OptionsError::MaxAttemptsTooLarge,
+};
+
+/// O3 rule 3, a whole number, then the maximum.
+const BASE_DELAY: WholeRule<OptionsError> = WholeRule {
+    min: 1,
+    too_small: |f| f <= 0.0,
+    max: DELAY_MS_LIMIT,
+    below: OptionsError::BaseDelayNotPositive,
+    not_integer: OptionsError::BaseDelayNotInteger,
+    above: OptionsError::BaseDelayTooLarge,
+};
+
+/// O3 rule 4, a whole number, then the maximum.
+const MAX_DELAY: WholeRule<OptionsError> = WholeRule {
+    min: 1,
+    too_small: |f| f <= 0.0,
+    max: DELAY_MS_LIMIT,
+    below: OptionsError::MaxDelayNotPositive,
+    not_integer: OptionsError::MaxDelayNotInteger,
+    above: OptionsError::MaxDelayTooLarge,
+};
 
 impl TryFrom<RawOptions> for RetryOptions {
     type Error = OptionsError;
 
     fn try_from(raw: RawOptions) -> Result<Self, OptionsError> {
         // Field order here is the O3 order: the first failing rule wins.
+        let max_attempts = match raw.max_attempts {
+            Some(n) => Some(
+                u32::try_from(MAX_ATTEMPTS.check(n)?)
+                    .map_err(|_| OptionsError::MaxAttemptsTooLarge)?,
+            ),
+            None => None,
+        };
         let options = RetryOptions {
-            max_attempts: raw.max_attempts.map(max_attempts).transpose()?,
-            base_delay_ms: raw
-                .base_delay_ms
-                .map(|n| {
-                    delay_ms(
-                        n,
-                        OptionsError::BaseDelayNotPositive,
-                        OptionsError::BaseDelayNotInteger,
-                    )
-                })
-                .transpose()?,
-            max_delay_ms: raw
-                .max_delay_ms
-                .map(|n| {
-                    delay_ms(
-                        n,
-                        OptionsError::MaxDelayNotPositive,
-                        OptionsError::MaxDelayNotInteger,
-                    )
-                })
-                .transpose()?,
+            max_attempts,
+            base_delay_ms: raw.base_delay_ms.map(|n| BASE_DELAY.check(n)).transpose()?,
+            max_delay_ms: raw.max_delay_ms.map(|n| MAX_DELAY.check(n)).transpose()?,
             jitter: raw.jitter,
         };
         options.validate()?;

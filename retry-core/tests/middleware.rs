@@ -588,6 +588,128 @@ async fn m4_m5_a_budget_of_duration_max_never_runs_out() {
     }
 }
 
+/// Polls `fut` once, then lets `late` pass on tokio's paused clock without polling it (as
+/// when another task holds the thread), then polls it again and hands back what it gives.
+async fn polled_late<F: Future>(fut: F, late: Duration) -> Poll<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    assert!(
+        futures_poll(fut.as_mut()).is_pending(),
+        "finished on the first poll"
+    );
+    tokio::time::advance(late).await;
+    futures_poll(fut.as_mut())
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_a_result_after_the_deadline_is_a_timeout() {
+    // Regression: the layer polled the task before its timer, so a task that ignored its
+    // signal and finished after the deadline won whenever both were ready in the same poll —
+    // every time the layer was polled late.
+    // A 30 ms task ignoring its signal under a 20 ms budget, next polled at 50 ms: its timer
+    // and its result are both ready then.
+    let script = Scripted::always(Call::ok(30).uncooperative());
+    let task = with_timeout(script.task(), MS * 20).unwrap();
+    let Poll::Ready(result) = polled_late(task.run(), MS * 50).await else {
+        panic!("not finished when polled after the task's exit");
+    };
+    let t = timeout_of(result);
+    // The layer fired the signal when it ran again and saw the result at once: no overrun
+    // it could measure.
+    assert_eq!(
+        (t.kind(), t.budget(), t.overrun()),
+        (TimeoutKind::Total, MS * 20, Duration::ZERO)
+    );
+    assert_eq!(
+        TaskFailure::from(t).to_string(),
+        "task timed out after 20 ms"
+    );
+    assert_eq!(script.calls(), 1);
+}
+
+/// A clock whose time the test moves by hand and whose timers never fire: the state of a
+/// loaded runtime whose timer driver has not run yet although the time has passed.
+#[derive(Clone)]
+struct UnfiredTimers(Arc<Mutex<std::time::Instant>>);
+
+impl retry_core::Clock for UnfiredTimers {
+    type Sleep = std::future::Pending<()>;
+
+    fn now(&self) -> std::time::Instant {
+        *self.0.lock().unwrap()
+    }
+
+    fn sleep(&self, _: Duration) -> Self::Sleep {
+        std::future::pending()
+    }
+}
+
+#[test]
+fn m4_a_result_after_the_deadline_is_a_timeout_before_the_timer_fires() {
+    // Regression (the case seen under load): the deadline has passed by the clock but the
+    // timer has not been processed yet, and the task, polled again, returns at once.
+    let clock = UnfiredTimers(Arc::new(Mutex::new(std::time::Instant::now())));
+    let mut polled = false;
+    let task = with_timeout(
+        move |_: TaskContext| {
+            std::future::poll_fn(move |cx| {
+                if std::mem::replace(&mut polled, true) {
+                    Poll::Ready(Ok::<u32, TaskFailure>(1))
+                } else {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            })
+        },
+        MS * 20,
+    )
+    .unwrap();
+    let run = Scope::new().clock(clock.clone()).run(task.run());
+    let mut run = std::pin::pin!(run);
+    assert!(futures_poll(run.as_mut()).is_pending());
+    *clock.0.lock().unwrap() += MS * 50;
+    let Poll::Ready(result) = futures_poll(run.as_mut()) else {
+        panic!("the task had returned");
+    };
+    assert_eq!(timeout_of(result).budget(), MS * 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_a_failure_after_the_deadline_is_a_timeout_too() {
+    // Whatever the task returns after the deadline, the run is a timeout (the same late poll).
+    let script = Scripted::always(Call::fail(30, fatal("400")).uncooperative());
+    let task = with_timeout(script.task(), MS * 20).unwrap();
+    let Poll::Ready(result) = polled_late(task.run(), MS * 50).await else {
+        panic!("not finished when polled after the task's exit");
+    };
+    assert_eq!(timeout_of(result).budget(), MS * 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m4_a_result_at_the_deadline_is_a_timeout() {
+    // At the deadline the signal fires, so a result that arrives then is late too: a 20 ms
+    // task ignoring its signal under a 20 ms budget, whichever of the two is polled first.
+    let script = Scripted::always(Call::ok(20).uncooperative());
+    let t = timeout_of(with_timeout(script.task(), MS * 20).unwrap().run().await);
+    assert_eq!(t.overrun(), Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn m5_a_result_after_the_activity_deadline_is_a_timeout() {
+    // The activity budget, polled late: a task that stalls for 30 ms under a 20 ms budget and
+    // reports progress just before it returns — in the late poll — still timed out at 20 ms.
+    let stalls = |cx: TaskContext| async move {
+        tokio::time::sleep(MS * 30).await; // ignores its signal
+        cx.reset_timeout();
+        Ok::<u32, TaskFailure>(1)
+    };
+    let task = with_activity_timeout(stalls, MS * 20).unwrap();
+    let Poll::Ready(result) = polled_late(task.run(), MS * 50).await else {
+        panic!("not finished when polled after the task's exit");
+    };
+    let t = timeout_of(result);
+    assert_eq!((t.kind(), t.budget()), (TimeoutKind::Activity, MS * 20));
+}
+
 #[tokio::test(start_paused = true)]
 async fn m4_a_run_within_budget_keeps_its_own_result() {
     let ok = with_timeout(Scripted::always(Call::ok(10)).task(), MS * 20)

@@ -1,8 +1,8 @@
 //! Options, layering and validation: SPEC O1–O6.
 
 use retry_core::{
-    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, Jitter, OptionsError,
-    RetryDefaults, RetryOptions, RetryPolicy,
+    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, DELAY_MS_LIMIT, Jitter,
+    MAX_ATTEMPTS_LIMIT, OptionsError, RetryDefaults, RetryOptions, RetryPolicy,
 };
 
 fn opts(max_attempts: Option<u32>, base: Option<u64>, max: Option<u64>) -> RetryOptions {
@@ -162,6 +162,42 @@ fn o3_owner_defaults_in_const_context() {
         .or(OWNER)
         .resolve();
     assert_eq!(POLICY.map(|p| p.max_delay().as_millis()), Ok(50));
+}
+
+#[test]
+fn o3_too_large_messages_name_the_documented_maxima() {
+    // One rule for every field: `<field> must be <= <the largest value of its type>`.
+    let cases = [
+        (
+            OptionsError::MaxAttemptsTooLarge,
+            "retry.max_attempts",
+            u64::from(MAX_ATTEMPTS_LIMIT),
+        ),
+        (
+            OptionsError::BaseDelayTooLarge,
+            "retry.base_delay_ms",
+            DELAY_MS_LIMIT,
+        ),
+        (
+            OptionsError::MaxDelayTooLarge,
+            "retry.max_delay_ms",
+            DELAY_MS_LIMIT,
+        ),
+    ];
+    for (err, field, max) in cases {
+        assert_eq!(err.to_string(), format!("{field} must be <= {max}"));
+        assert_eq!(err.message(), err.to_string());
+    }
+    assert_eq!((MAX_ATTEMPTS_LIMIT, DELAY_MS_LIMIT), (u32::MAX, u64::MAX));
+    // The maxima themselves resolve: in code nothing can go beyond them.
+    let policy = opts(
+        Some(MAX_ATTEMPTS_LIMIT),
+        Some(DELAY_MS_LIMIT),
+        Some(DELAY_MS_LIMIT),
+    )
+    .resolve()
+    .unwrap();
+    assert_eq!(policy.max_delay().as_millis(), u128::from(DELAY_MS_LIMIT));
 }
 
 #[test]

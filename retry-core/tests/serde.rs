@@ -58,15 +58,14 @@ fn o3_json_fractional_max_attempts_is_not_an_integer() {
 }
 
 #[test]
-fn o3_json_negative_or_out_of_range_max_attempts_is_below_one() {
+fn o3_json_negative_or_small_max_attempts_is_below_one() {
     for text in [
         r#"{"max_attempts": -1}"#,
         r#"{"max_attempts": -1.5}"#,
         r#"{"max_attempts": 0}"#,
         r#"{"max_attempts": 0.5}"#,
-        r#"{"max_attempts": 4294967296}"#,
-        r#"{"max_attempts": 1e300}"#,
         r#"{"max_attempts": -99999999999999999999999999999}"#,
+        r#"{"max_attempts": -1e300}"#,
     ] {
         assert_rejected(from_json(text), OptionsError::MaxAttemptsBelowOne);
     }
@@ -118,11 +117,173 @@ fn o3_json_delays() {
     ] {
         assert_rejected(from_json(text), expected);
     }
-    // Huge delays saturate rather than fail (D4).
+    // The largest delay is kept, not refused.
     assert_eq!(
-        from_json(r#"{"max_delay_ms": 1e30}"#).map(|o| o.max_delay_ms),
+        from_json(r#"{"max_delay_ms": 18446744073709551615}"#).map(|o| o.max_delay_ms),
         Ok(Some(u64::MAX))
     );
+}
+
+// ------------------------------------------------- O3: values above the maximum (one rule)
+
+/// `Err(message)` must start with `expected` (serde_json may add a position after it) or, for
+/// TOML, contain it.
+fn assert_says(result: Result<impl std::fmt::Debug, String>, expected: &str, doc: &str) {
+    match result {
+        Ok(value) => panic!("{doc}: accepted {value:?}, expected `{expected}`"),
+        Err(message) => assert!(
+            message.starts_with(expected) || message.contains(&format!("\n{expected}")),
+            "{doc}: got `{message}`, expected `{expected}`"
+        ),
+    }
+}
+
+const ATTEMPTS_ABOVE: &str = "retry.max_attempts must be <= 4294967295";
+const BASE_ABOVE: &str = "retry.base_delay_ms must be <= 18446744073709551615";
+const MAX_ABOVE: &str = "retry.max_delay_ms must be <= 18446744073709551615";
+
+#[test]
+fn o3_max_attempts_above_u32_says_the_maximum() {
+    // Regression: said "retry.max_attempts must be >= 1" (the `#[retry]` macro already said
+    // the maximum).
+    for doc in [
+        r#"{"max_attempts": 4294967296}"#,
+        r#"{"max_attempts": 99999999999999999999999999999}"#,
+        r#"{"max_attempts": 1e300}"#,
+        r#"{"max_attempts": 4294967296.0}"#,
+    ] {
+        assert_says(from_json(doc), ATTEMPTS_ABOVE, doc);
+    }
+    for doc in ["max_attempts = 4294967296", "max_attempts = 1e300"] {
+        assert_says(from_toml(doc), ATTEMPTS_ABOVE, doc);
+    }
+    // The maximum itself is fine.
+    assert_eq!(
+        from_json(r#"{"max_attempts": 4294967295}"#).map(|o| o.max_attempts),
+        Ok(Some(u32::MAX))
+    );
+}
+
+#[test]
+fn o3_a_fraction_above_the_maximum_is_not_an_integer() {
+    // Regression: said ">= 1". Not-an-integer (rule 2) comes before the maximum.
+    let doc = r#"{"max_attempts": 8474173147.5}"#;
+    assert_says(from_json(doc), "retry.max_attempts must be an integer", doc);
+    let doc = "max_attempts = 8474173147.5";
+    assert_says(from_toml(doc), "retry.max_attempts must be an integer", doc);
+}
+
+#[test]
+fn o3_a_number_too_large_for_the_format_gets_our_message() {
+    // Regression: serde_json's own "number out of range at line 1 column 22" (and TOML's
+    // "floating-point number overflowed").
+    for (doc, expected) in [
+        (r#"{"max_attempts": 1e400}"#, ATTEMPTS_ABOVE),
+        (r#"{"base_delay_ms": 1e400}"#, BASE_ABOVE),
+        (r#"{"max_delay_ms": 1e400}"#, MAX_ABOVE),
+    ] {
+        assert_says(from_json(doc), expected, doc);
+    }
+    for (doc, expected) in [
+        ("max_attempts = 1e400", ATTEMPTS_ABOVE),
+        ("base_delay_ms = 1e400", BASE_ABOVE),
+        ("max_delay_ms = 1e999", MAX_ABOVE),
+    ] {
+        assert_says(from_toml(doc), expected, doc);
+    }
+    // Other errors of the format are left as they are.
+    let err = from_json(r#"{"max_attempts": 1e}"#).unwrap_err();
+    assert!(err.starts_with("invalid number"), "{err}");
+}
+
+#[test]
+fn o3_delays_above_u64_ms_say_the_maximum() {
+    // Regression: `1e30` saturated silently to u64::MAX.
+    for (doc, expected) in [
+        (r#"{"base_delay_ms": 1e30}"#, BASE_ABOVE),
+        (r#"{"base_delay_ms": 18446744073709551616}"#, BASE_ABOVE),
+        (r#"{"max_delay_ms": 1e30}"#, MAX_ABOVE),
+        (r#"{"max_delay_ms": 18446744073709551616}"#, MAX_ABOVE),
+        // 2^64 exactly: the first float above the maximum.
+        (r#"{"max_delay_ms": 18446744073709551616.0}"#, MAX_ABOVE),
+    ] {
+        assert_says(from_json(doc), expected, doc);
+    }
+    for (doc, expected) in [
+        ("base_delay_ms = 1e30", BASE_ABOVE),
+        ("max_delay_ms = 1e30", MAX_ABOVE),
+    ] {
+        assert_says(from_toml(doc), expected, doc);
+    }
+}
+
+#[test]
+fn o3_the_maximum_is_checked_field_by_field_in_rule_order() {
+    // Each field's own rules (minimum, integer, maximum) before the next field's, and every
+    // field before the cross-field rule.
+    for (doc, expected) in [
+        (
+            r#"{"base_delay_ms": 0, "max_attempts": 4294967296}"#,
+            ATTEMPTS_ABOVE,
+        ),
+        (
+            r#"{"max_attempts": 4294967296, "base_delay_ms": 0}"#,
+            ATTEMPTS_ABOVE,
+        ),
+        (r#"{"max_delay_ms": 0, "base_delay_ms": 1e30}"#, BASE_ABOVE),
+        (
+            r#"{"base_delay_ms": 5000, "max_delay_ms": 1e30}"#,
+            MAX_ABOVE,
+        ),
+    ] {
+        assert_says(from_json(doc), expected, doc);
+    }
+}
+
+#[test]
+fn o3_scheduler_counts_above_the_maximum_say_the_maximum() {
+    // Regression: `concurrency: 1e30` became usize::MAX silently (max_pending too).
+    use retry_core::SchedulerOptions;
+    let read = |doc: &str| serde_json::from_str::<SchedulerOptions>(doc).map_err(|e| e.to_string());
+    let concurrency = format!("scheduler.concurrency must be <= {}", usize::MAX);
+    let max_pending = format!("scheduler.max_pending must be <= {}", usize::MAX);
+    for (doc, expected) in [
+        (r#"{"concurrency": 1e30}"#, &concurrency),
+        (r#"{"concurrency": 1e400}"#, &concurrency),
+        (r#"{"concurrency": 99999999999999999999999}"#, &concurrency),
+        (r#"{"max_pending": 1e30}"#, &max_pending),
+        (r#"{"max_pending": 1e400}"#, &max_pending),
+    ] {
+        assert_says(read(doc), expected, doc);
+    }
+    assert_says(read(r#"{"concurrency": 1.5e30}"#), &concurrency, "1.5e30");
+    assert_eq!(
+        read(&format!(r#"{{"max_pending": {}}}"#, usize::MAX)).map(|o| o.max_pending),
+        Ok(usize::MAX)
+    );
+}
+
+#[test]
+fn o3_middleware_retry_options_above_the_maximum_say_the_maximum() {
+    // Regression: `retries` saturated at u32::MAX and `delay_ms` at u64::MAX, silently.
+    use retry_core::middleware::RetryTaskOptions;
+    let read = |doc: &str| serde_json::from_str::<RetryTaskOptions>(doc).map_err(|e| e.to_string());
+    for (doc, expected) in [
+        (
+            r#"{"retries": 4294967296}"#,
+            "retry.retries must be <= 4294967295",
+        ),
+        (
+            r#"{"retries": 1e400}"#,
+            "retry.retries must be <= 4294967295",
+        ),
+        (
+            r#"{"delay_ms": 1e30}"#,
+            "retry.delay_ms must be <= 18446744073709551615",
+        ),
+    ] {
+        assert_says(read(doc), expected, doc);
+    }
 }
 
 #[test]

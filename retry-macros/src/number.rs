@@ -23,7 +23,8 @@ pub(crate) enum Number {
 /// The value of a numeric literal, sign included.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum LitValue {
-    /// An integer literal; `None` when it does not even fit in an `i128`.
+    /// An integer literal; `None` when it is too large even for an `i128` (a negative one
+    /// that large is `i128::MIN`: below every minimum, as it should be).
     Int(Option<i128>),
     /// A float literal.
     Float(f64),
@@ -44,7 +45,7 @@ pub(crate) fn number(name: &str, value: Expr) -> syn::Result<Number> {
             check_suffix(name, lit.suffix(), lit.span(), INT_SUFFIXES)?;
             let magnitude = lit.base10_parse::<i128>().ok();
             let value = if negative {
-                magnitude.map(|m| -m)
+                Some(magnitude.map_or(i128::MIN, |m| -m))
             } else {
                 magnitude
             };
@@ -208,8 +209,12 @@ pub(crate) fn field(opt: Option<Opt<Number>>, rule: &Rule, errors: &mut Errors) 
     }
 }
 
-/// A rule's checks for one literal, in the order of the runtime's: below the minimum (or not
-/// finite) first, then a fractional part, then out of the runtime type's range.
+/// A rule's checks for one literal, in the order of the runtime's: below the minimum first,
+/// then not an integer (every float literal), then above the maximum, with the runtime's
+/// message `<name> must be <= <max>`.
+///
+/// A float literal too large for an `f64` (`1e400`) parses as infinity; it is a float
+/// literal like any other, so it is "not an integer" — not "below the minimum".
 pub(crate) fn literal(value: LitValue, rule: &Rule) -> Result<u64, String> {
     match value {
         LitValue::Int(Some(v)) if v < 1 => Err(rule.not_positive.to_owned()),
@@ -217,9 +222,61 @@ pub(crate) fn literal(value: LitValue, rule: &Rule) -> Result<u64, String> {
             .and_then(|v| u64::try_from(v).ok())
             .filter(|v| *v <= rule.max)
             .ok_or_else(|| format!("{} must be <= {}", rule.name, rule.max)),
-        LitValue::Float(f) if !f.is_finite() || (rule.too_small)(f) => {
+        LitValue::Float(f) if f.is_nan() || (rule.too_small)(f) => {
             Err(rule.not_positive.to_owned())
         }
         LitValue::Float(_) => Err(rule.not_integer.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use retry_core::OptionsError;
+
+    use super::*;
+
+    const ATTEMPTS: Rule = Rule {
+        not_positive: "retry.max_attempts must be >= 1",
+        not_integer: "retry.max_attempts must be an integer",
+        too_small: |f| f < 1.0,
+        max: u32::MAX as u64,
+        name: "retry.max_attempts",
+    };
+    const DELAY: Rule = Rule {
+        not_positive: "retry.base_delay_ms must be > 0",
+        not_integer: "retry.base_delay_ms must be an integer",
+        too_small: not_positive,
+        max: u64::MAX,
+        name: "retry.base_delay_ms",
+    };
+
+    #[test]
+    fn o3_too_large_literals_say_the_runtime_maximum() {
+        // The same text as the runtime's error for a document.
+        assert_eq!(
+            literal(LitValue::Int(Some(1 << 40)), &ATTEMPTS),
+            Err(OptionsError::MaxAttemptsTooLarge.to_string())
+        );
+        assert_eq!(
+            literal(LitValue::Int(None), &DELAY),
+            Err(OptionsError::BaseDelayTooLarge.to_string())
+        );
+        assert_eq!(
+            literal(LitValue::Int(Some(i128::from(u64::MAX))), &DELAY),
+            Ok(u64::MAX)
+        );
+    }
+
+    #[test]
+    fn o3_a_float_literal_beyond_f64_is_not_an_integer() {
+        // Regression: `1e400` parses as infinity and said "must be >= 1".
+        assert_eq!(
+            literal(LitValue::Float(f64::INFINITY), &ATTEMPTS),
+            Err(OptionsError::MaxAttemptsNotInteger.to_string())
+        );
+        assert_eq!(
+            literal(LitValue::Float(f64::NEG_INFINITY), &ATTEMPTS),
+            Err(OptionsError::MaxAttemptsBelowOne.to_string())
+        );
     }
 }

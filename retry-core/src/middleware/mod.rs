@@ -109,7 +109,6 @@ pub use fallback::{
     DefaultFallback, FallbackFuture, FallbackTask, ShouldFallback, with_fallback,
     with_fallback_when,
 };
-pub(crate) use options::whole;
 pub use options::{MiddlewareError, RetryTaskOptions};
 pub use retry::{
     Classified, DEFAULT_RETRIES, OnAttempt, RetryAttempt, RetryConfig, RetryFuture, RetryPredicate,

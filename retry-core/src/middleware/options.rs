@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::options_serde::RawNumber;
+use crate::options_serde::{RawNumber, WholeRule, number_or_too_large};
 
 use super::retry::{DEFAULT_RETRIES, RetryConfig};
 
@@ -45,10 +45,17 @@ pub enum MiddlewareError {
     /// `delay_ms` with a fractional part.
     #[error("retry.delay_ms must be an integer")]
     DelayNotInteger,
+    /// `retries` above `u32::MAX`, the most the layer can count.
+    #[error("retry.retries must be <= 4294967295")]
+    RetriesTooLarge,
+    /// `delay_ms` above `u64::MAX` milliseconds, the longest wait it can hold.
+    #[error("retry.delay_ms must be <= 18446744073709551615")]
+    DelayTooLarge,
 }
 
 /// The plain-data part of a retry layer's settings, as stored in a config file or
-/// with a persisted job. Deserializing checks every field.
+/// with a persisted job. Deserializing checks every field; a number above a field's maximum
+/// is refused (`retry.retries must be <= 4294967295`), never clamped.
 ///
 /// Closures — a delay function, a predicate, an observer — cannot be data; add them to the
 /// [`RetryConfig`] that [`config`](RetryTaskOptions::config) returns.
@@ -68,9 +75,9 @@ pub enum MiddlewareError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "RawRetryTaskOptions")]
 pub struct RetryTaskOptions {
-    /// Retries after the first run (default 2).
+    /// Retries after the first run (default 2; at most `u32::MAX`).
     pub retries: u32,
-    /// A constant wait before each retry; unset waits for a
+    /// A constant wait before each retry (at most `u64::MAX` ms); unset waits for a
     /// [`TaskError`](crate::TaskError)'s `retry_after` hint, or not at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
@@ -98,10 +105,40 @@ impl RetryTaskOptions {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRetryTaskOptions {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "retries_number")]
     retries: Option<RawNumber>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "delay_number")]
     delay_ms: Option<RawNumber>,
+}
+
+const RETRIES: WholeRule<MiddlewareError> = WholeRule {
+    min: 0,
+    too_small: |f| f < 0.0,
+    max: u32::MAX as u64,
+    below: MiddlewareError::NegativeRetries,
+    not_integer: MiddlewareError::RetriesNotInteger,
+    above: MiddlewareError::RetriesTooLarge,
+};
+
+const DELAY: WholeRule<MiddlewareError> = WholeRule {
+    min: 0,
+    too_small: |f| f < 0.0,
+    max: u64::MAX,
+    below: MiddlewareError::NegativeDelay,
+    not_integer: MiddlewareError::DelayNotInteger,
+    above: MiddlewareError::DelayTooLarge,
+};
+
+fn retries_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, RETRIES.above)
+}
+
+fn delay_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, DELAY.above)
 }
 
 impl TryFrom<RawRetryTaskOptions> for RetryTaskOptions {
@@ -109,38 +146,14 @@ impl TryFrom<RawRetryTaskOptions> for RetryTaskOptions {
 
     fn try_from(raw: RawRetryTaskOptions) -> Result<Self, MiddlewareError> {
         let retries = match raw.retries {
-            Some(n) => whole(
-                n,
-                MiddlewareError::NegativeRetries,
-                MiddlewareError::RetriesNotInteger,
-            )?,
-            None => u64::from(DEFAULT_RETRIES),
+            Some(n) => {
+                u32::try_from(RETRIES.check(n)?).map_err(|_| MiddlewareError::RetriesTooLarge)?
+            }
+            None => DEFAULT_RETRIES,
         };
         Ok(Self {
-            retries: u32::try_from(retries).unwrap_or(u32::MAX),
-            delay_ms: raw
-                .delay_ms
-                .map(|n| {
-                    whole(
-                        n,
-                        MiddlewareError::NegativeDelay,
-                        MiddlewareError::DelayNotInteger,
-                    )
-                })
-                .transpose()?,
+            retries,
+            delay_ms: raw.delay_ms.map(|n| DELAY.check(n)).transpose()?,
         })
-    }
-}
-
-/// A count or a duration in a config document: a whole number `>= 0`, saturating at
-/// `u64::MAX`. Shared with the scheduler's options.
-pub(crate) fn whole<E>(n: RawNumber, negative: E, fractional: E) -> Result<u64, E> {
-    match n {
-        RawNumber::Int(i) if i < 0 => Err(negative),
-        RawNumber::Int(i) => Ok(u64::try_from(i).unwrap_or(u64::MAX)),
-        RawNumber::Float(f) if !f.is_finite() || f < 0.0 => Err(negative),
-        RawNumber::Float(f) if f.fract() != 0.0 => Err(fractional),
-        // Whole and non-negative: a saturating cast.
-        RawNumber::Float(f) => Ok(f as u64),
     }
 }

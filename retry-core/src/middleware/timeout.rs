@@ -31,6 +31,10 @@ use super::task::Task;
 /// exited, with [`TaskFailure::Timeout`] — whatever the task returned after the deadline. A
 /// run that ends before the deadline returns its own result.
 ///
+/// "Before" is read from the clock, not from which of the task and the timer happened to be
+/// polled first: a result that arrives at the deadline or later is a timeout, also when the
+/// layer is polled late (another task held the thread) and finds both ready at once.
+///
 /// The budget is measured on the [`DefaultClock`]: tokio's timer, or the clock of the
 /// surrounding [`Scope`](crate::Scope).
 ///
@@ -155,7 +159,7 @@ impl<F: Task> Task for TimeoutTask<F> {
         };
         TimeoutFuture {
             fut: self.task.call(inner),
-            started: false,
+            started: None,
             timer: None,
             token,
             budget: self.budget,
@@ -169,11 +173,12 @@ impl<F: Task> Task for TimeoutTask<F> {
 pin_project! {
     /// The future of one run of a [`TimeoutTask`].
     #[must_use = "futures do nothing unless polled"]
+    #[project = TimeoutFutureProj]
     pub struct TimeoutFuture<Fut> {
         #[pin]
         fut: Fut,
-        // Whether the run has started (been polled): the budget counts from then.
-        started: bool,
+        // When the run started (was first polled): the whole-run budget counts from then.
+        started: Option<Instant>,
         // Armed on the first poll; `None` after that while the budget cannot run out (it ends
         // past the last instant the clock can tell).
         #[pin]
@@ -197,24 +202,72 @@ impl<Fut> fmt::Debug for TimeoutFuture<Fut> {
     }
 }
 
+impl<Fut> TimeoutFutureProj<'_, Fut> {
+    /// When the budget runs out, as it stands: `started + budget` for the whole run, the last
+    /// progress report `+ budget` for activity. `None` when that is past the last instant the
+    /// clock can tell (the budget never runs out).
+    fn due(&self, started: Instant) -> Option<Instant> {
+        let from = match self.activity.as_ref() {
+            Some(activity) => activity.last(),
+            None => started,
+        };
+        from.checked_add(*self.budget)
+    }
+
+    /// The budget is spent: fire the task's signal at `now` (the deadline an overrun counts
+    /// from); from then on the task is only waited for.
+    fn expire(&mut self, now: Instant) {
+        *self.deadline = Some(now);
+        tracing::debug!(target: "retry_core::middleware", budget = ?self.budget, kind = ?self.kind, "task deadline reached; asking it to stop");
+        self.token.cancel();
+    }
+
+    /// The run's failure once the task exited at `exit`.
+    fn timed_out(&self, exit: Instant) -> TaskFailure {
+        let deadline = self.deadline.unwrap_or(exit);
+        let overrun = exit.saturating_duration_since(deadline);
+        Timeout::new(*self.kind, *self.budget, overrun).into()
+    }
+}
+
 impl<T, Fut: Future<Output = Result<T, TaskFailure>>> Future for TimeoutFuture<Fut> {
     type Output = Result<T, TaskFailure>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if this.deadline.is_none() {
-            if !*this.started {
-                *this.started = true;
-                let now = DefaultClock.now();
-                if let Some(activity) = this.activity {
-                    activity.restart(now);
+            let now = DefaultClock.now();
+            match *this.started {
+                None => {
+                    *this.started = Some(now);
+                    if let Some(activity) = this.activity {
+                        activity.restart(now);
+                    }
+                    if now.checked_add(*this.budget).is_some() {
+                        this.timer.set(Some(DefaultClock.sleep(*this.budget)));
+                    }
                 }
-                if now.checked_add(*this.budget).is_some() {
-                    this.timer.set(Some(DefaultClock.sleep(*this.budget)));
-                }
+                // M4: the clock, not the order of wake-ups, says whether the budget is spent.
+                // Polled late (another task held the thread), the timer and the task may be
+                // ready together; what the task does in this poll then comes after the
+                // deadline, and so does any progress it reports.
+                Some(started) => match this.due(started) {
+                    Some(due) if now >= due => this.expire(now),
+                    _ => {}
+                },
             }
+        }
+        if this.deadline.is_none() {
             if let Poll::Ready(result) = this.fut.as_mut().poll(cx) {
-                return Poll::Ready(result);
+                // The task may have run past the deadline within this very poll.
+                let now = DefaultClock.now();
+                match this.started.and_then(|started| this.due(started)) {
+                    Some(due) if now >= due => {
+                        this.expire(now);
+                        return Poll::Ready(Err(this.timed_out(now)));
+                    }
+                    _ => return Poll::Ready(result),
+                }
             }
             loop {
                 let Some(timer) = this.timer.as_mut().as_pin_mut() else {
@@ -237,16 +290,12 @@ impl<T, Fut: Future<Output = Result<T, TaskFailure>>> Future for TimeoutFuture<F
                         }
                     }
                 }
-                *this.deadline = Some(now);
-                tracing::debug!(target: "retry_core::middleware", budget = ?this.budget, kind = ?this.kind, "task deadline reached; asking it to stop");
-                this.token.cancel();
+                this.expire(now);
                 break;
             }
         }
         // M4: the budget is spent; wait for the task to exit, whatever it returns.
-        let _late_result = ready!(this.fut.poll(cx));
-        let deadline = this.deadline.unwrap_or_else(|| DefaultClock.now());
-        let overrun = DefaultClock.now().saturating_duration_since(deadline);
-        Poll::Ready(Err(Timeout::new(*this.kind, *this.budget, overrun).into()))
+        let _late_result = ready!(this.fut.as_mut().poll(cx));
+        Poll::Ready(Err(this.timed_out(DefaultClock.now())))
     }
 }

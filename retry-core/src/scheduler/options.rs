@@ -4,8 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::middleware::whole;
-use crate::options_serde::RawNumber;
+use crate::options_serde::{RawNumber, WholeRule, number_or_too_large};
 
 /// The default concurrency limit.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -50,12 +49,20 @@ pub enum SchedulerError {
     /// `max_pending` with a fractional part.
     #[error("scheduler.max_pending must be an integer")]
     MaxPendingNotInteger,
+    /// `concurrency` above `usize::MAX` in a serialized form.
+    #[error("scheduler.concurrency must be <= {}", usize::MAX)]
+    ConcurrencyTooLarge,
+    /// `max_pending` above `usize::MAX` in a serialized form.
+    #[error("scheduler.max_pending must be <= {}", usize::MAX)]
+    MaxPendingTooLarge,
 }
 
 /// How a [`Scheduler`](crate::Scheduler) runs tasks (SPEC Q1, Q2).
 ///
 /// Plain data (serde, checked on deserialization and again when the scheduler is built),
-/// so it can live in a config file. Hooks and subscribers are code and go to the
+/// so it can live in a config file. Both counts go up to `usize::MAX`
+/// (18446744073709551615 on 64-bit targets); a larger number in a document is refused
+/// (`scheduler.concurrency must be <= …`), never clamped. Hooks and subscribers are code and go to the
 /// [`SchedulerBuilder`](crate::SchedulerBuilder).
 ///
 /// ```
@@ -132,12 +139,48 @@ impl SchedulerOptions {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSchedulerOptions {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "concurrency_number")]
     concurrency: Option<RawNumber>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "max_pending_number")]
     max_pending: Option<RawNumber>,
     #[serde(default)]
     on_error: Option<OnError>,
+}
+
+/// A whole number `>= 0` up to `usize::MAX`; a zero concurrency is [`SchedulerOptions::validate`]'s.
+const CONCURRENCY: WholeRule<SchedulerError> = WholeRule {
+    min: 0,
+    too_small: |f| f < 0.0,
+    max: usize::MAX as u64,
+    below: SchedulerError::ZeroConcurrency,
+    not_integer: SchedulerError::ConcurrencyNotInteger,
+    above: SchedulerError::ConcurrencyTooLarge,
+};
+
+const MAX_PENDING: WholeRule<SchedulerError> = WholeRule {
+    min: 0,
+    too_small: |f| f < 0.0,
+    max: usize::MAX as u64,
+    below: SchedulerError::NegativeMaxPending,
+    not_integer: SchedulerError::MaxPendingNotInteger,
+    above: SchedulerError::MaxPendingTooLarge,
+};
+
+fn concurrency_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, CONCURRENCY.above)
+}
+
+fn max_pending_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, MAX_PENDING.above)
+}
+
+/// `n` against `rule`, as a `usize`.
+fn count(n: RawNumber, rule: &WholeRule<SchedulerError>) -> Result<usize, SchedulerError> {
+    usize::try_from(rule.check(n)?).map_err(|_| rule.above)
 }
 
 impl TryFrom<RawSchedulerOptions> for SchedulerOptions {
@@ -147,19 +190,11 @@ impl TryFrom<RawSchedulerOptions> for SchedulerOptions {
         let defaults = Self::new();
         let options = Self {
             concurrency: match raw.concurrency {
-                Some(n) => count(
-                    n,
-                    SchedulerError::ZeroConcurrency,
-                    SchedulerError::ConcurrencyNotInteger,
-                )?,
+                Some(n) => count(n, &CONCURRENCY)?,
                 None => defaults.concurrency,
             },
             max_pending: match raw.max_pending {
-                Some(n) => count(
-                    n,
-                    SchedulerError::NegativeMaxPending,
-                    SchedulerError::MaxPendingNotInteger,
-                )?,
+                Some(n) => count(n, &MAX_PENDING)?,
                 None => defaults.max_pending,
             },
             on_error: raw.on_error.unwrap_or_default(),
@@ -167,13 +202,4 @@ impl TryFrom<RawSchedulerOptions> for SchedulerOptions {
         options.validate()?;
         Ok(options)
     }
-}
-
-/// A whole number `>= 0`, saturating at `usize::MAX`.
-fn count(
-    n: RawNumber,
-    negative: SchedulerError,
-    fractional: SchedulerError,
-) -> Result<usize, SchedulerError> {
-    whole(n, negative, fractional).map(|v| usize::try_from(v).unwrap_or(usize::MAX))
 }

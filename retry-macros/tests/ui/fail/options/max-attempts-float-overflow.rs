@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry(max_attempts = 1e400)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use retry_core::retry;
+
+#[retry(max_attempts = -999_999_999_999_999_999_999_999_999_999_999_999_999_999)]
+async fn fetch() -> Result<(), String> {
+    Ok(())
+}
+
+fn main() {}
