@@ -26,6 +26,13 @@ const MESSAGES: [&str; 5] = [
 
 /// Messages retry-core adds for fractional delays in a serialized form; SPEC O3 lists no rule
 /// for them (see the report on issue 4).
+/// A number above a field's maximum is refused, never clamped.
+const TOO_LARGE_MESSAGES: [&str; 3] = [
+    "retry.max_attempts must be <= 4294967295",
+    "retry.base_delay_ms must be <= 18446744073709551615",
+    "retry.max_delay_ms must be <= 18446744073709551615",
+];
+
 const DELAY_INTEGER_MESSAGES: [&str; 2] = [
     "retry.base_delay_ms must be an integer",
     "retry.max_delay_ms must be an integer",
@@ -141,22 +148,41 @@ fn o3_expected_serialized(
 ) -> Result<(), &'static str> {
     if let Some(n) = attempts {
         match n {
-            Num::Int(i) if i < 1 || i > i128::from(u32::MAX) => return Err(MESSAGES[0]),
-            Num::Float(f) if f < 1.0 || f > f64::from(u32::MAX) => return Err(MESSAGES[0]),
+            Num::Int(i) if i < 1 => return Err(MESSAGES[0]),
+            Num::Float(f) if f < 1.0 => return Err(MESSAGES[0]),
             Num::Float(f) if f.fract() != 0.0 => return Err(MESSAGES[1]),
+            Num::Int(i) if i > i128::from(u32::MAX) => return Err(TOO_LARGE_MESSAGES[0]),
+            Num::Float(f) if f > f64::from(u32::MAX) => return Err(TOO_LARGE_MESSAGES[0]),
             _ => {}
         }
     }
-    let delay = |n: Option<Num>, positive: &'static str, integer: &'static str| match n {
-        Some(Num::Int(i)) if i <= 0 => Err(positive),
-        Some(Num::Float(f)) if f <= 0.0 => Err(positive),
-        Some(Num::Float(f)) if f.fract() != 0.0 => Err(integer),
-        Some(Num::Int(i)) => Ok(Some(u64::try_from(i).unwrap_or(u64::MAX))),
+    // 2^64: the first float above u64::MAX.
+    const ABOVE_U64: f64 = 18_446_744_073_709_551_616.0;
+    let delay = |n: Option<Num>, rules: [&'static str; 3]| match n {
+        Some(Num::Int(i)) if i <= 0 => Err(rules[0]),
+        Some(Num::Float(f)) if f <= 0.0 => Err(rules[0]),
+        Some(Num::Float(f)) if f.fract() != 0.0 => Err(rules[1]),
+        Some(Num::Int(i)) => u64::try_from(i).map(Some).map_err(|_| rules[2]),
+        Some(Num::Float(f)) if f >= ABOVE_U64 => Err(rules[2]),
         Some(Num::Float(f)) => Ok(Some(f as u64)),
         None => Ok(None),
     };
-    let base = delay(base, MESSAGES[2], DELAY_INTEGER_MESSAGES[0])?;
-    let max = delay(max, MESSAGES[3], DELAY_INTEGER_MESSAGES[1])?;
+    let base = delay(
+        base,
+        [
+            MESSAGES[2],
+            DELAY_INTEGER_MESSAGES[0],
+            TOO_LARGE_MESSAGES[1],
+        ],
+    )?;
+    let max = delay(
+        max,
+        [
+            MESSAGES[3],
+            DELAY_INTEGER_MESSAGES[1],
+            TOO_LARGE_MESSAGES[2],
+        ],
+    )?;
     match (base.unwrap_or(100), max.unwrap_or(3000)) {
         (b, m) if b > m => Err(MESSAGES[4]),
         _ => Ok(()),
@@ -256,7 +282,7 @@ proptest! {
             (Ok(()), Ok(())) => {}
             (Err(error), Err(message)) => {
                 prop_assert!(error.starts_with(message), "{}: {}", document, error);
-                let known = MESSAGES.iter().chain(&DELAY_INTEGER_MESSAGES);
+                let known = MESSAGES.iter().chain(&DELAY_INTEGER_MESSAGES).chain(&TOO_LARGE_MESSAGES);
                 prop_assert_eq!(known.filter(|m| error.contains(*m)).count(), 1, "{}", error);
             }
             (got, expected) => prop_assert!(false, "{}: got {:?}, expected {:?}", document, got, expected),
