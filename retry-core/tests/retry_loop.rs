@@ -258,30 +258,7 @@ async fn r5_deadline_stops_before_a_wait_that_would_cross_it() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn r5_attempt_timeout_is_final_by_default() {
-    let start = Instant::now();
-    let calls = AtomicU32::new(0);
-    let result: Result<(), RetryError<()>> = policy(3)
-        .retry(|_| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            std::future::pending()
-        })
-        .attempt_timeout(100 * MS)
-        .await;
-    assert_eq!(
-        result,
-        Err(RetryError::AttemptTimeout {
-            attempts: 1,
-            timeout: 100 * MS,
-            last: None,
-        })
-    );
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
-    assert_eq!(start.elapsed(), 100 * MS);
-}
-
-#[tokio::test(start_paused = true)]
-async fn r5_attempt_timeout_retried_when_the_caller_says_so() {
+async fn r5_a_timed_out_attempt_is_retried_like_a_failure() {
     let start = Instant::now();
     let calls = AtomicU32::new(0);
     let result: Result<(), RetryError<()>> = policy(3)
@@ -290,7 +267,7 @@ async fn r5_attempt_timeout_retried_when_the_caller_says_so() {
             calls.fetch_add(1, Ordering::SeqCst);
             std::future::pending()
         })
-        .retry_attempt_timeout(100 * MS)
+        .attempt_timeout(100 * MS)
         .await;
     assert_eq!(
         result,
@@ -316,7 +293,7 @@ async fn r5_slow_attempt_then_fast_success() {
             }
             Ok::<_, ()>(attempt)
         })
-        .retry_attempt_timeout(100 * MS)
+        .attempt_timeout(100 * MS)
         .deadline(Duration::from_secs(5))
         .await;
     assert_eq!(result, Ok(2));
@@ -739,7 +716,7 @@ async fn r5_final_attempt_timeout_keeps_the_last_error() {
                 std::future::pending::<Result<(), &str>>().await
             }
         })
-        .retry_attempt_timeout(100 * MS)
+        .attempt_timeout(100 * MS)
         .await;
     assert_eq!(
         result,

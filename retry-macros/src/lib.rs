@@ -138,9 +138,8 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// limit reaches the caller as `E::from(`[`LimitExceeded`]`)`, and `E` must implement
 /// `From<LimitExceeded>`. A timed-out attempt fails like any other attempt (`when` and
 /// `notify` see it, and it is retried while attempts remain); the deadline ends the call.
-/// This matches `retry_core::Retry::retry_attempt_timeout`
-/// rather than `Retry::attempt_timeout` (which ends the loop at the first timeout): to stop
-/// at a timeout here, let `when` return `false` for `LimitExceeded::AttemptTimeout`.
+/// This matches `retry_core::Retry::attempt_timeout`; to stop at a timeout here, let `when`
+/// return `false` for `LimitExceeded::AttemptTimeout`.
 ///
 /// ```
 /// use retry_core::{LimitExceeded, retry};

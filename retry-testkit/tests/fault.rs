@@ -127,7 +127,7 @@ fn t4_a_hanging_step_ends_only_by_a_limit() {
         .block_on(
             no_jitter(2)
                 .retry(script.operation())
-                .retry_attempt_timeout(Duration::from_secs(1)),
+                .attempt_timeout(Duration::from_secs(1)),
         )
         .unwrap();
     assert_eq!(out, Ok("second"));

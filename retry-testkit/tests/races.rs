@@ -26,7 +26,7 @@ fn r5_attempt_finishing_at_its_timeout_instant_wins_whichever_sleep_came_first()
         .block_on(
             policy(3)
                 .retry(script.operation())
-                .retry_attempt_timeout(100 * MS),
+                .attempt_timeout(100 * MS),
         )
         .unwrap();
     assert_eq!(out, Ok("in time"));
@@ -44,7 +44,7 @@ fn r5_attempt_finishing_at_its_timeout_instant_wins_whichever_sleep_came_first()
                         Ok::<_, Fault>("in time")
                     }
                 })
-                .retry_attempt_timeout(100 * MS),
+                .attempt_timeout(100 * MS),
         )
         .unwrap();
     assert_eq!(out, Ok("in time"));
@@ -67,7 +67,7 @@ fn r5_failure_at_the_timeout_instant_is_a_failure_not_a_timeout() {
                 .notify(|e: &Fault, attempt, wait| notified.push((e.to_string(), attempt, wait))),
         )
         .unwrap();
-    // A timeout would have ended the loop (attempt_timeout is final); the failure is retried.
+    // A timeout is retried without an error to show `notify`; the failure was seen as one.
     assert_eq!(out, Ok(()));
     assert_eq!(notified, [("503".to_owned(), 1, 20 * MS)]);
     assert_eq!(clock.elapsed(), 120 * MS);
@@ -83,7 +83,7 @@ fn two_hangs_under(deadline: Duration) -> (MockClock, Scripted<(), Fault>) {
             policy(10)
                 .retry(script.operation())
                 .deadline(deadline)
-                .retry_attempt_timeout(100 * MS),
+                .attempt_timeout(100 * MS),
         )
         .unwrap();
     assert_eq!(

@@ -27,7 +27,7 @@ fn eventful_timeline() -> Timeline {
                 .retry(timeline.record(script.operation()))
                 .retry_after(Fault::retry_after)
                 .notify(timeline.observer())
-                .retry_attempt_timeout(100 * MS),
+                .attempt_timeout(100 * MS),
         )
         .unwrap();
     assert_eq!(out, Ok("ok"));

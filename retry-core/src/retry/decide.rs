@@ -186,7 +186,7 @@ where
         Timer::AttemptTimeout(token, timeout) => (token, timeout),
     };
     let attempt = progress.attempt;
-    if !limits.retries_timeouts() || attempt >= plan.max_attempts() {
+    if attempt >= plan.max_attempts() {
         tracing::debug!(target: TARGET, attempt, timeout_ms = duration_ms(timeout), "attempt timed out; giving up");
         return Next::Stop(Exit::Stopped {
             token,

@@ -69,7 +69,7 @@ impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
             limited = limited.with_deadline(budget);
         }
         if let Some(timeout) = attempt_timeout {
-            limited = limited.with_attempt_timeout(timeout, true);
+            limited = limited.with_attempt_timeout(timeout);
         }
         Driver {
             plan: self.plan,

@@ -63,8 +63,6 @@ pub trait Limits: sealed::Sealed {
     fn deadline(&self) -> Option<(Duration, Self::Token)>;
     #[doc(hidden)]
     fn attempt_timeout(&self) -> Option<(Duration, Self::Token)>;
-    #[doc(hidden)]
-    fn retries_timeouts(&self) -> bool;
     /// `Some` once the cancellation signal has fired.
     #[doc(hidden)]
     fn poll_cancelled(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Option<Self::Token>;
@@ -92,10 +90,6 @@ impl Limits for Unlimited {
         None
     }
 
-    fn retries_timeouts(&self) -> bool {
-        false
-    }
-
     fn poll_cancelled(self: Pin<&mut Self>, _: &mut Context<'_>) -> Option<Infallible> {
         None
     }
@@ -121,7 +115,6 @@ pin_project! {
     pub struct Limited<S = Pending<()>> {
         deadline: Option<Duration>,
         attempt_timeout: Option<Duration>,
-        retry_timeouts: bool,
         #[pin]
         cancel: Option<S>,
     }
@@ -141,10 +134,6 @@ impl<S: Future> Limits for Limited<S> {
 
     fn attempt_timeout(&self) -> Option<(Duration, Limit)> {
         self.attempt_timeout.map(|d| (d, Limit(())))
-    }
-
-    fn retries_timeouts(&self) -> bool {
-        self.retry_timeouts
     }
 
     fn poll_cancelled(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Option<Limit> {
@@ -190,7 +179,6 @@ impl IntoLimited for Unlimited {
         Limited {
             deadline: None,
             attempt_timeout: None,
-            retry_timeouts: false,
             cancel: None,
         }
     }
@@ -210,9 +198,8 @@ impl<S> Limited<S> {
         self
     }
 
-    pub(crate) fn with_attempt_timeout(mut self, timeout: Duration, retry: bool) -> Self {
+    pub(crate) fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = Some(timeout);
-        self.retry_timeouts = retry;
         self
     }
 
@@ -220,7 +207,6 @@ impl<S> Limited<S> {
         Limited {
             deadline: self.deadline,
             attempt_timeout: self.attempt_timeout,
-            retry_timeouts: self.retry_timeouts,
             cancel: Some(signal),
         }
     }

@@ -382,23 +382,10 @@ where
         self.limited(|l| l.into_limited().with_deadline(budget))
     }
 
-    /// Drops an attempt that runs longer than `timeout` and ends the loop with
-    /// [`RetryError::AttemptTimeout`]. To retry timed-out attempts instead, use
-    /// [`retry_attempt_timeout`](Retry::retry_attempt_timeout).
-    pub fn attempt_timeout(
-        self,
-        timeout: Duration,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
-    where
-        L: IntoLimited,
-    {
-        self.limited(|l| l.into_limited().with_attempt_timeout(timeout, false))
-    }
-
     /// Drops an attempt that runs longer than `timeout` and retries it like a failure, with
-    /// the usual backoff, while attempts remain (SPEC R5: a timeout is retryable when the
-    /// caller says so). The last attempt timing out ends the loop with
-    /// [`RetryError::AttemptTimeout`].
+    /// the usual backoff, while attempts remain — as `#[retry(attempt_timeout_ms = …)]` does.
+    /// The last attempt timing out ends the loop with [`RetryError::AttemptTimeout`]. To stop
+    /// at the first hung attempt, give the whole loop a [`deadline`](Retry::deadline) instead.
     ///
     /// A timed-out attempt has no error value, so [`when`](Retry::when) and
     /// [`notify`](Retry::notify) are not called for it; the retry is reported as a `tracing`
@@ -415,19 +402,19 @@ where
     ///     }
     ///     Ok::<_, ()>(attempt)
     /// })
-    /// .retry_attempt_timeout(Duration::from_millis(100))
+    /// .attempt_timeout(Duration::from_millis(100))
     /// .await;
     /// assert_eq!(result, Ok(2));
     /// # }
     /// ```
-    pub fn retry_attempt_timeout(
+    pub fn attempt_timeout(
         self,
         timeout: Duration,
     ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
     where
         L: IntoLimited,
     {
-        self.limited(|l| l.into_limited().with_attempt_timeout(timeout, true))
+        self.limited(|l| l.into_limited().with_attempt_timeout(timeout))
     }
 
     /// Ends the loop with [`RetryError::Cancelled`] as soon as `signal` completes — during an
