@@ -49,8 +49,8 @@ pub type BoxError = Arc<dyn Error + Send + Sync + 'static>;
 pub enum TaskFailure {
     /// The task's cancellation signal fired and the task gave up. Never retried.
     Cancelled,
-    /// A time budget ran out (see [`Timeout`]). Not retryable by classification.
-    Timeout(Timeout),
+    /// A time budget ran out (see [`Elapsed`]). Not retryable by classification.
+    Timeout(Elapsed),
     /// The scheduler stopped before the task ran: it was pending when the scheduler stopped,
     /// or it was submitted afterwards.
     QueueStopped,
@@ -161,8 +161,8 @@ impl From<TaskError> for TaskFailure {
     }
 }
 
-impl From<Timeout> for TaskFailure {
-    fn from(timeout: Timeout) -> Self {
+impl From<Elapsed> for TaskFailure {
+    fn from(timeout: Elapsed) -> Self {
         Self::Timeout(timeout)
     }
 }
@@ -293,7 +293,7 @@ impl fmt::Display for TaskError {
 
 impl Error for TaskError {}
 
-/// Which budget a [`Timeout`] enforced.
+/// Which budget a [`Elapsed`] enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TimeoutKind {
@@ -304,10 +304,11 @@ pub enum TimeoutKind {
     Activity,
 }
 
-/// A time budget ran out.
+/// What a [`TaskFailure::Timeout`] carries: a time budget ran out (tokio names its own
+/// timeout error `Elapsed` too).
 ///
 /// Not retryable by classification, and that is a property of the type, not a constructor
-/// argument: [`Timeout::RETRYABLE`] is `false` for every value. (A caller can still
+/// argument: [`Elapsed::RETRYABLE`] is `false` for every value. (A caller can still
 /// choose to retry timeouts with an explicit predicate.)
 ///
 /// It records the two instants of a timeout as durations: the budget (the deadline, counted
@@ -320,15 +321,15 @@ pub enum TimeoutKind {
 /// duration is not a whole number of milliseconds (`"budget_ms": 0.5`).
 ///
 /// ```
-/// use retry_core::{Timeout, TimeoutKind};
+/// use retry_core::{Elapsed, TimeoutKind};
 ///
-/// assert!(!Timeout::RETRYABLE);
-/// let t: Timeout = serde_json::from_str(r#"{"kind": "total", "budget_ms": 0.5, "overrun_ms": 12}"#)?;
+/// assert!(!Elapsed::RETRYABLE);
+/// let t: Elapsed = serde_json::from_str(r#"{"kind": "total", "budget_ms": 0.5, "overrun_ms": 12}"#)?;
 /// assert_eq!(t.to_string(), "task timed out after 0.5 ms (it exited 12 ms after the deadline)");
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Timeout {
+pub struct Elapsed {
     kind: TimeoutKind,
     #[serde(rename = "budget_ms", with = "millis")]
     budget: Duration,
@@ -336,7 +337,7 @@ pub struct Timeout {
     overrun: Duration,
 }
 
-impl Timeout {
+impl Elapsed {
     /// Timeouts are never retryable by classification.
     pub const RETRYABLE: bool = false;
 
@@ -369,7 +370,7 @@ impl Timeout {
     }
 }
 
-impl fmt::Display for Timeout {
+impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             TimeoutKind::Total => write!(f, "task timed out after {} ms", Millis(self.budget)),
@@ -390,4 +391,4 @@ impl fmt::Display for Timeout {
     }
 }
 
-impl Error for Timeout {}
+impl Error for Elapsed {}

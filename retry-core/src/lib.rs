@@ -78,7 +78,7 @@ pub use backoff::{
     Backoff, BackoffError, BackoffFn, Constant, Delays, ExponentialBackoff,
     ExponentialBackoffBuilder, FromPolicy, PolicyBackoff, backoff_fn,
 };
-pub use error::{BoxError, TaskError, TaskFailure, Timeout, TimeoutKind, classify};
+pub use error::{BoxError, Elapsed, TaskError, TaskFailure, TimeoutKind, classify};
 pub use jitter::{Jitter, UnknownJitter};
 pub use middleware::{CancelToken, Task, TaskContext};
 pub use options::{

@@ -15,14 +15,14 @@ use retry_core::middleware::{
     with_activity_timeout, with_fallback, with_fallback_when, with_retry, with_timeout,
 };
 use retry_core::{
-    DEFAULT_MAX_RETRY_AFTER, ExponentialBackoff, Jitter, Scope, Task, TaskContext, TaskError,
-    TaskFailure, Timeout, TimeoutKind, classify,
+    DEFAULT_MAX_RETRY_AFTER, Elapsed, ExponentialBackoff, Jitter, Scope, Task, TaskContext,
+    TaskError, TaskFailure, TimeoutKind, classify,
 };
 use support::InstantClock;
 use task_support::{Call, MS, Scripted, fatal, transient};
 use tokio::time::Instant;
 
-fn timeout_of(result: Result<u32, TaskFailure>) -> Timeout {
+fn timeout_of(result: Result<u32, TaskFailure>) -> Elapsed {
     match result {
         Err(TaskFailure::Timeout(t)) => t,
         other => panic!("expected a timeout, got {other:?}"),
@@ -73,7 +73,7 @@ fn e1_retry_after_is_kept_in_milliseconds() {
 
 #[tokio::test(start_paused = true)]
 async fn e4_timeout_is_never_retryable_by_classification() {
-    const { assert!(!Timeout::RETRYABLE) };
+    const { assert!(!Elapsed::RETRYABLE) };
     let timed_out = with_timeout(Scripted::always(Call::ok(50)).task(), MS * 10)
         .unwrap()
         .run()
@@ -565,7 +565,7 @@ async fn m4_a_sub_millisecond_budget_is_kept_exactly() {
     // Stored as data in milliseconds: whole ones as integers, a fraction as a fraction.
     let json = serde_json::to_string(&t).unwrap();
     assert_eq!(json, r#"{"kind":"total","budget_ms":0.5,"overrun_ms":0}"#);
-    assert_eq!(serde_json::from_str::<Timeout>(&json).unwrap(), t);
+    assert_eq!(serde_json::from_str::<Elapsed>(&json).unwrap(), t);
 }
 
 #[tokio::test(start_paused = true)]

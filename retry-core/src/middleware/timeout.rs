@@ -3,11 +3,11 @@
 //!
 //! A timeout cannot stop a task; it can only *ask* it to stop. At the deadline the layer
 //! fires the task's cancellation signal and then waits for the task to exit before it fails
-//! with [`Timeout`]. Dropping the task's future instead would look faster, but the work
+//! with [`Elapsed`]. Dropping the task's future instead would look faster, but the work
 //! behind it (a spawned request, a held connection, a scheduler's concurrency slot) would
 //! live on unseen. So a timeout has two instants: the deadline, and the task's exit — the
 //! same for a task that watches its signal, later for one that does not, by
-//! [`Timeout::overrun`].
+//! [`Elapsed::overrun`].
 
 use std::fmt;
 use std::future::Future;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
 
-use crate::error::{TaskFailure, Timeout, TimeoutKind};
+use crate::error::{Elapsed, TaskFailure, TimeoutKind};
 use crate::time::{Clock, DefaultClock, DefaultSleep};
 
 use super::MiddlewareError;
@@ -226,7 +226,7 @@ impl<Fut> TimeoutFutureProj<'_, Fut> {
     fn timed_out(&self, exit: Instant) -> TaskFailure {
         let deadline = self.deadline.unwrap_or(exit);
         let overrun = exit.saturating_duration_since(deadline);
-        Timeout::new(*self.kind, *self.budget, overrun).into()
+        Elapsed::new(*self.kind, *self.budget, overrun).into()
     }
 }
 
