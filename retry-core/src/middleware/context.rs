@@ -16,7 +16,7 @@ use super::cancel::CancelToken;
 /// It carries the task's cancellation signal — fired by a timeout layer at its deadline, by
 /// the caller, or by the scheduler — and the activity reset of
 /// [`with_activity_timeout`](crate::middleware::with_activity_timeout). A task that *watches* the signal
-/// (through [`sleep`](TaskContext::sleep), [`run`](TaskContext::run) or
+/// (through [`sleep`](TaskContext::sleep), [`run_until_cancelled`](TaskContext::run_until_cancelled) or
 /// [`cancelled`](TaskContext::cancelled)) exits as soon as its budget is spent; one that
 /// does not runs to its end, and the timeout waits for it.
 ///
@@ -74,12 +74,12 @@ impl TaskContext {
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let cx = TaskContext::new();
-    /// assert_eq!(cx.run(async { 7 }).await.ok(), Some(7));
+    /// assert_eq!(cx.run_until_cancelled(async { 7 }).await.ok(), Some(7));
     /// cx.cancel_token().cancel();
-    /// assert!(matches!(cx.run(std::future::pending::<()>()).await, Err(TaskFailure::Cancelled)));
+    /// assert!(matches!(cx.run_until_cancelled(std::future::pending::<()>()).await, Err(TaskFailure::Cancelled)));
     /// # }
     /// ```
-    pub async fn run<F: Future>(&self, work: F) -> Result<F::Output, TaskFailure> {
+    pub async fn run_until_cancelled<F: Future>(&self, work: F) -> Result<F::Output, TaskFailure> {
         let mut cancelled = pin!(self.cancelled());
         let mut work = pin!(work);
         poll_fn(|cx| {
@@ -95,7 +95,7 @@ impl TaskContext {
     /// [`Scope`](crate::Scope)), cut short with [`TaskFailure::Cancelled`] when the task is
     /// asked to stop: the cooperative way for a task to wait.
     pub async fn sleep(&self, duration: Duration) -> Result<(), TaskFailure> {
-        self.run(DefaultClock.sleep(duration)).await
+        self.run_until_cancelled(DefaultClock.sleep(duration)).await
     }
 
     /// Reports progress: every enclosing
