@@ -66,8 +66,8 @@ pub mod effects;
 mod error;
 mod jitter;
 pub mod middleware;
+mod number;
 mod options;
-mod options_serde;
 mod policy;
 mod retry;
 mod rng;
@@ -81,11 +81,11 @@ pub use backoff::{
 pub use error::{BoxError, Elapsed, TaskError, TaskFailure, TimeoutKind, classify};
 pub use jitter::{Jitter, UnknownJitter};
 pub use middleware::{CancelToken, Task, TaskContext};
-pub use options::{
-    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, DELAY_MS_LIMIT,
-    MAX_ATTEMPTS_LIMIT, OptionsError, RetryDefaults, RetryOptions,
+pub use options::{DELAY_MS_LIMIT, MAX_ATTEMPTS_LIMIT, OptionsError, RetryDefaults, RetryOptions};
+pub use policy::{
+    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, DEFAULT_MAX_RETRY_AFTER,
+    RetryPolicy,
 };
-pub use policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
 pub use retry::{
     Always, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter, RetryError,
     ShouldRetry, Silent, Unlimited,

@@ -11,15 +11,14 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::jitter::Jitter;
-use crate::policy::RetryPolicy;
+use serde::de;
 
-/// Built-in `max_attempts` (total attempts, the first included).
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-/// Built-in `base_delay_ms`.
-pub const DEFAULT_BASE_DELAY_MS: u64 = 100;
-/// Built-in `max_delay_ms`.
-pub const DEFAULT_MAX_DELAY_MS: u64 = 3000;
+use crate::jitter::Jitter;
+use crate::number::{RawNumber, WholeRule, number_or_too_large};
+use crate::policy::{
+    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, RetryPolicy,
+};
+use crate::time::saturating_ms;
 
 /// The largest `max_attempts`: `u32::MAX` (4294967295). A larger number in a config file, a
 /// persisted job or a `#[retry]` literal is refused with
@@ -64,7 +63,7 @@ pub const DELAY_MS_LIMIT: u64 = u64::MAX;
 /// # Ok::<(), retry_core::OptionsError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "crate::options_serde::RawOptions")]
+#[serde(try_from = "RawOptions")]
 pub struct RetryOptions {
     /// Total attempts, the first included (`>= 1`). `1` disables retrying.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -369,5 +368,122 @@ impl TryFrom<RetryOptions> for RetryPolicy {
 
     fn try_from(options: RetryOptions) -> Result<Self, OptionsError> {
         options.resolve()
+    }
+}
+
+// ---------------------------------------------------------------- the serialized form
+//
+// Deserializing applies the validation rules to what the document really said: every field is
+// read as a raw number (see `number.rs`), then checked in the rules' order, so the error is
+// the message a call site would get, whatever order the keys were written in.
+
+/// The document's shape: every known key, numbers kept as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOptions {
+    #[serde(default, deserialize_with = "max_attempts_number")]
+    max_attempts: Option<RawNumber>,
+    #[serde(default, deserialize_with = "base_delay_number")]
+    base_delay_ms: Option<RawNumber>,
+    #[serde(default, deserialize_with = "max_delay_number")]
+    max_delay_ms: Option<RawNumber>,
+    #[serde(default)]
+    jitter: Option<Jitter>,
+}
+
+fn max_attempts_number<'de, D: de::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, MAX_ATTEMPTS.above)
+}
+
+fn base_delay_number<'de, D: de::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, BASE_DELAY.above)
+}
+
+fn max_delay_number<'de, D: de::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RawNumber>, D::Error> {
+    number_or_too_large(deserializer, MAX_DELAY.above)
+}
+
+/// O3 rules 1–2, then the maximum.
+const MAX_ATTEMPTS: WholeRule<OptionsError> = WholeRule {
+    min: 1,
+    too_small: |f| f < 1.0,
+    max: MAX_ATTEMPTS_LIMIT as u64,
+    below: OptionsError::MaxAttemptsBelowOne,
+    not_integer: OptionsError::MaxAttemptsNotInteger,
+    above: OptionsError::MaxAttemptsTooLarge,
+};
+
+/// O3 rule 3, a whole number, then the maximum.
+const BASE_DELAY: WholeRule<OptionsError> = WholeRule {
+    min: 1,
+    too_small: |f| f <= 0.0,
+    max: DELAY_MS_LIMIT,
+    below: OptionsError::BaseDelayNotPositive,
+    not_integer: OptionsError::BaseDelayNotInteger,
+    above: OptionsError::BaseDelayTooLarge,
+};
+
+/// O3 rule 4, a whole number, then the maximum.
+const MAX_DELAY: WholeRule<OptionsError> = WholeRule {
+    min: 1,
+    too_small: |f| f <= 0.0,
+    max: DELAY_MS_LIMIT,
+    below: OptionsError::MaxDelayNotPositive,
+    not_integer: OptionsError::MaxDelayNotInteger,
+    above: OptionsError::MaxDelayTooLarge,
+};
+
+impl TryFrom<RawOptions> for RetryOptions {
+    type Error = OptionsError;
+
+    fn try_from(raw: RawOptions) -> Result<Self, OptionsError> {
+        // Field order here is the O3 order: the first failing rule wins.
+        let max_attempts = match raw.max_attempts {
+            Some(n) => Some(
+                u32::try_from(MAX_ATTEMPTS.check(n)?)
+                    .map_err(|_| OptionsError::MaxAttemptsTooLarge)?,
+            ),
+            None => None,
+        };
+        let options = RetryOptions {
+            max_attempts,
+            base_delay_ms: raw.base_delay_ms.map(|n| BASE_DELAY.check(n)).transpose()?,
+            max_delay_ms: raw.max_delay_ms.map(|n| MAX_DELAY.check(n)).transpose()?,
+            jitter: raw.jitter,
+        };
+        options.validate()?;
+        Ok(options)
+    }
+}
+
+impl<C> RetryPolicy<C> {
+    /// The options this policy was resolved from (every field set), for persisting it.
+    ///
+    /// Options are the three knobs of SPEC O1 plus the jitter. A seed
+    /// ([`with_seed`](Self::with_seed)) and a retry-after ceiling
+    /// ([`with_max_retry_after`](Self::with_max_retry_after)) are not options: a policy that
+    /// has them resolves back without them, so set them again after reading the options back.
+    ///
+    /// ```
+    /// use retry_core::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::DEFAULT.with_jitter(retry_core::Jitter::Equal);
+    /// assert_eq!(policy.to_options().resolve(), Ok(policy));
+    /// let seeded = policy.with_seed(7);
+    /// assert_eq!(seeded.to_options().resolve(), Ok(policy)); // the seed is not kept
+    /// ```
+    pub const fn to_options(&self) -> RetryOptions {
+        RetryOptions {
+            max_attempts: Some(self.max_attempts()),
+            base_delay_ms: Some(saturating_ms(self.base_delay())),
+            max_delay_ms: Some(saturating_ms(self.max_delay())),
+            jitter: Some(self.jitter()),
+        }
     }
 }

@@ -4,12 +4,16 @@ use std::time::Duration;
 
 use crate::backoff::{PolicyBackoff, doubling_cap_ms};
 use crate::jitter::Jitter;
-use crate::options::{
-    DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, RetryOptions,
-};
 use crate::rng::JitterRng;
 use crate::time::saturating_ms;
 use crate::time::{Clock, DefaultClock};
+
+/// Built-in `max_attempts` (total attempts, the first included).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Built-in `base_delay_ms`.
+pub const DEFAULT_BASE_DELAY_MS: u64 = 100;
+/// Built-in `max_delay_ms`.
+pub const DEFAULT_MAX_DELAY_MS: u64 = 3000;
 
 /// The default ceiling on a server's retry-after hint: 60 s.
 pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -189,30 +193,6 @@ impl<C> RetryPolicy<C> {
     /// The policy's schedule as a [`Backoff`](crate::Backoff).
     pub const fn backoff(&self) -> PolicyBackoff {
         self.plan.backoff(self.jitter)
-    }
-
-    /// The options this policy was resolved from (every field set), for persisting it.
-    ///
-    /// Options are the three knobs of SPEC O1 plus the jitter. A seed
-    /// ([`with_seed`](Self::with_seed)) and a retry-after ceiling
-    /// ([`with_max_retry_after`](Self::with_max_retry_after)) are not options: a policy that
-    /// has them resolves back without them, so set them again after reading the options back.
-    ///
-    /// ```
-    /// use retry_core::RetryPolicy;
-    ///
-    /// let policy = RetryPolicy::DEFAULT.with_jitter(retry_core::Jitter::Equal);
-    /// assert_eq!(policy.to_options().resolve(), Ok(policy));
-    /// let seeded = policy.with_seed(7);
-    /// assert_eq!(seeded.to_options().resolve(), Ok(policy)); // the seed is not kept
-    /// ```
-    pub const fn to_options(&self) -> RetryOptions {
-        RetryOptions {
-            max_attempts: Some(self.plan.max_attempts),
-            base_delay_ms: Some(self.plan.base_delay_ms),
-            max_delay_ms: Some(self.plan.max_delay_ms),
-            jitter: Some(self.jitter),
-        }
     }
 
     /// Uses `jitter` to draw delays.

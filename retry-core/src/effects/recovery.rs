@@ -27,7 +27,7 @@ use super::safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, decide_retry,
 };
 use super::time::Timestamp;
-use crate::options::DEFAULT_MAX_ATTEMPTS;
+use crate::policy::DEFAULT_MAX_ATTEMPTS;
 use crate::time::Clock;
 
 /// What recovery may run on its own. The default runs calls that provably never started and

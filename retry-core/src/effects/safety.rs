@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::effect::ToolEffect;
 use super::key::IdempotencyKey;
 use super::record::CallState;
-use crate::options::DEFAULT_MAX_ATTEMPTS;
+use crate::policy::DEFAULT_MAX_ATTEMPTS;
 
 /// Proof that a piece of background or child work may be re-run after a failure or a crash
 /// (SPEC A8): it is a `read`, or an `idempotent-write` with a non-empty idempotency key.

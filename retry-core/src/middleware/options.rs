@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::options_serde::{RawNumber, WholeRule, number_or_too_large};
+use crate::number::{RawNumber, WholeRule, number_or_too_large};
 
 use super::retry::{DEFAULT_RETRIES, RetryConfig};
 

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::options_serde::{RawNumber, WholeRule, number_or_too_large};
+use crate::number::{RawNumber, WholeRule, number_or_too_large};
 
 /// The default concurrency limit.
 pub const DEFAULT_CONCURRENCY: usize = 4;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::Serializer;
 
-use crate::options_serde::RawNumber;
+use crate::number::RawNumber;
 
 const NANOS_PER_MS: u128 = 1_000_000;
 

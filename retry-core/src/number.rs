@@ -1,32 +1,15 @@
-//! Deserializing [`RetryOptions`] with the O3 rules applied to what the document really said.
+//! Whole numbers as a document wrote them, and the rules that turn them into settings.
 //!
-//! A config file can hold `2.5`, `-1` or `nan` where a count belongs. Reading such a value
-//! straight into a `u32` would give serde's generic type error, or worse, a silently truncated
-//! number. Every field is first read as a raw number, then checked in the O3 order, so the
-//! error is the same message a call site would get, whatever order the keys were written in.
-//! A value above a setting's maximum is refused too, never clamped to it.
+//! A config file can hold `2.5`, `-1`, `1e30` or `nan` where a count belongs. Reading such a
+//! value straight into a `u32` gives serde's generic type error, or worse, a silently
+//! truncated or clamped number. Every numeric setting — retry options, scheduler and
+//! middleware settings, durations in milliseconds — is read as a [`RawNumber`] first and
+//! checked by a [`WholeRule`], so its error is the message a call site would get.
 
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, Visitor};
-
-use crate::jitter::Jitter;
-use crate::options::{DELAY_MS_LIMIT, MAX_ATTEMPTS_LIMIT, OptionsError, RetryOptions};
-
-/// The document's shape: every known key, numbers kept as written.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawOptions {
-    #[serde(default, deserialize_with = "max_attempts_number")]
-    max_attempts: Option<RawNumber>,
-    #[serde(default, deserialize_with = "base_delay_number")]
-    base_delay_ms: Option<RawNumber>,
-    #[serde(default, deserialize_with = "max_delay_number")]
-    max_delay_ms: Option<RawNumber>,
-    #[serde(default)]
-    jitter: Option<Jitter>,
-}
 
 /// A number as the format gave it: integer (any sign, any width) or float (any value).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -141,75 +124,4 @@ where
 fn too_large_to_read(error: &impl fmt::Display) -> bool {
     let text = error.to_string();
     text.starts_with("number out of range") || text.contains("number overflowed")
-}
-
-fn max_attempts_number<'de, D: de::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, MAX_ATTEMPTS.above)
-}
-
-fn base_delay_number<'de, D: de::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, BASE_DELAY.above)
-}
-
-fn max_delay_number<'de, D: de::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, MAX_DELAY.above)
-}
-
-/// O3 rules 1–2, then the maximum.
-const MAX_ATTEMPTS: WholeRule<OptionsError> = WholeRule {
-    min: 1,
-    too_small: |f| f < 1.0,
-    max: MAX_ATTEMPTS_LIMIT as u64,
-    below: OptionsError::MaxAttemptsBelowOne,
-    not_integer: OptionsError::MaxAttemptsNotInteger,
-    above: OptionsError::MaxAttemptsTooLarge,
-};
-
-/// O3 rule 3, a whole number, then the maximum.
-const BASE_DELAY: WholeRule<OptionsError> = WholeRule {
-    min: 1,
-    too_small: |f| f <= 0.0,
-    max: DELAY_MS_LIMIT,
-    below: OptionsError::BaseDelayNotPositive,
-    not_integer: OptionsError::BaseDelayNotInteger,
-    above: OptionsError::BaseDelayTooLarge,
-};
-
-/// O3 rule 4, a whole number, then the maximum.
-const MAX_DELAY: WholeRule<OptionsError> = WholeRule {
-    min: 1,
-    too_small: |f| f <= 0.0,
-    max: DELAY_MS_LIMIT,
-    below: OptionsError::MaxDelayNotPositive,
-    not_integer: OptionsError::MaxDelayNotInteger,
-    above: OptionsError::MaxDelayTooLarge,
-};
-
-impl TryFrom<RawOptions> for RetryOptions {
-    type Error = OptionsError;
-
-    fn try_from(raw: RawOptions) -> Result<Self, OptionsError> {
-        // Field order here is the O3 order: the first failing rule wins.
-        let max_attempts = match raw.max_attempts {
-            Some(n) => Some(
-                u32::try_from(MAX_ATTEMPTS.check(n)?)
-                    .map_err(|_| OptionsError::MaxAttemptsTooLarge)?,
-            ),
-            None => None,
-        };
-        let options = RetryOptions {
-            max_attempts,
-            base_delay_ms: raw.base_delay_ms.map(|n| BASE_DELAY.check(n)).transpose()?,
-            max_delay_ms: raw.max_delay_ms.map(|n| MAX_DELAY.check(n)).transpose()?,
-            jitter: raw.jitter,
-        };
-        options.validate()?;
-        Ok(options)
-    }
 }
