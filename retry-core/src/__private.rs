@@ -15,20 +15,23 @@ pub use core::fmt::Debug;
 pub use core::marker::Copy;
 pub use std::borrow::ToOwned;
 
+pub use crate::jitter::Jitter;
+pub use crate::options::{OptionsError, RetryDefaults, RetryOptions};
+pub use crate::policy::RetryPolicy;
+pub use crate::retry::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
+
 // `#[tool]`: the arguments are a `#[derive(Deserialize)]` struct with
 // `#[serde(crate = "…::__private::serde")]`, so a user crate needs no serde dependency.
+#[cfg(feature = "effects")]
 pub use serde::{self, Deserialize};
 
+#[cfg(feature = "effects")]
 pub use crate::effects::{Tool, ToolContext, ToolEffect, ToolSpec};
 
 // `#[tool]` leaves this attribute on its function, after every attribute still to expand
 // there, so that it runs last: it sees whether a `#[retry]`, however spelled and in either
 // order, rewrote the function.
-pub use crate::jitter::Jitter;
-pub use crate::options::{OptionsError, RetryDefaults, RetryOptions};
-pub use crate::policy::RetryPolicy;
-pub use crate::retry::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
-#[cfg(feature = "macros")]
+#[cfg(all(feature = "macros", feature = "effects"))]
 pub use retry_macros::__tool_check as tool_check;
 
 /// What `#[retry]` leaves at the top of the body it generates, as `const _: RetryApplied =
@@ -44,12 +47,14 @@ pub struct RetryApplied;
     message = "`#[tool]` could not finish declaring the tool `{Self}`: another attribute on the function removed the check `#[tool]` left on it",
     label = "the check `#[tool]` runs after the function's other attributes; keep them from dropping attributes they do not know"
 )]
+#[cfg(feature = "effects")]
 pub trait ToolRetries {
     /// `true` if the function is under `#[retry]`.
     const RETRIES: bool;
 }
 
 /// `spec`, recording that the function retries on its own when `retries`.
+#[cfg(feature = "effects")]
 pub const fn with_retries(spec: ToolSpec, retries: bool) -> ToolSpec {
     if retries {
         spec.with_internal_retries()

@@ -33,9 +33,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
-use crate::time::{Millis, millis, saturating_ms};
+#[cfg(feature = "serde")]
+use crate::time::millis;
+use crate::time::{Millis, saturating_ms};
 
 /// A shareable, type-erased error: what [`TaskFailure::Other`] holds.
 pub type BoxError = Arc<dyn Error + Send + Sync + 'static>;
@@ -212,14 +215,21 @@ impl Error for Message {}
 /// let e = TaskError::new("503").with_retryable(true).with_retry_after(Duration::from_secs(2));
 /// assert_eq!(e.retry_after_ms(), Some(2000));
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct TaskError {
     message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     kind: Option<String>,
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     retryable: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     retry_after_ms: Option<u64>,
 }
 
@@ -294,8 +304,9 @@ impl fmt::Display for TaskError {
 impl Error for TaskError {}
 
 /// Which budget a [`Elapsed`] enforced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum TimeoutKind {
     /// A budget for the whole run ([`with_timeout`](crate::middleware::with_timeout)).
     Total,
@@ -328,12 +339,13 @@ pub enum TimeoutKind {
 /// assert_eq!(t.to_string(), "task timed out after 0.5 ms (it exited 12 ms after the deadline)");
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct Elapsed {
     kind: TimeoutKind,
-    #[serde(rename = "budget_ms", with = "millis")]
+    #[cfg_attr(feature = "serde", serde(rename = "budget_ms", with = "millis"))]
     budget: Duration,
-    #[serde(rename = "overrun_ms", with = "millis")]
+    #[cfg_attr(feature = "serde", serde(rename = "overrun_ms", with = "millis"))]
     overrun: Duration,
 }
 
@@ -341,6 +353,7 @@ impl Elapsed {
     /// Timeouts are never retryable by classification.
     pub const RETRYABLE: bool = false;
 
+    #[cfg(feature = "middleware")]
     pub(crate) const fn new(kind: TimeoutKind, budget: Duration, overrun: Duration) -> Self {
         Self {
             kind,

@@ -9,6 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::rng::JitterRng;
@@ -26,8 +27,9 @@ use crate::rng::JitterRng;
 /// assert_eq!("equal".parse::<Jitter>()?, Jitter::Equal);
 /// # Ok::<(), retry_core::UnknownJitter>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Jitter {
     /// Uniform in `[0, cap)` — the default.
     #[default]

@@ -56,21 +56,28 @@
 //!   side effect, does not compile.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[doc(hidden)]
 pub mod __private;
 mod backoff;
+#[cfg(feature = "effects")]
+#[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
 pub mod effects;
 mod error;
 mod jitter;
+#[cfg(feature = "middleware")]
+#[cfg_attr(docsrs, doc(cfg(feature = "middleware")))]
 pub mod middleware;
+#[cfg(feature = "serde")]
 mod number;
 mod options;
 mod policy;
 mod retry;
 mod rng;
+#[cfg(feature = "scheduler")]
 mod scheduler;
 mod time;
 
@@ -80,6 +87,7 @@ pub use backoff::{
 };
 pub use error::{BoxError, Elapsed, TaskError, TaskFailure, TimeoutKind, classify};
 pub use jitter::{Jitter, UnknownJitter};
+#[cfg(feature = "middleware")]
 pub use middleware::{CancelToken, Task, TaskContext};
 pub use options::{DELAY_MS_LIMIT, MAX_ATTEMPTS_LIMIT, OptionsError, RetryDefaults, RetryOptions};
 pub use policy::{
@@ -91,6 +99,8 @@ pub use retry::{
     ShouldRetry, Silent, Unlimited,
 };
 pub use rng::JitterRng;
+#[cfg(feature = "scheduler")]
+#[cfg_attr(docsrs, doc(cfg(feature = "scheduler")))]
 pub use scheduler::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_PENDING, OnError, Scheduler, SchedulerBuilder, SchedulerError,
     SchedulerOptions, SchedulerState, SubscriptionId, TaskEvent, TaskHandle, TaskId, TaskOutcome,

@@ -9,11 +9,14 @@
 
 use std::fmt;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "serde")]
 use serde::de;
 
 use crate::jitter::Jitter;
+#[cfg(feature = "serde")]
 use crate::number::{RawNumber, WholeRule, number_or_too_large};
 use crate::policy::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, RetryPolicy,
@@ -62,20 +65,21 @@ pub const DELAY_MS_LIMIT: u64 = u64::MAX;
 /// assert_eq!(policy.max_delay().as_millis(), 50);
 /// # Ok::<(), retry_core::OptionsError>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "RawOptions")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "RawOptions"))]
 pub struct RetryOptions {
     /// Total attempts, the first included (`>= 1`). `1` disables retrying.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub max_attempts: Option<u32>,
     /// Base of the exponential schedule, in milliseconds (`> 0`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub base_delay_ms: Option<u64>,
     /// Ceiling of every computed delay, in milliseconds (`> 0`, `>= base_delay_ms`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub max_delay_ms: Option<u64>,
     /// How a delay is drawn below its cap; [`Jitter::Full`] when unset.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub jitter: Option<Jitter>,
 }
 
@@ -325,8 +329,9 @@ impl fmt::Display for RetryOptions {
 /// assert!(RetryDefaults::new(RetryOptions::new().with_max_attempts(0)).is_err());
 /// # Ok::<(), OptionsError>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(transparent))]
 pub struct RetryDefaults(RetryOptions);
 
 impl RetryDefaults {
@@ -378,6 +383,7 @@ impl TryFrom<RetryOptions> for RetryPolicy {
 // the message a call site would get, whatever order the keys were written in.
 
 /// The document's shape: every known key, numbers kept as written.
+#[cfg(feature = "serde")]
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawOptions {
@@ -391,18 +397,21 @@ pub(crate) struct RawOptions {
     jitter: Option<Jitter>,
 }
 
+#[cfg(feature = "serde")]
 fn max_attempts_number<'de, D: de::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<RawNumber>, D::Error> {
     number_or_too_large(deserializer, MAX_ATTEMPTS.above)
 }
 
+#[cfg(feature = "serde")]
 fn base_delay_number<'de, D: de::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<RawNumber>, D::Error> {
     number_or_too_large(deserializer, BASE_DELAY.above)
 }
 
+#[cfg(feature = "serde")]
 fn max_delay_number<'de, D: de::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<RawNumber>, D::Error> {
@@ -410,6 +419,7 @@ fn max_delay_number<'de, D: de::Deserializer<'de>>(
 }
 
 /// O3 rules 1–2, then the maximum.
+#[cfg(feature = "serde")]
 const MAX_ATTEMPTS: WholeRule<OptionsError> = WholeRule {
     min: 1,
     too_small: |f| f < 1.0,
@@ -420,6 +430,7 @@ const MAX_ATTEMPTS: WholeRule<OptionsError> = WholeRule {
 };
 
 /// O3 rule 3, a whole number, then the maximum.
+#[cfg(feature = "serde")]
 const BASE_DELAY: WholeRule<OptionsError> = WholeRule {
     min: 1,
     too_small: |f| f <= 0.0,
@@ -430,6 +441,7 @@ const BASE_DELAY: WholeRule<OptionsError> = WholeRule {
 };
 
 /// O3 rule 4, a whole number, then the maximum.
+#[cfg(feature = "serde")]
 const MAX_DELAY: WholeRule<OptionsError> = WholeRule {
     min: 1,
     too_small: |f| f <= 0.0,
@@ -439,6 +451,7 @@ const MAX_DELAY: WholeRule<OptionsError> = WholeRule {
     above: OptionsError::MaxDelayTooLarge,
 };
 
+#[cfg(feature = "serde")]
 impl TryFrom<RawOptions> for RetryOptions {
     type Error = OptionsError;
 

@@ -6,8 +6,10 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "serde")]
 use crate::number::{RawNumber, WholeRule, number_or_too_large};
 
 use super::retry::{DEFAULT_RETRIES, RetryConfig};
@@ -72,14 +74,15 @@ pub enum MiddlewareError {
 /// assert!(err.to_string().starts_with("retry.delay_ms must be >= 0"));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "RawRetryTaskOptions")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "RawRetryTaskOptions"))]
 pub struct RetryTaskOptions {
     /// Retries after the first run (default 2; at most `u32::MAX`).
     pub retries: u32,
     /// A constant wait before each retry (at most `u64::MAX` ms); unset waits for a
     /// [`TaskError`](crate::TaskError)'s `retry_after` hint, or not at all.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub delay_ms: Option<u64>,
 }
 
@@ -102,6 +105,7 @@ impl RetryTaskOptions {
 }
 
 /// The document's shape, numbers as written.
+#[cfg(feature = "serde")]
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRetryTaskOptions {
@@ -111,6 +115,7 @@ struct RawRetryTaskOptions {
     delay_ms: Option<RawNumber>,
 }
 
+#[cfg(feature = "serde")]
 const RETRIES: WholeRule<MiddlewareError> = WholeRule {
     min: 0,
     too_small: |f| f < 0.0,
@@ -120,6 +125,7 @@ const RETRIES: WholeRule<MiddlewareError> = WholeRule {
     above: MiddlewareError::RetriesTooLarge,
 };
 
+#[cfg(feature = "serde")]
 const DELAY: WholeRule<MiddlewareError> = WholeRule {
     min: 0,
     too_small: |f| f < 0.0,
@@ -129,18 +135,21 @@ const DELAY: WholeRule<MiddlewareError> = WholeRule {
     above: MiddlewareError::DelayTooLarge,
 };
 
+#[cfg(feature = "serde")]
 fn retries_number<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<RawNumber>, D::Error> {
     number_or_too_large(deserializer, RETRIES.above)
 }
 
+#[cfg(feature = "serde")]
 fn delay_number<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<RawNumber>, D::Error> {
     number_or_too_large(deserializer, DELAY.above)
 }
 
+#[cfg(feature = "serde")]
 impl TryFrom<RawRetryTaskOptions> for RetryTaskOptions {
     type Error = MiddlewareError;
 

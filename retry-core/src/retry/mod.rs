@@ -191,6 +191,7 @@ impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
 impl<Op, Fut, E, C: Clock, B, W, N, H> Retry<Op, Fut, E, C, B, W, N, H> {
     /// A loop with all four hooks given at once, for adapters inside the crate (the retry
     /// middleware) whose hooks are not closures.
+    #[cfg(feature = "middleware")]
     pub(crate) fn with_every_hook(
         policy: RetryPolicy<C>,
         op: Op,

@@ -2,13 +2,15 @@
 
 use std::fmt;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 use crate::error::{TaskFailure, classify};
 
 /// A task's number in its scheduler, in submission order from 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(transparent))]
 pub struct TaskId(pub u64);
 
 impl fmt::Display for TaskId {
@@ -18,8 +20,9 @@ impl fmt::Display for TaskId {
 }
 
 /// Where a task is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum TaskState {
     /// Waiting for a concurrency slot.
     Pending,
@@ -39,8 +42,9 @@ impl TaskState {
 }
 
 /// How a task ended, as its done event reports it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "lowercase")]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "state", rename_all = "lowercase"))]
 pub enum TaskOutcome {
     /// It returned a value.
     Success,
@@ -89,8 +93,9 @@ impl TaskOutcome {
 /// );
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "lowercase")]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "event", rename_all = "lowercase"))]
 pub enum TaskEvent {
     /// The scheduler accepted the task for consideration (every submission, even one it
     /// then refuses).

@@ -50,6 +50,7 @@ mod queue;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, oneshot};
@@ -72,8 +73,9 @@ use queue::{MemoryQueue, PendingQueue};
 const TARGET: &str = "retry_core::scheduler";
 
 /// Whether a scheduler still accepts tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum SchedulerState {
     /// Accepting and running tasks.
     Running,

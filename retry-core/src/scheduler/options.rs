@@ -2,8 +2,10 @@
 
 use std::fmt;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "serde")]
 use crate::number::{RawNumber, WholeRule, number_or_too_large};
 
 /// The default concurrency limit.
@@ -12,8 +14,9 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 pub const DEFAULT_MAX_PENDING: usize = 1024;
 
 /// What one task's failure does to the others (SPEC Q2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum OnError {
     /// Nothing: later tasks run as if it had succeeded (the default).
     #[default]
@@ -76,8 +79,9 @@ pub enum SchedulerError {
 /// assert!(err.to_string().starts_with("scheduler.concurrency must be >= 1"));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "RawSchedulerOptions")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "RawSchedulerOptions"))]
 pub struct SchedulerOptions {
     /// Tasks running at once (`>= 1`; default 4).
     pub concurrency: usize,
@@ -136,6 +140,7 @@ impl SchedulerOptions {
 }
 
 /// The document's shape, numbers as written.
+#[cfg(feature = "serde")]
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSchedulerOptions {
@@ -148,6 +153,7 @@ struct RawSchedulerOptions {
 }
 
 /// A whole number `>= 0` up to `usize::MAX`; a zero concurrency is [`SchedulerOptions::validate`]'s.
+#[cfg(feature = "serde")]
 const CONCURRENCY: WholeRule<SchedulerError> = WholeRule {
     min: 0,
     too_small: |f| f < 0.0,
@@ -157,6 +163,7 @@ const CONCURRENCY: WholeRule<SchedulerError> = WholeRule {
     above: SchedulerError::ConcurrencyTooLarge,
 };
 
+#[cfg(feature = "serde")]
 const MAX_PENDING: WholeRule<SchedulerError> = WholeRule {
     min: 0,
     too_small: |f| f < 0.0,
@@ -166,12 +173,14 @@ const MAX_PENDING: WholeRule<SchedulerError> = WholeRule {
     above: SchedulerError::MaxPendingTooLarge,
 };
 
+#[cfg(feature = "serde")]
 fn concurrency_number<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<RawNumber>, D::Error> {
     number_or_too_large(deserializer, CONCURRENCY.above)
 }
 
+#[cfg(feature = "serde")]
 fn max_pending_number<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<RawNumber>, D::Error> {
@@ -179,10 +188,12 @@ fn max_pending_number<'de, D: serde::Deserializer<'de>>(
 }
 
 /// `n` against `rule`, as a `usize`.
+#[cfg(feature = "serde")]
 fn count(n: RawNumber, rule: &WholeRule<SchedulerError>) -> Result<usize, SchedulerError> {
     usize::try_from(rule.check(n)?).map_err(|_| rule.above)
 }
 
+#[cfg(feature = "serde")]
 impl TryFrom<RawSchedulerOptions> for SchedulerOptions {
     type Error = SchedulerError;
 

@@ -4,9 +4,12 @@
 use std::fmt;
 use std::time::Duration;
 
+#[cfg(feature = "serde")]
 use serde::de::{self, Deserialize, Deserializer};
+#[cfg(feature = "serde")]
 use serde::ser::Serializer;
 
+#[cfg(feature = "serde")]
 use crate::number::RawNumber;
 
 const NANOS_PER_MS: u128 = 1_000_000;
@@ -37,9 +40,10 @@ impl fmt::Display for Millis {
     }
 }
 
-/// `#[serde(with = "crate::time::millis")]`: a [`Duration`] as a number of milliseconds — an
+/// `#[cfg_attr(feature = "serde", serde(with = "crate::time::millis"))]`: a [`Duration`] as a number of milliseconds — an
 /// integer when whole, a fraction otherwise — read back from either, refusing what is not a
 /// duration (negative, not finite, too long).
+#[cfg(feature = "serde")]
 pub(crate) mod millis {
     use super::*;
 
@@ -93,8 +97,9 @@ mod tests {
         assert_eq!(shown(Duration::ZERO), "0");
     }
 
-    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-    struct Wait(#[serde(with = "millis")] Duration);
+    #[derive(Debug, PartialEq)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+    struct Wait(#[cfg_attr(feature = "serde", serde(with = "millis"))] Duration);
 
     #[test]
     fn millis_as_data() {

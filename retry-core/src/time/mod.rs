@@ -19,9 +19,13 @@ mod duration;
 mod fallback;
 mod scope;
 
+#[cfg(feature = "scheduler")]
 pub(crate) use clock::{BoxSleep, DynClock};
 pub use clock::{Clock, TokioClock};
 pub use default::{DefaultClock, DefaultSleep};
-pub(crate) use duration::{Millis, millis, saturating_ms};
+#[cfg(feature = "serde")]
+pub(crate) use duration::millis;
+pub(crate) use duration::{Millis, saturating_ms};
 pub use scope::Scope;
+#[cfg(feature = "scheduler")]
 pub(crate) use scope::scoped_clock;
