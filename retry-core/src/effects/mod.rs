@@ -78,7 +78,6 @@ mod ledger;
 mod memory;
 mod outcome;
 mod record;
-pub mod recovery;
 mod runner;
 mod safety;
 mod time;
@@ -95,6 +94,7 @@ pub use record::{
     Revision, Transition,
 };
 pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, RecoveryReport};
+pub use runner::recovery;
 pub use runner::{
     AllowAll, CallLimits, CallOutcome, DEFAULT_LEASE, Decision, KeyConflict, LEASE_MARGIN,
     Permission, Resolution, ResultSource, RunnerError, ToolCall, ToolResult, ToolRunner,

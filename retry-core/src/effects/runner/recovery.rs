@@ -9,24 +9,22 @@
 //! | `started`, side effect         | `needs_reconciliation`, surfaced; never replayed                  |
 //! | `started`, read / idem. write  | re-run with the same key **only** if the [`RecoveryPolicy`] says so (and the attempt budget allows); `needs_reconciliation` otherwise |
 //! | `prepared`                     | run (it provably never started), unless the policy says not to  |
-//! | `awaiting_approval`            | stays; a [`decide`](super::ToolRunner::decide) runs or rejects it |
-//! | `needs_reconciliation`         | stays, surfaced, until a person [`resolve`](super::ToolRunner::resolve)s it |
+//! | `awaiting_approval`            | stays; a [`decide`](crate::effects::ToolRunner::decide) runs or rejects it |
+//! | `needs_reconciliation`         | stays, surfaced, until a person [`resolve`](crate::effects::ToolRunner::resolve)s it |
 //! | `prepared`/`started` under a live lease | left alone: its runner may still be working      |
 
 use std::fmt;
 
-use super::effect::ToolEffect;
-use super::key::CallKey;
-use super::ledger::Ledger;
-use super::outcome::ToolOutcome;
-use super::record::{CallRecord, CallState, ReconcileReason};
-use super::runner::{
-    CallLimits, CallOutcome, ResultSource, RunnerError, TARGET, ToolRunner, read_back,
-};
-use super::safety::{
+use super::{CallLimits, CallOutcome, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
+use crate::effects::effect::ToolEffect;
+use crate::effects::key::CallKey;
+use crate::effects::ledger::Ledger;
+use crate::effects::outcome::ToolOutcome;
+use crate::effects::record::{CallRecord, CallState, ReconcileReason};
+use crate::effects::safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, decide_retry,
 };
-use super::time::Timestamp;
+use crate::effects::time::Timestamp;
 use crate::options::DEFAULT_MAX_ATTEMPTS;
 use crate::time::Clock;
 
@@ -140,9 +138,9 @@ pub enum RecoveryAction {
     /// A read or idempotent write whose run had no result, re-run under the policy: append
     /// this result.
     Rerun(ToolOutcome),
-    /// Waits for a person's [`decide`](super::ToolRunner::decide).
+    /// Waits for a person's [`decide`](crate::effects::ToolRunner::decide).
     AwaitingApproval,
-    /// Its outcome is unknown: a person must [`resolve`](super::ToolRunner::resolve) it.
+    /// Its outcome is unknown: a person must [`resolve`](crate::effects::ToolRunner::resolve) it.
     NeedsReconciliation {
         /// How the outcome became unknown.
         reason: ReconcileReason,
@@ -392,7 +390,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         };
         let key = record.key.clone();
         match self
-            .drive(record, &*tool, CallLimits::new(), self.clock_now())
+            .drive(record, &*tool, CallLimits::new(), self.clock.now())
             .await
         {
             Ok(CallOutcome::Done(result)) if result.source == ResultSource::ThisCall => {

@@ -1,0 +1,71 @@
+//! Approvals: a person's review of a call that waits in `awaiting_approval` (SPEC A5).
+//!
+//! Apart from running a call, because a person drives it, at any time, perhaps several people
+//! at once: one review wins the compare-and-swap and the others are told what it did. An
+//! approved call then runs through the same steps as any other call.
+
+use super::ToolRunner;
+use super::call::{CallLimits, CallOutcome, ResultSource, settled};
+use super::error::RunnerError;
+use crate::effects::key::CallKey;
+use crate::effects::ledger::Ledger;
+use crate::effects::outcome::{FailureKind, ToolFailure};
+use crate::effects::record::{CallState, Transition};
+use crate::time::Clock;
+
+/// A person's decision on a call in `awaiting_approval`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Approve,
+    /// Do not: the call ends with a [`FailureKind::Rejected`] result carrying the reason.
+    Reject {
+        /// What the model is told.
+        reason: String,
+    },
+}
+
+impl<L: Ledger, C: Clock> ToolRunner<L, C> {
+    /// Applies a person's `decision` to a call in `awaiting_approval` (SPEC A5): approve runs
+    /// it, reject commits a [`FailureKind::Rejected`] result.
+    ///
+    /// Several people (or retried requests) may decide the same call at once; one decision
+    /// wins. The others get what the ledger holds after the winner's write, as a resubmitted
+    /// [`call`](ToolRunner::call) does: the winner's result with [`ResultSource::Ledger`] if
+    /// it has committed, or [`RunnerError::InProgress`] while its tool still runs.
+    ///
+    /// # Errors
+    ///
+    /// [`RunnerError::WrongState`] if the call is not awaiting approval; otherwise as
+    /// [`call_with`](ToolRunner::call_with).
+    pub async fn decide(
+        &self,
+        key: CallKey,
+        decision: Decision,
+    ) -> Result<CallOutcome, RunnerError> {
+        let record = self
+            .expect_state(key.clone(), CallState::AwaitingApproval.name())
+            .await?;
+        match decision {
+            Decision::Approve => {
+                let tool = self.tool(&record.tool)?;
+                let lease_until = self.now() + self.lease;
+                let Some(record) = self
+                    .decided(record, Transition::Approve { lease_until })
+                    .await?
+                else {
+                    return self.reread(key).await;
+                };
+                self.drive(record, &*tool, CallLimits::new(), self.clock.now())
+                    .await
+            }
+            Decision::Reject { reason } => {
+                let outcome = Err(ToolFailure::new(FailureKind::Rejected, reason));
+                match self.decided(record, Transition::Commit { outcome }).await? {
+                    Some(record) => settled(record, ResultSource::ThisCall),
+                    None => self.reread(key).await,
+                }
+            }
+        }
+    }
+}
