@@ -90,8 +90,8 @@ pub use ledger::{Insert, Ledger, LedgerError};
 pub use memory::MemoryLedger;
 pub use outcome::{FailureKind, ToolFailure, ToolOutcome};
 pub use record::{
-    CallRecord, CallState, IllegalTransition, InvalidRecord, ReconcileReason, RecordProblem,
-    Revision, Transition,
+    CallRecord, CallState, CallStateKind, IllegalTransition, InvalidRecord, ReconcileReason,
+    RecordProblem, Revision, Transition,
 };
 pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, RecoveryReport};
 pub use runner::recovery;

@@ -102,20 +102,69 @@ pub enum CallState {
 }
 
 impl CallState {
+    /// Which state this is, without its data: what to compare when only the state matters.
+    ///
+    /// ```
+    /// use retry_core::effects::{CallState, CallStateKind, ReconcileReason};
+    ///
+    /// let state = CallState::NeedsReconciliation { reason: ReconcileReason::Cancelled };
+    /// assert_eq!(state.kind(), CallStateKind::NeedsReconciliation);
+    /// assert_eq!(state.kind().name(), "needs_reconciliation");
+    /// ```
+    pub const fn kind(&self) -> CallStateKind {
+        match self {
+            CallState::Prepared => CallStateKind::Prepared,
+            CallState::AwaitingApproval => CallStateKind::AwaitingApproval,
+            CallState::Started => CallStateKind::Started,
+            CallState::Committed { .. } => CallStateKind::Committed,
+            CallState::NeedsReconciliation { .. } => CallStateKind::NeedsReconciliation,
+        }
+    }
+
     /// The state's name, as a SQL ledger would store it.
     pub const fn name(&self) -> &'static str {
-        match self {
-            CallState::Prepared => "prepared",
-            CallState::AwaitingApproval => "awaiting_approval",
-            CallState::Started => "started",
-            CallState::Committed { .. } => "committed",
-            CallState::NeedsReconciliation { .. } => "needs_reconciliation",
-        }
+        self.kind().name()
     }
 
     /// Prepared or started: someone is (or was) working on it, under a lease.
     pub const fn is_in_progress(&self) -> bool {
         matches!(self, CallState::Prepared | CallState::Started)
+    }
+}
+
+/// A [`CallState`] without its data ([`CallState::kind`]): the five states of the call state
+/// machine, compared as values rather than by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallStateKind {
+    /// [`CallState::Prepared`].
+    Prepared,
+    /// [`CallState::AwaitingApproval`].
+    AwaitingApproval,
+    /// [`CallState::Started`].
+    Started,
+    /// [`CallState::Committed`].
+    Committed,
+    /// [`CallState::NeedsReconciliation`].
+    NeedsReconciliation,
+}
+
+impl CallStateKind {
+    /// The state's name, as a SQL ledger would store it: `prepared`, `awaiting_approval`,
+    /// `started`, `committed` or `needs_reconciliation`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CallStateKind::Prepared => "prepared",
+            CallStateKind::AwaitingApproval => "awaiting_approval",
+            CallStateKind::Started => "started",
+            CallStateKind::Committed => "committed",
+            CallStateKind::NeedsReconciliation => "needs_reconciliation",
+        }
+    }
+}
+
+impl fmt::Display for CallStateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

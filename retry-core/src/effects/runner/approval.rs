@@ -10,7 +10,7 @@ use super::error::RunnerError;
 use crate::effects::key::CallKey;
 use crate::effects::ledger::Ledger;
 use crate::effects::outcome::{FailureKind, ToolFailure};
-use crate::effects::record::{CallState, Transition};
+use crate::effects::record::{CallStateKind, Transition};
 use crate::time::Clock;
 
 /// A person's decision on a call in `awaiting_approval`.
@@ -44,7 +44,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         decision: Decision,
     ) -> Result<CallOutcome, RunnerError> {
         let record = self
-            .expect_state(key.clone(), CallState::AwaitingApproval.name())
+            .expect_state(key.clone(), CallStateKind::AwaitingApproval)
             .await?;
         match decision {
             Decision::Approve => {

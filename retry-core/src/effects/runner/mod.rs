@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use super::key::CallKey;
 use super::ledger::{Ledger, LedgerError};
-use super::record::{CallRecord, Transition};
+use super::record::{CallRecord, CallStateKind, Transition};
 use super::time::{Epoch, Timestamp};
 use super::tool::{DynTool, Toolbox};
 use crate::time::{Clock, DefaultClock};
@@ -173,7 +173,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     async fn expect_state(
         &self,
         key: CallKey,
-        expected: &'static str,
+        expected: CallStateKind,
     ) -> Result<CallRecord, RunnerError> {
         let record = self
             .ledger
@@ -182,12 +182,12 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             .map(read_back)
             .transpose()?
             .ok_or(RunnerError::UnknownCall { key })?;
-        if record.state.name() != expected {
+        if record.state.kind() != expected {
             let (key, state) = (record.key, record.state.name());
             return Err(RunnerError::WrongState {
                 key,
                 state,
-                expected,
+                expected: expected.name(),
             });
         }
         Ok(record)

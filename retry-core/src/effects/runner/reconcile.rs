@@ -11,7 +11,7 @@ use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
 use crate::effects::ledger::Ledger;
 use crate::effects::outcome::ToolOutcome;
-use crate::effects::record::Transition;
+use crate::effects::record::{CallStateKind, Transition};
 use crate::time::Clock;
 
 /// A person's finding on a call in `needs_reconciliation`.
@@ -53,7 +53,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             }
         }
         let record = self
-            .expect_state(key.clone(), "needs_reconciliation")
+            .expect_state(key.clone(), CallStateKind::NeedsReconciliation)
             .await?;
         match resolution {
             Resolution::Happened(outcome) => {
