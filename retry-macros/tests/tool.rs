@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use retry_core::effects::{
-    CallKey, CallOutcome, Decision, FailureKind, IdempotencyKey, MemoryLedger, RecoveryAction,
-    RecoveryPolicy, ResultSource, Timestamp, ToolCall, ToolContext, ToolEffect, ToolOutcome,
-    ToolRunner, Toolbox,
+    CallKey, CallResponse, FailureKind, IdempotencyKey, MemoryLedger, RecoveryAction,
+    RecoveryPolicy, ResultSource, Review, Timestamp, ToolCall, ToolContext, ToolEffect,
+    ToolOutcome, ToolRunner, Toolbox,
 };
 use retry_core::{retry, tool};
 use serde_json::{Value, json};
@@ -27,7 +27,7 @@ fn runner(tools: Toolbox) -> ToolRunner<MemoryLedger> {
 /// The committed outcome of `call`.
 async fn outcome(runner: &ToolRunner<MemoryLedger>, call: ToolCall) -> (ToolOutcome, ResultSource) {
     match runner.call(call).await.unwrap() {
-        CallOutcome::Done(result) => (result.outcome, result.source),
+        CallResponse::Done(result) => (result.outcome, result.source),
         other => panic!("{other:?}"),
     }
 }
@@ -155,10 +155,13 @@ async fn a2_undeclared_is_a_side_effect_and_the_options_reach_the_runner() {
     let runner = runner(Toolbox::new().with(ring_bell {}).unwrap());
     let call = ToolCall::new(key("run-3", "ring"), "ring-bell", json!({}));
     let waiting = runner.call(call).await.unwrap();
-    assert_eq!(waiting, CallOutcome::AwaitingApproval(key("run-3", "ring")));
+    assert_eq!(
+        waiting,
+        CallResponse::AwaitingApproval(key("run-3", "ring"))
+    );
     assert_eq!(RINGS.load(Ordering::SeqCst), 0);
 
-    let approved = runner.decide(key("run-3", "ring"), Decision::Approve).await;
+    let approved = runner.review(key("run-3", "ring"), Review::Approve).await;
     let result = approved.unwrap().result().cloned().unwrap();
     assert_eq!(result.effect, ToolEffect::SideEffect);
     assert_eq!(result.outcome, Ok(json!("rang for run-3:ring")));

@@ -44,7 +44,7 @@
 //! - [`CallRecord`], [`CallState`], [`Transition`]: the pending-call state machine.
 //! - [`Ledger`], [`MemoryLedger`]: where records live.
 //! - [`ToolRunner`]: runs a call once ([`call`](ToolRunner::call)), takes approvals
-//!   ([`decide`](ToolRunner::decide)) and reconciliations ([`resolve`](ToolRunner::resolve)),
+//!   ([`review`](ToolRunner::review)) and reconciliations ([`resolve`](ToolRunner::resolve)),
 //!   and recovers a run after a crash ([`recover`](ToolRunner::recover)).
 //! - [`RetrySafe`], [`decide_retry`]: may this work run again?
 //!
@@ -96,8 +96,8 @@ pub use record::{
 pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, RecoveryReport};
 pub use runner::recovery;
 pub use runner::{
-    AllowAll, CallLimits, CallOutcome, DEFAULT_LEASE, Decision, KeyConflict, LEASE_MARGIN,
-    Permission, Resolution, ResultSource, RunnerError, ToolCall, ToolResult, ToolRunner,
+    AllowAll, CallLimits, CallResponse, DEFAULT_LEASE, KeyConflict, LEASE_MARGIN, Permission,
+    Resolution, ResultSource, Review, RunnerError, ToolCall, ToolResult, ToolRunner,
 };
 pub use safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, RetrySafe, decide_retry,

@@ -5,7 +5,7 @@
 //! approved call then runs through the same steps as any other call.
 
 use super::ToolRunner;
-use super::call::{CallLimits, CallOutcome, ResultSource, settled};
+use super::call::{CallLimits, CallResponse, ResultSource, settled};
 use super::error::RunnerError;
 use crate::effects::key::CallKey;
 use crate::effects::ledger::Ledger;
@@ -13,9 +13,10 @@ use crate::effects::outcome::{FailureKind, ToolFailure};
 use crate::effects::record::{CallStateKind, Transition};
 use crate::time::Clock;
 
-/// A person's decision on a call in `awaiting_approval`.
+/// A person's review of a call in `awaiting_approval`: approve it, or reject it with a
+/// reason. Given to [`ToolRunner::review`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum Review {
     /// Run it.
     Approve,
     /// Do not: the call ends with a [`FailureKind::Rejected`] result carrying the reason.
@@ -26,10 +27,10 @@ pub enum Decision {
 }
 
 impl<L: Ledger, C: Clock> ToolRunner<L, C> {
-    /// Applies a person's `decision` to a call in `awaiting_approval` (SPEC A5): approve runs
+    /// Applies a person's `review` to a call in `awaiting_approval` (SPEC A5): approve runs
     /// it, reject commits a [`FailureKind::Rejected`] result.
     ///
-    /// Several people (or retried requests) may decide the same call at once; one decision
+    /// Several people (or retried requests) may review the same call at once; one review
     /// wins. The others get what the ledger holds after the winner's write, as a resubmitted
     /// [`call`](ToolRunner::call) does: the winner's result with [`ResultSource::Ledger`] if
     /// it has committed, or [`RunnerError::InProgress`] while its tool still runs.
@@ -38,20 +39,16 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     ///
     /// [`RunnerError::WrongState`] if the call is not awaiting approval; otherwise as
     /// [`call_with`](ToolRunner::call_with).
-    pub async fn decide(
-        &self,
-        key: CallKey,
-        decision: Decision,
-    ) -> Result<CallOutcome, RunnerError> {
+    pub async fn review(&self, key: CallKey, review: Review) -> Result<CallResponse, RunnerError> {
         let record = self
             .expect_state(key.clone(), CallStateKind::AwaitingApproval)
             .await?;
-        match decision {
-            Decision::Approve => {
+        match review {
+            Review::Approve => {
                 let tool = self.tool(&record.tool)?;
                 let lease_until = self.now() + self.lease;
                 let Some(record) = self
-                    .decided(record, Transition::Approve { lease_until })
+                    .record_answer(record, Transition::Approve { lease_until })
                     .await?
                 else {
                     return self.reread(key).await;
@@ -59,9 +56,12 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 self.drive(record, &*tool, CallLimits::new(), self.clock.now())
                     .await
             }
-            Decision::Reject { reason } => {
+            Review::Reject { reason } => {
                 let outcome = Err(ToolFailure::new(FailureKind::Rejected, reason));
-                match self.decided(record, Transition::Commit { outcome }).await? {
+                match self
+                    .record_answer(record, Transition::Commit { outcome })
+                    .await?
+                {
                     Some(record) => settled(record, ResultSource::ThisCall),
                     None => self.reread(key).await,
                 }

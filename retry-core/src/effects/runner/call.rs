@@ -138,19 +138,19 @@ pub struct ToolResult {
 
 /// How a call that did not fail ended.
 #[derive(Clone, Debug, PartialEq)]
-pub enum CallOutcome {
+pub enum CallResponse {
     /// The call has a committed result.
     Done(ToolResult),
-    /// The tool requires approval; the call waits for [`ToolRunner::decide`].
+    /// The tool requires approval; the call waits for [`ToolRunner::review`].
     AwaitingApproval(CallKey),
 }
 
-impl CallOutcome {
+impl CallResponse {
     /// The committed result, if the call has one.
     pub fn result(&self) -> Option<&ToolResult> {
         match self {
-            CallOutcome::Done(result) => Some(result),
-            CallOutcome::AwaitingApproval(_) => None,
+            CallResponse::Done(result) => Some(result),
+            CallResponse::AwaitingApproval(_) => None,
         }
     }
 }
@@ -162,7 +162,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// # Errors
     ///
     /// As [`call_with`](ToolRunner::call_with).
-    pub async fn call(&self, call: ToolCall) -> Result<CallOutcome, RunnerError> {
+    pub async fn call(&self, call: ToolCall) -> Result<CallResponse, RunnerError> {
         self.call_with(call, CallLimits::new()).await
     }
 
@@ -188,7 +188,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         &self,
         call: ToolCall,
         limits: CallLimits<S>,
-    ) -> Result<CallOutcome, RunnerError>
+    ) -> Result<CallResponse, RunnerError>
     where
         S: Future<Output = ()>,
     {
@@ -245,7 +245,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         tool: &dyn DynTool,
         limits: CallLimits<S>,
         submitted: Instant,
-    ) -> Result<CallOutcome, RunnerError>
+    ) -> Result<CallResponse, RunnerError>
     where
         S: Future<Output = ()>,
     {
@@ -263,7 +263,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 .ledger
                 .transition(record, Transition::AwaitApproval)
                 .await?;
-            return Ok(CallOutcome::AwaitingApproval(record.key));
+            return Ok(CallResponse::AwaitingApproval(record.key));
         }
 
         let budget = match (limits.deadline, spec.timeout()) {
@@ -350,7 +350,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         record: CallRecord,
         effect: ToolEffect,
         failure: ToolFailure,
-    ) -> Result<CallOutcome, RunnerError> {
+    ) -> Result<CallResponse, RunnerError> {
         if record.state == CallState::Started && effect != ToolEffect::Read {
             return self
                 .reconcile(record, effect, ReconcileReason::LeaseExpired)
@@ -365,7 +365,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         record: CallRecord,
         effect: ToolEffect,
         reason: ReconcileReason,
-    ) -> Result<CallOutcome, RunnerError> {
+    ) -> Result<CallResponse, RunnerError> {
         let record = self.mark_unknown(record, effect, reason).await?;
         Err(RunnerError::NeedsReconciliation {
             key: record.key,
@@ -396,7 +396,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         &self,
         record: CallRecord,
         outcome: ToolOutcome,
-    ) -> Result<CallOutcome, RunnerError> {
+    ) -> Result<CallResponse, RunnerError> {
         let key = record.key.clone();
         let committed = match self
             .ledger
@@ -428,7 +428,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     }
 
     /// What to report after losing a race for `key`.
-    pub(super) async fn reread(&self, key: CallKey) -> Result<CallOutcome, RunnerError> {
+    pub(super) async fn reread(&self, key: CallKey) -> Result<CallResponse, RunnerError> {
         match self.read(key.clone()).await? {
             Some(record) => settled(record, ResultSource::Ledger),
             None => Err(RunnerError::UnknownCall { key }),
@@ -461,17 +461,17 @@ fn bounded(outcome: ToolOutcome) -> ToolOutcome {
 pub(super) fn settled(
     record: CallRecord,
     source: ResultSource,
-) -> Result<CallOutcome, RunnerError> {
+) -> Result<CallResponse, RunnerError> {
     let key = record.key.clone();
     match record.state {
-        CallState::Committed { outcome } => Ok(CallOutcome::Done(ToolResult {
+        CallState::Committed { outcome } => Ok(CallResponse::Done(ToolResult {
             key,
             tool: record.tool,
             effect: record.effect,
             outcome,
             source,
         })),
-        CallState::AwaitingApproval => Ok(CallOutcome::AwaitingApproval(key)),
+        CallState::AwaitingApproval => Ok(CallResponse::AwaitingApproval(key)),
         CallState::NeedsReconciliation { reason } => {
             Err(RunnerError::NeedsReconciliation { key, reason })
         }

@@ -46,7 +46,7 @@ pub enum RunnerError {
         /// The key asked for.
         key: CallKey,
     },
-    /// [`decide`](super::ToolRunner::decide) or [`resolve`](super::ToolRunner::resolve) on a
+    /// [`review`](super::ToolRunner::review) or [`resolve`](super::ToolRunner::resolve) on a
     /// call in another state.
     #[error("call `{key}` is `{state}`, not `{expected}`")]
     WrongState {

@@ -5,7 +5,7 @@
 //! - `call` — running a call: prepare, checks, start, the tool, commit
 //!   ([`call`](ToolRunner::call), [`call_with`](ToolRunner::call_with));
 //! - `approval` — a person's review of a call that waits for approval
-//!   ([`decide`](ToolRunner::decide));
+//!   ([`review`](ToolRunner::review));
 //! - `reconcile` — a person's finding on a call whose outcome is unknown
 //!   ([`resolve`](ToolRunner::resolve));
 //! - [`recovery`] — what happens to the calls a dead runner left behind
@@ -33,8 +33,8 @@ mod permission;
 mod reconcile;
 pub mod recovery;
 
-pub use approval::Decision;
-pub use call::{CallLimits, CallOutcome, ResultSource, ToolCall, ToolResult};
+pub use approval::Review;
+pub use call::{CallLimits, CallResponse, ResultSource, ToolCall, ToolResult};
 pub use error::{KeyConflict, RunnerError};
 pub use permission::{AllowAll, Permission};
 pub use reconcile::Resolution;
@@ -53,7 +53,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 ///
 /// ```
 /// use retry_core::effects::{
-///     CallKey, CallOutcome, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec,
+///     CallKey, CallResponse, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec,
 ///     Toolbox, tool_fn,
 /// };
 /// use serde_json::json;
@@ -66,7 +66,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// let runner = ToolRunner::new(MemoryLedger::new(), Toolbox::new().with(add)?);
 ///
 /// let call = ToolCall::new(CallKey::new("run-1", "call-1")?, "add", json!([2, 3]));
-/// let CallOutcome::Done(result) = runner.call(call.clone()).await? else { return Ok(()) };
+/// let CallResponse::Done(result) = runner.call(call.clone()).await? else { return Ok(()) };
 /// assert_eq!(result.outcome, Ok(json!(5)));
 ///
 /// // The same call again: answered from the ledger, the tool is not called.
@@ -193,12 +193,12 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         Ok(record)
     }
 
-    /// Writes a person's decision or finding: the moved record, or `None` if someone moved
+    /// Writes a person's answer — a review or a finding: the moved record, or `None` if someone moved
     /// the call first (a lost compare-and-swap is a race to report, not a ledger failure).
     ///
     /// Unlike [`commit`](ToolRunner::commit), a loser never writes over what the winner
     /// left: a rejection must not end a call that an approval started meanwhile.
-    async fn decided(
+    async fn record_answer(
         &self,
         record: CallRecord,
         transition: Transition,

@@ -5,7 +5,7 @@
 //! that state: commit what happened, or run the call again because it verifiably did not.
 
 use super::ToolRunner;
-use super::call::{CallLimits, CallOutcome, ResultSource, settled};
+use super::call::{CallLimits, CallResponse, ResultSource, settled};
 use super::error::RunnerError;
 use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
@@ -27,7 +27,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// Applies a person's finding to a call in `needs_reconciliation`: commit what happened,
     /// or run it again because it verifiably did not happen.
     ///
-    /// As with [`decide`](ToolRunner::decide), of several findings at once one wins and the
+    /// As with [`review`](ToolRunner::review), of several findings at once one wins and the
     /// others get what the ledger holds after it.
     ///
     /// # Errors
@@ -39,7 +39,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         &self,
         key: CallKey,
         resolution: Resolution,
-    ) -> Result<CallOutcome, RunnerError> {
+    ) -> Result<CallResponse, RunnerError> {
         if let Resolution::Happened(Ok(value)) = &resolution {
             if exceeds_depth(value, MAX_JSON_DEPTH) {
                 if let Resolution::Happened(Ok(value)) = resolution {
@@ -57,7 +57,10 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             .await?;
         match resolution {
             Resolution::Happened(outcome) => {
-                match self.decided(record, Transition::Commit { outcome }).await? {
+                match self
+                    .record_answer(record, Transition::Commit { outcome })
+                    .await?
+                {
                     Some(record) => settled(record, ResultSource::ThisCall),
                     None => self.reread(key).await,
                 }
@@ -66,7 +69,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 let tool = self.tool(&record.tool)?;
                 let lease_until = self.now() + self.lease;
                 let Some(record) = self
-                    .decided(record, Transition::Reopen { lease_until })
+                    .record_answer(record, Transition::Reopen { lease_until })
                     .await?
                 else {
                     return self.reread(key).await;

@@ -9,13 +9,13 @@
 //! | `started`, side effect         | `needs_reconciliation`, surfaced; never replayed                  |
 //! | `started`, read / idem. write  | re-run with the same key **only** if the [`RecoveryPolicy`] says so (and the attempt budget allows); `needs_reconciliation` otherwise |
 //! | `prepared`                     | run (it provably never started), unless the policy says not to  |
-//! | `awaiting_approval`            | stays; a [`decide`](crate::effects::ToolRunner::decide) runs or rejects it |
+//! | `awaiting_approval`            | stays; a [`review`](crate::effects::ToolRunner::review) runs or rejects it |
 //! | `needs_reconciliation`         | stays, surfaced, until a person [`resolve`](crate::effects::ToolRunner::resolve)s it |
 //! | `prepared`/`started` under a live lease | left alone: its runner may still be working      |
 
 use std::fmt;
 
-use super::{CallLimits, CallOutcome, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
+use super::{CallLimits, CallResponse, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
 use crate::effects::effect::ToolEffect;
 use crate::effects::key::CallKey;
 use crate::effects::ledger::Ledger;
@@ -138,7 +138,7 @@ pub enum RecoveryAction {
     /// A read or idempotent write whose run had no result, re-run under the policy: append
     /// this result.
     Rerun(ToolOutcome),
-    /// Waits for a person's [`decide`](crate::effects::ToolRunner::decide).
+    /// Waits for a person's [`review`](crate::effects::ToolRunner::review).
     AwaitingApproval,
     /// Its outcome is unknown: a person must [`resolve`](crate::effects::ToolRunner::resolve) it.
     NeedsReconciliation {
@@ -169,7 +169,7 @@ impl RecoveryAction {
         }
     }
 
-    /// Whether the call waits for someone: a decision, a reconciliation, a lease, or a fix.
+    /// Whether the call waits for someone: a review, a reconciliation, a lease, or a fix.
     pub fn needs_attention(&self) -> bool {
         matches!(
             self,
@@ -393,13 +393,13 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             .drive(record, &*tool, CallLimits::new(), self.clock.now())
             .await
         {
-            Ok(CallOutcome::Done(result)) if result.source == ResultSource::ThisCall => {
+            Ok(CallResponse::Done(result)) if result.source == ResultSource::ThisCall => {
                 ran(result.outcome)
             }
             // Someone else committed it meanwhile.
-            Ok(CallOutcome::Done(_)) if in_transcript(&key) => RecoveryAction::AlreadyInTranscript,
-            Ok(CallOutcome::Done(result)) => RecoveryAction::Completed(result.outcome),
-            Ok(CallOutcome::AwaitingApproval(_)) => RecoveryAction::AwaitingApproval,
+            Ok(CallResponse::Done(_)) if in_transcript(&key) => RecoveryAction::AlreadyInTranscript,
+            Ok(CallResponse::Done(result)) => RecoveryAction::Completed(result.outcome),
+            Ok(CallResponse::AwaitingApproval(_)) => RecoveryAction::AwaitingApproval,
             Err(RunnerError::NeedsReconciliation { reason, .. }) => {
                 RecoveryAction::NeedsReconciliation {
                     reason,
