@@ -49,8 +49,8 @@ async fn save_note(
 
 #[tokio::test(start_paused = true)]
 async fn x3_a4_tool_runs_through_the_runner_with_the_stable_key() {
-    assert_eq!(save_note::SPEC.name(), "save_note");
-    assert_eq!(save_note::SPEC.effect(), ToolEffect::IdempotentWrite);
+    assert_eq!(save_note::TOOL_SPEC.name(), "save_note");
+    assert_eq!(save_note::TOOL_SPEC.effect(), ToolEffect::IdempotentWrite);
     let runner = runner(Toolbox::new().with(save_note {}).unwrap());
     let call = ToolCall::new(
         key("run-1", "call-7"),
@@ -146,7 +146,7 @@ async fn ring_bell(ctx: ToolContext) -> Result<String, String> {
 
 #[tokio::test(start_paused = true)]
 async fn a2_undeclared_is_a_side_effect_and_the_options_reach_the_runner() {
-    let spec = ring_bell::SPEC;
+    let spec = ring_bell::TOOL_SPEC;
     assert_eq!(spec.name(), "ring-bell");
     assert_eq!(spec.effect(), ToolEffect::SideEffect);
     assert!(spec.requires_approval());
@@ -239,10 +239,10 @@ async fn read_retried() -> Result<u32, String> {
 fn a1_x3_the_descriptor_says_whether_the_function_retries() {
     // A registration refuses a side effect that retries (SPEC A1): the macros tell it which
     // functions do, in either order and however the attributes are spelled.
-    assert!(retried_read::SPEC.retries_internally());
-    assert!(read_retried::SPEC.retries_internally());
-    assert!(flaky_upsert::SPEC.retries_internally());
-    assert!(!save_note::SPEC.retries_internally());
+    assert!(retried_read::TOOL_SPEC.retries_internally());
+    assert!(read_retried::TOOL_SPEC.retries_internally());
+    assert!(flaky_upsert::TOOL_SPEC.retries_internally());
+    assert!(!save_note::TOOL_SPEC.retries_internally());
     let tools = Toolbox::new()
         .with(retried_read {})
         .and_then(|t| t.with(read_retried {}));

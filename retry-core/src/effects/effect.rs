@@ -1,4 +1,4 @@
-//! [`ToolEffect`]: what a tool does to the world, declared up front (SPEC A2).
+//! [`ToolEffect`]: what a tool does to the world, declared up front.
 
 use std::fmt;
 use std::str::FromStr;
@@ -33,7 +33,7 @@ pub enum ToolEffect {
     Read,
     /// Changes something, but a repeat with the same idempotency key is a no-op downstream
     /// (an upsert keyed by the key, a payment API that deduplicates on it). The runtime hands
-    /// the tool a stable key (SPEC A4); the promise holds only if the tool passes it on.
+    /// the tool a stable key, the same on every attempt; the promise holds only if the tool passes it on.
     IdempotentWrite,
     /// Changes something and a repeat does it again (an e-mail, a transfer, an append). The
     /// default. Never replayed automatically once it may have started.

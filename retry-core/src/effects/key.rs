@@ -1,4 +1,4 @@
-//! Call identity and idempotency keys (SPEC A4), and the hash that pins a key to its arguments.
+//! Call identity and idempotency keys, and the hash that pins a key to its arguments.
 //!
 //! A retry can only be deduplicated downstream if it carries the *same* key as the first
 //! try, so the key is derived from the logical identity of the call — `"{run_id}:{call_id}"` —
@@ -90,7 +90,7 @@ impl CallKey {
         &self.call_id
     }
 
-    /// The stable key `"{run_id}:{call_id}"` (SPEC A4): the same for every attempt of this call.
+    /// The stable key `"{run_id}:{call_id}"`: the same for every attempt of this call.
     pub fn idempotency_key(&self) -> IdempotencyKey {
         IdempotencyKey(format!("{}:{}", self.run_id, self.call_id))
     }

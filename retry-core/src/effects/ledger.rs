@@ -1,4 +1,4 @@
-//! The [`Ledger`] trait: where pending tool calls are persisted before they run (SPEC A5).
+//! The [`Ledger`] trait: where pending tool calls are persisted before they run.
 //!
 //! A crash between "the tool did something" and "we wrote down that it did" is unavoidable, so
 //! the ledger records the intent *first* and every step after it. What recovery can promise
@@ -68,7 +68,7 @@ pub enum LedgerError {
 }
 
 /// Durable storage of pending tool calls, where every change is a compare-and-swap on a
-/// [`Revision`] (SPEC A1): never a silent overwrite.
+/// [`Revision`]: never a silent overwrite.
 ///
 /// [`MemoryLedger`](super::MemoryLedger) implements it in memory; a SQL implementation maps
 /// each method to one statement (see the module docs). Implementations must make

@@ -1,5 +1,5 @@
 //! Tool calls with declared effects: run once, recorded before they run, never replayed
-//! blindly after a crash (SPEC A1–A5, A8, A9).
+//! blindly after a crash.
 //!
 //! # Why
 //!
@@ -11,7 +11,7 @@
 //! enough, early enough, to never repeat an effect it is unsure about, and to hand those
 //! cases to a person instead of guessing.
 //!
-//! # What is promised, and what is not (SPEC A1)
+//! # What is promised, and what is not
 //!
 //! Promised:
 //! - every change to a call's record is a compare-and-swap on its [`Revision`]: two runners

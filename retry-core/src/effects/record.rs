@@ -1,5 +1,5 @@
 //! [`CallRecord`]: one pending tool call as the ledger stores it, and the state machine that
-//! every change to it goes through (SPEC A5).
+//! every change to it goes through.
 //!
 //! The rules live here, in one pure function ([`CallRecord::apply`]), not in each ledger: an
 //! in-memory map and a SQL table enforce the same transitions, and a ledger only has to add the
@@ -32,7 +32,7 @@ use super::outcome::ToolOutcome;
 use super::time::Timestamp;
 
 /// The version of a [`CallRecord`]: every transition is a compare-and-swap from one revision to
-/// the next (SPEC A1), so two writers can never both move the same call.
+/// the next, so two writers can never both move the same call.
 ///
 /// A record's revision runs from 1 ([`Revision::FIRST`]) to `u64::MAX - 1`. `u64::MAX` is
 /// never a valid revision: a counter that reached its end is an error

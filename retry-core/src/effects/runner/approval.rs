@@ -1,4 +1,4 @@
-//! Approvals: a person's review of a call that waits in `awaiting_approval` (SPEC A5).
+//! Approvals: a person's review of a call that waits in `awaiting_approval`.
 //!
 //! Apart from running a call, because a person drives it, at any time, perhaps several people
 //! at once: one review wins the compare-and-swap and the others are told what it did. An
@@ -27,7 +27,7 @@ pub enum Review {
 }
 
 impl<L: Ledger, C: Clock> ToolRunner<L, C> {
-    /// Applies a person's `review` to a call in `awaiting_approval` (SPEC A5): approve runs
+    /// Applies a person's `review` to a call in `awaiting_approval`: approve runs
     /// it, reject commits a [`FailureKind::Rejected`] result.
     ///
     /// Several people (or retried requests) may review the same call at once; one review

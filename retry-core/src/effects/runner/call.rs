@@ -1,4 +1,4 @@
-//! Running one call: prepare, checks, start, the tool, commit (SPEC A3, A5).
+//! Running one call: prepare, checks, start, the tool, commit.
 //!
 //! The order of one call is the whole point:
 //!
@@ -12,7 +12,7 @@
 //! 6. **commit** — the result is stored, or, if the tool was interrupted and may have done
 //!    something, the call goes to `needs_reconciliation`.
 //!
-//! The runner never retries (SPEC A3): a failure is a result. Whether to try again is the
+//! The runner never retries: a failure is a result. Whether to try again is the
 //! caller's decision ([`decide_retry`](crate::effects::decide_retry)), made with a new call
 //! id or by recovery under an explicit [`RecoveryPolicy`](crate::effects::RecoveryPolicy).
 //!

@@ -1,4 +1,4 @@
-//! [`ToolRunner`]: runs tool calls through the ledger, once each (SPEC A3, A5).
+//! [`ToolRunner`]: runs tool calls through the ledger, once each.
 //!
 //! The runner has four jobs, one file each, so that each reads on its own:
 //!

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::effects::key::CallKey;
 use crate::effects::tool::ToolSpec;
 
-/// Decides whether a call may run, after its input was validated (SPEC A3).
+/// Decides whether a call may run, after its input was validated and before it starts.
 ///
 /// Any `Fn(&CallKey, &ToolSpec, &Value) -> Result<(), String>` is one; `Err` carries the
 /// reason the model reads.

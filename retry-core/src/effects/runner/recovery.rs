@@ -1,5 +1,4 @@
-//! Recovery after a crash: what happens to each call a dead runner left in the ledger
-//! (SPEC A5).
+//! Recovery after a crash: what happens to each call a dead runner left in the ledger.
 //!
 //! The rules, per state the call was left in:
 //!
@@ -66,7 +65,7 @@ impl RecoveryPolicy {
     ///
     /// # Errors
     ///
-    /// [`NotRetrySafe::SideEffect`] for [`ToolEffect::SideEffect`] (SPEC A8): a started side
+    /// [`NotRetrySafe::SideEffect`] for [`ToolEffect::SideEffect`] (side effects are never retry-safe): a started side
     /// effect always goes to reconciliation.
     pub const fn rerun(mut self, effect: ToolEffect) -> Result<Self, NotRetrySafe> {
         match effect {
@@ -272,7 +271,7 @@ impl RecoveryReport {
 
 impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// Recovers run `run_id` after a crash: applies the rules in the [module
-    /// docs](crate::effects::recovery) to every call the ledger holds for it (SPEC A5).
+    /// docs](crate::effects::recovery) to every call the ledger holds for it.
     ///
     /// `in_transcript` tells which calls' results the transcript already has, so that a
     /// committed result is never appended twice — the transcript is yours, and a crash can
