@@ -19,6 +19,7 @@ pub use std::borrow::ToOwned;
 // `#[serde(crate = "…::__private::serde")]`, so a user crate needs no serde dependency.
 pub use serde::{self, Deserialize};
 
+#[cfg(feature = "effects")]
 pub use crate::effects::{Tool, ToolContext, ToolEffect, ToolSpec};
 
 // `#[tool]` leaves this attribute on its function, after every attribute still to expand
@@ -50,6 +51,7 @@ pub trait ToolRetries {
 }
 
 /// `spec`, recording that the function retries on its own when `retries`.
+#[cfg(feature = "effects")]
 pub const fn with_retries(spec: ToolSpec, retries: bool) -> ToolSpec {
     if retries {
         spec.with_internal_retries()

@@ -27,7 +27,8 @@ use std::error::Error;
 use std::future::Future;
 
 use super::key::{CallKey, KeyError};
-use super::record::{CallRecord, IllegalTransition, InvalidRecord, Revision, Transition};
+use super::record::{CallRecord, IllegalTransition, InvalidRecord, Transition};
+use super::store::Revision;
 
 /// What [`Ledger::insert`] found.
 #[derive(Clone, Debug, PartialEq)]

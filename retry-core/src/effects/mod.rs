@@ -71,36 +71,59 @@
 //! # Ok(()) }
 //! ```
 
+// Compiled without the `effects` feature: the effect classification, its retry-safety rules,
+// call identity and the primitives every durable store shares. A store in another crate needs
+// these and nothing of the in-memory runner.
 mod effect;
-mod json;
 mod key;
-mod ledger;
-mod memory;
-mod outcome;
-mod record;
-mod runner;
 mod safety;
-mod time;
+mod store;
+
+// The runtime: the pending-call ledger, its records and the runner, which store JSON
+// (`serde_json`) and hash it (`sha2`).
+#[cfg(feature = "effects")]
+mod hash;
+#[cfg(feature = "effects")]
+mod json;
+#[cfg(feature = "effects")]
+mod ledger;
+#[cfg(feature = "effects")]
+mod memory;
+#[cfg(feature = "effects")]
+mod outcome;
+#[cfg(feature = "effects")]
+mod record;
+#[cfg(feature = "effects")]
+mod runner;
+#[cfg(feature = "effects")]
 mod tool;
 
 pub use effect::{ToolEffect, UnknownEffect};
-pub use json::MAX_JSON_DEPTH;
-pub use key::{ArgsHash, BadArgsHash, CallKey, IdempotencyKey, KeyError};
-pub use ledger::{Insert, Ledger, LedgerError};
-pub use memory::MemoryLedger;
-pub use outcome::{FailureKind, ToolFailure, ToolOutcome};
-pub use record::{
-    CallRecord, CallState, CallStateKind, IllegalTransition, InvalidRecord, ReconcileReason,
-    RecordProblem, Revision, Transition,
-};
-pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, RecoveryReport};
-pub use runner::recovery;
-pub use runner::{
-    AllowAll, CallLimits, CallResponse, DEFAULT_LEASE, KeyConflict, LEASE_MARGIN, Permission,
-    Resolution, ResultSource, Review, RunnerError, ToolCall, ToolResult, ToolRunner,
-};
+pub use key::{CallKey, IdempotencyKey, KeyError};
 pub use safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, RetrySafe, decide_retry,
 };
-pub use time::Timestamp;
-pub use tool::{FnTool, Tool, ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn};
+pub use store::{Revision, Timestamp};
+
+#[cfg(feature = "effects")]
+#[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
+pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, RecoveryReport};
+#[cfg(feature = "effects")]
+#[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
+pub use {
+    hash::{ArgsHash, BadArgsHash},
+    json::MAX_JSON_DEPTH,
+    ledger::{Insert, Ledger, LedgerError},
+    memory::MemoryLedger,
+    outcome::{FailureKind, ToolFailure, ToolOutcome},
+    record::{
+        CallRecord, CallState, CallStateKind, IllegalTransition, InvalidRecord, ReconcileReason,
+        RecordProblem, Transition,
+    },
+    runner::recovery,
+    runner::{
+        AllowAll, CallLimits, CallResponse, DEFAULT_LEASE, KeyConflict, LEASE_MARGIN, Permission,
+        Resolution, ResultSource, Review, RunnerError, ToolCall, ToolResult, ToolRunner,
+    },
+    tool::{FnTool, Tool, ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn},
+};

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::effect::ToolEffect;
 use super::key::IdempotencyKey;
+#[cfg(feature = "effects")]
 use super::record::CallState;
 use crate::options::DEFAULT_MAX_ATTEMPTS;
 
@@ -92,6 +93,8 @@ pub enum CommitState {
 
 impl CommitState {
     /// The commit state of a call in the ledger.
+    #[cfg(feature = "effects")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
     pub fn of(state: &CallState) -> Self {
         match state {
             CallState::Prepared | CallState::AwaitingApproval => CommitState::NotStarted,

@@ -1,10 +1,11 @@
 //! [`RunnerError`]: why the runner could not bring a call to a result. Shared by every job
 //! of the runner, so it depends on none of them.
 
-use crate::effects::key::{ArgsHash, CallKey, IdempotencyKey};
+use crate::effects::hash::ArgsHash;
+use crate::effects::key::{CallKey, IdempotencyKey};
 use crate::effects::ledger::LedgerError;
 use crate::effects::record::ReconcileReason;
-use crate::effects::time::Timestamp;
+use crate::effects::store::Timestamp;
 
 /// Why the runner could not bring a call to a result. Each case is its own variant, so a
 /// caller can tell a refusal to run twice from a broken ledger.

@@ -22,7 +22,7 @@ use std::time::Duration;
 use super::key::CallKey;
 use super::ledger::{Ledger, LedgerError};
 use super::record::{CallRecord, CallStateKind, Transition};
-use super::time::{Epoch, Timestamp};
+use super::store::{Epoch, Timestamp};
 use super::tool::{DynTool, Toolbox};
 use crate::time::{Clock, DefaultClock};
 

@@ -23,7 +23,7 @@ use crate::effects::record::{CallRecord, CallState, ReconcileReason};
 use crate::effects::safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, decide_retry,
 };
-use crate::effects::time::Timestamp;
+use crate::effects::store::Timestamp;
 use crate::options::DEFAULT_MAX_ATTEMPTS;
 use crate::time::Clock;
 
