@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use retry_core::effects::{
-    CallKey, CallOutcome, IdempotencyKey, MemoryLedger, RecoveryPolicy, Resolution, Timestamp,
+    CallKey, CallResponse, IdempotencyKey, MemoryLedger, RecoveryPolicy, Resolution, Timestamp,
     ToolCall, ToolEffect, ToolOutcome, ToolRunner, Toolbox, ToolboxError,
 };
 use retry_core::tool;
@@ -162,7 +162,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("\nan operator checks the mail server: the e-mail was delivered");
     for call in report.needs_attention() {
         let found = Ok(json!({ "sent_to": "ana@example.com", "confirmed_by": "operator" }));
-        if let CallOutcome::Done(result) = second
+        if let CallResponse::Done(result) = second
             .resolve(call.key.clone(), Resolution::Happened(found))
             .await?
         {

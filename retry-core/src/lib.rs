@@ -63,8 +63,6 @@
 #[doc(hidden)]
 pub mod __private;
 mod backoff;
-#[cfg(feature = "effects")]
-#[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
 pub mod effects;
 mod error;
 mod jitter;

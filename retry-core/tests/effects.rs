@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use effects_support::{LOOKUP, PAY, RUN, SEND, T0, UPSERT, World, call, key, runner, toolbox};
 use retry_core::effects::{
-    ArgsHash, CallKey, CallLimits, CallOutcome, CallRecord, CallState, Decision, FailureKind,
-    Insert, KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Revision,
+    ArgsHash, CallKey, CallLimits, CallRecord, CallResponse, CallState, FailureKind, Insert,
+    KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Review, Revision,
     RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome, ToolSpec,
     Toolbox, ToolboxError, Transition, tool_fn,
 };
@@ -20,9 +20,9 @@ fn crash_free_toolbox(world: &World) -> Toolbox {
     toolbox(world, &effects_support::Crash::never())
 }
 
-fn done(outcome: Result<CallOutcome, RunnerError>) -> ToolOutcome {
+fn done(outcome: Result<CallResponse, RunnerError>) -> ToolOutcome {
     match outcome {
-        Ok(CallOutcome::Done(result)) => result.outcome,
+        Ok(CallResponse::Done(result)) => result.outcome,
         other => panic!("expected a result, got {other:?}"),
     }
 }
@@ -302,11 +302,11 @@ async fn a1_two_runners_racing_for_one_call_run_it_once() {
     assert!(
         outcomes
             .iter()
-            .any(|o| matches!(o, Ok(CallOutcome::Done(r)) if r.source == ResultSource::ThisCall))
+            .any(|o| matches!(o, Ok(CallResponse::Done(r)) if r.source == ResultSource::ThisCall))
     );
     assert!(outcomes.iter().all(|o| matches!(
         o,
-        Ok(CallOutcome::Done(_)) | Err(RunnerError::InProgress { .. })
+        Ok(CallResponse::Done(_)) | Err(RunnerError::InProgress { .. })
     )));
 }
 
@@ -627,21 +627,18 @@ async fn a3_errors_are_typed_and_say_what_happened() {
     assert!(matches!(unknown, RunnerError::UnknownTool { ref name } if name == "nope"));
     assert_eq!(unknown.to_string(), "no tool named `nope` is registered");
     assert!(matches!(
-        runner.decide(key("c2"), Decision::Approve).await,
+        runner.review(key("c2"), Review::Approve).await,
         Err(RunnerError::UnknownCall { .. })
     ));
     done(runner.call(call("c3", LOOKUP, json!(1))).await).unwrap();
-    let wrong = runner
-        .decide(key("c3"), Decision::Approve)
-        .await
-        .unwrap_err();
+    let wrong = runner.review(key("c3"), Review::Approve).await.unwrap_err();
     assert_eq!(
         wrong.to_string(),
         "call `run-1:c3` is `committed`, not `awaiting_approval`"
     );
     assert!(matches!(
         runner.call(call("c4", PAY, json!(1))).await,
-        Ok(CallOutcome::AwaitingApproval(_))
+        Ok(CallResponse::AwaitingApproval(_))
     ));
     assert_eq!(world.executions("pay", "c4"), 0);
 }
@@ -777,9 +774,9 @@ async fn a1_the_runner_refuses_an_invalid_record_its_ledger_returns() {
     let runner = runner(ledger, crash_free_toolbox(&world), T0);
     assert!(matches!(
         runner.call(call("p1", PAY, json!(1))).await,
-        Ok(CallOutcome::AwaitingApproval(_))
+        Ok(CallResponse::AwaitingApproval(_))
     ));
-    let refused = runner.decide(key("p1"), Decision::Approve).await;
+    let refused = runner.review(key("p1"), Review::Approve).await;
     let error = format!(
         "{:?} / {}",
         refused,
@@ -881,13 +878,13 @@ async fn a5_approvers_who_lose_the_race_get_the_winners_outcome_not_a_conflict()
     let runner = runner(ledger, crash_free_toolbox(&world), T0);
     assert!(matches!(
         runner.call(call("p1", PAY, json!(1))).await,
-        Ok(CallOutcome::AwaitingApproval(_))
+        Ok(CallResponse::AwaitingApproval(_))
     ));
-    let decisions = (0..APPROVERS).map(|_| runner.decide(key("p1"), Decision::Approve));
+    let decisions = (0..APPROVERS).map(|_| runner.review(key("p1"), Review::Approve));
     let mut outcomes = Vec::new();
     for outcome in futures_join_all(decisions).await {
         match outcome {
-            Ok(CallOutcome::Done(result)) => outcomes.push(result),
+            Ok(CallResponse::Done(result)) => outcomes.push(result),
             other => panic!("an approver got {other:?}"),
         }
     }

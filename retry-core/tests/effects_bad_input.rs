@@ -101,7 +101,7 @@ async fn a5_arguments_128_levels_deep_are_accepted_and_129_refused_with_nothing_
         .call(ToolCall::new(at_limit.clone(), "echo", nested(128)))
         .await;
     assert!(
-        matches!(outcome, Ok(retry_core::effects::CallOutcome::Done(_))),
+        matches!(outcome, Ok(retry_core::effects::CallResponse::Done(_))),
         "{outcome:?}"
     );
     assert_eq!(

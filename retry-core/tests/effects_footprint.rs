@@ -4,7 +4,7 @@
 #![cfg(target_os = "linux")]
 
 use retry_core::effects::{
-    CallKey, CallOutcome, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec,
+    CallKey, CallResponse, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec,
     Toolbox, tool_fn,
 };
 use serde_json::Value;
@@ -34,7 +34,7 @@ async fn a5_a_64_mib_argument_costs_at_most_two_more_copies_of_itself() {
     let outcome = runner.call(call).await.unwrap();
     let after = peak_rss_bytes();
     assert!(
-        matches!(&outcome, CallOutcome::Done(r) if r.outcome == Ok(Value::from(SIZE))),
+        matches!(&outcome, CallResponse::Done(r) if r.outcome == Ok(Value::from(SIZE))),
         "{outcome:?}"
     );
     let growth = after.saturating_sub(before);

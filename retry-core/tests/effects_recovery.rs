@@ -13,13 +13,13 @@ use effects_support::{
 };
 use retry_core::TokioClock;
 use retry_core::effects::{
-    CallOutcome, CallState, Decision, FailureKind, Ledger, MemoryLedger, NotRerun, ReconcileReason,
-    RecoveryAction, RecoveryPolicy, RefuseReason, Resolution, RunnerError, ToolCall, ToolContext,
-    ToolEffect, ToolRunner, ToolSpec, Toolbox, tool_fn,
+    CallResponse, CallState, FailureKind, Ledger, MemoryLedger, NotRerun, ReconcileReason,
+    RecoveryAction, RecoveryPolicy, RefuseReason, Resolution, Review, RunnerError, ToolCall,
+    ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox, tool_fn,
 };
 use serde_json::json;
 
-/// Runs `calls` as an agent loop would — call, decide approvals, append each result to the
+/// Runs `calls` as an agent loop would — call, review approvals, append each result to the
 /// transcript — with crash points at every ledger write, around every tool's effect and
 /// around every append.
 async fn agent_loop<L: Ledger>(
@@ -30,10 +30,10 @@ async fn agent_loop<L: Ledger>(
 ) {
     for call in calls {
         let mut outcome = runner.call(call.clone()).await.unwrap();
-        if let CallOutcome::AwaitingApproval(key) = outcome {
-            outcome = runner.decide(key, Decision::Approve).await.unwrap();
+        if let CallResponse::AwaitingApproval(key) = outcome {
+            outcome = runner.review(key, Review::Approve).await.unwrap();
         }
-        let CallOutcome::Done(result) = outcome else {
+        let CallResponse::Done(result) = outcome else {
             panic!("{outcome:?}")
         };
         let id = call.key.call_id();
@@ -215,7 +215,7 @@ async fn a5_reconciliation_that_finds_nothing_happened_runs_the_call_once() {
         .resolve(key("s1"), Resolution::DidNotHappen)
         .await
         .unwrap();
-    assert!(matches!(outcome, CallOutcome::Done(ref r) if r.outcome.is_ok()));
+    assert!(matches!(outcome, CallResponse::Done(ref r) if r.outcome.is_ok()));
     assert_eq!(crashed.world.executions("send", "s1"), 1);
     // Resolving twice is refused: the call is committed now.
     let twice = runner.resolve(key("s1"), Resolution::DidNotHappen).await;
@@ -286,9 +286,9 @@ async fn a5_awaiting_approval_waits_for_a_decision() {
 
     // Reject: an error result, the tool never runs.
     let rejected = runner
-        .decide(
+        .review(
             key("p1"),
-            Decision::Reject {
+            Review::Reject {
                 reason: "over budget".into(),
             },
         )
@@ -306,12 +306,12 @@ async fn a5_awaiting_approval_waits_for_a_decision() {
     // Approve: runs, once; a second decision is refused.
     assert!(matches!(
         runner.call(calls[1].clone()).await,
-        Ok(CallOutcome::AwaitingApproval(_))
+        Ok(CallResponse::AwaitingApproval(_))
     ));
-    let approved = runner.decide(key("p2"), Decision::Approve).await.unwrap();
+    let approved = runner.review(key("p2"), Review::Approve).await.unwrap();
     assert!(approved.result().is_some_and(|r| r.outcome.is_ok()));
     assert!(matches!(
-        runner.decide(key("p2"), Decision::Approve).await,
+        runner.review(key("p2"), Review::Approve).await,
         Err(RunnerError::WrongState { .. })
     ));
     assert_eq!(crashed.world.executions("pay", "p2"), 1);
@@ -524,11 +524,11 @@ async fn crash_recover_check(crash_at: usize, policy: &RecoveryPolicy) -> &'stat
             continue;
         }
         let outcome = match runner.call(call.clone()).await {
-            Ok(CallOutcome::AwaitingApproval(key)) => runner.decide(key, Decision::Approve).await,
+            Ok(CallResponse::AwaitingApproval(key)) => runner.review(key, Review::Approve).await,
             other => other,
         };
         match outcome {
-            Ok(CallOutcome::Done(result)) => transcript.append(&call.key, &result.outcome),
+            Ok(CallResponse::Done(result)) => transcript.append(&call.key, &result.outcome),
             Err(RunnerError::NeedsReconciliation { key, .. }) => {
                 surfaced.insert(key);
             }

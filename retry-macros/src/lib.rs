@@ -239,7 +239,7 @@ pub fn retry(
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// assert_eq!(save_note::SPEC.effect(), ToolEffect::IdempotentWrite);
+/// assert_eq!(save_note::TOOL_SPEC.effect(), ToolEffect::IdempotentWrite);
 /// let runner = ToolRunner::new(MemoryLedger::new(), Toolbox::new().with(save_note {})?);
 ///
 /// let args = json!({ "title": "trip", "body": "pack sunscreen" });
@@ -253,7 +253,7 @@ pub fn retry(
 /// # What it declares
 ///
 /// Next to the function, a type **of the same name**: `save_note {}` is the tool, to register
-/// in a [`Toolbox`], and `save_note::SPEC` its [`ToolSpec`]. The type implements [`Tool`] by
+/// in a [`Toolbox`], and `save_note::TOOL_SPEC` its [`ToolSpec`]. The type implements [`Tool`] by
 /// calling the function; the function keeps its signature and can be called directly, in tests
 /// for instance. A braced struct lives in the type namespace only, so the two names do not
 /// clash — and no name is made up that could collide with one of yours (a `Weather` output
@@ -377,7 +377,7 @@ pub fn retry(
 /// struct lookup {}
 ///
 /// impl lookup {
-///     const SPEC: ToolSpec = ToolSpec::new("lookup")
+///     const TOOL_SPEC: ToolSpec = ToolSpec::new("lookup")
 ///         .with_effect(ToolEffect::Read)
 ///         .with_timeout(Duration::from_millis(5000));
 /// }
@@ -391,7 +391,7 @@ pub fn retry(
 ///     type Output = Forecast;
 ///     type Error = WeatherError;
 ///
-///     fn spec(&self) -> ToolSpec { Self::SPEC }
+///     fn spec(&self) -> ToolSpec { Self::TOOL_SPEC }
 ///
 ///     async fn call(&self, args: Args, ctx: ToolContext) -> Result<Forecast, WeatherError> {
 ///         lookup(&args.city, ctx).await

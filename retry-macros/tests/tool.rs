@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use retry_core::effects::{
-    CallKey, CallOutcome, Decision, FailureKind, IdempotencyKey, MemoryLedger, RecoveryAction,
-    RecoveryPolicy, ResultSource, Timestamp, ToolCall, ToolContext, ToolEffect, ToolOutcome,
-    ToolRunner, Toolbox,
+    CallKey, CallResponse, FailureKind, IdempotencyKey, MemoryLedger, RecoveryAction,
+    RecoveryPolicy, ResultSource, Review, Timestamp, ToolCall, ToolContext, ToolEffect,
+    ToolOutcome, ToolRunner, Toolbox,
 };
 use retry_core::{retry, tool};
 use serde_json::{Value, json};
@@ -27,7 +27,7 @@ fn runner(tools: Toolbox) -> ToolRunner<MemoryLedger> {
 /// The committed outcome of `call`.
 async fn outcome(runner: &ToolRunner<MemoryLedger>, call: ToolCall) -> (ToolOutcome, ResultSource) {
     match runner.call(call).await.unwrap() {
-        CallOutcome::Done(result) => (result.outcome, result.source),
+        CallResponse::Done(result) => (result.outcome, result.source),
         other => panic!("{other:?}"),
     }
 }
@@ -49,8 +49,8 @@ async fn save_note(
 
 #[tokio::test(start_paused = true)]
 async fn x3_a4_tool_runs_through_the_runner_with_the_stable_key() {
-    assert_eq!(save_note::SPEC.name(), "save_note");
-    assert_eq!(save_note::SPEC.effect(), ToolEffect::IdempotentWrite);
+    assert_eq!(save_note::TOOL_SPEC.name(), "save_note");
+    assert_eq!(save_note::TOOL_SPEC.effect(), ToolEffect::IdempotentWrite);
     let runner = runner(Toolbox::new().with(save_note {}).unwrap());
     let call = ToolCall::new(
         key("run-1", "call-7"),
@@ -146,7 +146,7 @@ async fn ring_bell(ctx: ToolContext) -> Result<String, String> {
 
 #[tokio::test(start_paused = true)]
 async fn a2_undeclared_is_a_side_effect_and_the_options_reach_the_runner() {
-    let spec = ring_bell::SPEC;
+    let spec = ring_bell::TOOL_SPEC;
     assert_eq!(spec.name(), "ring-bell");
     assert_eq!(spec.effect(), ToolEffect::SideEffect);
     assert!(spec.requires_approval());
@@ -155,10 +155,13 @@ async fn a2_undeclared_is_a_side_effect_and_the_options_reach_the_runner() {
     let runner = runner(Toolbox::new().with(ring_bell {}).unwrap());
     let call = ToolCall::new(key("run-3", "ring"), "ring-bell", json!({}));
     let waiting = runner.call(call).await.unwrap();
-    assert_eq!(waiting, CallOutcome::AwaitingApproval(key("run-3", "ring")));
+    assert_eq!(
+        waiting,
+        CallResponse::AwaitingApproval(key("run-3", "ring"))
+    );
     assert_eq!(RINGS.load(Ordering::SeqCst), 0);
 
-    let approved = runner.decide(key("run-3", "ring"), Decision::Approve).await;
+    let approved = runner.review(key("run-3", "ring"), Review::Approve).await;
     let result = approved.unwrap().result().cloned().unwrap();
     assert_eq!(result.effect, ToolEffect::SideEffect);
     assert_eq!(result.outcome, Ok(json!("rang for run-3:ring")));
@@ -236,10 +239,10 @@ async fn read_retried() -> Result<u32, String> {
 fn a1_x3_the_descriptor_says_whether_the_function_retries() {
     // A registration refuses a side effect that retries (SPEC A1): the macros tell it which
     // functions do, in either order and however the attributes are spelled.
-    assert!(retried_read::SPEC.retries_internally());
-    assert!(read_retried::SPEC.retries_internally());
-    assert!(flaky_upsert::SPEC.retries_internally());
-    assert!(!save_note::SPEC.retries_internally());
+    assert!(retried_read::TOOL_SPEC.retries_internally());
+    assert!(read_retried::TOOL_SPEC.retries_internally());
+    assert!(flaky_upsert::TOOL_SPEC.retries_internally());
+    assert!(!save_note::TOOL_SPEC.retries_internally());
     let tools = Toolbox::new()
         .with(retried_read {})
         .and_then(|t| t.with(read_retried {}));

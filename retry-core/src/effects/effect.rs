@@ -1,8 +1,9 @@
-//! [`ToolEffect`]: what a tool does to the world, declared up front (SPEC A2).
+//! [`ToolEffect`]: what a tool does to the world, declared up front.
 
 use std::fmt;
 use std::str::FromStr;
 
+#[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
 /// What running a tool does to the world outside the process.
@@ -24,16 +25,15 @@ use serde::{Deserialize, Serialize};
 ///     "unknown tool effect `write`: expected one of `read`, `idempotent-write`, `side-effect`"
 /// );
 /// ```
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
 pub enum ToolEffect {
     /// Changes nothing: running it twice is harmless (a lookup, a search, a GET).
     Read,
     /// Changes something, but a repeat with the same idempotency key is a no-op downstream
     /// (an upsert keyed by the key, a payment API that deduplicates on it). The runtime hands
-    /// the tool a stable key (SPEC A4); the promise holds only if the tool passes it on.
+    /// the tool a stable key, the same on every attempt; the promise holds only if the tool passes it on.
     IdempotentWrite,
     /// Changes something and a repeat does it again (an e-mail, a transfer, an append). The
     /// default. Never replayed automatically once it may have started.

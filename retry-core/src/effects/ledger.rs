@@ -1,4 +1,4 @@
-//! The [`Ledger`] trait: where pending tool calls are persisted before they run (SPEC A5).
+//! The [`Ledger`] trait: where pending tool calls are persisted before they run.
 //!
 //! A crash between "the tool did something" and "we wrote down that it did" is unavoidable, so
 //! the ledger records the intent *first* and every step after it. What recovery can promise
@@ -27,7 +27,8 @@ use std::error::Error;
 use std::future::Future;
 
 use super::key::{CallKey, KeyError};
-use super::record::{CallRecord, IllegalTransition, InvalidRecord, Revision, Transition};
+use super::record::{CallRecord, IllegalTransition, InvalidRecord, Transition};
+use super::store::Revision;
 
 /// What [`Ledger::insert`] found.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,7 +69,7 @@ pub enum LedgerError {
 }
 
 /// Durable storage of pending tool calls, where every change is a compare-and-swap on a
-/// [`Revision`] (SPEC A1): never a silent overwrite.
+/// [`Revision`]: never a silent overwrite.
 ///
 /// [`MemoryLedger`](super::MemoryLedger) implements it in memory; a SQL implementation maps
 /// each method to one statement (see the module docs). Implementations must make

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::key::{CallKey, check_run_id};
 use super::ledger::{Insert, Ledger, LedgerError};
-use super::record::{CallRecord, InvalidRecord, RecordProblem, Revision};
+use super::record::{CallRecord, InvalidRecord, RecordProblem};
+use super::store::Revision;
 
 /// A [`Ledger`] in memory. Clones share the same records, so a test can keep one handle
 /// across a simulated crash and give another to the "restarted" runner.

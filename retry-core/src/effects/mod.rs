@@ -1,5 +1,5 @@
 //! Tool calls with declared effects: run once, recorded before they run, never replayed
-//! blindly after a crash (SPEC A1–A5, A8, A9).
+//! blindly after a crash.
 //!
 //! # Why
 //!
@@ -11,7 +11,7 @@
 //! enough, early enough, to never repeat an effect it is unsure about, and to hand those
 //! cases to a person instead of guessing.
 //!
-//! # What is promised, and what is not (SPEC A1)
+//! # What is promised, and what is not
 //!
 //! Promised:
 //! - every change to a call's record is a compare-and-swap on its [`Revision`]: two runners
@@ -44,7 +44,7 @@
 //! - [`CallRecord`], [`CallState`], [`Transition`]: the pending-call state machine.
 //! - [`Ledger`], [`MemoryLedger`]: where records live.
 //! - [`ToolRunner`]: runs a call once ([`call`](ToolRunner::call)), takes approvals
-//!   ([`decide`](ToolRunner::decide)) and reconciliations ([`resolve`](ToolRunner::resolve)),
+//!   ([`review`](ToolRunner::review)) and reconciliations ([`resolve`](ToolRunner::resolve)),
 //!   and recovers a run after a crash ([`recover`](ToolRunner::recover)).
 //! - [`RetrySafe`], [`decide_retry`]: may this work run again?
 //!
@@ -71,36 +71,59 @@
 //! # Ok(()) }
 //! ```
 
+// Compiled without the `effects` feature: the effect classification, its retry-safety rules,
+// call identity and the primitives every durable store shares. A store in another crate needs
+// these and nothing of the in-memory runner.
 mod effect;
-mod json;
 mod key;
-mod ledger;
-mod memory;
-mod outcome;
-mod record;
-pub mod recovery;
-mod runner;
 mod safety;
-mod time;
+mod store;
+
+// The runtime: the pending-call ledger, its records and the runner, which store JSON
+// (`serde_json`) and hash it (`sha2`).
+#[cfg(feature = "effects")]
+mod hash;
+#[cfg(feature = "effects")]
+mod json;
+#[cfg(feature = "effects")]
+mod ledger;
+#[cfg(feature = "effects")]
+mod memory;
+#[cfg(feature = "effects")]
+mod outcome;
+#[cfg(feature = "effects")]
+mod record;
+#[cfg(feature = "effects")]
+mod runner;
+#[cfg(feature = "effects")]
 mod tool;
 
 pub use effect::{ToolEffect, UnknownEffect};
-pub use json::MAX_JSON_DEPTH;
-pub use key::{ArgsHash, BadArgsHash, CallKey, IdempotencyKey, KeyError};
-pub use ledger::{Insert, Ledger, LedgerError};
-pub use memory::MemoryLedger;
-pub use outcome::{FailureKind, ToolFailure, ToolOutcome};
-pub use record::{
-    CallRecord, CallState, IllegalTransition, InvalidRecord, ReconcileReason, RecordProblem,
-    Revision, Transition,
-};
-pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, RecoveryReport};
-pub use runner::{
-    AllowAll, CallLimits, CallOutcome, DEFAULT_LEASE, Decision, KeyConflict, LEASE_MARGIN,
-    Permission, Resolution, ResultSource, RunnerError, ToolCall, ToolResult, ToolRunner,
-};
+pub use key::{CallKey, IdempotencyKey, KeyError};
 pub use safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, RetrySafe, decide_retry,
 };
-pub use time::Timestamp;
-pub use tool::{FnTool, Tool, ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn};
+pub use store::{Revision, Timestamp};
+
+#[cfg(feature = "effects")]
+#[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
+pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, RecoveryReport};
+#[cfg(feature = "effects")]
+#[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
+pub use {
+    hash::{ArgsHash, BadArgsHash},
+    json::MAX_JSON_DEPTH,
+    ledger::{Insert, Ledger, LedgerError},
+    memory::MemoryLedger,
+    outcome::{FailureKind, ToolFailure, ToolOutcome},
+    record::{
+        CallRecord, CallState, CallStateKind, IllegalTransition, InvalidRecord, ReconcileReason,
+        RecordProblem, Transition,
+    },
+    runner::recovery,
+    runner::{
+        AllowAll, CallLimits, CallResponse, DEFAULT_LEASE, KeyConflict, LEASE_MARGIN, Permission,
+        Resolution, ResultSource, Review, RunnerError, ToolCall, ToolResult, ToolRunner,
+    },
+    tool::{FnTool, Tool, ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn},
+};

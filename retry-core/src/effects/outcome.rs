@@ -28,7 +28,7 @@ pub struct ToolFailure {
     /// What went wrong, for the model and for people.
     pub message: String,
     /// The tool's own diagnosis that another try might succeed. A diagnosis, not a
-    /// permission (SPEC A9): see [`decide_retry`](super::decide_retry).
+    /// permission to retry: see [`decide_retry`](super::decide_retry).
     pub retryable: bool,
 }
 

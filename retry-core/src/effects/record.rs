@@ -1,5 +1,5 @@
 //! [`CallRecord`]: one pending tool call as the ledger stores it, and the state machine that
-//! every change to it goes through (SPEC A5).
+//! every change to it goes through.
 //!
 //! The rules live here, in one pure function ([`CallRecord::apply`]), not in each ledger: an
 //! in-memory map and a SQL table enforce the same transitions, and a ledger only has to add the
@@ -26,56 +26,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::effect::ToolEffect;
+use super::hash::ArgsHash;
 use super::json::{self, MAX_JSON_DEPTH, exceeds_depth};
-use super::key::{ArgsHash, CallKey};
+use super::key::CallKey;
 use super::outcome::ToolOutcome;
-use super::time::Timestamp;
-
-/// The version of a [`CallRecord`]: every transition is a compare-and-swap from one revision to
-/// the next (SPEC A1), so two writers can never both move the same call.
-///
-/// A record's revision runs from 1 ([`Revision::FIRST`]) to `u64::MAX - 1`. `u64::MAX` is
-/// never a valid revision: a counter that reached its end is an error
-/// ([`checked_next`](Revision::checked_next) is `None`), not a number that silently stops
-/// changing — a compare-and-swap on a revision that no longer changes guards nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Revision(u64);
-
-impl Revision {
-    /// The revision of a newly inserted record.
-    pub const FIRST: Revision = Revision(1);
-
-    /// The revision as a number (for a SQL column).
-    pub const fn get(self) -> u64 {
-        self.0
-    }
-
-    /// A revision read back from storage. Whether it is in range is checked with the rest of
-    /// its record, by [`CallRecord::validate`].
-    pub const fn from_u64(revision: u64) -> Self {
-        Revision(revision)
-    }
-
-    /// The revision after this one, or `None` if there is none: the next would be `u64::MAX`.
-    pub const fn checked_next(self) -> Option<Revision> {
-        match self.0.checked_add(1) {
-            Some(next) if next < u64::MAX => Some(Revision(next)),
-            _ => None,
-        }
-    }
-
-    /// Whether the revision is one a record can have: 1 to `u64::MAX - 1`.
-    pub const fn is_valid(self) -> bool {
-        self.0 >= 1 && self.0 < u64::MAX
-    }
-}
-
-impl fmt::Display for Revision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "r{}", self.0)
-    }
-}
+use super::store::{Revision, Timestamp};
 
 /// Where a call stands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -102,20 +57,69 @@ pub enum CallState {
 }
 
 impl CallState {
+    /// Which state this is, without its data: what to compare when only the state matters.
+    ///
+    /// ```
+    /// use retry_core::effects::{CallState, CallStateKind, ReconcileReason};
+    ///
+    /// let state = CallState::NeedsReconciliation { reason: ReconcileReason::Cancelled };
+    /// assert_eq!(state.kind(), CallStateKind::NeedsReconciliation);
+    /// assert_eq!(state.kind().name(), "needs_reconciliation");
+    /// ```
+    pub const fn kind(&self) -> CallStateKind {
+        match self {
+            CallState::Prepared => CallStateKind::Prepared,
+            CallState::AwaitingApproval => CallStateKind::AwaitingApproval,
+            CallState::Started => CallStateKind::Started,
+            CallState::Committed { .. } => CallStateKind::Committed,
+            CallState::NeedsReconciliation { .. } => CallStateKind::NeedsReconciliation,
+        }
+    }
+
     /// The state's name, as a SQL ledger would store it.
     pub const fn name(&self) -> &'static str {
-        match self {
-            CallState::Prepared => "prepared",
-            CallState::AwaitingApproval => "awaiting_approval",
-            CallState::Started => "started",
-            CallState::Committed { .. } => "committed",
-            CallState::NeedsReconciliation { .. } => "needs_reconciliation",
-        }
+        self.kind().name()
     }
 
     /// Prepared or started: someone is (or was) working on it, under a lease.
     pub const fn is_in_progress(&self) -> bool {
         matches!(self, CallState::Prepared | CallState::Started)
+    }
+}
+
+/// A [`CallState`] without its data ([`CallState::kind`]): the five states of the call state
+/// machine, compared as values rather than by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallStateKind {
+    /// [`CallState::Prepared`].
+    Prepared,
+    /// [`CallState::AwaitingApproval`].
+    AwaitingApproval,
+    /// [`CallState::Started`].
+    Started,
+    /// [`CallState::Committed`].
+    Committed,
+    /// [`CallState::NeedsReconciliation`].
+    NeedsReconciliation,
+}
+
+impl CallStateKind {
+    /// The state's name, as a SQL ledger would store it: `prepared`, `awaiting_approval`,
+    /// `started`, `committed` or `needs_reconciliation`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CallStateKind::Prepared => "prepared",
+            CallStateKind::AwaitingApproval => "awaiting_approval",
+            CallStateKind::Started => "started",
+            CallStateKind::Committed => "committed",
+            CallStateKind::NeedsReconciliation => "needs_reconciliation",
+        }
+    }
+}
+
+impl fmt::Display for CallStateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

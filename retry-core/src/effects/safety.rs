@@ -1,5 +1,4 @@
-//! When may work run again? Retry-safety of background work (SPEC A8) and the retry decision
-//! (SPEC A9).
+//! When may work run again? Retry-safety of background work, and the retry decision.
 //!
 //! An error that says `retryable: true` only diagnoses the failure ("the server was busy").
 //! Whether running the work again is *allowed* depends on things the error cannot know: what
@@ -12,11 +11,12 @@ use std::time::Duration;
 
 use super::effect::ToolEffect;
 use super::key::IdempotencyKey;
+#[cfg(feature = "effects")]
 use super::record::CallState;
 use crate::policy::DEFAULT_MAX_ATTEMPTS;
 
-/// Proof that a piece of background or child work may be re-run after a failure or a crash
-/// (SPEC A8): it is a `read`, or an `idempotent-write` with a non-empty idempotency key.
+/// Proof that a piece of background or child work may be re-run after a failure or a crash:
+/// it is a `read`, or an `idempotent-write` with a non-empty idempotency key.
 ///
 /// APIs that re-run work on their own (a durable queue, a child-run supervisor) take one, so
 /// that a side effect cannot be marked retry-safe by accident.
@@ -41,13 +41,13 @@ pub enum NotRetrySafe {
     /// Side effects are never retry-safe.
     #[error(
         "side-effect work cannot be marked retry-safe: a retry may repeat an effect that already \
-         happened (SPEC A8). Declare it `idempotent-write` and pass a stable idempotency key that \
+         happened. Declare it `idempotent-write` and pass a stable idempotency key that \
          the downstream system honours, or leave it to manual reconciliation"
     )]
     SideEffect,
     /// An idempotent write without a key would not be recognised downstream.
     #[error(
-        "`idempotent-write` work is retry-safe only with a non-empty idempotency key (SPEC A8): \
+        "`idempotent-write` work is retry-safe only with a non-empty idempotency key: \
          without one, the downstream system cannot recognise the retry as a repeat"
     )]
     MissingKey,
@@ -93,6 +93,8 @@ pub enum CommitState {
 
 impl CommitState {
     /// The commit state of a call in the ledger.
+    #[cfg(feature = "effects")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
     pub fn of(state: &CallState) -> Self {
         match state {
             CallState::Prepared | CallState::AwaitingApproval => CommitState::NotStarted,
@@ -221,7 +223,7 @@ impl fmt::Display for RefuseReason {
     }
 }
 
-/// Decides whether work may run again (SPEC A9): the error's `retryable` flag is one input
+/// Decides whether work may run again: the error's `retryable` flag is one input
 /// among six, never the decision.
 ///
 /// Checked in this order, the first refusal winning:

@@ -25,7 +25,7 @@ use super::outcome::{FailureKind, ToolFailure, ToolOutcome};
 /// a person must approve each call, and its time budget.
 ///
 /// `const`, so a tool declares it once, next to its code — the form `#[tool(...)]` expands to.
-/// An undeclared effect is [`ToolEffect::SideEffect`] (SPEC A2).
+/// An undeclared effect is [`ToolEffect::SideEffect`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -148,7 +148,7 @@ impl ToolContext {
         &self.key
     }
 
-    /// The stable key `"{run_id}:{call_id}"` (SPEC A4): the same on every attempt of this
+    /// The stable key `"{run_id}:{call_id}"`: the same on every attempt of this
     /// call, so the downstream system can recognise a repeat. An `idempotent-write` tool must
     /// pass it on; without that, its declaration promises nothing.
     pub fn idempotency_key(&self) -> IdempotencyKey {
@@ -191,7 +191,7 @@ impl ToolContext {
 /// struct SaveNote;
 ///
 /// impl SaveNote {
-///     const SPEC: ToolSpec = ToolSpec::new("save_note").with_effect(ToolEffect::IdempotentWrite);
+///     const TOOL_SPEC: ToolSpec = ToolSpec::new("save_note").with_effect(ToolEffect::IdempotentWrite);
 /// }
 ///
 /// impl Tool for SaveNote {
@@ -200,7 +200,7 @@ impl ToolContext {
 ///     type Error = std::io::Error;
 ///
 ///     fn spec(&self) -> ToolSpec {
-///         Self::SPEC
+///         Self::TOOL_SPEC
 ///     }
 ///
 ///     fn validate(&self, note: &Note) -> Result<(), String> {
@@ -225,22 +225,22 @@ pub trait Tool: Send + Sync + 'static {
     /// The descriptor. Should return the same value every time.
     fn spec(&self) -> ToolSpec;
 
-    /// Input validation beyond parsing, before anything runs (SPEC A3). `Err` ends the call
-    /// with [`FailureKind::InvalidInput`] and the tool is not called.
+    /// Input validation beyond parsing, before anything runs. `Err` ends the call with
+    /// [`FailureKind::InvalidInput`] and the tool is not called.
     fn validate(&self, args: &Self::Args) -> Result<(), String> {
         let _ = args;
         Ok(())
     }
 
-    /// Output validation (SPEC A3). `Err` ends the call with [`FailureKind::InvalidOutput`];
-    /// whatever the tool did stays done.
+    /// Output validation, after the tool ran. `Err` ends the call with
+    /// [`FailureKind::InvalidOutput`]; whatever the tool did stays done.
     fn validate_output(&self, output: &Self::Output) -> Result<(), String> {
         let _ = output;
         Ok(())
     }
 
     /// The tool's diagnosis of its own error: might another try succeed? Recorded with the
-    /// failure, never acted on by the runner (SPEC A3, A9).
+    /// failure, never acted on by the runner: a diagnosis, not a permission to retry.
     fn retryable(&self, error: &Self::Error) -> bool {
         let _ = error;
         false

@@ -51,7 +51,7 @@ pub(crate) fn expand(item: TokenStream, function: &Function, tool: Tool) -> Toke
     };
     let struct_doc = format!(
         " The tool `{}`, declared by `#[tool]` on `async fn {ident}`. Effect: {effect}. \
-         Register it with `Toolbox::with({ident} {{}})`; its descriptor is `{ident}::SPEC`.",
+         Register it with `Toolbox::with({ident} {{}})`; its descriptor is `{ident}::TOOL_SPEC`.",
         tool.name,
     );
     let spec_doc = format!(
@@ -71,7 +71,7 @@ pub(crate) fn expand(item: TokenStream, function: &Function, tool: Tool) -> Toke
         #[allow(unreachable_pub)]
         impl #ident {
             #[doc = #spec_doc]
-            #vis const SPEC: #private::ToolSpec = #spec;
+            #vis const TOOL_SPEC: #private::ToolSpec = #spec;
         }
 
         #(#cfgs)*
@@ -85,7 +85,7 @@ pub(crate) fn expand(item: TokenStream, function: &Function, tool: Tool) -> Toke
                 type Error = #error_type;
 
                 fn spec(&self) -> #private::ToolSpec {
-                    Self::SPEC
+                    Self::TOOL_SPEC
                 }
 
                 #call
@@ -93,7 +93,7 @@ pub(crate) fn expand(item: TokenStream, function: &Function, tool: Tool) -> Toke
 
             // Evaluated by every build, `cargo check` included: a `timeout_ms` const that
             // fails its rule is reported now.
-            const _: #private::ToolSpec = #ident::SPEC;
+            const _: #private::ToolSpec = #ident::TOOL_SPEC;
         };
     }
 }

@@ -115,9 +115,9 @@ fn main() {
         .and_then(|t| t.with(renamed::kept {}));
     let tools = tools.unwrap_or_default();
     assert_eq!(tools.names().count(), 8);
-    assert_eq!(tools::save_note::SPEC.name(), "save-note");
-    assert_eq!(tools::ring_bell::SPEC.effect(), ToolEffect::SideEffect);
-    assert!(tools::send_email::SPEC.requires_approval());
+    assert_eq!(tools::save_note::TOOL_SPEC.name(), "save-note");
+    assert_eq!(tools::ring_bell::TOOL_SPEC.effect(), ToolEffect::SideEffect);
+    assert!(tools::send_email::TOOL_SPEC.requires_approval());
     // The functions are still plain functions.
     drop(tools::search("rust", None, 3));
     drop(retried::upsert(

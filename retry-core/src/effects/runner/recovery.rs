@@ -1,5 +1,4 @@
-//! Recovery after a crash: what happens to each call a dead runner left in the ledger
-//! (SPEC A5).
+//! Recovery after a crash: what happens to each call a dead runner left in the ledger.
 //!
 //! The rules, per state the call was left in:
 //!
@@ -9,24 +8,22 @@
 //! | `started`, side effect         | `needs_reconciliation`, surfaced; never replayed                  |
 //! | `started`, read / idem. write  | re-run with the same key **only** if the [`RecoveryPolicy`] says so (and the attempt budget allows); `needs_reconciliation` otherwise |
 //! | `prepared`                     | run (it provably never started), unless the policy says not to  |
-//! | `awaiting_approval`            | stays; a [`decide`](super::ToolRunner::decide) runs or rejects it |
-//! | `needs_reconciliation`         | stays, surfaced, until a person [`resolve`](super::ToolRunner::resolve)s it |
+//! | `awaiting_approval`            | stays; a [`review`](crate::effects::ToolRunner::review) runs or rejects it |
+//! | `needs_reconciliation`         | stays, surfaced, until a person [`resolve`](crate::effects::ToolRunner::resolve)s it |
 //! | `prepared`/`started` under a live lease | left alone: its runner may still be working      |
 
 use std::fmt;
 
-use super::effect::ToolEffect;
-use super::key::CallKey;
-use super::ledger::Ledger;
-use super::outcome::ToolOutcome;
-use super::record::{CallRecord, CallState, ReconcileReason};
-use super::runner::{
-    CallLimits, CallOutcome, ResultSource, RunnerError, TARGET, ToolRunner, read_back,
-};
-use super::safety::{
+use super::{CallLimits, CallResponse, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
+use crate::effects::effect::ToolEffect;
+use crate::effects::key::CallKey;
+use crate::effects::ledger::Ledger;
+use crate::effects::outcome::ToolOutcome;
+use crate::effects::record::{CallRecord, CallState, ReconcileReason};
+use crate::effects::safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, decide_retry,
 };
-use super::time::Timestamp;
+use crate::effects::store::Timestamp;
 use crate::policy::DEFAULT_MAX_ATTEMPTS;
 use crate::time::Clock;
 
@@ -68,7 +65,7 @@ impl RecoveryPolicy {
     ///
     /// # Errors
     ///
-    /// [`NotRetrySafe::SideEffect`] for [`ToolEffect::SideEffect`] (SPEC A8): a started side
+    /// [`NotRetrySafe::SideEffect`] for [`ToolEffect::SideEffect`] (side effects are never retry-safe): a started side
     /// effect always goes to reconciliation.
     pub const fn rerun(mut self, effect: ToolEffect) -> Result<Self, NotRetrySafe> {
         match effect {
@@ -140,9 +137,9 @@ pub enum RecoveryAction {
     /// A read or idempotent write whose run had no result, re-run under the policy: append
     /// this result.
     Rerun(ToolOutcome),
-    /// Waits for a person's [`decide`](super::ToolRunner::decide).
+    /// Waits for a person's [`review`](crate::effects::ToolRunner::review).
     AwaitingApproval,
-    /// Its outcome is unknown: a person must [`resolve`](super::ToolRunner::resolve) it.
+    /// Its outcome is unknown: a person must [`resolve`](crate::effects::ToolRunner::resolve) it.
     NeedsReconciliation {
         /// How the outcome became unknown.
         reason: ReconcileReason,
@@ -171,7 +168,7 @@ impl RecoveryAction {
         }
     }
 
-    /// Whether the call waits for someone: a decision, a reconciliation, a lease, or a fix.
+    /// Whether the call waits for someone: a review, a reconciliation, a lease, or a fix.
     pub fn needs_attention(&self) -> bool {
         matches!(
             self,
@@ -274,7 +271,7 @@ impl RecoveryReport {
 
 impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// Recovers run `run_id` after a crash: applies the rules in the [module
-    /// docs](crate::effects::recovery) to every call the ledger holds for it (SPEC A5).
+    /// docs](crate::effects::recovery) to every call the ledger holds for it.
     ///
     /// `in_transcript` tells which calls' results the transcript already has, so that a
     /// committed result is never appended twice — the transcript is yours, and a crash can
@@ -392,16 +389,16 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         };
         let key = record.key.clone();
         match self
-            .drive(record, &*tool, CallLimits::new(), self.clock_now())
+            .drive(record, &*tool, CallLimits::new(), self.clock.now())
             .await
         {
-            Ok(CallOutcome::Done(result)) if result.source == ResultSource::ThisCall => {
+            Ok(CallResponse::Done(result)) if result.source == ResultSource::ThisCall => {
                 ran(result.outcome)
             }
             // Someone else committed it meanwhile.
-            Ok(CallOutcome::Done(_)) if in_transcript(&key) => RecoveryAction::AlreadyInTranscript,
-            Ok(CallOutcome::Done(result)) => RecoveryAction::Completed(result.outcome),
-            Ok(CallOutcome::AwaitingApproval(_)) => RecoveryAction::AwaitingApproval,
+            Ok(CallResponse::Done(_)) if in_transcript(&key) => RecoveryAction::AlreadyInTranscript,
+            Ok(CallResponse::Done(result)) => RecoveryAction::Completed(result.outcome),
+            Ok(CallResponse::AwaitingApproval(_)) => RecoveryAction::AwaitingApproval,
             Err(RunnerError::NeedsReconciliation { reason, .. }) => {
                 RecoveryAction::NeedsReconciliation {
                     reason,

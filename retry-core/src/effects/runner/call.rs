@@ -1,0 +1,484 @@
+//! Running one call: prepare, checks, start, the tool, commit.
+//!
+//! The order of one call is the whole point:
+//!
+//! 1. **prepare** — the call is recorded (or found: the same call id again returns the stored
+//!    result instead of running twice, and refuses other arguments);
+//! 2. input validation, then the permission check — a refusal is committed as the result,
+//!    the tool never runs;
+//! 3. if the tool requires approval, the call waits in `awaiting_approval`;
+//! 4. **start** — persisted *before* the tool is invoked, with a lease;
+//! 5. the tool runs once, raced against the deadline and the cancellation signal;
+//! 6. **commit** — the result is stored, or, if the tool was interrupted and may have done
+//!    something, the call goes to `needs_reconciliation`.
+//!
+//! The runner never retries: a failure is a result. Whether to try again is the
+//! caller's decision ([`decide_retry`](crate::effects::decide_retry)), made with a new call
+//! id or by recovery under an explicit [`RecoveryPolicy`](crate::effects::RecoveryPolicy).
+//!
+//! Approval, reconciliation and recovery all end here, in [`ToolRunner::drive`]: the steps
+//! after a call is allowed to run are written once.
+
+use std::future::{Future, Pending, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::error::KeyConflict;
+use super::{LEASE_MARGIN, RunnerError, TARGET, ToolRunner, read_back};
+use crate::effects::effect::ToolEffect;
+use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
+use crate::effects::key::CallKey;
+use crate::effects::ledger::{Insert, Ledger, LedgerError};
+use crate::effects::outcome::{FailureKind, ToolFailure, ToolOutcome};
+use crate::effects::record::{CallRecord, CallState, ReconcileReason, Transition};
+use crate::effects::tool::{DynTool, ToolContext};
+use crate::time::Clock;
+
+/// A request to run a tool: which call, which tool, with which JSON arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    /// The call's identity; the same on every re-submission of this call.
+    pub key: CallKey,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments.
+    pub args: Value,
+}
+
+impl ToolCall {
+    /// Calls tool `tool` as call `key` with `args`.
+    pub fn new(key: CallKey, tool: impl Into<String>, args: Value) -> Self {
+        ToolCall {
+            key,
+            tool: tool.into(),
+            args,
+        }
+    }
+}
+
+/// Limits of one call beyond the tool's own timeout: a deadline and a cancellation signal.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::CancelToken;
+/// use retry_core::effects::CallLimits;
+///
+/// let token = CancelToken::new();
+/// let limits = CallLimits::new()
+///     .deadline(Duration::from_secs(5))
+///     .cancel_on(token.cancelled());
+/// # drop(limits);
+/// ```
+#[derive(Debug)]
+pub struct CallLimits<S = Pending<()>> {
+    deadline: Option<Duration>,
+    cancel: Option<S>,
+}
+
+impl CallLimits {
+    /// No deadline beyond the tool's timeout, no cancellation.
+    pub fn new() -> Self {
+        CallLimits {
+            deadline: None,
+            cancel: None,
+        }
+    }
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S> CallLimits<S> {
+    /// Gives up on the call `deadline` after it was submitted (the shorter of this and the
+    /// tool's timeout wins).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Stops waiting for the call when `signal` completes, e.g. a
+    /// [`CancelToken::cancelled`](crate::CancelToken::cancelled) future.
+    pub fn cancel_on<S2: Future<Output = ()>>(self, signal: S2) -> CallLimits<S2> {
+        CallLimits {
+            deadline: self.deadline,
+            cancel: Some(signal),
+        }
+    }
+}
+
+/// Where a [`ToolResult`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResultSource {
+    /// Decided by this call: the tool ran, or a check refused it.
+    ThisCall,
+    /// Read from the ledger: the call had committed before; the tool was not called again.
+    Ledger,
+}
+
+/// A committed result, ready for the transcript.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolResult {
+    /// The call.
+    pub key: CallKey,
+    /// The tool's name.
+    pub tool: String,
+    /// The effect the call was run with.
+    pub effect: ToolEffect,
+    /// The result: the output, or why there is none.
+    pub outcome: ToolOutcome,
+    /// Whether this call produced it or found it in the ledger.
+    pub source: ResultSource,
+}
+
+/// How a call that did not fail ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallResponse {
+    /// The call has a committed result.
+    Done(ToolResult),
+    /// The tool requires approval; the call waits for [`ToolRunner::review`].
+    AwaitingApproval(CallKey),
+}
+
+impl CallResponse {
+    /// The committed result, if the call has one.
+    pub fn result(&self) -> Option<&ToolResult> {
+        match self {
+            CallResponse::Done(result) => Some(result),
+            CallResponse::AwaitingApproval(_) => None,
+        }
+    }
+}
+
+impl<L: Ledger, C: Clock> ToolRunner<L, C> {
+    /// Runs `call` once, with no limits beyond the tool's own timeout. See
+    /// [`call_with`](ToolRunner::call_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`call_with`](ToolRunner::call_with).
+    pub async fn call(&self, call: ToolCall) -> Result<CallResponse, RunnerError> {
+        self.call_with(call, CallLimits::new()).await
+    }
+
+    /// Runs `call` once under `limits`; submitting the same call again is safe.
+    ///
+    /// A call id seen before is not run again: a committed call returns its stored result
+    /// ([`ResultSource::Ledger`]), a call waiting for approval says so, a call in progress or
+    /// in reconciliation is an error. A failure of the tool, of validation, permission,
+    /// deadline or cancellation is an `Ok` result with a [`ToolFailure`]; only an interrupted
+    /// write (which may have happened) is an error, [`RunnerError::NeedsReconciliation`].
+    ///
+    /// Arguments nested more than [`MAX_JSON_DEPTH`] levels deep are refused before anything
+    /// is recorded. The call's memory is about three times the size of its arguments at peak:
+    /// the copy handed in (kept in the runner's record), the ledger's, and the one the tool
+    /// parses (plus, with [`MemoryLedger`](crate::effects::MemoryLedger), a transient copy per
+    /// write).
+    ///
+    /// # Errors
+    ///
+    /// [`RunnerError`]: arguments nested too deep, unknown tool, reused key with other
+    /// arguments, in progress elsewhere, needs reconciliation, or a ledger failure.
+    pub async fn call_with<S>(
+        &self,
+        call: ToolCall,
+        limits: CallLimits<S>,
+    ) -> Result<CallResponse, RunnerError>
+    where
+        S: Future<Output = ()>,
+    {
+        let submitted = self.clock.now();
+        // First of all: every later step (hashing aside) clones, compares or drops the
+        // arguments recursively, and an early return drops them.
+        if exceeds_depth(&call.args, MAX_JSON_DEPTH) {
+            dismantle(call.args);
+            return Err(RunnerError::TooDeep {
+                key: call.key,
+                what: "arguments",
+                limit: MAX_JSON_DEPTH,
+            });
+        }
+        let tool = self.tool(&call.tool)?;
+        let spec = tool.spec();
+        let lease_until = self.now() + self.lease;
+        let record = CallRecord::prepared(
+            call.key,
+            spec.name(),
+            spec.effect(),
+            call.args,
+            spec.requires_approval(),
+            lease_until,
+        );
+        let given = record.args_hash;
+        let record = match self.ledger.insert(record).await? {
+            Insert::Inserted(record) => record,
+            Insert::Existing(existing) => {
+                let existing = read_back(existing)?;
+                if existing.tool != spec.name() || existing.args_hash != given {
+                    return Err(RunnerError::IdempotencyConflict(Box::new(KeyConflict {
+                        key: existing.key.idempotency_key(),
+                        stored_tool: existing.tool,
+                        stored: existing.args_hash,
+                        tool: spec.name().to_owned(),
+                        given,
+                    })));
+                }
+                match existing.state {
+                    CallState::Prepared => existing,
+                    _ => return settled(existing, ResultSource::Ledger),
+                }
+            }
+        };
+        self.drive(record, &*tool, limits, submitted).await
+    }
+
+    /// Takes a `prepared` call (or a `started` read or idempotent write that recovery re-runs)
+    /// through checks, start, the tool, and commit.
+    pub(super) async fn drive<S>(
+        &self,
+        record: CallRecord,
+        tool: &dyn DynTool,
+        limits: CallLimits<S>,
+        submitted: Instant,
+    ) -> Result<CallResponse, RunnerError>
+    where
+        S: Future<Output = ()>,
+    {
+        let spec = tool.spec();
+        let effect = record.effect.stricter(spec.effect());
+        if let Err(failure) = tool.check(&record.args) {
+            return self.refuse(record, effect, failure).await;
+        }
+        if let Err(why) = self.permission.check(&record.key, &spec, &record.args) {
+            let failure = ToolFailure::new(FailureKind::PermissionDenied, why);
+            return self.refuse(record, effect, failure).await;
+        }
+        if record.requires_approval && !record.approved {
+            let record = self
+                .ledger
+                .transition(record, Transition::AwaitApproval)
+                .await?;
+            return Ok(CallResponse::AwaitingApproval(record.key));
+        }
+
+        let budget = match (limits.deadline, spec.timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let remaining =
+            budget.map(|b| b.saturating_sub(self.clock.now().saturating_duration_since(submitted)));
+        let mut cancel = pin!(limits.cancel);
+        let cancelled = poll_fn(|cx| match cancel.as_mut().as_pin_mut() {
+            Some(signal) => Poll::Ready(signal.poll(cx).is_ready()),
+            None => Poll::Ready(false),
+        });
+        if cancelled.await {
+            let failure =
+                ToolFailure::new(FailureKind::Cancelled, "cancelled before the tool started");
+            return self.refuse(record, effect, failure).await;
+        }
+        if remaining == Some(Duration::ZERO) {
+            let failure = ToolFailure::new(
+                FailureKind::DeadlineExceeded,
+                "the deadline passed before the tool started",
+            );
+            return self.refuse(record, effect, failure).await;
+        }
+
+        let lease_until =
+            self.now() + remaining.map_or(self.lease, |r| r.saturating_add(LEASE_MARGIN));
+        let record = match self
+            .ledger
+            .transition(record, Transition::Start { lease_until })
+            .await
+        {
+            Ok(record) => record,
+            Err(LedgerError::Conflict { key, .. }) => return self.reread(key).await,
+            Err(e) => return Err(e.into()),
+        };
+
+        // A budget too large for an `Instant` is no deadline at all, not a panic.
+        let deadline = remaining.and_then(|r| self.clock.now().checked_add(r));
+        let ctx = ToolContext::new(record.key.clone(), effect, record.attempts, deadline);
+        let work = tool.invoke(&record.args, ctx);
+        let timer = remaining.map(|r| self.clock.sleep(r));
+        let (mut work, mut timer) = (pin!(work), pin!(timer));
+        let ended = poll_fn(|cx| {
+            if let Poll::Ready(outcome) = work.as_mut().poll(cx) {
+                return Poll::Ready(Ended::Finished(outcome));
+            }
+            if let Some(signal) = cancel.as_mut().as_pin_mut() {
+                if signal.poll(cx).is_ready() {
+                    return Poll::Ready(Ended::Interrupted(ReconcileReason::Cancelled));
+                }
+            }
+            match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
+                Some(Poll::Ready(())) => {
+                    Poll::Ready(Ended::Interrupted(ReconcileReason::DeadlineExceeded))
+                }
+                _ => Poll::Pending,
+            }
+        })
+        .await;
+
+        match ended {
+            Ended::Finished(outcome) => self.commit(record, bounded(outcome)).await,
+            // A read that was cut short did nothing: its result is the failure.
+            Ended::Interrupted(reason) if effect == ToolEffect::Read => {
+                let kind = match reason {
+                    ReconcileReason::Cancelled => FailureKind::Cancelled,
+                    _ => FailureKind::DeadlineExceeded,
+                };
+                let failure = ToolFailure::new(kind, format!("the call was stopped: {reason}"));
+                self.commit(record, Err(failure)).await
+            }
+            // A write that was cut short may have happened: a person has to find out.
+            Ended::Interrupted(reason) => self.reconcile(record, effect, reason).await,
+        }
+    }
+
+    /// Ends a call whose tool does not run now with `failure` — unless an earlier start of a
+    /// write may have done its work (a re-run refused by a check): then a committed failure
+    /// would hide that, and the call goes to reconciliation instead.
+    async fn refuse(
+        &self,
+        record: CallRecord,
+        effect: ToolEffect,
+        failure: ToolFailure,
+    ) -> Result<CallResponse, RunnerError> {
+        if record.state == CallState::Started && effect != ToolEffect::Read {
+            return self
+                .reconcile(record, effect, ReconcileReason::LeaseExpired)
+                .await;
+        }
+        self.commit(record, Err(failure)).await
+    }
+
+    /// Moves a started write whose outcome is unknown to `needs_reconciliation`.
+    async fn reconcile(
+        &self,
+        record: CallRecord,
+        effect: ToolEffect,
+        reason: ReconcileReason,
+    ) -> Result<CallResponse, RunnerError> {
+        let record = self.mark_unknown(record, effect, reason).await?;
+        Err(RunnerError::NeedsReconciliation {
+            key: record.key,
+            reason,
+        })
+    }
+
+    /// Records that a started call's outcome is unknown, loudly.
+    pub(crate) async fn mark_unknown(
+        &self,
+        record: CallRecord,
+        effect: ToolEffect,
+        reason: ReconcileReason,
+    ) -> Result<CallRecord, LedgerError> {
+        tracing::warn!(
+            target: TARGET,
+            call = %record.key, tool = %record.tool, %effect, %reason,
+            "a started call's outcome is unknown: it needs reconciliation"
+        );
+        self.ledger
+            .transition(record, Transition::Reconcile { reason })
+            .await
+    }
+
+    /// Commits `outcome`. If the call moved meanwhile — recovery declared it in need of
+    /// reconciliation after our lease expired — the real outcome resolves that.
+    async fn commit(
+        &self,
+        record: CallRecord,
+        outcome: ToolOutcome,
+    ) -> Result<CallResponse, RunnerError> {
+        let key = record.key.clone();
+        let committed = match self
+            .ledger
+            .transition(
+                record,
+                Transition::Commit {
+                    outcome: outcome.clone(),
+                },
+            )
+            .await
+        {
+            Err(LedgerError::Conflict { .. }) => match self.read(key.clone()).await? {
+                Some(
+                    now @ CallRecord {
+                        state: CallState::NeedsReconciliation { .. },
+                        ..
+                    },
+                ) => {
+                    self.ledger
+                        .transition(now, Transition::Commit { outcome })
+                        .await?
+                }
+                Some(other) => return settled(other, ResultSource::Ledger),
+                None => return Err(RunnerError::UnknownCall { key }),
+            },
+            other => other?,
+        };
+        settled(committed, ResultSource::ThisCall)
+    }
+
+    /// What to report after losing a race for `key`.
+    pub(super) async fn reread(&self, key: CallKey) -> Result<CallResponse, RunnerError> {
+        match self.read(key.clone()).await? {
+            Some(record) => settled(record, ResultSource::Ledger),
+            None => Err(RunnerError::UnknownCall { key }),
+        }
+    }
+}
+
+/// How the race between a tool and its limits ended.
+enum Ended {
+    Finished(ToolOutcome),
+    Interrupted(ReconcileReason),
+}
+
+/// A tool's `outcome`, unless its output is nested too deep to record: then an invalid-output
+/// failure, and the output taken apart without recursion.
+fn bounded(outcome: ToolOutcome) -> ToolOutcome {
+    match outcome {
+        Ok(value) if exceeds_depth(&value, MAX_JSON_DEPTH) => {
+            dismantle(value);
+            Err(ToolFailure::new(
+                FailureKind::InvalidOutput,
+                format!("the tool's output is nested more than {MAX_JSON_DEPTH} levels deep"),
+            ))
+        }
+        outcome => outcome,
+    }
+}
+
+/// What a call's record says to its caller; never runs anything.
+pub(super) fn settled(
+    record: CallRecord,
+    source: ResultSource,
+) -> Result<CallResponse, RunnerError> {
+    let key = record.key.clone();
+    match record.state {
+        CallState::Committed { outcome } => Ok(CallResponse::Done(ToolResult {
+            key,
+            tool: record.tool,
+            effect: record.effect,
+            outcome,
+            source,
+        })),
+        CallState::AwaitingApproval => Ok(CallResponse::AwaitingApproval(key)),
+        CallState::NeedsReconciliation { reason } => {
+            Err(RunnerError::NeedsReconciliation { key, reason })
+        }
+        CallState::Prepared | CallState::Started => Err(RunnerError::InProgress {
+            key,
+            state: record.state.name(),
+            lease_until: record.lease_until,
+        }),
+    }
+}

@@ -1,0 +1,150 @@
+//! What every durable store of this crate has in common, whatever it stores (tool calls in a
+//! ledger, jobs in a queue): records versioned by a [`Revision`] and changed only by
+//! compare-and-swap, and leases that expire at a [`Timestamp`] in epoch milliseconds.
+//!
+//! Separate from the tool-call ledger, and compiled without the `effects` feature (no
+//! `serde_json`, no `sha2`), so that a store in another crate (SQLite, PostgreSQL) can use the
+//! same primitives without the in-memory runner.
+//!
+//! # Leases
+//!
+//! A lease must outlive the process that took it — recovery runs in *another* process and has
+//! to tell "still running elsewhere" from "its owner died" — so it cannot be an [`Instant`],
+//! which means nothing outside the process that made it. Stores keep milliseconds since the
+//! Unix epoch instead, and a lease that ends at `until` has expired at `now` when
+//! `until <= now` (in SQL, `lease_until <= ?`). The runner reads them from a
+//! [`Clock`](crate::Clock) anchored to a wall-clock time once, so tests drive leases with
+//! virtual time like everything else.
+
+use std::fmt;
+use std::ops::Add;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[cfg(feature = "serde")]
+use serde::{Deserialize, Serialize};
+
+use crate::time::Clock;
+
+/// The version of a stored record: every change is a compare-and-swap from one revision to the
+/// next, so two writers can never both move the same record (a ledger's call, a store's job).
+///
+/// A record's revision runs from 1 ([`Revision::FIRST`]) to `u64::MAX - 1`. `u64::MAX` is
+/// never a valid revision: a counter that reached its end is an error
+/// ([`checked_next`](Revision::checked_next) is `None`), not a number that silently stops
+/// changing — a compare-and-swap on a revision that no longer changes guards nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(transparent))]
+pub struct Revision(u64);
+
+impl Revision {
+    /// The revision of a newly inserted record.
+    pub const FIRST: Revision = Revision(1);
+
+    /// The revision as a number (for a SQL column).
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// A revision read back from storage. Whether it is in range
+    /// ([`is_valid`](Revision::is_valid)) is checked with the rest of its record (for a tool
+    /// call, by `CallRecord::validate`).
+    pub const fn from_u64(revision: u64) -> Self {
+        Revision(revision)
+    }
+
+    /// The revision after this one, or `None` if there is none: the next would be `u64::MAX`.
+    pub const fn checked_next(self) -> Option<Revision> {
+        match self.0.checked_add(1) {
+            Some(next) if next < u64::MAX => Some(Revision(next)),
+            _ => None,
+        }
+    }
+
+    /// Whether the revision is one a record can have: 1 to `u64::MAX - 1`.
+    pub const fn is_valid(self) -> bool {
+        self.0 >= 1 && self.0 < u64::MAX
+    }
+}
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "r{}", self.0)
+    }
+}
+
+/// A point in wall-clock time: milliseconds since the Unix epoch, as stores keep it.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::effects::Timestamp;
+///
+/// let t = Timestamp::from_millis(1_000);
+/// assert_eq!(t + Duration::from_secs(2), Timestamp::from_millis(3_000));
+/// assert_eq!(t.to_string(), "1000ms");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "serde", serde(transparent))]
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    /// `millis` milliseconds after the Unix epoch.
+    pub const fn from_millis(millis: u64) -> Self {
+        Timestamp(millis)
+    }
+
+    /// Milliseconds since the Unix epoch.
+    pub const fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    /// The system's wall-clock time now (the epoch if the system clock is set before it).
+    pub fn system_now() -> Self {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+impl Add<Duration> for Timestamp {
+    type Output = Timestamp;
+
+    /// Saturates instead of overflowing.
+    fn add(self, duration: Duration) -> Timestamp {
+        let millis = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        Timestamp(self.0.saturating_add(millis))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}ms", self.0)
+    }
+}
+
+/// A [`Clock`] anchored to a wall-clock [`Timestamp`]: `now()` is the anchor plus the time
+/// that passed on the clock since anchoring.
+#[cfg_attr(not(feature = "effects"), allow(dead_code))]
+#[derive(Clone, Debug)]
+pub(crate) struct Epoch {
+    instant: Instant,
+    at: Timestamp,
+}
+
+#[cfg_attr(not(feature = "effects"), allow(dead_code))]
+impl Epoch {
+    /// Anchors `clock`'s current instant at `at`.
+    pub(crate) fn anchor<C: Clock>(clock: &C, at: Timestamp) -> Self {
+        Epoch {
+            instant: clock.now(),
+            at,
+        }
+    }
+
+    /// The wall-clock time on `clock` now.
+    pub(crate) fn now<C: Clock>(&self, clock: &C) -> Timestamp {
+        self.at + clock.now().saturating_duration_since(self.instant)
+    }
+}
