@@ -63,7 +63,7 @@ pub const fn with_retries(spec: ToolSpec, retries: bool) -> ToolSpec {
     }
 }
 
-/// The policy, or a compile error carrying the O3 message. `#[track_caller]` makes a failed
+/// The policy, or a compile error carrying the options' validation message. `#[track_caller]` makes a failed
 /// `const` evaluation point at the option the macro spans this call on, not at this line.
 ///
 /// The expansion calls this only inside `const` items and blocks: the panic is how a compile
@@ -78,7 +78,7 @@ pub const fn must<T: Copy>(checked: Result<T, OptionsError>) -> T {
 }
 
 /// A `deadline_ms`, `attempt_timeout_ms` (`#[retry]`) or `timeout_ms` (`#[tool]`) given as a
-/// `const` path: `> 0`, checked like the O3 rules. Called only in `const` context, like
+/// `const` path: `> 0`, checked like the options' rules. Called only in `const` context, like
 /// [`must`].
 #[track_caller]
 #[allow(clippy::panic)]

@@ -2,7 +2,7 @@
 //!
 //! A [`Backoff`] answers one question — "attempt `k` failed; how long until the next?" — so
 //! schedules are easy to swap and to property-test. The retry loop clamps every answer to
-//! the policy's `max_delay`, whatever the schedule says (SPEC D2).
+//! the policy's `max_delay`, whatever the schedule says.
 
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ pub trait Backoff {
     }
 }
 
-/// Saturating `base * 2^exponent` in milliseconds, capped at `max` (SPEC D1, D4).
+/// Saturating `base * 2^exponent` in milliseconds, capped at `max`.
 pub(crate) const fn doubling_cap_ms(base_ms: u64, max_ms: u64, exponent: u32) -> u64 {
     if exponent >= 64 {
         return max_ms;
@@ -58,7 +58,7 @@ fn from_nanos_u128(nanos: u128) -> Duration {
     }
 }
 
-/// The policy's own schedule: `cap(k) = min(2^k · base, max)`, then jitter (SPEC D1, D2).
+/// The policy's own schedule: `cap(k) = min(2^k · base, max)`, then jitter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PolicyBackoff {
     pub(crate) base_ms: u64,
@@ -79,7 +79,7 @@ impl Backoff for PolicyBackoff {
     }
 }
 
-/// The default schedule of a [`Retry`](crate::Retry): the policy's own (SPEC D1, D2).
+/// The default schedule of a [`Retry`](crate::Retry): the policy's own.
 ///
 /// Zero-sized: the loop reads base, ceiling and jitter from the policy it already holds,
 /// instead of carrying a second copy of them in every retry future.
@@ -203,7 +203,7 @@ pub enum BackoffError {
     },
 }
 
-/// A general exponential backoff (SPEC D3): before retry `i` (0-based) the un-jittered delay is
+/// A general exponential backoff: before retry `i` (0-based) the un-jittered delay is
 /// `min(cap, base · factor^i)`; jitter then draws below it.
 ///
 /// Defaults: base 100 ms, factor 2, cap 30 s, full jitter → un-jittered 100, 200, 400, 800 ms …
@@ -272,7 +272,7 @@ impl ExponentialBackoff {
         self.jitter
     }
 
-    /// `min(cap, base · factor^retry_index)`, saturating at the cap for huge indices (D4).
+    /// `min(cap, base · factor^retry_index)`, saturating at the cap for huge indices.
     ///
     /// Compared with the cap in whole nanoseconds: index 0 is exactly the base, and the delays
     /// never decrease and never pass the cap, however long base and cap are.

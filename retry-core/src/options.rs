@@ -5,7 +5,7 @@
 //! persisted job row — and each may set only some fields. They are merged field by field
 //! (call site over owner over built-in), and only the merged result is checked against the
 //! cross-field rule, so that `{ base_delay_ms: 5000 }` fails against the built-in
-//! `max_delay_ms` of 3000 instead of being silently clamped (SPEC O2).
+//! `max_delay_ms` of 3000 instead of being silently clamped.
 
 use std::fmt;
 
@@ -38,7 +38,7 @@ pub const DELAY_MS_LIMIT: u64 = u64::MAX;
 ///
 /// Plain data: `Copy`, `const`-constructible, and serde-compatible so that the same value can
 /// be written in code, in a config file or in a persisted job. Deserializing validates the
-/// fields that are present (SPEC O6).
+/// fields that are present.
 ///
 /// # Limits
 ///
@@ -165,7 +165,7 @@ impl RetryOptions {
         }
     }
 
-    /// The built-in layer: 3 attempts, 100 ms base, 3000 ms ceiling, full jitter (SPEC O1).
+    /// The built-in layer: 3 attempts, 100 ms base, 3000 ms ceiling, full jitter.
     pub const BUILTIN: Self = Self {
         max_attempts: Some(DEFAULT_MAX_ATTEMPTS),
         base_delay_ms: Some(DEFAULT_BASE_DELAY_MS),
@@ -197,7 +197,7 @@ impl RetryOptions {
         self
     }
 
-    /// Layers `self` over `lower`, field by field: a field set in `self` wins (SPEC O2).
+    /// Layers `self` over `lower`, field by field: a field set in `self` wins.
     ///
     /// ```
     /// use retry_core::RetryOptions;
@@ -229,11 +229,11 @@ impl RetryOptions {
         }
     }
 
-    /// Checks the fields that are set, in the O3 order; the cross-field rule applies only when
+    /// Checks the fields that are set, in the rules' order; the cross-field rule applies only when
     /// both delays are set. This is the check for one layer on its own (owner-level defaults).
     ///
     /// # Errors
-    /// The first O3 rule that fails.
+    /// The first rule that fails.
     pub const fn validate(&self) -> Result<(), OptionsError> {
         if let Some(0) = self.max_attempts {
             return Err(OptionsError::MaxAttemptsBelowOne);
@@ -252,7 +252,7 @@ impl RetryOptions {
         Ok(())
     }
 
-    /// Fills unset fields from the built-in layer and validates the result (SPEC O2–O4).
+    /// Fills unset fields from the built-in layer and validates the result.
     ///
     /// `const`, so that a policy written in code is checked by the compiler:
     ///
@@ -267,7 +267,7 @@ impl RetryOptions {
     /// ```
     ///
     /// # Errors
-    /// The first O3 rule the merged options break.
+    /// The first rule the merged options break.
     pub const fn resolve(self) -> Result<RetryPolicy, OptionsError> {
         let merged = self.or(Self::BUILTIN);
         if let Err(e) = merged.validate() {
@@ -315,7 +315,7 @@ impl fmt::Display for RetryOptions {
 }
 
 /// Owner-level defaults (the layer between a call site and the built-in values), validated
-/// when created rather than when first used (SPEC O3, beyond the seed).
+/// when created rather than when first used.
 ///
 /// ```
 /// use retry_core::{OptionsError, RetryDefaults, RetryOptions};
@@ -338,7 +338,7 @@ impl RetryDefaults {
     /// Validates `options` as a layer of its own.
     ///
     /// # Errors
-    /// The first O3 rule the set fields break.
+    /// The first rule the set fields break.
     pub const fn new(options: RetryOptions) -> Result<Self, OptionsError> {
         match options.validate() {
             Ok(()) => Ok(Self(options)),
@@ -354,7 +354,7 @@ impl RetryDefaults {
     /// Layers `call_site` over these defaults and the built-in values, then validates.
     ///
     /// # Errors
-    /// The first O3 rule the merged options break.
+    /// The first rule the merged options break.
     pub const fn resolve(&self, call_site: RetryOptions) -> Result<RetryPolicy, OptionsError> {
         call_site.or(self.0).resolve()
     }
@@ -418,7 +418,7 @@ fn max_delay_number<'de, D: de::Deserializer<'de>>(
     number_or_too_large(deserializer, MAX_DELAY.above)
 }
 
-/// O3 rules 1–2, then the maximum.
+/// At least one, a whole number, then the maximum.
 #[cfg(feature = "serde")]
 const MAX_ATTEMPTS: WholeRule<OptionsError> = WholeRule {
     min: 1,
@@ -429,7 +429,7 @@ const MAX_ATTEMPTS: WholeRule<OptionsError> = WholeRule {
     above: OptionsError::MaxAttemptsTooLarge,
 };
 
-/// O3 rule 3, a whole number, then the maximum.
+/// Positive, a whole number, then the maximum.
 #[cfg(feature = "serde")]
 const BASE_DELAY: WholeRule<OptionsError> = WholeRule {
     min: 1,
@@ -440,7 +440,7 @@ const BASE_DELAY: WholeRule<OptionsError> = WholeRule {
     above: OptionsError::BaseDelayTooLarge,
 };
 
-/// O3 rule 4, a whole number, then the maximum.
+/// Positive, a whole number, then the maximum.
 #[cfg(feature = "serde")]
 const MAX_DELAY: WholeRule<OptionsError> = WholeRule {
     min: 1,
@@ -456,7 +456,7 @@ impl TryFrom<RawOptions> for RetryOptions {
     type Error = OptionsError;
 
     fn try_from(raw: RawOptions) -> Result<Self, OptionsError> {
-        // Field order here is the O3 order: the first failing rule wins.
+        // Field order here is the rules' order: the first failing rule wins.
         let max_attempts = match raw.max_attempts {
             Some(n) => Some(
                 u32::try_from(MAX_ATTEMPTS.check(n)?)
@@ -478,7 +478,7 @@ impl TryFrom<RawOptions> for RetryOptions {
 impl<C> RetryPolicy<C> {
     /// The options this policy was resolved from (every field set), for persisting it.
     ///
-    /// Options are the three knobs of SPEC O1 plus the jitter. A seed
+    /// Options are the three knobs (attempts, base delay, maximum delay) plus the jitter. A seed
     /// ([`with_seed`](Self::with_seed)) and a retry-after ceiling
     /// ([`with_max_retry_after`](Self::with_max_retry_after)) are not options: a policy that
     /// has them resolves back without them, so set them again after reading the options back.

@@ -68,7 +68,7 @@ impl<C> Plan<C> {
         Duration::from_millis(self.max_delay_ms)
     }
 
-    /// The longest retry-after hint the loop will honour (SPEC D5).
+    /// The longest retry-after hint the loop will honour.
     pub(crate) const fn max_retry_after(&self) -> Duration {
         Duration::from_millis(self.max_retry_after_ms as u64)
     }
@@ -78,7 +78,7 @@ impl<C> Plan<C> {
         &self.clock
     }
 
-    /// The policy's own schedule under `jitter` (SPEC D1).
+    /// The policy's own schedule under `jitter`.
     pub(crate) const fn backoff(&self, jitter: Jitter) -> PolicyBackoff {
         PolicyBackoff {
             base_ms: self.base_delay_ms,
@@ -163,7 +163,7 @@ impl<C> RetryPolicy<C> {
         if self.has_seed { Some(self.seed) } else { None }
     }
 
-    /// The longest retry-after hint the loop will honour (SPEC D5).
+    /// The longest retry-after hint the loop will honour.
     pub const fn max_retry_after(&self) -> Duration {
         self.plan.max_retry_after()
     }
@@ -173,7 +173,7 @@ impl<C> RetryPolicy<C> {
         self.plan.clock()
     }
 
-    /// D1's cap after failed attempt `k`: `min(2^k · base, max)`, saturating for huge `k`.
+    /// The full-jitter cap after failed attempt `k`: `min(2^k · base, max)`, saturating for huge `k`.
     ///
     /// ```
     /// use retry_core::RetryPolicy;
@@ -201,7 +201,7 @@ impl<C> RetryPolicy<C> {
         self
     }
 
-    /// Seeds the jitter so that every loop of this policy draws the same delays (SPEC T2).
+    /// Seeds the jitter so that every loop of this policy draws the same delays.
     pub const fn with_seed(mut self, seed: u64) -> Self {
         self.has_seed = true;
         self.seed = seed;
@@ -209,7 +209,7 @@ impl<C> RetryPolicy<C> {
     }
 
     /// Sets the ceiling on retry-after hints; a longer hint ends the loop with its error
-    /// instead of parking the caller (SPEC D5). Millisecond resolution, up to 49.7 days
+    /// instead of parking the caller. Millisecond resolution, up to 49.7 days
     /// (`u32::MAX` milliseconds): a longer ceiling is that long.
     ///
     /// ```

@@ -83,7 +83,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 ///   before each wait.
 /// - `retry_after(&error)` reads a server's hint (an HTTP `Retry-After`): `Some(wait)` replaces
 ///   the computed wait; a hint above the policy's 60 s ceiling, or beyond the deadline, ends
-///   the call with that error at once (SPEC D5).
+///   the call with that error at once.
 /// - `defaults = PATH` names an owner-level layer, typically an associated `const` such as
 ///   `Self::RETRY`; the attribute's options win field by field, and the merged options are
 ///   checked as a whole (`RetryOptions::or`).

@@ -1,4 +1,4 @@
-//! The retry transform: run a task again after a failure worth retrying (SPEC M1–M3, M8, M9).
+//! The retry transform: run a task again after a failure worth retrying.
 
 use std::fmt;
 use std::future::Future;
@@ -22,13 +22,13 @@ use super::context::TaskContext;
 use super::delay::TaskDelay;
 use super::task::Task;
 
-/// The default number of retries (SPEC M1): 3 attempts in all.
+/// The default number of retries: 3 attempts in all.
 pub const DEFAULT_RETRIES: u32 = 2;
 
 /// Decides whether a failure is retried (the caller's `retryable` predicate).
 ///
 /// Consulted for every failure except [`TaskFailure::Cancelled`] and except after the last
-/// allowed attempt (SPEC M9). Implemented by any `Fn(&TaskFailure) -> bool`.
+/// allowed attempt. Implemented by any `Fn(&TaskFailure) -> bool`.
 pub trait RetryPredicate {
     /// `true` to retry `error`.
     fn should_retry(&self, error: &TaskFailure) -> bool;
@@ -40,7 +40,7 @@ impl<F: Fn(&TaskFailure) -> bool> RetryPredicate for F {
     }
 }
 
-/// The predicate used when the caller gives none: the E3 [`classify`]cation, so a `Timeout`,
+/// The predicate used when the caller gives none: the default [`classify`]cation, so a `Timeout`,
 /// a non-retryable [`TaskError`](crate::TaskError) and the queue errors end the loop.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Classified;
@@ -51,7 +51,7 @@ impl RetryPredicate for Classified {
     }
 }
 
-/// What [`on_attempt`](RetryConfig::on_attempt) is told before each retry (SPEC M1).
+/// What [`on_attempt`](RetryConfig::on_attempt) is told before each retry.
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct RetryAttempt<'a> {
@@ -87,10 +87,10 @@ impl OnAttempt for Unobserved {
 
 /// How the [`with_retry`](crate::middleware::with_retry()) transform retries: count, delay, predicate, observer.
 ///
-/// Every setting has a default: 2 retries (SPEC M1), no delay except a
+/// Every setting has a default: 2 retries, no delay except a
 /// [`TaskError`](crate::TaskError)'s `retry_after` hint up to
 /// [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER) (60 s; a longer hint ends the
-/// loop, SPEC D5), the E3 classification as predicate, no observer.
+/// loop), the default classification as predicate, no observer.
 ///
 /// ```
 /// use std::time::Duration;
@@ -114,7 +114,7 @@ pub struct RetryConfig<D = Option<Duration>, P = Classified, A = Unobserved> {
 }
 
 impl RetryConfig {
-    /// The defaults: 2 retries, hint-or-no delay, a 60 s ceiling on hints, E3 predicate, no
+    /// The defaults: 2 retries, hint-or-no delay, a 60 s ceiling on hints, the default classification as predicate, no
     /// observer.
     pub const fn new() -> Self {
         Self {
@@ -178,7 +178,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
     }
 
     /// Retries exactly the failures for which `predicate` is true — every failure but
-    /// [`TaskFailure::Cancelled`] is put to it, a `Timeout` included (SPEC M9).
+    /// [`TaskFailure::Cancelled`] is put to it, a `Timeout` included.
     pub fn retryable<P2>(self, predicate: P2) -> RetryConfig<D, P2, A>
     where
         P2: Fn(&TaskFailure) -> bool,
@@ -194,7 +194,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
     }
 
     /// Calls `observer` before each retry's wait. The transform has no other channel: a
-    /// scheduler sees one task however often it is retried (SPEC M8, Q4).
+    /// scheduler sees one task however often it is retried.
     pub fn on_attempt<A2>(self, observer: A2) -> RetryConfig<D, P, A2>
     where
         A2: Fn(&RetryAttempt<'_>),
@@ -209,7 +209,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
         }
     }
 
-    /// Seeds the jitter of every run, for reproducible delays (SPEC T2). Without a seed, the
+    /// Seeds the jitter of every run, for reproducible delays. Without a seed, the
     /// surrounding [`Scope`](crate::Scope)'s seed is used, else entropy.
     pub const fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -219,7 +219,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
     /// The longest retry-after hint the loop follows (default
     /// [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER), 60 s). A failure whose
     /// hint is longer ends the loop with that failure at once: a server must not be able to
-    /// park its caller (SPEC D5). `Duration::MAX` follows every hint.
+    /// park its caller. `Duration::MAX` follows every hint.
     ///
     /// Only hints the delay follows are bounded (see [`TaskDelay::retry_after`]): by
     /// default, a [`TaskError`](crate::TaskError)'s when no delay is set.
@@ -261,11 +261,11 @@ impl<D, P, A> fmt::Debug for RetryConfig<D, P, A> {
     }
 }
 
-/// Wraps `task` in a retry loop configured by `config` (SPEC M1–M3, M9).
+/// Wraps `task` in a retry loop configured by `config`.
 ///
 /// A failure ends the loop without another attempt when it is [`TaskFailure::Cancelled`],
 /// when the retries are used up, when the task has been asked to stop, when the predicate
-/// says no — by default the E3 classification, which stops on `Timeout` and on a
+/// says no — by default the classification of [`classify`], which stops on `Timeout` and on a
 /// [`TaskError`](crate::TaskError) that is not retryable — or when its retry-after hint is
 /// above the [ceiling](RetryConfig::max_retry_after). The last failure is returned. A wait is
 /// cut short with `Cancelled` when the task is asked to stop.

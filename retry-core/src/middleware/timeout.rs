@@ -1,5 +1,5 @@
-//! The timeout transforms: a budget for a whole run (SPEC M4) or since the last progress
-//! report (SPEC M5).
+//! The timeout transforms: a budget for a whole run or since the last progress
+//! report.
 //!
 //! A timeout cannot stop a task; it can only *ask* it to stop. At the deadline the layer
 //! fires the task's cancellation signal and then waits for the task to exit before it fails
@@ -25,7 +25,7 @@ use super::cancel::CancelToken;
 use super::context::{Activity, TaskContext};
 use super::task::Task;
 
-/// Gives every run of `task` a time budget (SPEC M4).
+/// Gives every run of `task` a time budget.
 ///
 /// At the deadline the task's signal is cancelled; the run then ends, once the task has
 /// exited, with [`TaskFailure::Timeout`] — whatever the task returned after the deadline. A
@@ -69,7 +69,7 @@ pub fn with_timeout<F: Task>(task: F, budget: Duration) -> Result<TimeoutTask<F>
     })
 }
 
-/// Gives every run of `task` a budget counted from its last progress report (SPEC M5).
+/// Gives every run of `task` a budget counted from its last progress report.
 ///
 /// The task reports progress with [`TaskContext::reset_timeout`]: a stream that keeps
 /// delivering chunks never times out, one that stalls for `budget` does. Otherwise it

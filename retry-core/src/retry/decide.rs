@@ -3,7 +3,8 @@
 //! The loop exists in two shapes: [`Retry`](super::Retry), a hand-written future around a
 //! closure, and the driver behind `#[retry]`, a plain `loop` around the function body (a
 //! closure cannot lend `&mut self` to each attempt). Both ask these functions what to do after
-//! each attempt, so the rules of SPEC R2–R5 and D1–D5 are written once.
+//! each attempt, so the rules — attempts, predicate, hints and their ceiling, delays, deadline
+//! and attempt timeout — are written once.
 
 use std::time::Duration;
 
@@ -29,7 +30,7 @@ pub(super) enum Next<E, Token> {
 pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exit<E, Token>>;
 
 /// Counts the next attempt and says which timer, if any, races it: the time left before the
-/// deadline or the attempt timeout, whichever is shorter (SPEC R5). Stops the loop instead when
+/// deadline or the attempt timeout, whichever is shorter. Stops the loop instead when
 /// the deadline has already passed.
 pub(super) fn start_attempt<E, C: Clock, L: Limits>(
     plan: &Plan<C>,
@@ -82,7 +83,7 @@ fn deadline_left<E, C: Clock, L: Limits>(
     Some((budget.saturating_sub(spent), token))
 }
 
-/// The next computed wait: the schedule's answer, clamped to the policy's ceiling (SPEC D2).
+/// The next computed wait: the schedule's answer, clamped to the policy's ceiling.
 fn scheduled_delay<E, C, B: Schedule<E>, M>(
     plan: &Plan<C>,
     backoff: &mut B,
@@ -107,7 +108,7 @@ fn scheduled_delay<E, C, B: Schedule<E>, M>(
     delay.min(plan.max_delay())
 }
 
-/// Decides what follows a failed attempt (SPEC R2, R3, D1, D5, R5).
+/// Decides what follows a failed attempt.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn after_failure<E, C, B, W, N, H, L>(
     error: E,
@@ -168,7 +169,7 @@ where
     Next::Wait(delay)
 }
 
-/// Decides what follows an attempt cut off by its timer (SPEC R5).
+/// Decides what follows an attempt cut off by its timer.
 pub(super) fn after_timer<E, C, B, L>(
     kind: Timer<L::Token>,
     plan: &Plan<C>,

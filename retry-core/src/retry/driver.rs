@@ -96,7 +96,7 @@ impl<E, W, N, L: DriverLimits<E>, H> std::fmt::Debug for Driver<E, W, N, L, H> {
 }
 
 impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
-    /// Retries only errors for which `predicate(&error, next_attempt)` is true (SPEC R3).
+    /// Retries only errors for which `predicate(&error, next_attempt)` is true.
     ///
     /// A function pointer, not a generic: the option names a function, and a function of the
     /// wrong signature is then one type error at the option instead of one per use.
@@ -112,7 +112,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         }
     }
 
-    /// Calls `observer(&error, failed_attempt, delay)` before each wait (SPEC R4).
+    /// Calls `observer(&error, failed_attempt, delay)` before each wait.
     #[allow(clippy::type_complexity)]
     pub fn notify(
         self,
@@ -128,7 +128,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         }
     }
 
-    /// Reads a server's retry-after hint from each error (SPEC D5), as
+    /// Reads a server's retry-after hint from each error, as
     /// [`Retry::retry_after`](super::Retry::retry_after) does.
     #[allow(clippy::type_complexity)]
     pub fn retry_after(

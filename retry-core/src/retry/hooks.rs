@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-/// Decides whether an error is worth another attempt (SPEC R3).
+/// Decides whether an error is worth another attempt.
 pub trait ShouldRetry<E> {
     /// `next_attempt` is the number the next attempt would have.
     fn should_retry(&mut self, error: &E, next_attempt: u32) -> bool;
@@ -17,7 +17,7 @@ impl<E, F: FnMut(&E, u32) -> bool> ShouldRetry<E> for F {
     }
 }
 
-/// The default predicate: every error is retried (SPEC R2).
+/// The default predicate: every error is retried.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Always;
 
@@ -27,7 +27,7 @@ impl<E> ShouldRetry<E> for Always {
     }
 }
 
-/// Observes each retry: the error, the attempt that failed, and the chosen delay (SPEC R4).
+/// Observes each retry: the error, the attempt that failed, and the chosen delay.
 pub trait OnRetry<E> {
     /// Called once per retry, before the wait.
     fn notify(&mut self, error: &E, attempt: u32, delay: Duration);
@@ -47,7 +47,7 @@ impl<E> OnRetry<E> for Silent {
     fn notify(&mut self, _: &E, _: u32, _: Duration) {}
 }
 
-/// Reads a server's retry-after hint out of an error (SPEC D5).
+/// Reads a server's retry-after hint out of an error.
 pub trait RetryAfter<E> {
     /// The wait the error asks for, if any.
     fn retry_after(&mut self, error: &E) -> Option<Duration>;

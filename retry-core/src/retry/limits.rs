@@ -1,4 +1,4 @@
-//! Limits on a retry loop: overall deadline, per-attempt timeout, cancellation (SPEC R5, R6).
+//! Limits on a retry loop: overall deadline, per-attempt timeout, cancellation.
 //!
 //! A loop without limits cannot time out or be cancelled, so its output is the operation's
 //! own `Result<T, E>`. Adding a limit switches the output to `Result<T, RetryError<E>>`. The

@@ -224,7 +224,7 @@ where
     C: Clock,
     L: Limits,
 {
-    /// Retries only errors for which `predicate(&error, next_attempt)` is true (SPEC R3).
+    /// Retries only errors for which `predicate(&error, next_attempt)` is true.
     ///
     /// Consulted only when another attempt would follow: never after the final one. `false`
     /// stops at once, without waiting, and returns that error.
@@ -249,7 +249,7 @@ where
         self.with_hooks(|backoff, _, notify, hint| (backoff, predicate, notify, hint))
     }
 
-    /// Calls `observer(&error, failed_attempt, delay)` before each wait (SPEC R4).
+    /// Calls `observer(&error, failed_attempt, delay)` before each wait.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -267,7 +267,7 @@ where
         self.with_hooks(|backoff, when, _, hint| (backoff, when, observer, hint))
     }
 
-    /// Reads a server's hint from each error: `Some(wait)` replaces the computed delay (SPEC D5).
+    /// Reads a server's hint from each error: `Some(wait)` replaces the computed delay.
     ///
     /// A hint longer than the policy's [`max_retry_after`](RetryPolicy::max_retry_after), or
     /// than what is left of the deadline, ends the loop with that error at once: a server must
@@ -317,7 +317,7 @@ where
         }
     }
 
-    /// Seeds this loop's jitter, for a reproducible sequence of delays (SPEC T2).
+    /// Seeds this loop's jitter, for a reproducible sequence of delays.
     pub fn seed(mut self, seed: u64) -> Self {
         self.progress.rng = LoopRng::new(Some(seed));
         self
@@ -361,7 +361,7 @@ where
         }
     }
 
-    /// Gives the whole loop — attempts and waits — a time budget on the loop's clock (SPEC R5).
+    /// Gives the whole loop — attempts and waits — a time budget on the loop's clock.
     ///
     /// The running attempt is dropped when the budget runs out, and a wait that would cross it
     /// is not started. The output becomes `Result<T, RetryError<E>>`.
@@ -419,7 +419,7 @@ where
     }
 
     /// Ends the loop with [`RetryError::Cancelled`] as soon as `signal` completes — during an
-    /// attempt (which is dropped) or a wait (which is cut short) (SPEC R6).
+    /// attempt (which is dropped) or a wait (which is cut short).
     ///
     /// Any future works: `token.cancelled_owned()` of a tokio-util `CancellationToken`, a
     /// oneshot receiver, a `Notify`.

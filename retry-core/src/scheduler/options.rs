@@ -1,4 +1,4 @@
-//! Scheduler settings: plain data, checked when the scheduler is built (SPEC O4).
+//! Scheduler settings: plain data, checked when the scheduler is built.
 
 use std::fmt;
 
@@ -13,7 +13,7 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 /// The default bound of the pending queue.
 pub const DEFAULT_MAX_PENDING: usize = 1024;
 
-/// What one task's failure does to the others (SPEC Q2).
+/// What one task's failure does to the others.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
@@ -60,7 +60,7 @@ pub enum SchedulerError {
     MaxPendingTooLarge,
 }
 
-/// How a [`Scheduler`](crate::Scheduler) runs tasks (SPEC Q1, Q2).
+/// How a [`Scheduler`](crate::Scheduler) runs tasks.
 ///
 /// Plain data (serde, checked on deserialization and again when the scheduler is built),
 /// so it can live in a config file. Both counts go up to `usize::MAX`

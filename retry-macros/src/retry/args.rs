@@ -2,7 +2,7 @@
 //!
 //! This file only reads what was written: a key it knows, a value of the right *kind*
 //! (integer literal or `const` path, string, function path). Whether a number is acceptable
-//! is `valid.rs`'s question, so that all the O3 rules live in one place.
+//! is `valid.rs`'s question, so that all the validation rules live in one place.
 
 use quote::ToTokens;
 use syn::{Expr, ExprLit, ExprPath, Ident, Lit, Path};

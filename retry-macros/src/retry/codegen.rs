@@ -103,7 +103,7 @@ fn nameable_output(sig: &Signature) -> Option<&Type> {
 }
 
 /// The policy as a constant. The macro already checked every literal; what it could not read
-/// is checked here: each `const` path on its own first (O3 order), then the layers together.
+/// is checked here: each `const` path on its own first (in the rules' order), then the layers together.
 /// Each path is bound to a local typed at its key, so a `const` of the wrong type is reported
 /// there too.
 fn policy(options: &Options, private: &TokenStream, generics: &Generics) -> TokenStream {

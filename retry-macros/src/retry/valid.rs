@@ -1,7 +1,7 @@
-//! The O3 rules, applied while the user is still typing.
+//! The options' validation rules, applied while the user is still typing.
 //!
 //! Literals are checked here, each against its own rule, and then — after layering over the
-//! built-in values, exactly as `RetryOptions::resolve` does (SPEC O2) — against the cross-field
+//! built-in values, exactly as `RetryOptions::resolve` does — against the cross-field
 //! rule: `#[retry(base_delay_ms = 5000)]` fails because the built-in `max_delay_ms` is 3000.
 //! A value given as a `const` path, or a `defaults = PATH` layer, cannot be read by a macro;
 //! the expansion checks those by const evaluation instead, with the same messages.
@@ -13,11 +13,11 @@ use crate::errors::Errors;
 use crate::number::{Checked, ConstPath, Number, Rule, Value, field, not_positive};
 use crate::options::Opt;
 
-/// The built-in layer (SPEC O1); `RetryOptions::BUILTIN` in retry-core.
+/// The built-in layer; `RetryOptions::BUILTIN` in retry-core.
 const BUILTIN_BASE_DELAY_MS: u64 = 100;
 const BUILTIN_MAX_DELAY_MS: u64 = 3000;
 
-/// The O3 messages: `retry_core::OptionsError`'s `Display` (a test keeps them in step).
+/// The validation messages: `retry_core::OptionsError`'s `Display` (a test keeps them in step).
 pub(crate) const MAX_ATTEMPTS_BELOW_ONE: &str = "retry.max_attempts must be >= 1";
 pub(crate) const MAX_ATTEMPTS_NOT_INTEGER: &str = "retry.max_attempts must be an integer";
 pub(crate) const BASE_DELAY_NOT_POSITIVE: &str = "retry.base_delay_ms must be > 0";
@@ -131,7 +131,7 @@ fn limit(opt: Option<Opt<Number>>, rule: &Rule, errors: &mut Errors) -> Option<L
     })
 }
 
-/// O3 rule 5 after layering over the built-in values (SPEC O2), when the macro can see both
+/// The cross-field rule (base not above maximum) after layering over the built-in values, when the macro can see both
 /// delays: each is a literal, or unset with no `defaults` layer under it.
 fn cross_field(
     base: &Checked<u64>,

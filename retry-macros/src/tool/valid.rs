@@ -1,7 +1,7 @@
 //! The rules of a tool declaration, checked while the user is still typing: a name the
 //! runtime accepts, a positive timeout, a function the runner can call with JSON arguments,
-//! an idempotency key wherever a write claims to be idempotent (SPEC A4), and no `#[retry]`
-//! around a side effect (SPEC A1, X3) — found by `#[retry]`'s mark in the function (see
+//! an idempotency key wherever a write claims to be idempotent, and no `#[retry]`
+//! around a side effect — found by `#[retry]`'s mark in the function (see
 //! `marks.rs`), here when `#[retry]` expanded first, in `check.rs` when it expands after.
 
 use proc_macro2::Span;
@@ -30,7 +30,7 @@ pub(crate) const TIMEOUT_NOT_POSITIVE: &str = "tool.timeout_ms must be > 0";
 pub(crate) struct Tool {
     /// The name the model calls it by.
     pub(crate) name: String,
-    /// `None` when undeclared: the runtime's default, a side effect (SPEC A2).
+    /// `None` when undeclared: the runtime's default, a side effect.
     pub(crate) effect: Option<ToolEffect>,
     pub(crate) requires_approval: bool,
     pub(crate) timeout: Value<u64>,
@@ -271,7 +271,7 @@ fn mentions_impl(ty: &Type) -> bool {
     any_impl(quote::ToTokens::to_token_stream(ty))
 }
 
-/// An `idempotent-write` tool must take the key, and not drop it (SPEC A4): a key the tool
+/// An `idempotent-write` tool must take the key, and not drop it: a key the tool
 /// ignores deduplicates nothing.
 fn key_taken(function: &Function, errors: &mut Errors) {
     let sig = &function.sig;
