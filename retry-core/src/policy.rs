@@ -18,7 +18,7 @@ pub const DEFAULT_MAX_DELAY_MS: u64 = 3000;
 /// The default ceiling on a server's retry-after hint: 60 s.
 pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
-/// A validated retry policy. Build one with [`RetryOptions::resolve`] (or use
+/// A validated retry policy. Build one with [`RetryOptions::resolve`](crate::RetryOptions::resolve) (or use
 /// [`RetryPolicy::DEFAULT`]), then run operations with [`RetryPolicy::retry`].
 ///
 /// Cheap to copy and to share: the policy is plain numbers plus the clock, and every retry
@@ -109,7 +109,7 @@ impl RetryPolicy {
         Jitter::Full,
     );
 
-    /// Only [`RetryOptions::resolve`] calls this, after validation.
+    /// Only [`RetryOptions::resolve`](crate::RetryOptions::resolve) calls this, after validation.
     pub(crate) const fn from_validated(
         max_attempts: u32,
         base_delay_ms: u64,

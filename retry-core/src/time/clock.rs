@@ -43,7 +43,7 @@ pub trait Clock {
 ///
 /// # Panics
 /// Creating a sleep outside a tokio runtime with the time driver enabled panics (tokio's
-/// rule). [`DefaultClock`] does not: it falls back to a timer thread there.
+/// rule). [`DefaultClock`](crate::DefaultClock) does not: it falls back to a timer thread there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TokioClock;
 
