@@ -1,15 +1,33 @@
-//! The loop's `poll`: one step of the state machine per transition.
+//! The loop's states and its `poll`: one step of the state machine per transition.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use pin_project_lite::pin_project;
+
 use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt, yields_after};
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
-use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry, State, StateProj};
+use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry};
 use crate::backoff::Schedule;
 use crate::policy::Plan;
 use crate::time::Clock;
+
+pin_project! {
+    /// What the loop is doing now. `T` is the timer slot of the loop's limits: zero-sized
+    /// without limits.
+    #[project = StateProj]
+    pub(super) enum State<Fut, S, T> {
+        // About to start the next attempt.
+        Start,
+        // An attempt is running, raced against its timer if the loop has limits.
+        Attempt { #[pin] fut: Fut, #[pin] timer: T },
+        // Waiting before the next attempt.
+        Backoff { #[pin] sleep: S },
+        // Finished; polled again it stays pending.
+        Done,
+    }
+}
 
 impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H, L>
 where

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
 
-use super::Timer;
 use super::error::RetryError;
 
 /// Why a limit stopped the loop.
@@ -381,4 +380,12 @@ impl<S: Future<Output = ()>> TimerSlot<S, Limit> for ArmedTimer<S> {
             Poll::Pending => None,
         }
     }
+}
+
+/// Which limit an attempt's timer enforces.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub enum Timer<Token> {
+    Deadline(Token),
+    AttemptTimeout(Token, Duration),
 }

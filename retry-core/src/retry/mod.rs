@@ -4,6 +4,17 @@
 //! returns that error (attempts exhausted, the predicate said no, a limit hit) or waits and
 //! tries again. It is a hand-written state machine rather than an `async` block so that its
 //! type can be named, configured with builder methods, and cost no allocation.
+//!
+//! Where each question is answered:
+//! - `mod.rs`: the [`Retry`] type, its builder methods, and what a loop counts (`Progress`).
+//! - `future.rs`: the loop's states and its `poll`, side by side.
+//! - `decide.rs`: what follows an attempt — the rules, written once for `Retry` and for the
+//!   `#[retry]` driver.
+//! - `limits.rs`: deadline, attempt timeout and cancellation, and all the type-level
+//!   machinery that lets a loop without limits return the operation's own error type.
+//! - `hooks.rs`: the caller's predicate, observer, hint reader and the operation itself.
+//! - `driver.rs`: the plain loop behind `#[retry]`; `error.rs`: [`RetryError`] and
+//!   [`LimitExceeded`].
 
 mod decide;
 mod driver;
@@ -26,36 +37,15 @@ use crate::time::Clock;
 #[doc(hidden)]
 pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 pub use error::{LimitExceeded, RetryError};
+use future::State;
 #[doc(hidden)]
 pub use hooks::Operation;
 pub use hooks::{Always, NoHint, OnRetry, RetryAfter, ShouldRetry, Silent};
+
+pub(crate) use limits::Timer;
 #[doc(hidden)]
 pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
 pub use limits::{Limited, Limits, Unlimited};
-
-pin_project! {
-    /// What the loop is doing now. `T` is the timer slot of the loop's limits: zero-sized
-    /// without limits.
-    #[project = StateProj]
-    enum State<Fut, S, T> {
-        // About to start the next attempt.
-        Start,
-        // An attempt is running, raced against its timer if the loop has limits.
-        Attempt { #[pin] fut: Fut, #[pin] timer: T },
-        // Waiting before the next attempt.
-        Backoff { #[pin] sleep: S },
-        // Finished; polled again it stays pending.
-        Done,
-    }
-}
-
-/// Which limit an attempt's timer enforces.
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug)]
-pub enum Timer<Token> {
-    Deadline(Token),
-    AttemptTimeout(Token, Duration),
-}
 
 /// Counters, randomness and memory of one loop. Kept small: it lives inside every retry
 /// future, next to the policy's `Plan`.
