@@ -33,6 +33,19 @@
 //!
 //! After failed attempt `k` the wait is uniform in `[0, min(2^k · base, max))`.
 //!
+//! # Features
+//!
+//! | feature      | default | what it adds |
+//! |--------------|---------|--------------|
+//! | `macros`     | yes     | `#[retry]` and `#[tool]` |
+//! | `serde`      | yes     | options, errors and settings as serde data |
+//! | `middleware` | yes     | the stackable task transforms and the task model |
+//! | `scheduler`  | yes     | the in-process scheduler (implies `middleware`) |
+//! | `effects`    | no      | the tool-call runner, ledger and recovery (implies `serde`) |
+//!
+//! Without any feature the crate is the retry loop, its options and policy, the clock and the
+//! error model.
+//!
 //! # Where things are
 //!
 //! - [`RetryOptions`] → [`RetryPolicy`]: options in layers, validated once ([`OptionsError`]).
@@ -42,16 +55,17 @@
 //! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`]: delay schedules.
 //! - [`Clock`], [`Scope`]: injectable time and seeded randomness.
 //! - [`TaskFailure`], [`TaskError`], [`classify`]: the task error model.
-//! - [`middleware`]: `retry`, `with_timeout`, `with_activity_timeout`, `with_fallback` —
-//!   stackable [`Task`] transforms.
-//! - [`Scheduler`]: runs tasks with a concurrency limit, a bounded queue and an on-error
-//!   policy, and reports their lifecycle.
+//! - `middleware` (feature `middleware`, on by default): `with_retry`, `with_timeout`,
+//!   `with_activity_timeout`, `with_fallback` — stackable `Task` transforms.
+//! - `Scheduler` (feature `scheduler`, on by default): runs tasks with a concurrency limit, a
+//!   bounded queue and an on-error policy, and reports their lifecycle.
 //! - [`effects`]: agent tool calls that are never replayed blindly — declared effects,
-//!   stable idempotency keys, the pending-call ledger, recovery after a crash.
+//!   stable idempotency keys, the pending-call ledger, recovery after a crash. The runner and
+//!   ledger need feature `effects` (off by default: it pulls `serde_json` and `sha2`).
 //! - `#[retry(...)]` (feature `macros`, on by default): the same loop as an attribute on an
 //!   `async fn`, its options checked at compile time; limits reach the function's own error
 //!   type through [`LimitExceeded`].
-//! - `#[tool(effect = "...")]` (feature `macros`): an `async fn` declared as an agent tool
+//! - `#[tool(effect = "...")]` (features `macros` and `effects`): an `async fn` declared as an agent tool
 //!   for the [`effects`] runner; an idempotent write without its key, or `#[retry]` around a
 //!   side effect, does not compile.
 

@@ -48,28 +48,33 @@
 //!   and recovers a run after a crash ([`recover`](ToolRunner::recover)).
 //! - [`RetrySafe`], [`decide_retry`]: may this work run again?
 //!
-//! ```
-//! use retry_core::effects::{
-//!     CallKey, MemoryLedger, RecoveryPolicy, ToolCall, ToolContext, ToolEffect, ToolRunner,
-//!     ToolSpec, Toolbox, tool_fn,
-//! };
-//! use serde_json::json;
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let send = tool_fn(ToolSpec::new("send_email"), |to: String, _: ToolContext| async move {
-//!     Ok::<_, String>(format!("sent to {to}"))
-//! });
-//! let ledger = MemoryLedger::new();
-//! let runner = ToolRunner::new(ledger.clone(), Toolbox::new().with(send)?);
-//! let key = CallKey::new("run-1", "call-1")?;
-//! runner.call(ToolCall::new(key.clone(), "send_email", json!("ana@example.com"))).await?;
-//!
-//! // After a restart: the committed call is completed from the ledger, not sent again.
-//! let report = runner.recover("run-1", &RecoveryPolicy::new(), |_| false).await?;
-//! assert_eq!(report.to_append().count(), 1);
-//! assert_eq!(report.calls[0].effect, ToolEffect::SideEffect);
-//! # Ok(()) }
-//! ```
+#![cfg_attr(
+    feature = "effects",
+    doc = r###"
+```
+use retry_core::effects::{
+    CallKey, MemoryLedger, RecoveryPolicy, ToolCall, ToolContext, ToolEffect, ToolRunner,
+    ToolSpec, Toolbox, tool_fn,
+};
+use serde_json::json;
+
+# #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+let send = tool_fn(ToolSpec::new("send_email"), |to: String, _: ToolContext| async move {
+    Ok::<_, String>(format!("sent to {to}"))
+});
+let ledger = MemoryLedger::new();
+let runner = ToolRunner::new(ledger.clone(), Toolbox::new().with(send)?);
+let key = CallKey::new("run-1", "call-1")?;
+runner.call(ToolCall::new(key.clone(), "send_email", json!("ana@example.com"))).await?;
+
+// After a restart: the committed call is completed from the ledger, not sent again.
+let report = runner.recover("run-1", &RecoveryPolicy::new(), |_| false).await?;
+assert_eq!(report.to_append().count(), 1);
+assert_eq!(report.calls[0].effect, ToolEffect::SideEffect);
+# Ok(()) }
+```
+"###
+)]
 
 // Compiled without the `effects` feature: the effect classification, its retry-safety rules,
 // call identity and the primitives every durable store shares. A store in another crate needs
