@@ -8,6 +8,7 @@
 //! `max_delay_ms` of 3000 instead of being silently clamped.
 
 use std::fmt;
+use std::time::Duration;
 
 #[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
@@ -189,6 +190,33 @@ impl RetryOptions {
     pub const fn with_max_delay_ms(mut self, max_delay_ms: u64) -> Self {
         self.max_delay_ms = Some(max_delay_ms);
         self
+    }
+
+    /// Sets `base_delay_ms` from a [`Duration`], checked like
+    /// [`with_base_delay_ms`](Self::with_base_delay_ms) when the options are resolved (a zero
+    /// duration is refused with the same message).
+    ///
+    /// Options count whole milliseconds: a part of a millisecond rounds up, so a wait that was
+    /// asked for is never dropped to zero; a duration above [`DELAY_MS_LIMIT`] milliseconds
+    /// (585 million years) counts as that limit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_core::RetryOptions;
+    ///
+    /// let policy = RetryOptions::new().with_base_delay(Duration::from_millis(250)).resolve()?;
+    /// assert_eq!(policy.base_delay(), Duration::from_millis(250));
+    /// let zero = RetryOptions::new().with_base_delay(Duration::ZERO).resolve();
+    /// assert_eq!(zero.unwrap_err().to_string(), "retry.base_delay_ms must be > 0");
+    /// # Ok::<(), retry_core::OptionsError>(())
+    /// ```
+    pub const fn with_base_delay(self, base_delay: Duration) -> Self {
+        self.with_base_delay_ms(whole_ms_rounding_up(base_delay))
+    }
+
+    /// Sets `max_delay_ms` from a [`Duration`], like [`with_base_delay`](Self::with_base_delay).
+    pub const fn with_max_delay(self, max_delay: Duration) -> Self {
+        self.with_max_delay_ms(whole_ms_rounding_up(max_delay))
     }
 
     /// Sets the jitter strategy.
@@ -472,6 +500,17 @@ impl TryFrom<RawOptions> for RetryOptions {
         };
         options.validate()?;
         Ok(options)
+    }
+}
+
+/// `duration` in whole milliseconds, a part of one rounding up, at most `u64::MAX`.
+const fn whole_ms_rounding_up(duration: Duration) -> u64 {
+    let nanos = duration.as_nanos();
+    let ms = nanos / 1_000_000 + if nanos % 1_000_000 == 0 { 0 } else { 1 };
+    if ms > DELAY_MS_LIMIT as u128 {
+        DELAY_MS_LIMIT
+    } else {
+        ms as u64
     }
 }
 

@@ -245,3 +245,41 @@ fn o6_options_display_lists_set_fields() {
     );
     assert_eq!(RetryOptions::new().to_string(), "");
 }
+
+#[test]
+fn o3_duration_setters_are_checked_like_the_millisecond_ones() {
+    use std::time::Duration;
+    let ms = RetryOptions::new()
+        .with_base_delay_ms(250)
+        .with_max_delay_ms(2_000);
+    let durations = RetryOptions::new()
+        .with_base_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(2));
+    assert_eq!(durations, ms);
+    assert_eq!(durations.resolve(), ms.resolve());
+    // The same messages, for the same reasons.
+    let zero = RetryOptions::new()
+        .with_base_delay(Duration::ZERO)
+        .resolve();
+    assert_eq!(
+        zero.unwrap_err().to_string(),
+        "retry.base_delay_ms must be > 0"
+    );
+    let zero_max = RetryOptions::new().with_max_delay(Duration::ZERO).resolve();
+    assert_eq!(
+        zero_max.unwrap_err().to_string(),
+        "retry.max_delay_ms must be > 0"
+    );
+    let crossed = RetryOptions::new()
+        .with_base_delay(Duration::from_secs(5))
+        .resolve();
+    assert_eq!(
+        crossed.unwrap_err().to_string(),
+        "retry.base_delay_ms must be <= retry.max_delay_ms"
+    );
+    // A part of a millisecond rounds up: a wait that was asked for never becomes zero.
+    let tiny = RetryOptions::new().with_base_delay(Duration::from_micros(1));
+    assert_eq!(tiny, RetryOptions::new().with_base_delay_ms(1));
+    let above = RetryOptions::new().with_max_delay(Duration::MAX);
+    assert_eq!(above, RetryOptions::new().with_max_delay_ms(u64::MAX));
+}
