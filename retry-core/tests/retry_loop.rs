@@ -685,7 +685,7 @@ fn r5_r6_retry_error_reads_well() {
     };
     assert_eq!(
         e.to_string(),
-        "retry deadline exceeded after 2 attempt(s); last error: 503"
+        "retry deadline exceeded after 2 attempts; last error: 503"
     );
     assert_eq!(e.operation_error().map(String::as_str), Some("503"));
     assert!(e.is_limit());
@@ -700,7 +700,7 @@ fn r5_r6_retry_error_reads_well() {
         attempts: 0,
         last: None,
     };
-    assert_eq!(e.to_string(), "retry cancelled after 0 attempt(s)");
+    assert_eq!(e.to_string(), "retry cancelled after 0 attempts");
     let e: RetryError<String> = RetryError::Operation("boom".into());
     assert_eq!(e.to_string(), "boom");
     assert!(!e.is_limit());

@@ -88,25 +88,25 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
                 last(f, l)
             }
             Self::DeadlineExceeded { attempts, last: l } => {
-                write!(f, "retry deadline exceeded after {attempts} attempt(s)")?;
+                write!(f, "retry deadline exceeded after {}", Attempts(*attempts))?;
                 last(f, l)
             }
             Self::Cancelled { attempts, last: l } => {
-                write!(f, "retry cancelled after {attempts} attempt(s)")?;
+                write!(f, "retry cancelled after {}", Attempts(*attempts))?;
                 last(f, l)
             }
         }
     }
 }
 
-impl<E: Error + 'static> Error for RetryError<E> {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            Self::Operation(e) => e.source(),
-            other => other.operation_error().map(|e| e as &(dyn Error + 'static)),
-        }
-    }
-}
+/// The message says it all — the limit that stopped the loop and the last error — and there is
+/// no [`source`](Error::source): a report (anyhow's, eyre's, a logger's chain) shows the last
+/// error once, not twice. Needing only `Debug + Display` of the operation's error makes this an
+/// error whatever that type is, so `?` carries it into `anyhow::Error` or
+/// `Box<dyn Error + Send + Sync>` from an operation that returns either. The operation's own
+/// error is [`operation_error`](RetryError::operation_error) /
+/// [`into_operation_error`](RetryError::into_operation_error).
+impl<E: fmt::Debug + fmt::Display> Error for RetryError<E> {}
 
 /// A limit ended a retry loop whose output is the operation's own error type: how the
 /// deadline and the attempt timeout of a `#[retry]` function reach its `Result<T, E>`.
@@ -132,7 +132,7 @@ impl<E: Error + 'static> Error for RetryError<E> {
 ///     attempts: 2,
 ///     budget: std::time::Duration::from_secs(1),
 /// });
-/// assert_eq!(err.to_string(), "retry deadline of 1s exceeded after 2 attempt(s)");
+/// assert_eq!(err.to_string(), "retry deadline of 1s exceeded after 2 attempts");
 /// # let _ = FetchError::Unavailable;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
@@ -147,11 +147,23 @@ pub enum LimitExceeded {
         timeout: Duration,
     },
     /// The overall deadline passed, or the next wait would have crossed it.
-    #[error("retry deadline of {budget:?} exceeded after {attempts} attempt(s)")]
+    #[error("retry deadline of {budget:?} exceeded after {}", Attempts(*attempts))]
     DeadlineExceeded {
         /// Attempts started.
         attempts: u32,
         /// The overall budget.
         budget: Duration,
     },
+}
+
+/// A count of attempts as a sentence says it: "1 attempt", "2 attempts".
+struct Attempts(u32);
+
+impl fmt::Display for Attempts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            1 => f.write_str("1 attempt"),
+            n => write!(f, "{n} attempts"),
+        }
+    }
 }
