@@ -24,7 +24,7 @@ const USAGE: &str = "usage: contention [--clients N] [--runs R] [--seed S] [--sv
   --clients N   clients competing for the row (default 100)
   --runs R      runs averaged per point, seeds S, S+1, ... (default 20)
   --seed S      first seed (default 0)
-  --svg PATH    where to write the chart (default target/contention.svg)";
+  --svg PATH    where to write the chart (default: target/contention.svg in the workspace)";
 
 struct Args {
     clients: usize,
@@ -38,7 +38,10 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         clients: 100,
         runs: 20,
         seed: 0,
-        svg: PathBuf::from("target/contention.svg"),
+        svg: PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/target/contention.svg"
+        )),
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));

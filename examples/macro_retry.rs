@@ -11,7 +11,7 @@ use retry_core::{LimitExceeded, RetryOptions, retry};
 #[derive(Debug)]
 enum ApiError {
     /// 503: worth another attempt.
-    Unavailable(u32),
+    Unavailable,
     /// 404: retrying will not help.
     NotFound,
     /// The deadline (or an attempt timeout) of `#[retry]`.
@@ -27,7 +27,7 @@ impl From<LimitExceeded> for ApiError {
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ApiError::Unavailable(n) => write!(f, "503 Service Unavailable (call {n})"),
+            ApiError::Unavailable => f.write_str("503 Service Unavailable"),
             ApiError::NotFound => f.write_str("404 Not Found"),
             ApiError::Limit(limit) => limit.fmt(f),
         }
@@ -41,10 +41,7 @@ fn is_transient(error: &ApiError, _next_attempt: u32) -> bool {
 
 /// `notify`: called before each wait.
 fn log_retry(error: &ApiError, attempt: u32, delay: Duration) {
-    println!(
-        "  attempt {attempt} failed: {error}; waiting {} ms",
-        delay.as_millis()
-    );
+    println!("  attempt {attempt} failed: {error}; waiting {delay:.1?}");
 }
 
 struct ReportClient {
@@ -69,7 +66,7 @@ impl ReportClient {
         );
         tokio::time::sleep(Duration::from_millis(5)).await; // the "network"
         if self.calls <= 3 {
-            return Err(ApiError::Unavailable(self.calls));
+            return Err(ApiError::Unavailable);
         }
         Ok(format!("200 OK: report {name}"))
     }
@@ -95,11 +92,12 @@ async fn main() -> Result<(), ApiError> {
     );
 
     client.calls = 0;
-    let missing = client.fetch_missing().await;
-    println!(
-        "missing: {:?} after {} call(s)",
-        missing.map_err(|e| e.to_string()),
-        client.calls
-    );
+    match client.fetch_missing().await {
+        Ok(report) => println!("unexpected: {report}"),
+        Err(error) => println!(
+            "missing report: {error}, not retried ({} call)",
+            client.calls
+        ),
+    }
     Ok(())
 }

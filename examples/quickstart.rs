@@ -11,7 +11,7 @@ use retry_core::{OptionsError, RetryOptions};
 async fn fetch_report(attempt: u32) -> Result<&'static str, String> {
     tokio::time::sleep(Duration::from_millis(5)).await; // the "network"
     if attempt <= 3 {
-        Err(format!("503 Service Unavailable (attempt {attempt})"))
+        Err("503 Service Unavailable".to_owned())
     } else {
         Ok("200 OK: report")
     }
@@ -25,11 +25,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_base_delay_ms(20)
         .with_max_delay_ms(200)
         .resolve()?;
+    let caps: Vec<String> = (1..policy.max_attempts())
+        .map(|k| format!("{:?}", policy.delay_cap(k)))
+        .collect();
     println!(
-        "policy: {} attempts, waits uniform in [0, min(2^k * {:?}, {:?}))",
+        "policy: {} attempts; after attempt k the wait is drawn below {}",
         policy.max_attempts(),
-        policy.base_delay(),
-        policy.max_delay()
+        caps.join(", ")
     );
 
     let started = Instant::now();
@@ -42,10 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             fetch_report(attempt)
         })
         .notify(|error, attempt, delay| {
-            println!(
-                "  attempt {attempt} failed: {error}; waiting {} ms",
-                delay.as_millis()
-            );
+            println!("  attempt {attempt} failed: {error}; waiting {delay:.1?}");
         })
         .await?;
     println!(
@@ -56,7 +55,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Bad options never reach the loop: they are rejected where they are given.
     let rejected: Result<_, OptionsError> = RetryOptions::new().with_base_delay_ms(5000).resolve();
     if let Err(e) = rejected {
-        println!("rejected {{ base_delay_ms: 5000 }}: {e}");
+        println!(
+            "rejected base_delay_ms = 5000 against the built-in max_delay_ms = {}: {e}",
+            retry_core::DEFAULT_MAX_DELAY_MS
+        );
     }
     Ok(())
 }
