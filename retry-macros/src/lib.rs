@@ -183,7 +183,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// }
 /// ```
 ///
-/// expands to (simplified: the real paths go through `retry_core::__private`)
+/// expands to (simplified: the real paths go through a hidden module of `retry_core`)
 ///
 /// ```ignore
 /// async fn send(&mut self, message: String) -> Result<Receipt, SendError> {
@@ -369,7 +369,7 @@ pub fn retry(
 /// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { /* … */ }
 /// ```
 ///
-/// expands to (simplified: the real paths go through `retry_core::__private`)
+/// expands to (simplified: the real paths go through a hidden module of `retry_core`)
 ///
 /// ```ignore
 /// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { /* … */ }
@@ -411,7 +411,7 @@ pub fn tool(
 }
 
 /// Not public API: what `#[tool]` leaves on its function to run after the function's other
-/// attributes (`retry_core::__private::tool_check`).
+/// attributes (`retry_core::__private_0_1::tool_check`).
 #[doc(hidden)]
 #[proc_macro_attribute]
 pub fn __tool_check(

@@ -31,7 +31,7 @@ pub(crate) fn retried(item: &TokenStream) -> bool {
         TokenTree::Ident(ident) if ident == RETRY_APPLIED && i >= 3 => {
             matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == ':')
                 && matches!(&tokens[i - 2], TokenTree::Punct(p) if p.as_char() == ':')
-                && matches!(&tokens[i - 3], TokenTree::Ident(p) if p == "__private")
+                && matches!(&tokens[i - 3], TokenTree::Ident(p) if p == crate::tokens::PRIVATE)
         }
         _ => false,
     })
@@ -96,11 +96,12 @@ mod tests {
 
     #[test]
     fn the_mark_is_found_anywhere_and_only_under_private() {
-        let private = quote!(::retry_core::__private);
+        let private = crate::tokens::private(None);
         let mark = retry_applied(&private);
         assert!(retried(&quote!(fn f() { #mark })));
         assert!(retried(&quote!(fn f() { async move { { #mark } }.await })));
-        let renamed = retry_applied(&quote!(resilience::__private));
+        let renamed = crate::tokens::private(Some(&syn::parse_quote!(resilience)));
+        let renamed = retry_applied(&renamed);
         assert!(retried(&quote!(fn f() { #renamed })));
         assert!(!retried(&quote!(
             fn f() {

@@ -7,12 +7,24 @@ use syn::{Ident, Path};
 
 use crate::number::ConstPath;
 
-/// `::retry_core::__private`, or `{crate}::__private` for a renamed dependency: the one path
-/// generated code names.
+/// The name of retry-core's private module, versioned as thiserror's is: `__private_0_1` for
+/// version 0.1.x of this crate. retry-core names the module after its own version and pins this
+/// crate exactly, so the two agree; expansion by a retry-macros of another version fails at
+/// this path instead of deep inside the generated code.
+pub(crate) const PRIVATE: &str = concat!(
+    "__private_",
+    env!("CARGO_PKG_VERSION_MAJOR"),
+    "_",
+    env!("CARGO_PKG_VERSION_MINOR"),
+);
+
+/// `::retry_core::__private_0_1`, or `{crate}::__private_0_1` for a renamed dependency (see
+/// [`PRIVATE`]): the one path generated code names.
 pub(crate) fn private(krate: Option<&Path>) -> TokenStream {
+    let module = Ident::new(PRIVATE, Span::call_site());
     match krate {
-        Some(path) => quote!(#path::__private),
-        None => quote!(::retry_core::__private),
+        Some(path) => quote!(#path::#module),
+        None => quote!(::retry_core::#module),
     }
 }
 

@@ -94,6 +94,7 @@
 //!   And Jitter", on the real retry loop and virtual time.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -103,6 +104,7 @@ mod fault;
 mod format;
 pub mod sim;
 #[cfg(feature = "proptest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "proptest")))]
 pub mod strategy;
 mod svg;
 mod timeline;

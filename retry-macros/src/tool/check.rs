@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn x3_the_check_reads_what_tool_writes() {
-        let private = quote!(resilience::__private);
+        let private = crate::tokens::private(Some(&syn::parse_quote!(resilience)));
         let lit: LitStr = syn::parse_quote!("side-effect");
         let ident: Ident = syn::parse_quote!(send_email);
         let check = read_back(attribute(
@@ -142,19 +142,20 @@ mod tests {
         assert_eq!(quote!(#read).to_string(), private.to_string());
         assert_eq!(check.effect.0, Some(ToolEffect::SideEffect));
         assert_eq!(check.tool, Some(ident));
-        let undeclared = read_back(attribute(&quote!(::retry_core::__private), None, None));
+        let undeclared = read_back(attribute(&crate::tokens::private(None), None, None));
         assert_eq!(undeclared.effect.0, None);
         assert_eq!(undeclared.tool, None);
     }
 
     #[test]
     fn x3_a_side_effect_that_retries_is_refused_and_recorded() {
+        let private = crate::tokens::private(None);
         let args = quote!(
-            private = ::retry_core::__private,
+            private = #private,
             effect = undeclared,
             tool = send
         );
-        let mark = crate::marks::retry_applied(&quote!(::retry_core::__private));
+        let mark = crate::marks::retry_applied(&private);
         let out = expand(
             args.clone(),
             quote!(async fn send() -> Result<(), ()> { #mark Ok(()) }),
