@@ -474,18 +474,13 @@ pub(crate) async fn flaky(attempt: u32, succeed_at: u32) -> Result<u64, Fail> {
 
 /// An attempt of a closure capturing state: it counts its calls in a lent `Cell`, as an
 /// operation borrowing a client or a connection pool would borrow it.
-pub(crate) fn capturing(
-    calls: &Cell<u32>,
-    succeed_at: u32,
-) -> impl Future<Output = Result<u64, Fail>> + '_ {
-    async move {
-        let call = calls.get() + 1;
-        calls.set(call);
-        if black_box(call) >= succeed_at {
-            Ok(black_box(42))
-        } else {
-            Err(Fail)
-        }
+pub(crate) async fn capturing(calls: &Cell<u32>, succeed_at: u32) -> Result<u64, Fail> {
+    let call = calls.get() + 1;
+    calls.set(call);
+    if black_box(call) >= succeed_at {
+        Ok(black_box(42))
+    } else {
+        Err(Fail)
     }
 }
 
@@ -495,15 +490,13 @@ pub(crate) fn direct_async() -> impl Future<Output = Result<u64, Fail>> {
 }
 
 /// The hand-written loop around `flaky`.
-pub(crate) fn hand_loop_async(succeed_at: u32) -> impl Future<Output = Result<u64, Fail>> {
-    async move {
-        let mut attempt = 1;
-        loop {
-            match flaky(attempt, succeed_at).await {
-                Ok(value) => return Ok(value),
-                Err(error) if attempt >= ATTEMPTS => return Err(error),
-                Err(_) => attempt += 1,
-            }
+pub(crate) async fn hand_loop_async(succeed_at: u32) -> Result<u64, Fail> {
+    let mut attempt = 1;
+    loop {
+        match flaky(attempt, succeed_at).await {
+            Ok(value) => return Ok(value),
+            Err(error) if attempt >= ATTEMPTS => return Err(error),
+            Err(_) => attempt += 1,
         }
     }
 }

@@ -133,7 +133,12 @@ where
         // Each arm either returns or says whether the next attempt starts now.
         let start_next = match this.state.as_mut().project() {
             StateProj::Start => true,
-            StateProj::Attempt { fut, timer } => {
+            StateProj::Attempt { .. } => 'attempts: loop {
+                // Polls the attempt in the state; a zero wait comes back here with the next
+                // one, without passing through the dispatch above.
+                let StateProj::Attempt { fut, timer } = this.state.as_mut().project() else {
+                    break 'attempts false;
+                };
                 // The attempt, or the hooks after it, may fire the signal.
                 signal_checked = false;
                 let polled = match resume.take() {
@@ -176,16 +181,25 @@ where
                             cx.waker().wake_by_ref();
                             return Poll::Pending;
                         }
-                        // Straight to the next attempt: one state change, not two.
-                        true
+                        // Straight to the next attempt: R6 first (the signal may have fired
+                        // during the attempt or inside `notify`).
+                        if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+                            this.state.set(State::Done);
+                            return Poll::Ready(L::finish(Err(exit)));
+                        }
+                        let state = this.state.as_mut();
+                        if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state)
+                        {
+                            return Poll::Ready(L::finish(Err(exit)));
+                        }
                     }
                     Next::Wait(delay) => {
                         let sleep = this.plan.clock().sleep(delay);
                         this.state.set(State::Backoff { sleep });
-                        false
+                        break 'attempts false;
                     }
                 }
-            }
+            },
             StateProj::Backoff { sleep } => match sleep.poll(cx) {
                 // Ended: the next attempt starts, once the signal has been checked.
                 Poll::Ready(()) => true,
