@@ -357,6 +357,70 @@ fn sizes(out: &mut String) {
         let _ = writeln!(out, "| {name} | {one} | {big} | {} |", big - one);
     }
 
+    // The same with the operations users write: the issue's `async fn op()`, the fail path's
+    // `async fn flaky(attempt, succeed_at)`, and a closure capturing a `&Cell`.
+    let async_rows: [(&str, usize); 15] = [
+        ("direct call, `op()`", size(&c::direct_async())),
+        (
+            "hand-written loop around `flaky`",
+            size(&c::hand_loop_async(1)),
+        ),
+        (
+            "**retry-core** `policy.retry(|_| op())`",
+            size(&c::retry_core_async()),
+        ),
+        (
+            "**retry-core** `.retry(|a| flaky(a, s)).backoff(Constant(ZERO))` (the fail path)",
+            size(&c::retry_core_zero_async(1)),
+        ),
+        (
+            "retry-core, capturing closure",
+            size(&c::retry_core_capturing(&calls, 1)),
+        ),
+        (
+            "retry-core, capturing closure, `Constant(ZERO)`",
+            size(&c::retry_core_zero_capturing(&calls, 1)),
+        ),
+        (
+            "retry-core `#[retry]` fn around `op()`",
+            size(&c::retry_macro_async()),
+        ),
+        (
+            "backon `op.retry(ExponentialBuilder)`",
+            size(&c::backon_async()),
+        ),
+        (
+            "tokio-retry `Retry::start(strategy, op)`",
+            size(&c::tokio_retry_async()),
+        ),
+        (
+            "tokio-retry, `FixedInterval` around `flaky` (the fail path)",
+            size(&c::tokio_retry_zero_async(1)),
+        ),
+        (
+            "tokio-retry, capturing closure",
+            size(&c::tokio_retry_capturing(&calls, 1)),
+        ),
+        (
+            "tower `Retry` around `service_fn(flaky)`, no wait",
+            size(&c::tower_async(1)),
+        ),
+        (
+            "tower `Retry`, capturing closure",
+            size(&c::tower_capturing(&calls, 1)),
+        ),
+        ("`op()`'s own future", size(&c::op())),
+        ("`flaky(a, s)`'s own future", size(&c::flaky(1, 1))),
+    ];
+    let _ = writeln!(
+        out,
+        "\nThe same with the operations users write (`async fn`, a capturing closure):\n\n\
+         | | bytes |\n|---|---:|"
+    );
+    for (name, bytes) in async_rows {
+        let _ = writeln!(out, "| {name} | {bytes} |");
+    }
+
     // What the parts of retry-core's futures measure; how they are laid out (the private
     // `Progress` and `State`) is in BENCHMARKS.md.
     let parts: [(&str, usize); 8] = [

@@ -4,8 +4,9 @@
 //! Run by `cargo bench`, this binary re-runs itself under
 //! `valgrind --tool=cachegrind` once per contestant, twice (with `FEW` and `MANY` calls), and
 //! reports `(I(MANY) - I(FEW)) / (MANY - FEW)`: start-up and the measuring loop cancel out.
-//! Without valgrind on the `PATH` it says so and measures nothing. It takes no filter: every
-//! row is counted (a minute or so). Only code that finishes
+//! Without valgrind on the `PATH` it says so and measures nothing. Without an argument every
+//! row is counted (a few minutes); with one (`cargo bench --bench instructions -- async`) only
+//! the rows whose `group/name` contain it. Only code that finishes
 //! without waiting is counted here: a timer's wait costs time, not instructions.
 
 #[allow(
@@ -25,6 +26,12 @@ use contestants::{FIRST, THIRD, numbered_op, poll_once};
 
 /// The groups whose rows are compared with their first row.
 const WITH_RATIOS: &[&str] = &[
+    "success_async",
+    "success_async_awaited",
+    "success_capturing",
+    "success_capturing_awaited",
+    "zero_delay_async",
+    "zero_delay_async_awaited",
     "success",
     "success_runtime",
     "zero_delay",
@@ -61,9 +68,7 @@ macro_rules! contestants {
                 $(k if k == concat!($group, "/", $name) => {
                     #[allow(unused_mut, reason = "some routines own no state")]
                     let mut routine = $routine;
-                    for _ in 0..calls {
-                        let _ = black_box(routine());
-                    }
+                    Routine::run(&mut routine, calls);
                     true
                 })*
                 _ => false,
@@ -72,7 +77,98 @@ macro_rules! contestants {
     };
 }
 
+/// What a row runs `calls` times: a closure making one call, or [`Awaited`].
+trait Routine {
+    fn run(&mut self, calls: u64);
+}
+
+impl<F: FnMut() -> O, O> Routine for F {
+    fn run(&mut self, calls: u64) {
+        for _ in 0..calls {
+            let _ = black_box(self());
+        }
+    }
+}
+
+/// `make()`'s future awaited `calls` times in a row inside one `block_on`, as criterion's
+/// `b.to_async(&rt)` runs it: the cost of an `.await` in a running task.
+struct Awaited<M> {
+    rt: tokio::runtime::Runtime,
+    make: M,
+}
+
+fn awaited<M: FnMut() -> F, F: std::future::Future>(make: M) -> Awaited<M> {
+    Awaited {
+        rt: contestants::runtime(),
+        make,
+    }
+}
+
+impl<M: FnMut() -> F, F: std::future::Future> Routine for Awaited<M> {
+    fn run(&mut self, calls: u64) {
+        let make = &mut self.make;
+        self.rt.block_on(async {
+            for _ in 0..calls {
+                black_box(make().await);
+            }
+        });
+    }
+}
+
+/// A routine calling `$make(&calls, $at)` with a fresh counter each time (the capturing
+/// operation's rows), polled once.
+macro_rules! fresh {
+    ($make:path, $at:expr) => {
+        || {
+            let calls = Cell::new(0);
+            poll_once($make(&calls, $at))
+        }
+    };
+}
+
+/// The same, awaited in a running task.
+macro_rules! fresh_awaited {
+    ($make:path, $at:expr) => {
+        awaited(|| async {
+            let calls = Cell::new(0);
+            $make(&calls, $at).await
+        })
+    };
+}
+
 contestants! {
+    "success_async" / "direct call" => || poll_once(contestants::direct_async());
+    "success_async" / "retry-core" => || poll_once(contestants::retry_core_async());
+    "success_async" / "#[retry]" => || poll_once(contestants::retry_macro_async());
+    "success_async" / "backon" => || poll_once(contestants::backon_async());
+    "success_async" / "tokio-retry" => || poll_once(contestants::tokio_retry_async());
+    "success_async" / "tower" => || poll_once(contestants::tower_async(FIRST));
+
+    "success_async_awaited" / "direct call" => awaited(contestants::direct_async);
+    "success_async_awaited" / "retry-core" => awaited(contestants::retry_core_async);
+    "success_async_awaited" / "#[retry]" => awaited(contestants::retry_macro_async);
+    "success_async_awaited" / "backon" => awaited(contestants::backon_async);
+    "success_async_awaited" / "tokio-retry" => awaited(contestants::tokio_retry_async);
+    "success_async_awaited" / "tower" => awaited(|| contestants::tower_async(FIRST));
+
+    "success_capturing" / "direct call" => fresh!(contestants::capturing, FIRST);
+    "success_capturing" / "retry-core" => fresh!(contestants::retry_core_capturing, FIRST);
+    "success_capturing" / "tokio-retry" => fresh!(contestants::tokio_retry_capturing, FIRST);
+    "success_capturing" / "tower" => fresh!(contestants::tower_capturing, FIRST);
+
+    "success_capturing_awaited" / "direct call" => fresh_awaited!(contestants::capturing, FIRST);
+    "success_capturing_awaited" / "retry-core" => fresh_awaited!(contestants::retry_core_capturing, FIRST);
+    "success_capturing_awaited" / "tokio-retry" => fresh_awaited!(contestants::tokio_retry_capturing, FIRST);
+    "success_capturing_awaited" / "tower" => fresh_awaited!(contestants::tower_capturing, FIRST);
+
+    "zero_delay_async" / "hand-written loop" => || poll_once(contestants::hand_loop_async(THIRD));
+    "zero_delay_async" / "retry-core" => || poll_once(contestants::retry_core_zero_async(THIRD));
+    "zero_delay_async" / "tower" => || poll_once(contestants::tower_async(THIRD));
+
+    "zero_delay_async_awaited" / "hand-written loop" => awaited(|| contestants::hand_loop_async(THIRD));
+    "zero_delay_async_awaited" / "retry-core" => awaited(|| contestants::retry_core_zero_async(THIRD));
+    "zero_delay_async_awaited" / "tower" => awaited(|| contestants::tower_async(THIRD));
+
     "success" / "direct call" => || poll_once(contestants::direct::<1>());
     "success" / "retry-core" => || poll_once(contestants::retry_core::<1>(FIRST));
     "success" / "backon" => || poll_once(contestants::backon::<1>(FIRST));
@@ -203,12 +299,22 @@ fn main() {
         );
         return;
     }
+    // An optional filter, as criterion takes one: only the rows whose `group/name` contain it.
+    let filter = args
+        .iter()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .cloned()
+        .unwrap_or_default();
     let exe = std::env::current_exe().expect("the path of this executable");
     let mut out = String::from("### Instructions per call (valgrind)\n");
     let mut current = "";
     let mut baseline = None;
     for (group, name) in LIST {
         let key = format!("{group}/{name}");
+        if !key.contains(&filter) {
+            continue;
+        }
         let per_call = (instructions(&exe, &key, MANY) - instructions(&exe, &key, FEW)) as f64
             / (MANY - FEW) as f64;
         eprintln!("instructions: {key}: {per_call:.1}");

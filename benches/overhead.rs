@@ -37,11 +37,58 @@ use summary::Suite;
 
 fn main() {
     let mut suite = Suite::new(Criterion::default().configure_from_args());
+    user_shaped(&mut suite);
     success(&mut suite);
     zero_delay(&mut suite);
     retry_macro(&mut suite);
     jitter_draw(&mut suite);
     suite.finish();
+}
+
+/// Groups 1 and 2 (group 0 in BENCHMARKS.md) with the operation users write (an `async fn`,
+/// a closure capturing a `&Cell`), polled once and awaited in a running task (criterion's
+/// `b.to_async` shape).
+fn user_shaped(suite: &mut Suite) {
+    use contestants as c;
+    let rt = contestants::runtime();
+    suite
+        .group("success_async", "direct call")
+        .bench("direct call", || poll_once(c::direct_async()))
+        .bench("retry-core", || poll_once(c::retry_core_async()))
+        .bench("#[retry]", || poll_once(c::retry_macro_async()))
+        .bench("tokio-retry", || poll_once(c::tokio_retry_async()))
+        .bench("tower", || poll_once(c::tower_async(FIRST)));
+    suite
+        .group("success_async_awaited", "direct call")
+        .bench_awaited("direct call", &rt, c::direct_async)
+        .bench_awaited("retry-core", &rt, c::retry_core_async)
+        .bench_awaited("#[retry]", &rt, c::retry_macro_async)
+        .bench_awaited("tokio-retry", &rt, c::tokio_retry_async)
+        .bench_awaited("tower", &rt, || c::tower_async(FIRST));
+    suite
+        .group("success_capturing_awaited", "direct call")
+        .bench_awaited("direct call", &rt, || async {
+            c::capturing(&Cell::new(0), FIRST).await
+        })
+        .bench_awaited("retry-core", &rt, || async {
+            c::retry_core_capturing(&Cell::new(0), FIRST).await
+        })
+        .bench_awaited("tokio-retry", &rt, || async {
+            c::tokio_retry_capturing(&Cell::new(0), FIRST).await
+        })
+        .bench_awaited("tower", &rt, || async {
+            c::tower_capturing(&Cell::new(0), FIRST).await
+        });
+    suite
+        .group("zero_delay_async", "hand-written loop")
+        .bench("hand-written loop", || poll_once(c::hand_loop_async(THIRD)))
+        .bench("retry-core", || poll_once(c::retry_core_zero_async(THIRD)))
+        .bench("tower", || poll_once(c::tower_async(THIRD)));
+    suite
+        .group("zero_delay_async_awaited", "hand-written loop")
+        .bench_awaited("hand-written loop", &rt, || c::hand_loop_async(THIRD))
+        .bench_awaited("retry-core", &rt, || c::retry_core_zero_async(THIRD))
+        .bench_awaited("tower", &rt, || c::tower_async(THIRD));
 }
 
 /// 1. The first attempt succeeds: the whole cost of the wrapper on the hot path.

@@ -91,6 +91,30 @@ impl GroupRun<'_> {
         self.record.ids.push(id.to_owned());
         self
     }
+
+    /// Measures `make()`'s future awaited inside one `block_on` of `rt` per sample, as
+    /// criterion's `b.to_async(&rt).iter(make)` does: what an `.await` in a running task
+    /// costs, without `block_on`'s own start and finish in every iteration.
+    pub(crate) fn bench_awaited<F: std::future::Future>(
+        &mut self,
+        id: &str,
+        rt: &tokio::runtime::Runtime,
+        mut make: impl FnMut() -> F,
+    ) -> &mut Self {
+        self.group.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = std::time::Instant::now();
+                    for _ in 0..iters {
+                        std::hint::black_box(make().await);
+                    }
+                    start.elapsed()
+                })
+            })
+        });
+        self.record.ids.push(id.to_owned());
+        self
+    }
 }
 
 /// Where criterion writes, found the way criterion finds it: `$CRITERION_HOME`, else

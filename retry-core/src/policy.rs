@@ -73,6 +73,12 @@ impl<C> Plan<C> {
         Duration::from_millis(self.max_retry_after_ms as u64)
     }
 
+    /// The ceiling of every computed delay in nanoseconds, saturating at `u64::MAX`.
+    #[inline]
+    pub(crate) const fn max_delay_nanos(&self) -> u64 {
+        self.max_delay_ms.saturating_mul(1_000_000)
+    }
+
     /// The clock.
     pub(crate) const fn clock(&self) -> &C {
         &self.clock

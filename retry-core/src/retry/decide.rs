@@ -32,6 +32,7 @@ pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exi
 /// Counts the next attempt and says which timer, if any, races it: the time left before the
 /// deadline or the attempt timeout, whichever is shorter. Stops the loop instead when
 /// the deadline has already passed.
+#[inline]
 pub(super) fn start_attempt<E, C: Clock, L: Limits>(
     plan: &Plan<C>,
     limits: &L,
@@ -73,6 +74,7 @@ fn deadline_exit<E, M: Memory<E>, Token>(
 }
 
 /// The time left before the deadline, if the loop has one.
+#[inline]
 fn deadline_left<E, C: Clock, L: Limits>(
     plan: &Plan<C>,
     limits: &L,
@@ -83,13 +85,19 @@ fn deadline_left<E, C: Clock, L: Limits>(
     Some((budget.saturating_sub(spent), token))
 }
 
-/// The next computed wait: the schedule's answer, clamped to the policy's ceiling.
+/// The next computed wait: the schedule's answer, clamped to the policy's ceiling, and the
+/// same in saturating nanoseconds (what the loop remembers as the previous wait).
+///
+/// The clamp compares nanoseconds with the ceiling's (one multiplication) instead of turning
+/// the ceiling's milliseconds into a `Duration` on every failure; only a delay at or above
+/// it takes the exact comparison.
+#[inline]
 fn scheduled_delay<E, C, B: Schedule<E>, M>(
     plan: &Plan<C>,
     backoff: &mut B,
     error: Option<&E>,
     progress: &mut Progress<M>,
-) -> Duration {
+) -> (Duration, u64) {
     let previous = progress.previous();
     let policy = plan.backoff(progress.jitter);
     let delay = if backoff.draws_randomly(policy) {
@@ -105,10 +113,26 @@ fn scheduled_delay<E, C, B: Schedule<E>, M>(
             &mut JitterRng::placeholder(),
         )
     };
-    delay.min(plan.max_delay())
+    let nanos = saturating_nanos(delay);
+    if nanos < plan.max_delay_nanos() {
+        return (delay, nanos);
+    }
+    let delay = delay.min(plan.max_delay());
+    (delay, saturating_nanos(delay))
+}
+
+/// `delay` in nanoseconds, saturating at `u64::MAX` (584 years).
+#[inline]
+fn saturating_nanos(delay: Duration) -> u64 {
+    u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Decides what follows a failed attempt.
+///
+/// Inlined into the loop's out-of-line `drive`, where the default hooks (`Always`, `NoHint`,
+/// `Silent`, `Unlimited`) and a schedule's `delay` fold away: a failure costs the checks it
+/// needs, not a call with eight arguments.
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn after_failure<E, C, B, W, N, H, L>(
     error: E,
@@ -148,9 +172,10 @@ where
             );
             return Next::Stop(Exit::Failed(error));
         }
-        Some(asked) => asked,
+        Some(asked) => (asked, saturating_nanos(asked)),
         None => scheduled_delay(plan, backoff, Some(&error), progress),
     };
+    let (delay, delay_nanos) = delay;
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left && hinted.is_some() {
             // D5: a server's hint that outlasts the budget ends the loop with its error.
@@ -164,7 +189,7 @@ where
     }
     notify.notify(&error, attempt, delay);
     tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt failed; retrying");
-    progress.set_previous(delay);
+    progress.previous_nanos = delay_nanos;
     progress.memory.remember(error);
     Next::Wait(delay)
 }
@@ -196,14 +221,14 @@ where
             last: progress.memory.take_last(),
         });
     }
-    let delay = scheduled_delay::<E, _, _, _>(plan, backoff, None, progress);
+    let (delay, delay_nanos) = scheduled_delay::<E, _, _, _>(plan, backoff, None, progress);
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left {
             return Next::Stop(deadline_exit(token, progress));
         }
     }
     tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt timed out; retrying");
-    progress.set_previous(delay);
+    progress.previous_nanos = delay_nanos;
     Next::Wait(delay)
 }
 

@@ -42,96 +42,184 @@ where
 {
     type Output = L::Output<T, E>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let progress = this.progress;
-
-        // Finished: stays pending, and never polls the cancellation signal again.
-        if let StateProj::Done = this.state.as_mut().project() {
-            return Poll::Pending;
+    /// The first poll starts the first attempt and polls it right here, in a function small
+    /// enough to be inlined into the caller: there the compiler sees the state the future was
+    /// built in, so a first attempt that succeeds costs the operation, a counter and two
+    /// state tags, with no drop glue run (nothing but the attempt was ever stored). Everything
+    /// else — failures, waits, limits, later polls — is [`drive`], out of line.
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.as_mut().project();
+        if !matches!(this.state.as_mut().project(), StateProj::Start) {
+            return drive(self, cx, Resume::Dispatch);
         }
-        // R6: cancellation wins over everything, including a wait in progress.
-        if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+        // R6: cancellation wins over everything; no attempt starts after the signal.
+        if let Some(exit) = cancelled(this.limits.as_mut(), cx, this.progress) {
             this.state.set(State::Done);
             return Poll::Ready(L::finish(Err(exit)));
         }
-        // Whether the signal was polled since this poll last ran user code (an attempt, the
-        // hooks): true right after the check above.
-        let mut signal_checked = true;
+        let state = this.state.as_mut();
+        if let Err(exit) = begin(this.plan, this.op, &*this.limits, this.progress, state) {
+            return Poll::Ready(L::finish(Err(exit)));
+        }
+        let polled = match this.state.as_mut().project() {
+            StateProj::Attempt { fut, .. } => fut.poll(cx),
+            // `begin` has just stored the attempt.
+            _ => return drive(self, cx, Resume::Dispatch),
+        };
+        match polled {
+            Poll::Ready(Ok(value)) => {
+                this.state.set(State::Done);
+                Poll::Ready(L::finish(Ok(value)))
+            }
+            Poll::Ready(Err(error)) => drive(self, cx, Resume::Failed(error)),
+            Poll::Pending => drive(self, cx, Resume::Pending),
+        }
+    }
+}
 
-        loop {
-            // Each arm either returns or says whether the next attempt starts now.
-            let start_next = match this.state.as_mut().project() {
-                StateProj::Start => true,
-                StateProj::Attempt { fut, timer } => {
-                    // The attempt, or the hooks after it, may fire the signal.
-                    signal_checked = false;
-                    let next = match fut.poll(cx) {
-                        Poll::Ready(Ok(value)) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(L::finish(Ok(value)));
-                        }
-                        Poll::Ready(Err(error)) => after_failure(
-                            error,
-                            this.plan,
-                            this.backoff,
-                            this.when,
-                            this.notify,
-                            this.hint,
-                            &*this.limits,
-                            progress,
-                        ),
-                        Poll::Pending => match timer.poll_fired(cx) {
-                            Some(kind) => {
-                                after_timer(kind, this.plan, this.backoff, &*this.limits, progress)
-                            }
-                            None => return Poll::Pending,
-                        },
-                    };
-                    match next {
-                        Next::Stop(exit) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(L::finish(Err(exit)));
-                        }
-                        Next::Wait(delay) if delay.is_zero() => {
-                            // No timer for a zero wait, but a long run of immediate retries
-                            // yields now and then so other tasks on this thread get to run.
-                            if yields_after(progress.attempt) {
-                                this.state.set(State::Start);
-                                cx.waker().wake_by_ref();
-                                return Poll::Pending;
-                            }
-                            // Straight to the next attempt: one state change, not two.
-                            true
-                        }
-                        Next::Wait(delay) => {
-                            let sleep = this.plan.clock().sleep(delay);
-                            this.state.set(State::Backoff { sleep });
-                            false
-                        }
+/// Where [`drive`] picks the loop up.
+enum Resume<E> {
+    /// Look at the state: a later poll.
+    Dispatch,
+    /// The attempt in the state has just failed with this error.
+    Failed(E),
+    /// The attempt in the state has just returned `Pending`: its timer is polled next.
+    Pending,
+}
+
+/// The loop's body: every transition but the first attempt's start and success.
+#[inline(never)]
+#[allow(clippy::type_complexity)]
+fn drive<Op, Fut, T, E, C, B, W, N, H, L>(
+    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L>>,
+    cx: &mut Context<'_>,
+    resume: Resume<E>,
+) -> Poll<L::Output<T, E>>
+where
+    Op: Operation<Attempt = Fut>,
+    Fut: Future<Output = Result<T, E>>,
+    C: Clock,
+    B: Schedule<E>,
+    W: ShouldRetry<E>,
+    N: OnRetry<E>,
+    H: RetryAfter<E>,
+    L: Limits,
+{
+    let mut this = retry.project();
+    let progress = this.progress;
+    // Whether the signal was polled since this poll last ran user code (an attempt, the
+    // hooks).
+    let mut signal_checked = false;
+    let mut resume = match resume {
+        Resume::Dispatch => {
+            // Finished: stays pending, and never polls the cancellation signal again.
+            if let StateProj::Done = this.state.as_mut().project() {
+                return Poll::Pending;
+            }
+            // R6: cancellation wins over everything, including a wait in progress.
+            if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+                this.state.set(State::Done);
+                return Poll::Ready(L::finish(Err(exit)));
+            }
+            signal_checked = true;
+            None
+        }
+        // The attempt ran: it may have fired the signal.
+        other => Some(other),
+    };
+
+    loop {
+        // Each arm either returns or says whether the next attempt starts now.
+        let start_next = match this.state.as_mut().project() {
+            StateProj::Start => true,
+            StateProj::Attempt { .. } => 'attempts: loop {
+                // Polls the attempt in the state; a zero wait comes back here with the next
+                // one, without passing through the dispatch above.
+                let StateProj::Attempt { fut, timer } = this.state.as_mut().project() else {
+                    break 'attempts false;
+                };
+                // The attempt, or the hooks after it, may fire the signal.
+                signal_checked = false;
+                let polled = match resume.take() {
+                    Some(Resume::Failed(error)) => Poll::Ready(Err(error)),
+                    Some(Resume::Pending) => Poll::Pending,
+                    Some(Resume::Dispatch) | None => fut.poll(cx),
+                };
+                let next = match polled {
+                    Poll::Ready(Ok(value)) => {
+                        this.state.set(State::Done);
+                        return Poll::Ready(L::finish(Ok(value)));
                     }
-                }
-                StateProj::Backoff { sleep } => match sleep.poll(cx) {
-                    // Ended: the next attempt starts, once the signal has been checked.
-                    Poll::Ready(()) => true,
-                    Poll::Pending => return Poll::Pending,
-                },
-                StateProj::Done => return Poll::Pending,
-            };
-            if start_next {
-                // R6: no attempt starts after the signal, not even straight after a zero wait
-                // (the signal may have fired during the attempt or inside `notify`).
-                if !signal_checked {
-                    if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+                    Poll::Ready(Err(error)) => after_failure(
+                        error,
+                        this.plan,
+                        this.backoff,
+                        this.when,
+                        this.notify,
+                        this.hint,
+                        &*this.limits,
+                        progress,
+                    ),
+                    Poll::Pending => match timer.poll_fired(cx) {
+                        Some(kind) => {
+                            after_timer(kind, this.plan, this.backoff, &*this.limits, progress)
+                        }
+                        None => return Poll::Pending,
+                    },
+                };
+                match next {
+                    Next::Stop(exit) => {
                         this.state.set(State::Done);
                         return Poll::Ready(L::finish(Err(exit)));
                     }
+                    Next::Wait(delay) if delay.is_zero() => {
+                        // No timer for a zero wait, but a long run of immediate retries
+                        // yields now and then so other tasks on this thread get to run.
+                        if yields_after(progress.attempt) {
+                            this.state.set(State::Start);
+                            cx.waker().wake_by_ref();
+                            return Poll::Pending;
+                        }
+                        // Straight to the next attempt: R6 first (the signal may have fired
+                        // during the attempt or inside `notify`).
+                        if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+                            this.state.set(State::Done);
+                            return Poll::Ready(L::finish(Err(exit)));
+                        }
+                        let state = this.state.as_mut();
+                        if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state)
+                        {
+                            return Poll::Ready(L::finish(Err(exit)));
+                        }
+                    }
+                    Next::Wait(delay) => {
+                        let sleep = this.plan.clock().sleep(delay);
+                        this.state.set(State::Backoff { sleep });
+                        break 'attempts false;
+                    }
                 }
-                signal_checked = true;
-                let state = this.state.as_mut();
-                if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state) {
+            },
+            StateProj::Backoff { sleep } => match sleep.poll(cx) {
+                // Ended: the next attempt starts, once the signal has been checked.
+                Poll::Ready(()) => true,
+                Poll::Pending => return Poll::Pending,
+            },
+            StateProj::Done => return Poll::Pending,
+        };
+        if start_next {
+            // R6: no attempt starts after the signal, not even straight after a zero wait
+            // (the signal may have fired during the attempt or inside `notify`).
+            if !signal_checked {
+                if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+                    this.state.set(State::Done);
                     return Poll::Ready(L::finish(Err(exit)));
                 }
+            }
+            signal_checked = true;
+            let state = this.state.as_mut();
+            if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state) {
+                return Poll::Ready(L::finish(Err(exit)));
             }
         }
     }

@@ -103,10 +103,6 @@ impl<M> Progress<M> {
     fn previous(&self) -> Duration {
         Duration::from_nanos(self.previous_nanos)
     }
-
-    fn set_previous(&mut self, delay: Duration) {
-        self.previous_nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-    }
 }
 
 pin_project! {
