@@ -33,6 +33,34 @@
 //!
 //! After failed attempt `k` the wait is uniform in `[0, min(2^k · base, max))`.
 //!
+//! # Logs
+//!
+//! The loop reports through [`tracing`](https://docs.rs/tracing), target `retry_core`, so
+//! `tracing_subscriber::fmt::init()` alone prints each retry:
+//!
+//! ```text
+//!  WARN retry_core: attempt failed; retrying attempt=1 delay=39.2ms error="HTTP 503"
+//! ```
+//!
+//! | event | level | fields |
+//! |-------|-------|--------|
+//! | `attempt failed; retrying` | WARN | `attempt` (the one that failed), `delay`, `error` |
+//! | `attempt timed out; retrying` | WARN | `attempt`, `timeout`, `delay` |
+//! | `retry gave up: attempts exhausted` | INFO | `attempts`, `error` |
+//! | `retry gave up: retry-after hint above the policy's ceiling` | INFO | `attempts`, `retry_after`, `error` |
+//! | `retry gave up: retry-after hint beyond the deadline` | INFO | `attempts`, `retry_after`, `error` |
+//! | `retry gave up: deadline exceeded` | INFO | `attempts` |
+//! | `retry gave up: attempt timed out` | INFO | `attempts`, `timeout` |
+//! | `retry gave up: cancelled` | INFO | `attempts` |
+//! | `retry gave up: error not retryable` | DEBUG | `attempts`, `error` |
+//!
+//! A retry is a warning, as in Polly: something failed and is being papered over, which is
+//! worth seeing before it becomes an outage. Giving up is information: the caller receives the
+//! error and decides how loud to be. A predicate's "not retryable" is routine, so it is debug.
+//! `error` is the error's `Debug` form (the loop asks only `E: Debug` of it); delays and
+//! timeouts are `Duration`s. The middleware adds its own events under `retry_core::middleware`,
+//! the scheduler under `retry_core::scheduler`.
+//!
 //! # Features
 //!
 //! | feature      | default | what it adds |

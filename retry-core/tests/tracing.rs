@@ -1,5 +1,6 @@
-//! R4: the loop reports retries and give-ups as `tracing` events with target `retry_core`;
-//! the scheduler reports a panic in the caller's callbacks the same way (Q3).
+//! R4: the loop reports retries (WARN) and give-ups (INFO) as `tracing` events with target
+//! `retry_core`, each with the error; the scheduler reports a panic in the caller's callbacks
+//! the same way (Q3). The table of events is in the crate docs ("Logs").
 
 mod support;
 
@@ -12,7 +13,7 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
-/// Records every event as `target: message {field=value …}`.
+/// Records every event as `LEVEL target: message {field=value …}`.
 #[derive(Clone, Default)]
 struct Recorder(Arc<Mutex<Vec<String>>>);
 
@@ -40,14 +41,15 @@ impl Subscriber for Recorder {
     fn event(&self, event: &Event<'_>) {
         let mut line = Line(String::new());
         event.record(&mut line);
-        let text = format!("{}: {}", event.metadata().target(), line.0);
+        let meta = event.metadata();
+        let text = format!("{} {}: {}", meta.level(), meta.target(), line.0);
         self.0.lock().unwrap().push(text);
     }
     fn enter(&self, _: &Id) {}
     fn exit(&self, _: &Id) {}
 }
 
-/// The events `run` emits on a current-thread runtime, as `target: message {field=value …}`.
+/// The events `run` emits on a current-thread runtime, as `LEVEL target: message {field=value …}`.
 fn traced<F: std::future::Future>(run: F) -> (F::Output, Vec<String>) {
     let recorder = Recorder::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -68,9 +70,9 @@ fn r4_retries_and_give_up_are_traced() {
     assert_eq!(
         lines,
         [
-            "retry_core: attempt failed; retrying attempt=1 delay_ms=200",
-            "retry_core: attempt failed; retrying attempt=2 delay_ms=400",
-            "retry_core: retry gave up: attempts exhausted attempt=3",
+            r#"WARN retry_core: attempt failed; retrying attempt=1 delay=200ms error="failure 1""#,
+            r#"WARN retry_core: attempt failed; retrying attempt=2 delay=400ms error="failure 2""#,
+            r#"INFO retry_core: retry gave up: attempts exhausted attempts=3 error="failure 3""#,
         ]
     );
 }
@@ -98,7 +100,77 @@ fn q3_a_panicking_error_hook_is_reported_once_and_contained() {
     assert_eq!(
         reports,
         [
-            "retry_core::scheduler: the scheduler's error hook panicked; the scheduler carries on task=1 panic=bug in the hook"
+            "ERROR retry_core::scheduler: the scheduler's error hook panicked; the scheduler carries on task=1 panic=bug in the hook"
+        ]
+    );
+}
+
+#[test]
+fn r4_a_limit_ends_with_an_info_event_and_a_timed_out_attempt_is_a_warning() {
+    let policy = RetryPolicy::DEFAULT
+        .with_jitter(Jitter::None)
+        .with_clock(InstantClock::new());
+    let hangs = |_| std::future::pending::<Result<(), String>>();
+    let (_, lines) = traced(
+        policy
+            .retry(hangs)
+            .attempt_timeout(std::time::Duration::from_millis(50)),
+    );
+    assert_eq!(
+        lines,
+        [
+            "WARN retry_core: attempt timed out; retrying attempt=1 timeout=50ms delay=200ms",
+            "WARN retry_core: attempt timed out; retrying attempt=2 timeout=50ms delay=400ms",
+            "INFO retry_core: retry gave up: attempt timed out attempts=3 timeout=50ms",
+        ]
+    );
+}
+
+/// With the stock `tracing_subscriber::fmt` subscriber and nothing else set up, each retry is
+/// one readable line that names the error.
+#[test]
+fn r4_the_default_fmt_subscriber_prints_one_line_per_retry_with_the_error() {
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .without_time()
+        .with_writer(move || writer.clone())
+        .finish();
+    let policy = RetryPolicy::DEFAULT
+        .with_jitter(Jitter::None)
+        .with_clock(InstantClock::new());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        runtime.block_on(policy.retry(|attempt| async move {
+            if attempt < 3 {
+                Err(format!("HTTP 503 on attempt {attempt}"))
+            } else {
+                Ok(())
+            }
+        }))
+    })
+    .unwrap();
+    let output = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            r#" WARN retry_core: attempt failed; retrying attempt=1 delay=200ms error="HTTP 503 on attempt 1""#,
+            r#" WARN retry_core: attempt failed; retrying attempt=2 delay=400ms error="HTTP 503 on attempt 2""#,
         ]
     );
 }

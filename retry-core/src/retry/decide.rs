@@ -6,6 +6,7 @@
 //! each attempt, so the rules — attempts, predicate, hints and their ceiling, delays, deadline
 //! and attempt timeout — are written once.
 
+use std::fmt;
 use std::time::Duration;
 
 use super::limits::{Exit, Limits, Memory, StopReason};
@@ -14,7 +15,6 @@ use crate::backoff::Schedule;
 use crate::policy::Plan;
 use crate::rng::JitterRng;
 use crate::time::Clock;
-use crate::time::saturating_ms as duration_ms;
 
 pub(super) const TARGET: &str = "retry_core";
 
@@ -64,7 +64,7 @@ fn deadline_exit<E, M: Memory<E>, Token>(
     token: Token,
     progress: &mut Progress<M>,
 ) -> Exit<E, Token> {
-    tracing::debug!(target: TARGET, attempt = progress.attempt, "retry deadline exceeded");
+    tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: deadline exceeded");
     Exit::Stopped {
         token,
         reason: StopReason::Deadline,
@@ -151,23 +151,26 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
+    E: fmt::Debug,
 {
     let attempt = progress.attempt;
     if attempt >= plan.max_attempts() {
-        tracing::debug!(target: TARGET, attempt, "retry gave up: attempts exhausted");
+        tracing::info!(target: TARGET, attempts = attempt, ?error, "retry gave up: attempts exhausted");
         return Next::Stop(Exit::Failed(error));
     }
     if !when.should_retry(&error, attempt + 1) {
-        tracing::debug!(target: TARGET, attempt, "retry gave up: error not retryable");
+        // The caller's predicate decided: worth a debug line, not a log entry per call.
+        tracing::debug!(target: TARGET, attempts = attempt, ?error, "retry gave up: error not retryable");
         return Next::Stop(Exit::Failed(error));
     }
     let hinted = hint.retry_after(&error);
     let delay = match hinted {
         Some(asked) if asked > plan.max_retry_after() => {
-            tracing::debug!(
+            tracing::info!(
                 target: TARGET,
-                attempt,
-                retry_after_ms = duration_ms(asked),
+                attempts = attempt,
+                retry_after = ?asked,
+                ?error,
                 "retry gave up: retry-after hint above the policy's ceiling"
             );
             return Next::Stop(Exit::Failed(error));
@@ -179,7 +182,7 @@ where
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left && hinted.is_some() {
             // D5: a server's hint that outlasts the budget ends the loop with its error.
-            tracing::debug!(target: TARGET, attempt, "retry gave up: retry-after hint beyond the deadline");
+            tracing::info!(target: TARGET, attempts = attempt, retry_after = ?delay, ?error, "retry gave up: retry-after hint beyond the deadline");
             return Next::Stop(Exit::Failed(error));
         }
         if delay >= left {
@@ -188,7 +191,7 @@ where
         }
     }
     notify.notify(&error, attempt, delay);
-    tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt failed; retrying");
+    tracing::warn!(target: TARGET, attempt, ?delay, ?error, "attempt failed; retrying");
     progress.previous_nanos = delay_nanos;
     progress.memory.remember(error);
     Next::Wait(delay)
@@ -213,7 +216,7 @@ where
     };
     let attempt = progress.attempt;
     if attempt >= plan.max_attempts() {
-        tracing::debug!(target: TARGET, attempt, timeout_ms = duration_ms(timeout), "attempt timed out; giving up");
+        tracing::info!(target: TARGET, attempts = attempt, ?timeout, "retry gave up: attempt timed out");
         return Next::Stop(Exit::Stopped {
             token,
             reason: StopReason::AttemptTimeout(timeout),
@@ -227,7 +230,7 @@ where
             return Next::Stop(deadline_exit(token, progress));
         }
     }
-    tracing::debug!(target: TARGET, attempt, delay_ms = duration_ms(delay), "attempt timed out; retrying");
+    tracing::warn!(target: TARGET, attempt, ?timeout, ?delay, "attempt timed out; retrying");
     progress.previous_nanos = delay_nanos;
     Next::Wait(delay)
 }

@@ -181,6 +181,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         outcome: Result<Result<T, E>, Timer<<L::Limits as Limits>::Token>>,
     ) -> ControlFlow<Result<T, E>, Duration>
     where
+        E: std::fmt::Debug,
         W: ShouldRetry<E>,
         N: OnRetry<E>,
         H: RetryAfter<E>,
@@ -213,6 +214,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
 
     fn after_failure(&mut self, error: E) -> Next<E, <L::Limits as Limits>::Token>
     where
+        E: std::fmt::Debug,
         W: ShouldRetry<E>,
         N: OnRetry<E>,
         H: RetryAfter<E>,
@@ -266,6 +268,7 @@ pin_project! {
 impl<E, W, N, L, H, F, T> Future for Attempt<'_, E, W, N, L, H, F>
 where
     F: Future<Output = Result<T, E>>,
+    E: std::fmt::Debug,
     W: ShouldRetry<E>,
     N: OnRetry<E>,
     H: RetryAfter<E>,

@@ -1,5 +1,6 @@
 //! The loop's states and its `poll`: one step of the state machine per transition.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -33,6 +34,7 @@ impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
+    E: fmt::Debug,
     C: Clock,
     B: Schedule<E>,
     W: ShouldRetry<E>,
@@ -99,6 +101,7 @@ fn drive<Op, Fut, T, E, C, B, W, N, H, L>(
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
+    E: fmt::Debug,
     C: Clock,
     B: Schedule<E>,
     W: ShouldRetry<E>,
@@ -233,7 +236,7 @@ fn cancelled<E, L: Limits>(
     progress: &mut Progress<L::Memory<E>>,
 ) -> Option<Exit<E, L::Token>> {
     let token = limits.poll_cancelled(cx)?;
-    tracing::debug!(target: TARGET, attempt = progress.attempt, "retry cancelled");
+    tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: cancelled");
     Some(Exit::Stopped {
         token,
         reason: StopReason::Cancelled,

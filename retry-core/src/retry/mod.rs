@@ -262,6 +262,7 @@ where
     /// ```
     /// use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// #[derive(Debug)]
     /// struct Throttled { retry_after: Duration }
     ///
     /// let mut waits = Vec::new();
