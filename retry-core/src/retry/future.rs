@@ -48,7 +48,7 @@ where
     /// enough to be inlined into the caller: there the compiler sees the state the future was
     /// built in, so a first attempt that succeeds costs the operation, a counter and two
     /// state tags, with no drop glue run (nothing but the attempt was ever stored). Everything
-    /// else — failures, waits, limits, later polls — is [`drive`], out of line.
+    /// else — failures, waits, limits, later polls — is `drive`, out of line.
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.as_mut().project();
