@@ -16,17 +16,26 @@ pub(crate) fn valgrind_available() -> bool {
 /// `(instructions, heap blocks)` per unit of work: `exe --run <key> <n>` run for `few` and
 /// `many` units.
 pub(crate) fn per_unit(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64) {
+    let (instructions, blocks, _) = per_unit_with_bytes(exe, key, few, many);
+    (instructions, blocks)
+}
+
+/// [`per_unit`] and the bytes allocated per unit.
+pub(crate) fn per_unit_with_bytes(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64, f64) {
     let units = (many - few) as f64;
-    let instructions =
-        (count(exe, key, many, Tool::Cachegrind) - count(exe, key, few, Tool::Cachegrind)) as f64;
-    let blocks = (count(exe, key, many, Tool::Dhat) - count(exe, key, few, Tool::Dhat)) as f64;
-    (instructions / units, blocks / units)
+    let diff = |tool| (count(exe, key, many, tool) - count(exe, key, few, tool)) as f64 / units;
+    (
+        diff(Tool::Cachegrind),
+        diff(Tool::Dhat),
+        diff(Tool::DhatBytes),
+    )
 }
 
 #[derive(Clone, Copy)]
 enum Tool {
     Cachegrind,
     Dhat,
+    DhatBytes,
 }
 
 /// The whole process's instructions or heap blocks allocated, running `key` `n` times.
@@ -40,7 +49,7 @@ fn count(exe: &Path, key: &str, n: u64, tool: Tool) -> u64 {
             ],
             "I   refs:",
         ),
-        Tool::Dhat => (&["--tool=dhat", "--dhat-out-file=/dev/null"], "Total:"),
+        Tool::Dhat | Tool::DhatBytes => (&["--tool=dhat", "--dhat-out-file=/dev/null"], "Total:"),
     };
     let output = Command::new("valgrind")
         .args(args)
@@ -61,6 +70,7 @@ fn count(exe: &Path, key: &str, n: u64, tool: Tool) -> u64 {
                 Tool::Cachegrind => rest.trim(),
                 // `Total:     1,234 bytes in 56 blocks`
                 Tool::Dhat => rest.split(" in ").nth(1)?.split_whitespace().next()?,
+                Tool::DhatBytes => rest.split_whitespace().next()?,
             };
             number.replace(',', "").parse().ok()
         })

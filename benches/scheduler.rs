@@ -39,9 +39,10 @@ async fn scheduler(c: usize, n: u64) -> u64 {
     let scheduler = Scheduler::new(options).expect("valid options");
     let mut handles = Vec::with_capacity(n as usize);
     for i in 0..n {
-        handles.push(scheduler.submit(move |_: TaskContext| async move {
-            Ok::<_, TaskFailure>(black_box(i))
-        }));
+        handles.push(
+            scheduler
+                .submit(move |_: TaskContext| async move { Ok::<_, TaskFailure>(black_box(i)) }),
+        );
     }
     let mut sum = 0;
     for handle in handles {
@@ -93,8 +94,8 @@ fn current_thread() -> Runtime {
 /// How many of a `TASKS` burst the default options refuse at concurrency 64.
 fn refused_with_defaults() -> usize {
     current_thread().block_on(async {
-        let scheduler = Scheduler::new(SchedulerOptions::new().with_concurrency(64))
-            .expect("valid options");
+        let scheduler =
+            Scheduler::new(SchedulerOptions::new().with_concurrency(64)).expect("valid options");
         let handles: Vec<_> = (0..TASKS)
             .map(|_| scheduler.submit(|_: TaskContext| async { Ok::<_, TaskFailure>(()) }))
             .collect();
@@ -114,7 +115,12 @@ fn main() {
     if let Some(i) = args.iter().position(|a| a == "--run") {
         let (key, n) = (&args[i + 1], args[i + 2].parse().expect("a count"));
         let (who, c) = key.split_once('/').expect("<who>/<concurrency>");
-        black_box(run(&current_thread(), who, c.parse().expect("a concurrency"), n));
+        black_box(run(
+            &current_thread(),
+            who,
+            c.parse().expect("a concurrency"),
+            n,
+        ));
         return;
     }
     let count = !args.iter().any(|a| a == "--no-count") && counted::valgrind_available();
@@ -144,10 +150,7 @@ fn main() {
         let counts = if count {
             let (ai, aa) = counted::per_unit(&exe, &format!("scheduler/{c}"), FEW, MANY);
             let (bi, ba) = counted::per_unit(&exe, &format!("joinset/{c}"), FEW, MANY);
-            (
-                format!("{ai:.0} / {bi:.0}"),
-                format!("{aa:.2} / {ba:.2}"),
-            )
+            (format!("{ai:.0} / {bi:.0}"), format!("{aa:.2} / {ba:.2}"))
         } else {
             ("not counted".into(), "not counted".into())
         };

@@ -267,7 +267,14 @@ mod tests {
     use super::*;
 
     fn registered(token: &CancelToken) -> usize {
-        token.inner.state().children.entries.iter().flatten().count()
+        token
+            .inner
+            .state()
+            .children
+            .entries
+            .iter()
+            .flatten()
+            .count()
     }
 
     #[test]
@@ -318,7 +325,10 @@ mod tests {
         let mut abandoned = Box::pin(abandoned);
         assert!(abandoned.as_mut().poll(&mut cx).is_pending());
         drop(abandoned);
-        assert_eq!(child.inner.state().waiters.entries.iter().flatten().count(), 1);
+        assert_eq!(
+            child.inner.state().waiters.entries.iter().flatten().count(),
+            1
+        );
         let woken = tokio::spawn(child.cancelled());
         tokio::task::yield_now().await;
         parent.cancel();

@@ -162,7 +162,10 @@ where
         if record.closed {
             // The task was dropped unfinished (its runtime shut down): report what the
             // scheduler recorded, or a cancellation.
-            return Poll::Ready(Err(record.failure.clone().unwrap_or(TaskFailure::Cancelled)));
+            return Poll::Ready(Err(record
+                .failure
+                .clone()
+                .unwrap_or(TaskFailure::Cancelled)));
         }
         match &mut record.waker {
             Some(waker) if waker.will_wake(cx.waker()) => {}
