@@ -1,9 +1,9 @@
 //! `Scheduler` against `tokio::task::JoinSet` + `tokio::sync::Semaphore`: 100,000 trivial
 //! tasks at concurrency 8, 64, 512 and 4,096.
 //!
-//! - **time**: tasks per second on a multi-thread runtime with 2 workers, each contestant on
-//!   a runtime of its own, `RUNS` rounds with the contestants alternating; medians, min–max
-//!   and the ratio of the medians;
+//! - **time**: tasks per second on a multi-thread runtime with 2 workers and on a
+//!   current-thread runtime, each run on a runtime of its own, `RUNS` rounds with the
+//!   contestants alternating; medians, min–max and the ratio of the medians;
 //! - **instructions and heap allocations per task**: counted by valgrind (cachegrind, DHAT)
 //!   on a current-thread runtime, as `(count(MANY) - count(FEW)) / (MANY - FEW)`. Skipped with
 //!   a note without valgrind, or with `--no-count`.
@@ -127,48 +127,62 @@ fn main() {
     let exe = std::env::current_exe().expect("the path of this executable");
     let mut out = String::from(
         "### Scheduler vs JoinSet + Semaphore, 100,000 trivial tasks\n\n\
-         | concurrency | Scheduler, tasks/s (min–max) | JoinSet + Semaphore, tasks/s (min–max) | ratio of medians (per run) | instructions per task, Scheduler / JoinSet | allocations per task, Scheduler / JoinSet |\n\
-         |---:|---:|---:|---:|---:|---:|\n",
+         | concurrency | runtime | Scheduler, tasks/s (min–max) | JoinSet + Semaphore, tasks/s (min–max) | ratio of medians (per run) |\n\
+         |---:|---|---:|---:|---:|\n",
+    );
+    let mut counts_table = String::from(
+        "\n| concurrency | instructions per task, Scheduler / JoinSet | allocations per task, Scheduler / JoinSet |\n\
+         |---:|---:|---:|\n",
     );
     for c in CONCURRENCY {
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-        for _ in 0..RUNS {
-            for (who, rates) in [("scheduler", &mut ours), ("joinset", &mut theirs)] {
-                let rt = multi_thread();
-                let start = Instant::now();
-                black_box(run(&rt, who, c, TASKS));
-                rates.push(TASKS as f64 / start.elapsed().as_secs_f64());
+        for (flavour, make) in [
+            ("multi-thread, 2 workers", multi_thread as fn() -> Runtime),
+            ("current-thread", current_thread),
+        ] {
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            for _ in 0..RUNS {
+                for (who, rates) in [("scheduler", &mut ours), ("joinset", &mut theirs)] {
+                    let rt = make();
+                    let start = Instant::now();
+                    black_box(run(&rt, who, c, TASKS));
+                    rates.push(TASKS as f64 / start.elapsed().as_secs_f64());
+                }
             }
+            let per_run: Vec<String> = ours
+                .iter()
+                .zip(&theirs)
+                .map(|(a, b)| format!("{:.2}×", a / b))
+                .collect();
+            let (a, a_min, a_max) = counted::median_min_max(&mut ours);
+            let (b, b_min, b_max) = counted::median_min_max(&mut theirs);
+            let row = format!(
+                "| {c} | {flavour} | {} ({}–{}) | {} ({}–{}) | **{:.2}×** ({}) |\n",
+                k(a),
+                k(a_min),
+                k(a_max),
+                k(b),
+                k(b_min),
+                k(b_max),
+                a / b,
+                per_run.join(" · "),
+            );
+            eprint!("scheduler: {row}");
+            out.push_str(&row);
         }
-        let per_run: Vec<String> = ours
-            .iter()
-            .zip(&theirs)
-            .map(|(a, b)| format!("{:.2}×", a / b))
-            .collect();
-        let (a, a_min, a_max) = counted::median_min_max(&mut ours);
-        let (b, b_min, b_max) = counted::median_min_max(&mut theirs);
-        let counts = if count {
+        if count {
             let (ai, aa) = counted::per_unit(&exe, &format!("scheduler/{c}"), FEW, MANY);
             let (bi, ba) = counted::per_unit(&exe, &format!("joinset/{c}"), FEW, MANY);
-            (format!("{ai:.0} / {bi:.0}"), format!("{aa:.2} / {ba:.2}"))
-        } else {
-            ("not counted".into(), "not counted".into())
-        };
-        let row = format!(
-            "| {c} | {} ({}–{}) | {} ({}–{}) | **{:.2}×** ({}) | {} | {} |\n",
-            k(a),
-            k(a_min),
-            k(a_max),
-            k(b),
-            k(b_min),
-            k(b_max),
-            a / b,
-            per_run.join(" · "),
-            counts.0,
-            counts.1,
+            let row = format!("| {c} | {ai:.0} / {bi:.0} | {aa:.2} / {ba:.2} |\n");
+            eprint!("scheduler: {row}");
+            counts_table.push_str(&row);
+        }
+    }
+    if count {
+        out.push_str(&counts_table);
+    } else {
+        out.push_str(
+            "\nInstructions and allocations not counted (no valgrind, or `--no-count`).\n",
         );
-        eprint!("scheduler: {row}");
-        out.push_str(&row);
     }
     out.push_str(&format!(
         "\nWith the default `max_pending` (1,024) at concurrency 64, {} of a burst of {TASKS} \

@@ -48,7 +48,7 @@ mod options;
 mod queue;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 #[cfg(feature = "serde")]
@@ -104,6 +104,9 @@ struct Shared {
     core: Mutex<Core>,
     on_error: Option<ErrorHook>,
     subscribers: Mutex<Subscribers>,
+    /// Whether `subscribers` has any: three events per task need not take its lock to find
+    /// out that nobody listens.
+    subscribed: AtomicBool,
     /// Woken whenever the scheduler may have become idle.
     idle: Notify,
     /// The runtime the scheduler was built in, if any: where tasks submitted from outside
@@ -200,6 +203,7 @@ impl SchedulerBuilder {
                 options: self.options,
                 core: Mutex::new(core),
                 on_error: self.on_error,
+                subscribed: AtomicBool::new(!subscribers.list.is_empty()),
                 subscribers: Mutex::new(subscribers),
                 idle: Notify::new(),
                 runtime: Handle::try_current().ok(),
@@ -328,7 +332,10 @@ impl Scheduler {
     where
         S: Fn(&TaskEvent) + Send + Sync + 'static,
     {
-        self.shared.subscribers().add(Arc::new(subscriber))
+        let mut subscribers = self.shared.subscribers();
+        let id = subscribers.add(Arc::new(subscriber));
+        self.shared.subscribed.store(true, Ordering::SeqCst);
+        id
     }
 
     /// Ends a subscription; `false` if it had already ended.
@@ -344,6 +351,9 @@ impl Scheduler {
             .cloned()
             .collect();
         subscribers.list = Arc::new(list);
+        self.shared
+            .subscribed
+            .store(!subscribers.list.is_empty(), Ordering::SeqCst);
         true
     }
 
@@ -464,6 +474,9 @@ impl Shared {
 
     fn emit(&self, event: &TaskEvent) {
         tracing::trace!(target: TARGET, ?event, "task event");
+        if !self.subscribed.load(Ordering::SeqCst) {
+            return;
+        }
         let subscribers = Arc::clone(&self.subscribers().list);
         for (_, subscriber) in subscribers.iter() {
             hooks::call_subscriber(subscriber, event);
