@@ -7,7 +7,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 
@@ -15,7 +15,10 @@ use std::task::{Context, Poll, Waker};
 /// tokens are cancelled with their parent (never the other way round).
 ///
 /// Making a child, dropping one and waiting on a token each cost O(1), however many children
-/// the parent has: a scheduler gives every running task a child of its own token.
+/// the parent has: a scheduler gives every running task a child of its own token. A child
+/// joins its parent's list only when something first waits on it (or on a child of its own):
+/// until then [`is_cancelled`](CancelToken::is_cancelled) asks its ancestors, so a child
+/// nobody waits on costs its parent nothing at all.
 ///
 /// ```
 /// use retry_core::CancelToken;
@@ -33,14 +36,30 @@ pub struct CancelToken {
     inner: Arc<Inner>,
 }
 
-#[derive(Default)]
 struct Inner {
+    /// Set by `cancel` on this token, or on an ancestor this token had joined.
     cancelled: AtomicBool,
     /// Children and waiters; `cancelled` is set under this lock, so that a child added or a
     /// waiter registered during `cancel` is not missed.
     state: Mutex<State>,
-    /// The parent and this token's slot among its children, to leave it when dropped.
-    parent: Option<(Arc<Inner>, usize)>,
+    parent: Option<Arc<Inner>>,
+    /// This token's slot among its parent's children, or [`NOT_JOINED`]; written under the
+    /// parent's lock.
+    slot: AtomicUsize,
+}
+
+/// The slot of a token that has not joined its parent's children.
+const NOT_JOINED: usize = usize::MAX;
+
+impl Default for Inner {
+    fn default() -> Self {
+        Self {
+            cancelled: AtomicBool::new(false),
+            state: Mutex::default(),
+            parent: None,
+            slot: AtomicUsize::new(NOT_JOINED),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -69,11 +88,6 @@ impl<T> Default for Slots<T> {
 }
 
 impl<T> Slots<T> {
-    /// The slot the next [`insert`](Slots::insert) will use.
-    fn next_slot(&self) -> usize {
-        self.free.last().copied().unwrap_or(self.entries.len())
-    }
-
     fn insert(&mut self, value: T) -> usize {
         match self.free.pop() {
             Some(slot) => {
@@ -107,20 +121,56 @@ impl Inner {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Whether this token or an ancestor was cancelled.
+    fn is_cancelled(&self) -> bool {
+        let mut token = self;
+        loop {
+            if token.cancelled.load(Ordering::SeqCst) {
+                return true;
+            }
+            match &token.parent {
+                Some(parent) => token = parent,
+                None => return false,
+            }
+        }
+    }
+
+    /// Makes sure a cancellation of any ancestor reaches this token's own flag and waiters:
+    /// joins the parent's children (the parent its own parent's first), or, if the parent was
+    /// cancelled already, cancels this token.
+    fn join(self: &Arc<Self>) {
+        let Some(parent) = &self.parent else { return };
+        if self.slot.load(Ordering::SeqCst) != NOT_JOINED {
+            return;
+        }
+        parent.join();
+        let mut state = parent.state();
+        if parent.cancelled.load(Ordering::SeqCst) {
+            drop(state);
+            cancel(self);
+            return;
+        }
+        if self.slot.load(Ordering::SeqCst) == NOT_JOINED {
+            let slot = state.children.insert(Arc::downgrade(self));
+            self.slot.store(slot, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some((parent, slot)) = &self.parent {
+        let slot = self.slot.load(Ordering::SeqCst);
+        if let (Some(parent), true) = (&self.parent, slot != NOT_JOINED) {
             let mut state = parent.state();
             // The slot is ours unless the parent was cancelled meanwhile (it took every
-            // child out; a cancelled parent registers none again).
+            // child out; a cancelled parent lets none join again).
             let ours = state
                 .children
-                .get_mut(*slot)
+                .get_mut(slot)
                 .is_some_and(|child| std::ptr::eq(child.as_ptr(), self));
             if ours {
-                drop(state.children.remove(*slot));
+                drop(state.children.remove(slot));
             }
         }
     }
@@ -139,28 +189,19 @@ impl CancelToken {
 
     /// Whether [`cancel`](CancelToken::cancel) was called on this token or an ancestor.
     pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
+        self.inner.is_cancelled()
     }
 
     /// A new token cancelled together with this one (and on its own).
     pub fn child(&self) -> Self {
-        let mut state = self.inner.state();
-        if self.is_cancelled() {
-            drop(state);
-            let child = Self::new();
-            child.cancel();
-            return child;
+        Self {
+            inner: Arc::new(Inner {
+                cancelled: AtomicBool::new(false),
+                state: Mutex::default(),
+                parent: Some(Arc::clone(&self.inner)),
+                slot: AtomicUsize::new(NOT_JOINED),
+            }),
         }
-        let slot = state.children.next_slot();
-        let child = Arc::new(Inner {
-            cancelled: AtomicBool::new(false),
-            state: Mutex::default(),
-            parent: Some((Arc::clone(&self.inner), slot)),
-        });
-        let inserted = state.children.insert(Arc::downgrade(&child));
-        debug_assert_eq!(inserted, slot);
-        drop(state);
-        Self { inner: child }
     }
 
     /// A future that completes once the token is cancelled. It owns what it needs, so it
@@ -222,6 +263,8 @@ impl Future for WaitForCancellation {
             return Poll::Ready(());
         }
         let inner = &this.token.inner;
+        // From here on an ancestor's cancellation sets this token's own flag.
+        inner.join();
         let mut state = inner.state();
         // `cancel` sets the flag under this lock and then wakes every registered waker, so no
         // wake-up can fall between reading the flag and registering.
@@ -277,29 +320,58 @@ mod tests {
             .count()
     }
 
+    /// A child that something waits on, as the parent's list sees it.
+    fn waited_child(parent: &CancelToken) -> CancelToken {
+        let child = parent.child();
+        let mut waiting = Box::pin(child.cancelled());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        child
+    }
+
+    #[test]
+    fn a_child_joins_its_parent_only_once_waited_on() {
+        let parent = CancelToken::new();
+        let child = parent.child();
+        let grandchild = child.child();
+        assert_eq!(registered(&parent), 0);
+        parent.cancel();
+        assert!(child.is_cancelled() && grandchild.is_cancelled());
+        assert!(parent.child().is_cancelled());
+
+        let parent = CancelToken::new();
+        let child = parent.child();
+        let grandchild = waited_child(&child);
+        assert_eq!((registered(&parent), registered(&child)), (1, 1));
+        parent.cancel();
+        assert!(grandchild.inner.cancelled.load(Ordering::SeqCst));
+        drop(grandchild);
+        assert_eq!(registered(&child), 0);
+    }
+
     #[test]
     fn a_dropped_child_leaves_its_parent_and_its_slot_is_reused() {
         let parent = CancelToken::new();
         for _ in 0..1_000 {
-            let child = parent.child();
+            let child = waited_child(&parent);
             assert_eq!(registered(&parent), 1);
             drop(child);
         }
         assert_eq!(registered(&parent), 0);
         assert_eq!(parent.inner.state().children.entries.len(), 1);
-        let mut kept: Vec<_> = (0..10).map(|_| parent.child()).collect();
+        let mut kept: Vec<_> = (0..10).map(|_| waited_child(&parent)).collect();
         kept.truncate(5);
         assert_eq!(registered(&parent), 5);
-        kept.push(parent.child());
+        kept.push(waited_child(&parent));
         assert_eq!(parent.inner.state().children.entries.len(), 10);
     }
 
     #[test]
     fn cancellation_cascades_down_and_never_up() {
         let root = CancelToken::new();
-        let child = root.child();
-        let grandchild = child.child();
-        let sibling = root.child();
+        let child = waited_child(&root);
+        let grandchild = waited_child(&child);
+        let sibling = waited_child(&root);
         grandchild.cancel();
         assert!(!child.is_cancelled() && !root.is_cancelled());
         child.cancel();
