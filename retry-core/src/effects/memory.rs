@@ -50,6 +50,9 @@ struct Calls {
     /// The positions of each run's calls, in insertion order.
     runs: HashMap<String, Vec<usize>>,
     hasher: RandomState,
+    /// The position of the record written last: a call's writes follow each other (insert,
+    /// start, commit), and comparing a key is cheaper than hashing it.
+    recent: Option<usize>,
 }
 
 /// The positions of the keys with one hash: one but for a collision, and one costs no
@@ -113,7 +116,15 @@ impl Calls {
     }
 
     fn get(&self, key: &CallKey) -> Option<&CallRecord> {
-        self.find(self.hash(key), key).map(|at| &self.records[at])
+        self.position(key).map(|at| &self.records[at])
+    }
+
+    /// The position of `key`'s record, trying the record written last first.
+    fn position(&self, key: &CallKey) -> Option<usize> {
+        match self.recent.filter(|&at| self.records[at].key == *key) {
+            Some(at) => Some(at),
+            None => self.find(self.hash(key), key),
+        }
     }
 }
 
@@ -137,6 +148,7 @@ impl MemoryLedger {
             return Insert::Existing(calls.records[at].clone());
         }
         let at = calls.records.len();
+        calls.recent = Some(at);
         match calls.by_key.get_mut(&hash) {
             Some(positions) => positions.push(at),
             None => {
@@ -197,8 +209,7 @@ impl Ledger for MemoryLedger {
         mut next: CallRecord,
     ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
         let mut calls = self.calls();
-        let hash = calls.hash(&next.key);
-        let at = calls.find(hash, &next.key);
+        let at = calls.position(&next.key);
         let found = at.map(|at| calls.records[at].revision);
         let Some(at) = at.filter(|_| found == Some(expected)) else {
             let key = next.key.clone();
@@ -216,6 +227,7 @@ impl Ledger for MemoryLedger {
             return ready(Err(InvalidRecord { key, problem }.into()));
         };
         next.revision = revision;
+        calls.recent = Some(at);
         let stored = &mut calls.records[at];
         // The arguments never change, so the stored record's checked hash and depth still hold
         // for them and the state is all that needs checking (the comparison stops at the first
