@@ -129,6 +129,7 @@ fn canonical_json(value: &Value, out: &mut impl FnMut(&[u8])) {
             Ok(())
         }
     }
+    use std::io::Write as _;
     let string = |s: &str, out: &mut dyn FnMut(&[u8])| {
         // Writing a `str` into a sink that never fails cannot fail; if it somehow did, the
         // escaped debug form still makes the hash depend on every byte of `s`.
@@ -136,8 +137,10 @@ fn canonical_json(value: &Value, out: &mut impl FnMut(&[u8])) {
             out(format!("{s:?}").as_bytes());
         }
     };
-    let mut stack = vec![Step::Value(value)];
-    while let Some(step) = stack.pop() {
+    // A scalar never touches the stack, so hashing one allocates nothing.
+    let mut stack = Vec::new();
+    let mut next = Some(Step::Value(value));
+    while let Some(step) = next.take().or_else(|| stack.pop()) {
         match step {
             Step::Text(text) => out(text.as_bytes()),
             Step::Key(key) => {
@@ -146,7 +149,12 @@ fn canonical_json(value: &Value, out: &mut impl FnMut(&[u8])) {
             }
             Step::Value(Value::Null) => out(b"null"),
             Step::Value(Value::Bool(b)) => out(if *b { b"true" } else { b"false" }),
-            Step::Value(Value::Number(n)) => out(n.to_string().as_bytes()),
+            // `Display` is what `to_string` writes, without the string.
+            Step::Value(Value::Number(n)) => {
+                if write!(Sink(out), "{n}").is_err() {
+                    out(n.to_string().as_bytes());
+                }
+            }
             Step::Value(Value::String(s)) => string(s, out),
             Step::Value(Value::Array(items)) => {
                 out(b"[");

@@ -2,12 +2,14 @@
 //! agents that accept losing the ledger with the process.
 
 use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
 use std::future::{Future, ready};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::key::{CallKey, check_run_id};
-use super::ledger::{Insert, Ledger, LedgerError};
-use super::record::{CallRecord, InvalidRecord, RecordProblem};
+use super::ledger::{Insert, Ledger, LedgerError, Prepared};
+use super::record::{CallRecord, CallState, InvalidRecord, RecordProblem};
 use super::store::Revision;
 
 /// A [`Ledger`] in memory. Clones share the same records, so a test can keep one handle
@@ -34,11 +36,96 @@ pub struct MemoryLedger {
     inner: Arc<Mutex<Calls>>,
 }
 
+/// The records, each stored once, in insertion order; found by their key's hash.
+///
+/// A key is hashed once per operation, with std's keyed SipHash (a model chooses call ids, so
+/// the hash must not be predictable), and the maps take that hash as it is: no key is copied
+/// into an index, no key is hashed twice.
 #[derive(Debug, Default)]
 struct Calls {
-    records: HashMap<CallKey, CallRecord>,
-    /// Insertion order of each run's calls.
-    runs: HashMap<String, Vec<CallKey>>,
+    /// Every record, in insertion order (a ledger never forgets a call).
+    records: Vec<CallRecord>,
+    /// The positions in `records` of the keys with each hash (one, but for a collision).
+    by_key: HashMap<u64, Positions, BuildHasherDefault<Prehashed>>,
+    /// The positions of each run's calls, in insertion order.
+    runs: HashMap<String, Vec<usize>>,
+    hasher: RandomState,
+    /// The position of the record written last: a call's writes follow each other (insert,
+    /// start, commit), and comparing a key is cheaper than hashing it.
+    recent: Option<usize>,
+}
+
+/// The positions of the keys with one hash: one but for a collision, and one costs no
+/// allocation.
+#[derive(Debug)]
+enum Positions {
+    One(usize),
+    Many(Vec<usize>),
+}
+
+impl Positions {
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            Positions::One(at) => std::slice::from_ref(at),
+            Positions::Many(all) => all,
+        }
+    }
+
+    fn push(&mut self, at: usize) {
+        match self {
+            Positions::One(first) => *self = Positions::Many(vec![*first, at]),
+            Positions::Many(all) => all.push(at),
+        }
+    }
+}
+
+/// A `Hasher` for keys that are hashes already.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64`s are hashed here; fold anything else in all the same.
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+impl Calls {
+    fn hash(&self, key: &CallKey) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The position of `key`'s record.
+    fn find(&self, hash: u64, key: &CallKey) -> Option<usize> {
+        self.by_key
+            .get(&hash)?
+            .as_slice()
+            .iter()
+            .copied()
+            .find(|&at| self.records[at].key == *key)
+    }
+
+    fn get(&self, key: &CallKey) -> Option<&CallRecord> {
+        self.position(key).map(|at| &self.records[at])
+    }
+
+    /// The position of `key`'s record, trying the record written last first.
+    fn position(&self, key: &CallKey) -> Option<usize> {
+        match self.recent.filter(|&at| self.records[at].key == *key) {
+            Some(at) => Some(at),
+            None => self.find(self.hash(key), key),
+        }
+    }
 }
 
 impl MemoryLedger {
@@ -49,8 +136,33 @@ impl MemoryLedger {
 
     fn calls(&self) -> MutexGuard<'_, Calls> {
         // A panic while holding the lock cannot leave a half-written record: every write is a
-        // single `insert` into the map.
+        // single push or a single update of a record's fields in place.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stores `record`, whose invariants hold, unless its key is taken.
+    fn store(&self, record: CallRecord) -> Insert {
+        let mut calls = self.calls();
+        let hash = calls.hash(&record.key);
+        if let Some(at) = calls.find(hash, &record.key) {
+            return Insert::Existing(calls.records[at].clone());
+        }
+        let at = calls.records.len();
+        calls.recent = Some(at);
+        match calls.by_key.get_mut(&hash) {
+            Some(positions) => positions.push(at),
+            None => {
+                calls.by_key.insert(hash, Positions::One(at));
+            }
+        }
+        match calls.runs.get_mut(record.key.run_id()) {
+            Some(run) => run.push(at),
+            None => {
+                calls.runs.insert(record.key.run_id().to_owned(), vec![at]);
+            }
+        }
+        calls.records.push(record.clone());
+        Insert::Inserted(record)
     }
 }
 
@@ -65,24 +177,30 @@ impl Ledger for MemoryLedger {
             Ok(record) => record,
             Err(e) => return ready(Err(e.into())),
         };
-        let mut calls = self.calls();
-        if let Some(existing) = calls.records.get(&record.key) {
-            return ready(Ok(Insert::Existing(existing.clone())));
+        ready(Ok(self.store(record)))
+    }
+
+    fn insert_prepared(
+        &self,
+        mut record: CallRecord,
+        _: Prepared,
+    ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
+        record.revision = Revision::FIRST;
+        // Made by `CallRecord::prepared` a moment ago from arguments whose depth the runner
+        // checked: its hash is the hash of its arguments and they are within the depth
+        // limit, so only the rest is checked.
+        if let Err(e) = record.validate_state() {
+            record.discard();
+            return ready(Err(e.into()));
         }
-        calls
-            .runs
-            .entry(record.key.run_id().to_owned())
-            .or_default()
-            .push(record.key.clone());
-        calls.records.insert(record.key.clone(), record.clone());
-        ready(Ok(Insert::Inserted(record)))
+        ready(Ok(self.store(record)))
     }
 
     fn get(
         &self,
         key: CallKey,
     ) -> impl Future<Output = Result<Option<CallRecord>, LedgerError>> + Send {
-        ready(Ok(self.calls().records.get(&key).cloned()))
+        ready(Ok(self.calls().get(&key).cloned()))
     }
 
     fn compare_and_swap(
@@ -91,9 +209,9 @@ impl Ledger for MemoryLedger {
         mut next: CallRecord,
     ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
         let mut calls = self.calls();
-        let stored = calls.records.get(&next.key);
-        let found = stored.map(|r| r.revision);
-        let Some(stored) = stored.filter(|_| found == Some(expected)) else {
+        let at = calls.position(&next.key);
+        let found = at.map(|at| calls.records[at].revision);
+        let Some(at) = at.filter(|_| found == Some(expected)) else {
             let key = next.key.clone();
             next.discard();
             return ready(Err(LedgerError::Conflict {
@@ -109,8 +227,10 @@ impl Ledger for MemoryLedger {
             return ready(Err(InvalidRecord { key, problem }.into()));
         };
         next.revision = revision;
-        // The arguments never change, so the stored record's checked hash still holds for them
-        // and the shape is all that needs checking (the comparison stops at the first
+        calls.recent = Some(at);
+        let stored = &mut calls.records[at];
+        // The arguments never change, so the stored record's checked hash and depth still hold
+        // for them and the state is all that needs checking (the comparison stops at the first
         // difference, within the stored arguments' bounded depth).
         let same_args = next.args_hash == stored.args_hash && next.args == stored.args;
         if !same_args {
@@ -122,13 +242,22 @@ impl Ledger for MemoryLedger {
             next.discard();
             return ready(Err(InvalidRecord { key, problem }.into()));
         }
-        if let Err(e) = next.validate_shape() {
+        if let Err(e) = next.validate_state() {
             next.discard();
             return ready(Err(e.into()));
         }
-        // The old record goes before the copy is made: one copy of a large record at a time.
-        drop(calls.records.remove(&next.key));
-        calls.records.insert(next.key.clone(), next.clone());
+        // In place: the key and the arguments are the stored ones already, so they are not
+        // copied; the tool's name is copied into the stored string's buffer.
+        stored.tool.clone_from(&next.tool);
+        stored.effect = next.effect;
+        // The old state goes before the copy is made: one copy of a large result at a time.
+        stored.state = CallState::Prepared;
+        stored.state = next.state.clone();
+        stored.revision = next.revision;
+        stored.attempts = next.attempts;
+        stored.requires_approval = next.requires_approval;
+        stored.approved = next.approved;
+        stored.lease_until = next.lease_until;
         ready(Ok(next))
     }
 
@@ -140,14 +269,56 @@ impl Ledger for MemoryLedger {
             return ready(Err(e.into()));
         }
         let calls = self.calls();
-        let keys = calls
+        let positions = calls
             .runs
             .get(&run_id)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        ready(Ok(keys
+        ready(Ok(positions
             .iter()
-            .filter_map(|key| calls.records.get(key).cloned())
+            .map(|&at| calls.records[at].clone())
             .collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_that_share_a_hash_keep_every_position() {
+        let mut positions = Positions::One(3);
+        assert_eq!(positions.as_slice(), [3]);
+        positions.push(7);
+        positions.push(9);
+        assert_eq!(positions.as_slice(), [3, 7, 9]);
+    }
+
+    #[test]
+    fn a_lookup_compares_the_key_not_only_its_hash() {
+        use crate::effects::{CallKey, Timestamp, ToolEffect};
+        let record = |call: &str| {
+            let key = CallKey::new("run", call).unwrap_or_else(|e| panic!("{e}"));
+            let lease = Timestamp::from_millis(1);
+            CallRecord::prepared(
+                key,
+                "t",
+                ToolEffect::Read,
+                serde_json::json!(1),
+                false,
+                lease,
+            )
+        };
+        let mut calls = Calls::default();
+        calls.records.push(record("a"));
+        calls.records.push(record("b"));
+        // Both under one hash, as after a collision.
+        let mut positions = Positions::One(0);
+        positions.push(1);
+        calls.by_key.insert(42, positions);
+        let b = record("b").key;
+        assert_eq!(calls.find(42, &b), Some(1));
+        let c = record("c").key;
+        assert_eq!(calls.find(42, &c), None);
     }
 }

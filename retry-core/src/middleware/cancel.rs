@@ -7,15 +7,18 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::task::{Context, Poll};
-
-use pin_project_lite::pin_project;
-use tokio::sync::{Notify, futures::OwnedNotified};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::{Context, Poll, Waker};
 
 /// A cancellation signal: cloned handles share one flag; [`child`](CancelToken::child)
 /// tokens are cancelled with their parent (never the other way round).
+///
+/// Making a child, dropping one and waiting on a token each cost O(1), however many children
+/// the parent has: a scheduler gives every running task a child of its own token. A child
+/// joins its parent's list only when something first waits on it (or on a child of its own):
+/// until then [`is_cancelled`](CancelToken::is_cancelled) asks its ancestors, so a child
+/// nobody waits on costs its parent nothing at all.
 ///
 /// ```
 /// use retry_core::CancelToken;
@@ -33,12 +36,144 @@ pub struct CancelToken {
     inner: Arc<Inner>,
 }
 
-#[derive(Default)]
 struct Inner {
+    /// Set by `cancel` on this token, or on an ancestor this token had joined.
     cancelled: AtomicBool,
-    notify: Arc<Notify>,
-    /// Children still alive; guarded so that a child added during `cancel` is not missed.
-    children: Mutex<Vec<Weak<Inner>>>,
+    /// Children and waiters; `cancelled` is set under this lock, so that a child added or a
+    /// waiter registered during `cancel` is not missed.
+    state: Mutex<State>,
+    parent: Option<Arc<Inner>>,
+    /// This token's slot among its parent's children, or [`NOT_JOINED`]; written under the
+    /// parent's lock.
+    slot: AtomicUsize,
+}
+
+/// The slot of a token that has not joined its parent's children.
+const NOT_JOINED: usize = usize::MAX;
+
+impl Default for Inner {
+    fn default() -> Self {
+        Self {
+            cancelled: AtomicBool::new(false),
+            state: Mutex::default(),
+            parent: None,
+            slot: AtomicUsize::new(NOT_JOINED),
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Children still alive, each removed from its slot when it is dropped.
+    children: Slots<Weak<Inner>>,
+    /// The wakers of pending [`WaitForCancellation`]s, each removed when its future is dropped.
+    waiters: Slots<Waker>,
+}
+
+/// A vector with reusable slots: O(1) insertion and removal by index, no allocation once it
+/// has grown to the most entries it held at once.
+struct Slots<T> {
+    entries: Vec<Option<T>>,
+    /// Indices of empty entries.
+    free: Vec<usize>,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slots<T> {
+    fn insert(&mut self, value: T) -> usize {
+        match self.free.pop() {
+            Some(slot) => {
+                self.entries[slot] = Some(value);
+                slot
+            }
+            None => {
+                self.entries.push(Some(value));
+                self.entries.len() - 1
+            }
+        }
+    }
+
+    fn get_mut(&mut self, slot: usize) -> Option<&mut T> {
+        self.entries.get_mut(slot).and_then(Option::as_mut)
+    }
+
+    fn remove(&mut self, slot: usize) -> Option<T> {
+        let value = self.entries.get_mut(slot)?.take()?;
+        self.free.push(slot);
+        Some(value)
+    }
+
+    fn take_all(&mut self) -> impl Iterator<Item = T> {
+        self.free.clear();
+        std::mem::take(&mut self.entries).into_iter().flatten()
+    }
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether this token or an ancestor was cancelled.
+    fn is_cancelled(&self) -> bool {
+        let mut token = self;
+        loop {
+            if token.cancelled.load(Ordering::SeqCst) {
+                return true;
+            }
+            match &token.parent {
+                Some(parent) => token = parent,
+                None => return false,
+            }
+        }
+    }
+
+    /// Makes sure a cancellation of any ancestor reaches this token's own flag and waiters:
+    /// joins the parent's children (the parent its own parent's first), or, if the parent was
+    /// cancelled already, cancels this token.
+    fn join(self: &Arc<Self>) {
+        let Some(parent) = &self.parent else { return };
+        if self.slot.load(Ordering::SeqCst) != NOT_JOINED {
+            return;
+        }
+        parent.join();
+        let mut state = parent.state();
+        if parent.cancelled.load(Ordering::SeqCst) {
+            drop(state);
+            cancel(self);
+            return;
+        }
+        if self.slot.load(Ordering::SeqCst) == NOT_JOINED {
+            let slot = state.children.insert(Arc::downgrade(self));
+            self.slot.store(slot, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let slot = self.slot.load(Ordering::SeqCst);
+        if let (Some(parent), true) = (&self.parent, slot != NOT_JOINED) {
+            let mut state = parent.state();
+            // The slot is ours unless the parent was cancelled meanwhile (it took every
+            // child out; a cancelled parent lets none join again).
+            let ours = state
+                .children
+                .get_mut(slot)
+                .is_some_and(|child| std::ptr::eq(child.as_ptr(), self));
+            if ours {
+                drop(state.children.remove(slot));
+            }
+        }
+    }
 }
 
 impl CancelToken {
@@ -54,25 +189,19 @@ impl CancelToken {
 
     /// Whether [`cancel`](CancelToken::cancel) was called on this token or an ancestor.
     pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
+        self.inner.is_cancelled()
     }
 
     /// A new token cancelled together with this one (and on its own).
     pub fn child(&self) -> Self {
-        let child = Self::new();
-        let mut children = self
-            .inner
-            .children
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if self.is_cancelled() {
-            drop(children);
-            child.cancel();
-        } else {
-            children.retain(|c| c.strong_count() > 0);
-            children.push(Arc::downgrade(&child.inner));
+        Self {
+            inner: Arc::new(Inner {
+                cancelled: AtomicBool::new(false),
+                state: Mutex::default(),
+                parent: Some(Arc::clone(&self.inner)),
+                slot: AtomicUsize::new(NOT_JOINED),
+            }),
         }
-        child
     }
 
     /// A future that completes once the token is cancelled. It owns what it needs, so it
@@ -80,23 +209,22 @@ impl CancelToken {
     pub fn cancelled(&self) -> WaitForCancellation {
         WaitForCancellation {
             token: self.clone(),
-            notified: Arc::clone(&self.inner.notify).notified_owned(),
+            slot: None,
         }
     }
 }
 
 fn cancel(inner: &Inner) {
-    let children = {
-        let mut children = inner
-            .children
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    let (children, waiters) = {
+        let mut state = inner.state();
         if inner.cancelled.swap(true, Ordering::SeqCst) {
             return;
         }
-        std::mem::take(&mut *children)
+        let children: Vec<Weak<Inner>> = state.children.take_all().collect();
+        let waiters: Vec<Waker> = state.waiters.take_all().collect();
+        (children, waiters)
     };
-    inner.notify.notify_waiters();
+    waiters.into_iter().for_each(Waker::wake);
     for child in children.iter().filter_map(Weak::upgrade) {
         cancel(&child);
     }
@@ -110,14 +238,12 @@ impl fmt::Debug for CancelToken {
     }
 }
 
-pin_project! {
-    /// The future returned by [`CancelToken::cancelled`].
-    #[must_use = "futures do nothing unless polled"]
-    pub struct WaitForCancellation {
-        token: CancelToken,
-        #[pin]
-        notified: OwnedNotified,
-    }
+/// The future returned by [`CancelToken::cancelled`].
+#[must_use = "futures do nothing unless polled"]
+pub struct WaitForCancellation {
+    token: CancelToken,
+    /// Where this future's waker is registered with the token, once it waited.
+    slot: Option<usize>,
 }
 
 impl fmt::Debug for WaitForCancellation {
@@ -132,13 +258,153 @@ impl Future for WaitForCancellation {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
-        // Register interest before reading the flag: `cancel` sets the flag and then wakes
-        // every registered waiter, so no wake-up can fall between the two.
-        this.notified.as_mut().enable();
+        let this = self.get_mut();
         if this.token.is_cancelled() {
             return Poll::Ready(());
         }
-        this.notified.poll(cx)
+        let inner = &this.token.inner;
+        // From here on an ancestor's cancellation sets this token's own flag.
+        inner.join();
+        let mut state = inner.state();
+        // `cancel` sets the flag under this lock and then wakes every registered waker, so no
+        // wake-up can fall between reading the flag and registering.
+        if inner.cancelled.load(Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        // A replaced waker is dropped after the lock is released: dropping the last waker of
+        // a task drops the task, and with it maybe a child token, which takes this lock.
+        let replaced = match this.slot.and_then(|slot| state.waiters.get_mut(slot)) {
+            Some(waker) if waker.will_wake(cx.waker()) => None,
+            Some(waker) => Some(std::mem::replace(waker, cx.waker().clone())),
+            None => {
+                this.slot = Some(state.waiters.insert(cx.waker().clone()));
+                None
+            }
+        };
+        drop(state);
+        drop(replaced);
+        Poll::Pending
+    }
+}
+
+impl Drop for WaitForCancellation {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            let inner = &self.token.inner;
+            let mut state = inner.state();
+            // After a cancellation the waiters were taken and no slot is handed out again.
+            let removed = if inner.cancelled.load(Ordering::SeqCst) {
+                None
+            } else {
+                state.waiters.remove(slot)
+            };
+            // Outside the lock, as in `poll`.
+            drop(state);
+            drop(removed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registered(token: &CancelToken) -> usize {
+        token
+            .inner
+            .state()
+            .children
+            .entries
+            .iter()
+            .flatten()
+            .count()
+    }
+
+    /// A child that something waits on, as the parent's list sees it.
+    fn waited_child(parent: &CancelToken) -> CancelToken {
+        let child = parent.child();
+        let mut waiting = Box::pin(child.cancelled());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        child
+    }
+
+    #[test]
+    fn a_child_joins_its_parent_only_once_waited_on() {
+        let parent = CancelToken::new();
+        let child = parent.child();
+        let grandchild = child.child();
+        assert_eq!(registered(&parent), 0);
+        parent.cancel();
+        assert!(child.is_cancelled() && grandchild.is_cancelled());
+        assert!(parent.child().is_cancelled());
+
+        let parent = CancelToken::new();
+        let child = parent.child();
+        let grandchild = waited_child(&child);
+        assert_eq!((registered(&parent), registered(&child)), (1, 1));
+        parent.cancel();
+        assert!(grandchild.inner.cancelled.load(Ordering::SeqCst));
+        drop(grandchild);
+        assert_eq!(registered(&child), 0);
+    }
+
+    #[test]
+    fn a_dropped_child_leaves_its_parent_and_its_slot_is_reused() {
+        let parent = CancelToken::new();
+        for _ in 0..1_000 {
+            let child = waited_child(&parent);
+            assert_eq!(registered(&parent), 1);
+            drop(child);
+        }
+        assert_eq!(registered(&parent), 0);
+        assert_eq!(parent.inner.state().children.entries.len(), 1);
+        let mut kept: Vec<_> = (0..10).map(|_| waited_child(&parent)).collect();
+        kept.truncate(5);
+        assert_eq!(registered(&parent), 5);
+        kept.push(waited_child(&parent));
+        assert_eq!(parent.inner.state().children.entries.len(), 10);
+    }
+
+    #[test]
+    fn cancellation_cascades_down_and_never_up() {
+        let root = CancelToken::new();
+        let child = waited_child(&root);
+        let grandchild = waited_child(&child);
+        let sibling = waited_child(&root);
+        grandchild.cancel();
+        assert!(!child.is_cancelled() && !root.is_cancelled());
+        child.cancel();
+        assert!(!root.is_cancelled() && !sibling.is_cancelled());
+        root.cancel();
+        assert!(sibling.is_cancelled());
+        assert!(root.child().is_cancelled());
+        drop((child, grandchild, sibling));
+        assert_eq!(registered(&root), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn waiters_are_woken_once_and_leave_when_dropped() {
+        let parent = CancelToken::new();
+        let child = parent.child();
+        let mut waiting = Box::pin(child.cancelled());
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(child.inner.state().waiters.entries.len(), 1);
+        let abandoned = child.cancelled();
+        let mut abandoned = Box::pin(abandoned);
+        assert!(abandoned.as_mut().poll(&mut cx).is_pending());
+        drop(abandoned);
+        assert_eq!(
+            child.inner.state().waiters.entries.iter().flatten().count(),
+            1
+        );
+        let woken = tokio::spawn(child.cancelled());
+        tokio::task::yield_now().await;
+        parent.cancel();
+        assert!(waiting.as_mut().poll(&mut cx).is_ready());
+        assert!(woken.await.is_ok());
     }
 }

@@ -13,27 +13,28 @@ use std::sync::Arc;
 use crate::error::TaskFailure;
 
 use super::events::{TaskEvent, TaskId, TaskOutcome};
-use super::handle::Status;
 use super::hooks::call_error_hook;
-use super::{Actions, OnError, Queued, SchedulerState, Shared, TARGET};
+use super::job::Job;
+use super::{Actions, Batch, OnError, Queued, SchedulerState, Shared, TARGET};
 
 /// Records how a task ended — state, hook, event, in that order — and frees its slot; once,
 /// by [`finish`](Completion::finish) or else when dropped.
 pub(crate) struct Completion {
     shared: Arc<Shared>,
     id: TaskId,
-    status: Arc<Status>,
+    /// The task, for its state.
+    job: Arc<dyn Job>,
     /// Whether the task holds a concurrency slot (it was started).
     slot: bool,
     recorded: bool,
 }
 
 impl Completion {
-    pub(super) fn new(shared: Arc<Shared>, id: TaskId, status: Arc<Status>, slot: bool) -> Self {
+    pub(super) fn new(shared: Arc<Shared>, id: TaskId, job: Arc<dyn Job>, slot: bool) -> Self {
         Self {
             shared,
             id,
-            status,
+            job,
             slot,
             recorded: false,
         }
@@ -50,7 +51,7 @@ impl Completion {
         }
         let (shared, id) = (&self.shared, self.id);
         let outcome = TaskOutcome::of(result);
-        self.status.set(outcome.state(), result.err().cloned());
+        self.job.set_status(outcome.state(), result.err().cloned());
         if let (Err(failure), Some(hook)) = (result, &shared.on_error) {
             call_error_hook(hook, id, failure);
         }
@@ -71,6 +72,7 @@ impl Completion {
                 core.running += 1;
                 actions.start.push(next);
             }
+            actions.idle = core.is_idle();
         }
         shared.perform(actions);
     }
@@ -98,18 +100,14 @@ thread_local! {
 /// Starting a task can come back here: a runtime that is shutting down drops a spawned
 /// future at once, and its [`Completion`] starts the next task in the queue. Those starts are
 /// queued behind the loop below instead of nesting one stack frame per pending task.
-pub(super) fn start_all(shared: &Arc<Shared>, tasks: Vec<Queued>) {
+pub(super) fn start_all(shared: &Arc<Shared>, tasks: Batch<Queued>) {
     if tasks.is_empty() {
         return;
     }
-    let mut batch: Vec<Start> = tasks.into_iter().map(|q| (Arc::clone(shared), q)).collect();
     let outermost = DEFERRED.try_with(|deferred| {
         let mut deferred = deferred.borrow_mut();
         match deferred.as_mut() {
-            Some(later) => {
-                later.append(&mut batch);
-                false
-            }
+            Some(_) => false,
             None => {
                 *deferred = Some(Vec::new());
                 true
@@ -117,26 +115,39 @@ pub(super) fn start_all(shared: &Arc<Shared>, tasks: Vec<Queued>) {
         }
     });
     match outermost {
-        Ok(false) => return,
+        Ok(false) => {
+            let _ = DEFERRED.try_with(|deferred| {
+                if let Some(later) = deferred.borrow_mut().as_mut() {
+                    later.extend(tasks.into_iter().map(|q| (Arc::clone(shared), q)));
+                }
+            });
+            return;
+        }
         Ok(true) => {}
         // The thread is being torn down: start directly.
         Err(_) => {
-            for (shared, queued) in batch {
+            for queued in tasks {
                 shared.start(queued);
             }
             return;
         }
     }
     let _done = EndDeferring;
-    while !batch.is_empty() {
-        for (shared, queued) in std::mem::take(&mut batch) {
-            shared.start(queued);
-        }
-        batch = DEFERRED
+    for queued in tasks {
+        shared.start(queued);
+    }
+    loop {
+        let batch = DEFERRED
             .try_with(|d| d.borrow_mut().as_mut().map(std::mem::take))
             .ok()
             .flatten()
             .unwrap_or_default();
+        if batch.is_empty() {
+            break;
+        }
+        for (shared, queued) in batch {
+            shared.start(queued);
+        }
     }
 }
 

@@ -3,38 +3,21 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-
-use tokio::sync::oneshot;
 
 use crate::error::TaskFailure;
 
 use super::events::{TaskId, TaskState};
 
-/// A task's state and, once it failed, its failure; shared by the scheduler and the handle.
-#[derive(Debug)]
-pub(crate) struct Status {
-    inner: Mutex<(TaskState, Option<TaskFailure>)>,
-}
-
-impl Status {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self {
-            inner: Mutex::new((TaskState::Pending, None)),
-        })
-    }
-
-    pub(crate) fn set(&self, state: TaskState, failure: Option<TaskFailure>) {
-        *self.inner.lock().unwrap_or_else(PoisonError::into_inner) = (state, failure);
-    }
-
-    fn get(&self) -> (TaskState, Option<TaskFailure>) {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
+/// What a handle reads of its task: the task's record, shared with the scheduler in the
+/// task's one allocation (see [`TypedJob`](super::job::TypedJob)).
+pub(crate) trait Outcome<T>: Send + Sync {
+    /// The task's state and, once it failed, its failure.
+    fn status(&self) -> (TaskState, Option<TaskFailure>);
+    /// The task's result, once delivered; `Err` with the recorded failure (or a
+    /// cancellation) if the task was dropped without delivering one.
+    fn poll_result(&self, cx: &mut Context<'_>) -> Poll<Result<T, TaskFailure>>;
 }
 
 /// A submitted task: its [`TaskId`], its [`TaskState`], and — awaited — its result.
@@ -46,17 +29,12 @@ impl Status {
 /// the task.
 pub struct TaskHandle<T> {
     id: TaskId,
-    status: Arc<Status>,
-    result: oneshot::Receiver<Result<T, TaskFailure>>,
+    task: Arc<dyn Outcome<T>>,
 }
 
 impl<T> TaskHandle<T> {
-    pub(crate) fn new(
-        id: TaskId,
-        status: Arc<Status>,
-        result: oneshot::Receiver<Result<T, TaskFailure>>,
-    ) -> Self {
-        Self { id, status, result }
+    pub(crate) fn new(id: TaskId, task: Arc<dyn Outcome<T>>) -> Self {
+        Self { id, task }
     }
 
     /// The task's number.
@@ -66,12 +44,12 @@ impl<T> TaskHandle<T> {
 
     /// The task's state now.
     pub fn state(&self) -> TaskState {
-        self.status.get().0
+        self.task.status().0
     }
 
     /// The task's failure, once it is in the [`Error`](TaskState::Error) state.
     pub fn failure(&self) -> Option<TaskFailure> {
-        self.status.get().1
+        self.task.status().1
     }
 }
 
@@ -87,15 +65,7 @@ impl<T> fmt::Debug for TaskHandle<T> {
 impl<T> Future for TaskHandle<T> {
     type Output = Result<T, TaskFailure>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match Pin::new(&mut self.result).poll(cx) {
-            Poll::Ready(Ok(result)) => Poll::Ready(result),
-            // The task was dropped unfinished (its runtime shut down): report what the
-            // scheduler recorded, or a cancellation.
-            Poll::Ready(Err(_)) => {
-                Poll::Ready(Err(self.failure().unwrap_or(TaskFailure::Cancelled)))
-            }
-            Poll::Pending => Poll::Pending,
-        }
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.task.poll_result(cx)
     }
 }

@@ -1,15 +1,20 @@
 //! A submitted task with its output type erased, so tasks of any type share one queue.
+//!
+//! One allocation holds all a task needs until it starts and after it ends: the task itself,
+//! the submitter's scope, its state, and the slot its result is delivered to. The queue, the
+//! task's [`Completion`] and its [`TaskHandle`](super::TaskHandle) each hold it through an
+//! `Arc` — the queue and the completion as a [`Job`], the handle as an [`Outcome`].
 
 use std::any::Any;
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::{Pin, pin};
-use std::sync::Arc;
-use std::task::Poll;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::runtime::Handle;
 
 use crate::error::TaskFailure;
 use crate::middleware::{Task, TaskContext};
@@ -17,33 +22,76 @@ use crate::time::{BoxSleep, Clock, DynClock};
 use crate::time::{Scope, scoped_clock};
 
 use super::Completion;
+use super::events::TaskState;
+use super::handle::Outcome;
 use super::hooks::panic_message;
 
-/// A boxed, sendable future: what a started job runs as.
-pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-
-/// A task waiting to start or to be refused.
-pub(crate) trait Job: Send {
-    /// The task's run: calls it, then records and delivers its result.
-    fn start(self: Box<Self>, cx: TaskContext, done: Completion) -> BoxFuture;
+/// A task waiting to start or to be refused, as the scheduler sees it.
+pub(crate) trait Job: Send + Sync {
+    /// Records the task's state (and failure) for its handle.
+    fn set_status(&self, state: TaskState, failure: Option<TaskFailure>);
+    /// Spawns the task's run on `runtime`: calls it, then records and delivers its result.
+    fn start(self: Arc<Self>, runtime: &Handle, cx: TaskContext, done: Completion);
     /// Fails the task without running it.
-    fn reject(self: Box<Self>, failure: TaskFailure, done: Completion);
+    fn reject(self: Arc<Self>, failure: TaskFailure, done: Completion);
+    /// Drops the task unrun and unrecorded (its scheduler went away): the handle resolves to
+    /// [`Cancelled`](TaskFailure::Cancelled).
+    fn abandon(&self);
 }
 
-/// A [`Job`] that knows its task's output type.
+/// A [`Job`] that knows its task's type.
 pub(crate) struct TypedJob<F: Task> {
-    task: F,
-    result: oneshot::Sender<Result<F::Output, TaskFailure>>,
-    /// The submitter's clock and seed overrides, which a spawned task does not inherit.
-    scope: Scope,
+    /// The task and the submitter's scope, until it starts or is refused.
+    task: Mutex<Option<(F, Option<Scope>)>>,
+    record: Mutex<Record<F::Output>>,
+}
+
+/// A task's state and result, as its handle reads them.
+struct Record<T> {
+    state: TaskState,
+    failure: Option<TaskFailure>,
+    /// The result, delivered and not yet taken by the handle.
+    result: Option<Result<T, TaskFailure>>,
+    /// No result is coming any more (delivered, or the delivery was dropped).
+    closed: bool,
+    /// The handle waiting for the result.
+    waker: Option<Waker>,
 }
 
 impl<F: Task> TypedJob<F> {
-    pub(crate) fn new(task: F, result: oneshot::Sender<Result<F::Output, TaskFailure>>) -> Self {
-        Self {
-            task,
-            result,
-            scope: inherited_scope(),
+    pub(crate) fn new(task: F) -> Arc<Self> {
+        Arc::new(Self {
+            task: Mutex::new(Some((task, inherited_scope()))),
+            record: Mutex::new(Record {
+                state: TaskState::Pending,
+                failure: None,
+                result: None,
+                closed: false,
+                waker: None,
+            }),
+        })
+    }
+
+    fn record(&self) -> MutexGuard<'_, Record<F::Output>> {
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn take_task(&self) -> Option<(F, Option<Scope>)> {
+        self.task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Ends the delivery: no result comes after this; wakes the handle.
+    fn close(&self) {
+        let waker = {
+            let mut record = self.record();
+            record.closed = true;
+            record.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
         }
     }
 }
@@ -54,25 +102,91 @@ where
     F::Future: Send + 'static,
     F::Output: Send + 'static,
 {
-    fn start(self: Box<Self>, cx: TaskContext, done: Completion) -> BoxFuture {
-        let Self {
-            task,
-            result,
-            scope,
-        } = *self;
-        let delivery = Delivery { done, result };
-        Box::pin(scope.run(async move {
-            let outcome = run_caught(task, cx).await;
-            delivery.deliver(outcome);
-        }))
+    fn set_status(&self, state: TaskState, failure: Option<TaskFailure>) {
+        let mut record = self.record();
+        record.state = state;
+        record.failure = failure;
     }
 
-    fn reject(self: Box<Self>, failure: TaskFailure, done: Completion) {
+    fn start(self: Arc<Self>, runtime: &Handle, cx: TaskContext, done: Completion) {
+        let taken = self.take_task();
         let delivery = Delivery {
             done,
-            result: self.result,
+            result: Sender(self),
+        };
+        // Started once: the scheduler takes a task off its queue before starting it.
+        let Some((task, scope)) = taken else {
+            return delivery.deliver(Err(TaskFailure::Cancelled));
+        };
+        let run = async move {
+            let outcome = run_caught(task, cx).await;
+            delivery.deliver(outcome);
+        };
+        // No scope wrapper (a task-local and its future around the task) without a scope.
+        match scope {
+            Some(scope) => drop(runtime.spawn(scope.run(run))),
+            None => drop(runtime.spawn(run)),
+        }
+    }
+
+    fn reject(self: Arc<Self>, failure: TaskFailure, done: Completion) {
+        drop(self.take_task());
+        let delivery = Delivery {
+            done,
+            result: Sender(self),
         };
         delivery.deliver(Err(failure));
+    }
+
+    fn abandon(&self) {
+        drop(self.take_task());
+        self.close();
+    }
+}
+
+impl<F> Outcome<F::Output> for TypedJob<F>
+where
+    F: Task + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn status(&self) -> (TaskState, Option<TaskFailure>) {
+        let record = self.record();
+        (record.state, record.failure.clone())
+    }
+
+    fn poll_result(&self, cx: &mut Context<'_>) -> Poll<Result<F::Output, TaskFailure>> {
+        let mut record = self.record();
+        if let Some(result) = record.result.take() {
+            return Poll::Ready(result);
+        }
+        if record.closed {
+            // The task was dropped unfinished (its runtime shut down): report what the
+            // scheduler recorded, or a cancellation.
+            return Poll::Ready(Err(record
+                .failure
+                .clone()
+                .unwrap_or(TaskFailure::Cancelled)));
+        }
+        match &mut record.waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+/// The sending side of a task's result; dropping it closes the delivery.
+struct Sender<F: Task>(Arc<TypedJob<F>>);
+
+impl<F: Task> Sender<F> {
+    fn send(&self, outcome: Result<F::Output, TaskFailure>) {
+        self.0.record().result = Some(outcome);
+    }
+}
+
+impl<F: Task> Drop for Sender<F> {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -80,16 +194,16 @@ where
 ///
 /// The fields drop in that order too, so a task dropped before it finished (its runtime shut
 /// down) is recorded — state, hook, slot — before its handle sees the end.
-struct Delivery<T> {
+struct Delivery<F: Task> {
     done: Completion,
-    result: oneshot::Sender<Result<T, TaskFailure>>,
+    result: Sender<F>,
 }
 
-impl<T> Delivery<T> {
-    fn deliver(self, outcome: Result<T, TaskFailure>) {
+impl<F: Task> Delivery<F> {
+    fn deliver(self, outcome: Result<F::Output, TaskFailure>) {
         self.done.finish(outcome.as_ref().map(|_| ()));
         // The submitter may have dropped its handle; the task still counted.
-        let _ = self.result.send(outcome);
+        self.result.send(outcome);
     }
 }
 
@@ -126,16 +240,21 @@ fn panicked(payload: Box<dyn Any + Send>) -> TaskFailure {
     TaskFailure::other(Panicked(panic_message(payload.as_ref())))
 }
 
-/// The surrounding [`Scope`]'s overrides, to re-establish inside a spawned task.
-fn inherited_scope() -> Scope {
+/// The surrounding [`Scope`]'s overrides, to re-establish inside a spawned task; `None`
+/// outside any scope (or in one that overrides nothing).
+fn inherited_scope() -> Option<Scope> {
+    let (clock, seed) = (scoped_clock(), Scope::current_seed());
+    if clock.is_none() && seed.is_none() {
+        return None;
+    }
     let mut inherited = Scope::new();
-    if let Some(clock) = scoped_clock() {
+    if let Some(clock) = clock {
         inherited = inherited.clock(Inherited(clock));
     }
-    if let Some(seed) = Scope::current_seed() {
+    if let Some(seed) = seed {
         inherited = inherited.seed(seed);
     }
-    inherited
+    Some(inherited)
 }
 
 /// A scoped clock carried into a spawned task.

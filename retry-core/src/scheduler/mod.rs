@@ -48,12 +48,13 @@ mod options;
 mod queue;
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 #[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 use tokio::runtime::Handle;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 
 use crate::error::{TaskError, TaskFailure};
 use crate::middleware::{CancelToken, Task, TaskContext};
@@ -65,7 +66,6 @@ pub use options::{
 };
 
 use completion::Completion;
-use handle::Status;
 use hooks::{ErrorHook, Subscriber};
 use job::{Job, TypedJob};
 use queue::{MemoryQueue, PendingQueue};
@@ -104,6 +104,9 @@ struct Shared {
     core: Mutex<Core>,
     on_error: Option<ErrorHook>,
     subscribers: Mutex<Subscribers>,
+    /// Whether `subscribers` has any: three events per task need not take its lock to find
+    /// out that nobody listens.
+    subscribed: AtomicBool,
     /// Woken whenever the scheduler may have become idle.
     idle: Notify,
     /// The runtime the scheduler was built in, if any: where tasks submitted from outside
@@ -111,26 +114,27 @@ struct Shared {
     runtime: Option<Handle>,
     /// Parent of every task's cancellation signal.
     token: CancelToken,
+    /// The last task id handed out.
+    next_id: AtomicU64,
 }
 
 struct Core {
     state: SchedulerState,
     running: usize,
     queue: Box<dyn PendingQueue<Queued>>,
-    next_id: u64,
 }
 
 #[derive(Default)]
 struct Subscribers {
     next: u64,
-    list: Vec<(SubscriptionId, Subscriber)>,
+    /// Replaced, never changed in place, so that an event takes a snapshot without copying.
+    list: Arc<Vec<(SubscriptionId, Subscriber)>>,
 }
 
-/// A task in the queue.
+/// A task in the queue: its id and its one allocation.
 struct Queued {
     id: TaskId,
-    status: Arc<Status>,
-    job: Box<dyn Job>,
+    job: Arc<dyn Job>,
 }
 
 /// Builds a [`Scheduler`]: options, error hook, subscribers.
@@ -193,17 +197,18 @@ impl SchedulerBuilder {
             state: SchedulerState::Running,
             running: 0,
             queue: Box::new(MemoryQueue::new(self.options.max_pending)),
-            next_id: 0,
         };
         Ok(Scheduler {
             shared: Arc::new(Shared {
                 options: self.options,
                 core: Mutex::new(core),
                 on_error: self.on_error,
+                subscribed: AtomicBool::new(!subscribers.list.is_empty()),
                 subscribers: Mutex::new(subscribers),
                 idle: Notify::new(),
                 runtime: Handle::try_current().ok(),
                 token: CancelToken::new(),
+                next_id: AtomicU64::new(0),
             }),
         })
     }
@@ -213,7 +218,9 @@ impl Subscribers {
     fn add(&mut self, subscriber: Subscriber) -> SubscriptionId {
         self.next += 1;
         let id = SubscriptionId(self.next);
-        self.list.push((id, subscriber));
+        let mut list = Vec::clone(&self.list);
+        list.push((id, subscriber));
+        self.list = Arc::new(list);
         id
     }
 }
@@ -221,8 +228,55 @@ impl Subscribers {
 /// What to do once the lock is released.
 #[derive(Default)]
 struct Actions {
-    start: Vec<Queued>,
-    reject: Vec<(Queued, TaskFailure)>,
+    start: Batch<Queued>,
+    reject: Batch<(Queued, TaskFailure)>,
+    /// Whether nothing was running or pending when the actions were decided.
+    idle: bool,
+}
+
+/// A list that holds its first item inline: one task starts or is refused at a time, in the
+/// common case, and that must not cost an allocation.
+pub(crate) struct Batch<T> {
+    first: Option<T>,
+    rest: Vec<T>,
+}
+
+impl<T> Default for Batch<T> {
+    fn default() -> Self {
+        Self {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+}
+
+impl<T> Batch<T> {
+    fn push(&mut self, item: T) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(item);
+        } else {
+            self.rest.push(item);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none() && self.rest.is_empty()
+    }
+}
+
+impl<T> Extend<T> for Batch<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
+        items.into_iter().for_each(|item| self.push(item));
+    }
+}
+
+impl<T> IntoIterator for Batch<T> {
+    type Item = T;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<T>, std::vec::IntoIter<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
 }
 
 impl Scheduler {
@@ -278,15 +332,29 @@ impl Scheduler {
     where
         S: Fn(&TaskEvent) + Send + Sync + 'static,
     {
-        self.shared.subscribers().add(Arc::new(subscriber))
+        let mut subscribers = self.shared.subscribers();
+        let id = subscribers.add(Arc::new(subscriber));
+        self.shared.subscribed.store(true, Ordering::SeqCst);
+        id
     }
 
     /// Ends a subscription; `false` if it had already ended.
     pub fn unsubscribe(&self, id: SubscriptionId) -> bool {
         let mut subscribers = self.shared.subscribers();
-        let before = subscribers.list.len();
-        subscribers.list.retain(|(s, _)| *s != id);
-        subscribers.list.len() != before
+        if !subscribers.list.iter().any(|(s, _)| *s == id) {
+            return false;
+        }
+        let list = subscribers
+            .list
+            .iter()
+            .filter(|(s, _)| *s != id)
+            .cloned()
+            .collect();
+        subscribers.list = Arc::new(list);
+        self.shared
+            .subscribed
+            .store(!subscribers.list.is_empty(), Ordering::SeqCst);
+        true
     }
 
     /// Submits `task`: it starts at once if a slot is free, waits in the queue otherwise,
@@ -302,18 +370,13 @@ impl Scheduler {
         F::Future: Send + 'static,
         F::Output: Send + 'static,
     {
-        let (sender, receiver) = oneshot::channel();
-        let status = Status::new();
-        let job: Box<dyn Job> = Box::new(TypedJob::new(task, sender));
-        let id = {
-            let mut core = self.shared.core();
-            core.next_id += 1;
-            TaskId(core.next_id)
-        };
-        let handle = TaskHandle::new(id, Arc::clone(&status), receiver);
+        // The task's one allocation: task, scope, state and result slot.
+        let job = TypedJob::new(task);
+        let id = TaskId(self.shared.next_id.fetch_add(1, Ordering::Relaxed) + 1);
+        let handle = TaskHandle::new(id, Arc::clone(&job) as _);
         // Registered comes first, before anything can start or refuse the task.
         self.shared.emit(&TaskEvent::Registered { id });
-        let queued = Queued { id, status, job };
+        let queued = Queued { id, job };
 
         let mut actions = Actions::default();
         if self.shared.runtime().is_none() {
@@ -332,6 +395,7 @@ impl Scheduler {
                     .reject
                     .push((queued, TaskFailure::QueueFull { capacity }));
             }
+            actions.idle = core.is_idle();
         }
         self.shared.perform(actions);
         handle
@@ -344,8 +408,7 @@ impl Scheduler {
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
             {
-                let core = self.shared.core();
-                if core.running == 0 && core.queue.len() == 0 {
+                if self.shared.core().is_idle() {
                     return;
                 }
             }
@@ -411,13 +474,11 @@ impl Shared {
 
     fn emit(&self, event: &TaskEvent) {
         tracing::trace!(target: TARGET, ?event, "task event");
-        let subscribers: Vec<Subscriber> = self
-            .subscribers()
-            .list
-            .iter()
-            .map(|(_, s)| Arc::clone(s))
-            .collect();
-        for subscriber in &subscribers {
+        if !self.subscribed.load(Ordering::SeqCst) {
+            return;
+        }
+        let subscribers = Arc::clone(&self.subscribers().list);
+        for (_, subscriber) in subscribers.iter() {
             hooks::call_subscriber(subscriber, event);
         }
     }
@@ -428,6 +489,7 @@ impl Shared {
         {
             let mut core = self.core();
             self.stop_locked(&mut core, &mut actions);
+            actions.idle = core.is_idle();
         }
         self.perform(actions);
     }
@@ -448,35 +510,46 @@ impl Shared {
     /// Starts and refuses tasks, outside the lock.
     fn perform(self: &Arc<Self>, actions: Actions) {
         for (queued, failure) in actions.reject {
-            let done = Completion::new(Arc::clone(self), queued.id, queued.status, false);
+            let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), false);
             queued.job.reject(failure, done);
         }
         completion::start_all(self, actions.start);
-        self.notify_if_idle();
+        // Decided under the lock: a task that starts or ends after it notifies on its own,
+        // and `idle()` checks again before it returns.
+        if actions.idle {
+            self.idle.notify_waiters();
+        }
     }
 
     fn start(self: &Arc<Self>, queued: Queued) {
-        let Queued { id, status, job } = queued;
-        status.set(TaskState::Running, None);
+        let Queued { id, job } = queued;
+        job.set_status(TaskState::Running, None);
         self.emit(&TaskEvent::Started { id });
-        let done = Completion::new(Arc::clone(self), id, status, true);
-        let cx = TaskContext::with_token(self.token.child());
+        let done = Completion::new(Arc::clone(self), id, Arc::clone(&job), true);
         match self.runtime() {
             Some(runtime) => {
-                runtime.spawn(job.start(cx, done));
+                let cx = TaskContext::with_token(self.token.child());
+                job.start(&runtime, cx, done);
             }
             // Only reachable if the runtime went away between submission and start.
             None => job.reject(no_runtime(), done),
         }
     }
+}
 
-    fn notify_if_idle(&self) {
-        let idle = {
-            let core = self.core();
-            core.running == 0 && core.queue.len() == 0
-        };
-        if idle {
-            self.idle.notify_waiters();
+impl Core {
+    fn is_idle(&self) -> bool {
+        self.running == 0 && self.queue.len() == 0
+    }
+}
+
+impl Drop for Shared {
+    /// Tasks still queued when the scheduler goes away (their runtime is gone too: a queued
+    /// task keeps its scheduler alive through the running ones) resolve as cancelled.
+    fn drop(&mut self) {
+        let core = self.core.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for queued in core.queue.drain() {
+            queued.job.abandon();
         }
     }
 }

@@ -31,7 +31,7 @@ use super::{LEASE_MARGIN, RunnerError, TARGET, ToolRunner, read_back};
 use crate::effects::effect::ToolEffect;
 use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
-use crate::effects::ledger::{Insert, Ledger, LedgerError};
+use crate::effects::ledger::{Insert, Ledger, LedgerError, Prepared};
 use crate::effects::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use crate::effects::record::{CallRecord, CallState, ReconcileReason, Transition};
 use crate::effects::tool::{DynTool, ToolContext};
@@ -215,7 +215,9 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             lease_until,
         );
         let given = record.args_hash;
-        let record = match self.ledger.insert(record).await? {
+        // Hashed just now by `prepared`, its depth checked above: the ledger need not do
+        // either again.
+        let record = match self.ledger.insert_prepared(record, Prepared(())).await? {
             Insert::Inserted(record) => record,
             Insert::Existing(existing) => {
                 let existing = read_back(existing)?;
@@ -397,7 +399,6 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         record: CallRecord,
         outcome: ToolOutcome,
     ) -> Result<CallResponse, RunnerError> {
-        let key = record.key.clone();
         let committed = match self
             .ledger
             .transition(
@@ -408,7 +409,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             )
             .await
         {
-            Err(LedgerError::Conflict { .. }) => match self.read(key.clone()).await? {
+            Err(LedgerError::Conflict { key, .. }) => match self.read(key.clone()).await? {
                 Some(
                     now @ CallRecord {
                         state: CallState::NeedsReconciliation { .. },
@@ -462,12 +463,19 @@ pub(super) fn settled(
     record: CallRecord,
     source: ResultSource,
 ) -> Result<CallResponse, RunnerError> {
-    let key = record.key.clone();
-    match record.state {
+    let CallRecord {
+        key,
+        tool,
+        effect,
+        state,
+        lease_until,
+        ..
+    } = record;
+    match state {
         CallState::Committed { outcome } => Ok(CallResponse::Done(ToolResult {
             key,
-            tool: record.tool,
-            effect: record.effect,
+            tool,
+            effect,
             outcome,
             source,
         })),
@@ -475,10 +483,10 @@ pub(super) fn settled(
         CallState::NeedsReconciliation { reason } => {
             Err(RunnerError::NeedsReconciliation { key, reason })
         }
-        CallState::Prepared | CallState::Started => Err(RunnerError::InProgress {
+        state @ (CallState::Prepared | CallState::Started) => Err(RunnerError::InProgress {
             key,
-            state: record.state.name(),
-            lease_until: record.lease_until,
+            state: state.name(),
+            lease_until,
         }),
     }
 }

@@ -1,0 +1,88 @@
+//! Counting one workload under valgrind: instructions (cachegrind) and heap blocks (DHAT), by
+//! re-running this benchmark's own binary on `FEW` and `MANY` units of work and taking the
+//! difference, so that start-up, the runtime and the measuring loop cancel out.
+//!
+//! Both counts come from valgrind, so the timed binaries link no counting allocator: the
+//! times are those of the ordinary allocator.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Whether valgrind can be run.
+pub(crate) fn valgrind_available() -> bool {
+    Command::new("valgrind").arg("--version").output().is_ok()
+}
+
+/// `(instructions, heap blocks)` per unit of work: `exe --run <key> <n>` run for `few` and
+/// `many` units.
+pub(crate) fn per_unit(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64) {
+    let (instructions, blocks, _) = per_unit_with_bytes(exe, key, few, many);
+    (instructions, blocks)
+}
+
+/// [`per_unit`] and the bytes allocated per unit.
+pub(crate) fn per_unit_with_bytes(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64, f64) {
+    let units = (many - few) as f64;
+    let diff = |tool| (count(exe, key, many, tool) - count(exe, key, few, tool)) as f64 / units;
+    (
+        diff(Tool::Cachegrind),
+        diff(Tool::Dhat),
+        diff(Tool::DhatBytes),
+    )
+}
+
+#[derive(Clone, Copy)]
+enum Tool {
+    Cachegrind,
+    Dhat,
+    DhatBytes,
+}
+
+/// The whole process's instructions or heap blocks allocated, running `key` `n` times.
+fn count(exe: &Path, key: &str, n: u64, tool: Tool) -> u64 {
+    let (args, marker): (&[&str], &str) = match tool {
+        Tool::Cachegrind => (
+            &[
+                "--tool=cachegrind",
+                "--cache-sim=no",
+                "--cachegrind-out-file=/dev/null",
+            ],
+            "I   refs:",
+        ),
+        Tool::Dhat | Tool::DhatBytes => (&["--tool=dhat", "--dhat-out-file=/dev/null"], "Total:"),
+    };
+    let output = Command::new("valgrind")
+        .args(args)
+        .arg(exe)
+        .args(["--run", key, &n.to_string()])
+        .output()
+        .expect("valgrind runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "valgrind failed for {key}:\n{stderr}"
+    );
+    stderr
+        .lines()
+        .find_map(|line| {
+            let rest = line.split(marker).nth(1)?;
+            let number = match tool {
+                Tool::Cachegrind => rest.trim(),
+                // `Total:     1,234 bytes in 56 blocks`
+                Tool::Dhat => rest.split(" in ").nth(1)?.split_whitespace().next()?,
+                Tool::DhatBytes => rest.split_whitespace().next()?,
+            };
+            number.replace(',', "").parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no `{marker}` line from valgrind for {key}:\n{stderr}"))
+}
+
+/// The median, minimum and maximum of `values`.
+pub(crate) fn median_min_max(values: &mut [f64]) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    (
+        values[values.len() / 2],
+        values[0],
+        values[values.len() - 1],
+    )
+}

@@ -1,0 +1,169 @@
+//! `ToolRunner` over `MemoryLedger`: what the runner adds to a tool call, with a tool that
+//! does nothing (returns its argument).
+//!
+//! Two tools: `echo`, a [`tool_fn`] taking one number, and `send`, a `#[tool]` function with
+//! three named arguments (a JSON object of three members). Each call is a new call id, so every
+//! call is recorded, started and committed: three ledger writes. The `build` rows make the
+//! `ToolCall` (its key and JSON arguments) and drop it; the *runner* figures are a call's row
+//! minus its `build` row, so they count what the runner does and not what the caller hands it.
+//!
+//! - **time**: per call on a current-thread runtime, `RUNS` runs of `CALLS` calls, median and
+//!   min–max;
+//! - **instructions, heap allocations and bytes allocated** per call: valgrind (cachegrind,
+//!   DHAT), `(count(MANY) - count(FEW)) / (MANY - FEW)`. Skipped without valgrind or with
+//!   `--no-count`.
+
+#[allow(dead_code, reason = "shared with the scheduler bench")]
+mod counted;
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use retry_core::effects::{
+    CallKey, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox,
+    tool_fn,
+};
+use retry_core::tool;
+use serde_json::json;
+use tokio::runtime::{Builder, Runtime};
+
+const CALLS: u64 = 50_000;
+const RUNS: usize = 3;
+const FEW: u64 = 2_000;
+const MANY: u64 = 12_000;
+
+/// A `#[tool]` with three named arguments that returns one of them.
+#[tool(effect = "read")]
+async fn send(to: String, subject: String, amount: u64) -> Result<u64, String> {
+    black_box((to, subject));
+    Ok(amount)
+}
+
+fn runner() -> ToolRunner<MemoryLedger> {
+    let echo = tool_fn(
+        ToolSpec::new("echo").with_effect(ToolEffect::Read),
+        |n: u64, _: ToolContext| async move { Ok::<_, String>(n) },
+    );
+    let tools = Toolbox::new()
+        .with(echo)
+        .and_then(|tools| tools.with(send {}))
+        .expect("valid tools");
+    ToolRunner::new(MemoryLedger::new(), tools)
+}
+
+fn echo_call(i: u64) -> ToolCall {
+    let key = CallKey::new("run-1", format!("call-{i}")).expect("a valid key");
+    ToolCall::new(key, "echo", json!(i))
+}
+
+fn send_call(i: u64) -> ToolCall {
+    let key = CallKey::new("run-1", format!("call-{i}")).expect("a valid key");
+    ToolCall::new(
+        key,
+        "send",
+        json!({ "to": "ana@example.com", "subject": "invoice", "amount": i }),
+    )
+}
+
+/// The rows: `(key, label)`.
+const ROWS: [(&str, &str); 4] = [
+    ("build/echo", "build the `echo` call"),
+    ("call/echo", "`tool_fn`, one number"),
+    ("build/send", "build the `send` call"),
+    ("call/send", "`#[tool]`, three named arguments"),
+];
+
+fn run(rt: &Runtime, key: &str, n: u64) {
+    let runner = runner();
+    rt.block_on(async {
+        for i in 0..n {
+            match key {
+                "build/echo" => drop(black_box(echo_call(i))),
+                "build/send" => drop(black_box(send_call(i))),
+                "call/echo" => drop(black_box(runner.call(echo_call(i)).await.expect("done"))),
+                "call/send" => drop(black_box(runner.call(send_call(i)).await.expect("done"))),
+                _ => panic!("no row `{key}`"),
+            }
+        }
+    });
+}
+
+fn current_thread() -> Runtime {
+    Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--run") {
+        run(
+            &current_thread(),
+            &args[i + 1],
+            args[i + 2].parse().expect("a count"),
+        );
+        return;
+    }
+    let count = !args.iter().any(|a| a == "--no-count") && counted::valgrind_available();
+    let exe = std::env::current_exe().expect("the path of this executable");
+    let rt = current_thread();
+    let mut rows = Vec::new();
+    for (key, label) in ROWS {
+        let mut times: Vec<f64> = (0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                run(&rt, key, CALLS);
+                start.elapsed().as_secs_f64() * 1e6 / CALLS as f64
+            })
+            .collect();
+        let all = times.clone();
+        let time = counted::median_min_max(&mut times);
+        let counts = count.then(|| counted::per_unit_with_bytes(&exe, key, FEW, MANY));
+        eprintln!("runner: {key}: {time:?} {counts:?}");
+        rows.push((key, label, time, all, counts));
+    }
+    let mut out = String::from(
+        "### ToolRunner over MemoryLedger, per call (a trivial tool)\n\n\
+         | | µs per call, median (min–max) | instructions | allocations | bytes allocated |\n\
+         |---|---:|---:|---:|---:|\n",
+    );
+    for (_, label, (median, min, max), _, counts) in &rows {
+        let (i, a, b) = counts.map_or_else(
+            || {
+                (
+                    "not counted".into(),
+                    "not counted".into(),
+                    "not counted".into(),
+                )
+            },
+            |(i, a, b)| (format!("{i:.0}"), format!("{a:.1}"), format!("{b:.0}")),
+        );
+        out.push_str(&format!(
+            "| {label} | {median:.3} ({min:.3}–{max:.3}) | {i} | {a} | {b} |\n"
+        ));
+    }
+    for pair in rows.chunks(2) {
+        let [(_, _, _, build, built), (_, label, _, call, counted)] = pair else {
+            continue;
+        };
+        let mut runner: Vec<f64> = call.iter().zip(build).map(|(c, b)| c - b).collect();
+        let (median, min, max) = counted::median_min_max(&mut runner);
+        let (i, a, b) = match (built, counted) {
+            (Some(x), Some(y)) => (
+                format!("{:.0}", y.0 - x.0),
+                format!("**{:.1}**", y.1 - x.1),
+                format!("{:.0}", y.2 - x.2),
+            ),
+            _ => (
+                "not counted".into(),
+                "not counted".into(),
+                "not counted".into(),
+            ),
+        };
+        out.push_str(&format!(
+            "| **the runner**, {label} | **{median:.3}** ({min:.3}–{max:.3}) | {i} | {a} | {b} |\n"
+        ));
+    }
+    println!("\n{out}");
+}
