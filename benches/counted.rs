@@ -31,6 +31,12 @@ pub(crate) fn per_unit_with_bytes(exe: &Path, key: &str, few: u64, many: u64) ->
     )
 }
 
+/// Instructions alone per unit of work (cachegrind only: the `instructions` bench).
+pub(crate) fn instructions_per_unit(exe: &Path, key: &str, few: u64, many: u64) -> f64 {
+    let count = |n| count(exe, key, n, Tool::Cachegrind);
+    (count(many) - count(few)) as f64 / (many - few) as f64
+}
+
 #[derive(Clone, Copy)]
 enum Tool {
     Cachegrind,

@@ -14,10 +14,11 @@
     reason = "shared with the other benches, which use other parts"
 )]
 mod contestants;
+#[allow(dead_code, reason = "shared by the counting benches")]
+mod counted;
 
 use std::cell::Cell;
 use std::hint::black_box;
-use std::process::Command;
 use std::time::Duration;
 
 use retry_core::{Constant, Jitter, JitterRng, RetryPolicy};
@@ -293,7 +294,7 @@ fn main() {
         }
         return;
     }
-    if Command::new("valgrind").arg("--version").output().is_err() {
+    if !counted::valgrind_available() {
         println!(
             "instructions: valgrind is not installed; nothing counted (apt-get install valgrind)."
         );
@@ -315,8 +316,7 @@ fn main() {
         if !key.contains(&filter) {
             continue;
         }
-        let per_call = (instructions(&exe, &key, MANY) - instructions(&exe, &key, FEW)) as f64
-            / (MANY - FEW) as f64;
+        let per_call = counted::instructions_per_unit(&exe, &key, FEW, MANY);
         eprintln!("instructions: {key}: {per_call:.1}");
         if *group != current {
             current = group;
@@ -339,30 +339,4 @@ fn main() {
         }
     }
     println!("\n{out}");
-}
-
-/// Instructions executed by the whole process running `key` `calls` times.
-fn instructions(exe: &std::path::Path, key: &str, calls: u64) -> u64 {
-    let output = Command::new("valgrind")
-        .args([
-            "--tool=cachegrind",
-            "--cache-sim=no",
-            "--cachegrind-out-file=/dev/null",
-        ])
-        .arg(exe)
-        .args(["--run", key, &calls.to_string()])
-        .output()
-        .expect("valgrind runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "valgrind failed for {key}:\n{stderr}"
-    );
-    stderr
-        .lines()
-        .find_map(|line| {
-            let refs = line.split("I   refs:").nth(1)?;
-            refs.trim().replace(',', "").parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no `I refs` line from valgrind for {key}:\n{stderr}"))
 }

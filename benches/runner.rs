@@ -13,7 +13,7 @@
 //!   DHAT), `(count(MANY) - count(FEW)) / (MANY - FEW)`. Skipped without valgrind or with
 //!   `--no-count`.
 
-#[allow(dead_code, reason = "shared with the scheduler bench")]
+#[allow(dead_code, reason = "shared by the counting benches")]
 mod counted;
 
 use std::hint::black_box;

@@ -13,7 +13,7 @@
 //! line of the output shows. `JoinSet` + `Semaphore` is the pattern of tokio's `Semaphore`
 //! docs: take an owned permit, then spawn the task holding it.
 
-#[allow(dead_code, reason = "shared with the runner bench")]
+#[allow(dead_code, reason = "shared by the counting benches")]
 mod counted;
 
 use std::hint::black_box;
