@@ -439,8 +439,8 @@ fn sizes(out: &mut String) {
         ("`DefaultSleep`", size_of::<DefaultSleep>()),
         ("`tokio::time::Sleep`", size_of::<tokio::time::Sleep>()),
         (
-            "`retry_core::__private::Driver<Fail>` (an `#[retry]` call's loop state)",
-            size_of::<retry_core::__private::Driver<Fail>>(),
+            "`retry_core::__private_0_1::Driver<Fail>` (an `#[retry]` call's loop state)",
+            size_of::<retry_core::__private_0_1::Driver<Fail>>(),
         ),
         (
             "`Option<Instant>` (a deadline's start, limited loops only)",

@@ -108,10 +108,6 @@
 #[doc(hidden)]
 #[path = "__private.rs"]
 pub mod __private_0_1;
-// The unversioned name, only for benches/facts.rs (it measures `__private::Driver`); no
-// generated code names it. Remove it once the benchmarks name `__private_0_1`.
-#[doc(hidden)]
-pub use __private_0_1 as __private;
 mod backoff;
 pub mod effects;
 mod error;
