@@ -320,13 +320,23 @@ fn tower_call<P, const N: usize>(
 where
     P: Policy<(), u8, Fail> + Clone,
 {
-    let mut service = tower::retry::Retry::new(
+    called_once(
         policy,
         Flaky::<N> {
             calls: 0,
             succeed_at,
         },
-    );
+    )
+}
+
+/// `service` under `tower::retry::Retry` with `policy`, made ready and called once.
+#[inline(always)]
+fn called_once<P, S, R>(policy: P, service: S) -> impl Future<Output = Result<R, Fail>>
+where
+    P: Policy<(), R, Fail> + Clone,
+    S: Service<(), Response = R, Error = Fail> + Clone,
+{
+    let mut service = tower::retry::Retry::new(policy, service);
     let mut cx = Context::from_waker(Waker::noop());
     assert!(service.poll_ready(&mut cx).is_ready());
     service.call(())
@@ -567,10 +577,7 @@ pub(crate) fn tower_async(succeed_at: u32) -> impl Future<Output = Result<u64, F
     let policy = NoWait {
         retries_left: ATTEMPTS - 1,
     };
-    let mut service = tower::retry::Retry::new(policy, service);
-    let mut cx = Context::from_waker(Waker::noop());
-    assert!(service.poll_ready(&mut cx).is_ready());
-    service.call(())
+    called_once(policy, service)
 }
 
 /// The same around a closure capturing state (`&Cell`, copied into each clone of the service).
@@ -582,8 +589,5 @@ pub(crate) fn tower_capturing(
     let policy = NoWait {
         retries_left: ATTEMPTS - 1,
     };
-    let mut service = tower::retry::Retry::new(policy, service);
-    let mut cx = Context::from_waker(Waker::noop());
-    assert!(service.poll_ready(&mut cx).is_ready());
-    service.call(())
+    called_once(policy, service)
 }
