@@ -119,6 +119,20 @@ where
     })
 }
 
+/// Declares `fn $name`, a `#[serde(deserialize_with = "…")]` reader of one optional numeric
+/// field whose rule is `$rule`: the number as written, or the rule's too-large error when the
+/// format cannot even read it (see [`number_or_too_large`]).
+macro_rules! field_reader {
+    ($(fn $name:ident => $rule:expr;)+) => {$(
+        fn $name<'de, D: serde::Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<$crate::number::RawNumber>, D::Error> {
+            $crate::number::number_or_too_large(deserializer, $rule.above)
+        }
+    )+};
+}
+pub(crate) use field_reader;
+
 /// Whether `error` is a format refusing a number for its size: serde_json's "number out of
 /// range", TOML's "integer number overflowed" and "floating-point number overflowed".
 fn too_large_to_read(error: &impl fmt::Display) -> bool {

@@ -13,12 +13,9 @@ use std::time::Duration;
 #[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
-#[cfg(feature = "serde")]
-use serde::de;
-
 use crate::jitter::Jitter;
 #[cfg(feature = "serde")]
-use crate::number::{RawNumber, WholeRule, number_or_too_large};
+use crate::number::{RawNumber, WholeRule, field_reader};
 use crate::policy::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, RetryPolicy,
 };
@@ -425,27 +422,6 @@ pub(crate) struct RawOptions {
     jitter: Option<Jitter>,
 }
 
-#[cfg(feature = "serde")]
-fn max_attempts_number<'de, D: de::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, MAX_ATTEMPTS.above)
-}
-
-#[cfg(feature = "serde")]
-fn base_delay_number<'de, D: de::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, BASE_DELAY.above)
-}
-
-#[cfg(feature = "serde")]
-fn max_delay_number<'de, D: de::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, MAX_DELAY.above)
-}
-
 /// At least one, a whole number, then the maximum.
 #[cfg(feature = "serde")]
 const MAX_ATTEMPTS: WholeRule<OptionsError> = WholeRule {
@@ -478,6 +454,13 @@ const MAX_DELAY: WholeRule<OptionsError> = WholeRule {
     not_integer: OptionsError::MaxDelayNotInteger,
     above: OptionsError::MaxDelayTooLarge,
 };
+
+#[cfg(feature = "serde")]
+field_reader! {
+    fn max_attempts_number => MAX_ATTEMPTS;
+    fn base_delay_number => BASE_DELAY;
+    fn max_delay_number => MAX_DELAY;
+}
 
 #[cfg(feature = "serde")]
 impl TryFrom<RawOptions> for RetryOptions {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "serde")]
-use crate::number::{RawNumber, WholeRule, number_or_too_large};
+use crate::number::{RawNumber, WholeRule, field_reader};
 
 use super::retry::{DEFAULT_RETRIES, RetryConfig};
 
@@ -136,17 +136,9 @@ const DELAY: WholeRule<MiddlewareError> = WholeRule {
 };
 
 #[cfg(feature = "serde")]
-fn retries_number<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, RETRIES.above)
-}
-
-#[cfg(feature = "serde")]
-fn delay_number<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, DELAY.above)
+field_reader! {
+    fn retries_number => RETRIES;
+    fn delay_number => DELAY;
 }
 
 #[cfg(feature = "serde")]

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "serde")]
-use crate::number::{RawNumber, WholeRule, number_or_too_large};
+use crate::number::{RawNumber, WholeRule, field_reader};
 
 /// The default concurrency limit.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -183,24 +183,16 @@ const MAX_PENDING: WholeRule<SchedulerError> = WholeRule {
     above: SchedulerError::MaxPendingTooLarge,
 };
 
-#[cfg(feature = "serde")]
-fn concurrency_number<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, CONCURRENCY.above)
-}
-
-#[cfg(feature = "serde")]
-fn max_pending_number<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<RawNumber>, D::Error> {
-    number_or_too_large(deserializer, MAX_PENDING.above)
-}
-
 /// `n` against `rule`, as a `usize`.
 #[cfg(feature = "serde")]
 fn count(n: RawNumber, rule: &WholeRule<SchedulerError>) -> Result<usize, SchedulerError> {
     usize::try_from(rule.check(n)?).map_err(|_| rule.above)
+}
+
+#[cfg(feature = "serde")]
+field_reader! {
+    fn concurrency_number => CONCURRENCY;
+    fn max_pending_number => MAX_PENDING;
 }
 
 #[cfg(feature = "serde")]
