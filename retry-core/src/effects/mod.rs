@@ -108,7 +108,7 @@ pub use key::{CallKey, IdempotencyKey, KeyError};
 pub use safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, RetrySafe, decide_retry,
 };
-pub use store::{Revision, Timestamp};
+pub use store::{Epoch, Revision, Timestamp};
 
 #[cfg(feature = "effects")]
 #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]

@@ -126,17 +126,31 @@ impl fmt::Display for Timestamp {
 
 /// A [`Clock`] anchored to a wall-clock [`Timestamp`]: `now()` is the anchor plus the time
 /// that passed on the clock since anchoring.
-#[cfg_attr(not(feature = "effects"), allow(dead_code))]
-#[derive(Clone, Debug)]
-pub(crate) struct Epoch {
+///
+/// How a durable store gets epoch milliseconds from an injectable clock: anchor once at
+/// [`Timestamp::system_now`] (or any time a test picks), then read every time from the clock,
+/// so that a mock clock drives leases, schedules and backoffs like everything else.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::effects::{Epoch, Timestamp};
+/// use retry_core::TokioClock;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let epoch = Epoch::anchor(&TokioClock, Timestamp::from_millis(1_000));
+/// tokio::time::advance(Duration::from_secs(2)).await;
+/// assert_eq!(epoch.now(&TokioClock), Timestamp::from_millis(3_000));
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Epoch {
     instant: Instant,
     at: Timestamp,
 }
 
-#[cfg_attr(not(feature = "effects"), allow(dead_code))]
 impl Epoch {
     /// Anchors `clock`'s current instant at `at`.
-    pub(crate) fn anchor<C: Clock>(clock: &C, at: Timestamp) -> Self {
+    pub fn anchor<C: Clock>(clock: &C, at: Timestamp) -> Self {
         Epoch {
             instant: clock.now(),
             at,
@@ -144,7 +158,7 @@ impl Epoch {
     }
 
     /// The wall-clock time on `clock` now.
-    pub(crate) fn now<C: Clock>(&self, clock: &C) -> Timestamp {
+    pub fn now<C: Clock>(&self, clock: &C) -> Timestamp {
         self.at + clock.now().saturating_duration_since(self.instant)
     }
 }

@@ -1,0 +1,75 @@
+//! Lifecycle events (S11): what happened to a piece of work, for subscribers and `tracing`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use retry_core::effects::Timestamp;
+
+use crate::record::{DeadReason, WorkId};
+
+/// Something that happened to a piece of work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The work.
+    pub id: WorkId,
+    /// Its handler's name.
+    pub handler: String,
+    /// Its kind: `once`, `queue`, `cron` or `every` (the seed's "schedule" events are the
+    /// first, third and fourth; its "queue" events the second).
+    pub kind: &'static str,
+    /// What happened.
+    pub what: What,
+}
+
+/// What happened, in an [`Event`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum What {
+    /// An attempt started.
+    Started {
+        /// Its number within the run, from 1.
+        attempt: u32,
+    },
+    /// An attempt succeeded.
+    Succeeded {
+        /// Its number.
+        attempt: u32,
+    },
+    /// An attempt failed and the work will be tried again after `delay`.
+    Retrying {
+        /// The failed attempt's number.
+        attempt: u32,
+        /// The backoff written as the work's next due time.
+        delay: Duration,
+        /// The failure.
+        error: String,
+    },
+    /// The run ended without success (every attempt failed, or a failure that is not
+    /// retried): the owner's error hook was called and a dead letter written.
+    Failed {
+        /// Attempts made.
+        attempts: u32,
+        /// Why it ended.
+        reason: DeadReason,
+        /// The last failure, or what stopped the work from running.
+        error: String,
+    },
+    /// A repeating schedule was re-armed for its next tick.
+    Rearmed {
+        /// The next tick.
+        next: Timestamp,
+    },
+    /// A tick missed while nothing ran was dropped (misfire policy `skip`).
+    Skipped {
+        /// The missed tick.
+        missed: Timestamp,
+    },
+    /// A running attempt was cancelled.
+    Cancelled,
+    /// The attempt's claim was lost (the lease expired and another worker took the work, or it
+    /// was cancelled elsewhere): its result was not recorded.
+    ClaimLost,
+}
+
+/// A subscriber to events.
+pub(crate) type Subscriber = Arc<dyn Fn(&Event) + Send + Sync>;

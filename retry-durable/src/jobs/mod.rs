@@ -1,0 +1,561 @@
+//! The owner of durable work ([`Jobs`]): its store, its retry defaults, its handlers and
+//! predicates by name, its error hook and subscribers; scheduling, inspection and the worker.
+
+mod events;
+mod handler;
+mod schedule;
+mod worker;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use retry_core::effects::{Epoch, Timestamp};
+use retry_core::{CancelToken, Clock, DefaultClock, JitterRng, OptionsError, RetryOptions, TaskFailure};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+pub use events::{Event, What};
+pub use handler::{HandlerResult, JobContext};
+pub use schedule::{ScheduleError, When, WorkOptions};
+
+use crate::record::{DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord};
+use crate::store::{Inserted, Store, StoreError};
+use crate::timing::Timing;
+use events::Subscriber;
+use handler::{Predicate, Registry};
+use schedule::Request;
+
+/// The error hook: called once per run that ends without success, with the work and its dead
+/// letter.
+type ErrorHook = Arc<dyn Fn(&WorkRecord, &NewDeadLetter) + Send + Sync>;
+
+/// The owner of durable work: schedules and queue items kept in a [`Store`], run by name with
+/// their stored retry options, retried by writing the next due time (no worker sleeps on an
+/// item), dead-lettered when they cannot succeed.
+///
+/// Cloning is cheap and shares everything (the store, the registry, the worker's wake-up).
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::RetryOptions;
+/// use retry_durable::{Jobs, MemoryStore, When, WorkOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let jobs = Jobs::builder(MemoryStore::new())
+///     .owner("mailer")
+///     .defaults(RetryOptions::new().with_max_attempts(5))
+///     .handler("send", |to: String, _ctx| async move {
+///         println!("sending to {to}");
+///         Ok(())
+///     })
+///     .build()?;
+///
+/// let work = jobs
+///     .schedule(When::after(Duration::ZERO), "send", &"ada@example.com", WorkOptions::new())
+///     .await?;
+/// assert_eq!(work.options.max_attempts, Some(5));
+/// assert_eq!(jobs.run_due().await?, 1);
+/// # Ok(()) }
+/// ```
+pub struct Jobs<S, C = DefaultClock> {
+    inner: Arc<Inner<S, C>>,
+}
+
+impl<S, C> Clone for Jobs<S, C> {
+    fn clone(&self) -> Self {
+        Jobs { inner: Arc::clone(&self.inner) }
+    }
+}
+
+pub(crate) struct Inner<S, C> {
+    pub(crate) store: S,
+    pub(crate) owner: String,
+    pub(crate) defaults: RetryOptions,
+    pub(crate) registry: Registry,
+    pub(crate) on_error: Option<ErrorHook>,
+    pub(crate) subscribers: Vec<Subscriber>,
+    pub(crate) clock: C,
+    pub(crate) epoch: Epoch,
+    pub(crate) settings: Settings,
+    pub(crate) rng: Mutex<JitterRng>,
+    pub(crate) running: Mutex<HashMap<WorkId, CancelToken>>,
+    pub(crate) wake: Notify,
+}
+
+/// The worker's settings.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settings {
+    pub(crate) lease: Duration,
+    pub(crate) concurrency: u32,
+    pub(crate) poll_interval: Duration,
+    pub(crate) misfire_grace: Duration,
+}
+
+/// Why [`JobsBuilder::build`] refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The owner's retry defaults are invalid (checked over the built-in layer).
+    #[error("owner defaults: {0}")]
+    Defaults(#[from] OptionsError),
+    /// Two handlers were registered under one name.
+    #[error("handler `{0}` is registered twice")]
+    DuplicateHandler(String),
+    /// Two predicates were registered under one name.
+    #[error("retry predicate `{0}` is registered twice")]
+    DuplicatePredicate(String),
+    /// A setting out of its range.
+    #[error("{0}")]
+    Setting(&'static str),
+}
+
+/// Builds a [`Jobs`]: see [`Jobs::builder`].
+pub struct JobsBuilder<S, C = DefaultClock> {
+    store: S,
+    owner: String,
+    defaults: RetryOptions,
+    registry: Registry,
+    on_error: Option<ErrorHook>,
+    subscribers: Vec<Subscriber>,
+    clock: C,
+    anchor: Option<Timestamp>,
+    settings: Settings,
+    seed: Option<u64>,
+    error: Option<BuildError>,
+}
+
+impl<S: Store> Jobs<S> {
+    /// Starts building the owner of the work in `store`. Defaults: owner `"default"`, the
+    /// built-in retry options, a 30 s lease, 16 attempts at a time, a 1 s poll for work
+    /// written by other processes, a 60 s misfire grace, the default clock.
+    pub fn builder(store: S) -> JobsBuilder<S> {
+        JobsBuilder {
+            store,
+            owner: "default".to_owned(),
+            defaults: RetryOptions::new(),
+            registry: Registry::default(),
+            on_error: None,
+            subscribers: Vec::new(),
+            clock: DefaultClock,
+            anchor: None,
+            settings: Settings {
+                lease: Duration::from_secs(30),
+                concurrency: 16,
+                poll_interval: Duration::from_secs(1),
+                misfire_grace: Duration::from_secs(60),
+            },
+            seed: None,
+            error: None,
+        }
+    }
+}
+
+impl<S: Store, C: Clock> JobsBuilder<S, C> {
+    /// The owner's name: work is stored under it, and only workers of the same owner run it.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = owner.into();
+        self
+    }
+
+    /// Retry defaults for work scheduled without its own options (checked at
+    /// [`build`](Self::build), over the built-in layer).
+    pub fn defaults(mut self, defaults: RetryOptions) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    /// Registers `handler` under `name`, taking payloads of type `P` (JSON on the row).
+    pub fn handler<P, F, Fut>(mut self, name: &str, handler: F) -> Self
+    where
+        P: DeserializeOwned + Send + 'static,
+        F: Fn(P, JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        if !self.registry.add_handler(name, handler) && self.error.is_none() {
+            self.error = Some(BuildError::DuplicateHandler(name.to_owned()));
+        }
+        self
+    }
+
+    /// Registers a retry predicate under `name`, for work scheduled with
+    /// [`WorkOptions::retry_if`]. Without one, a failure is retried when
+    /// [`retry_core::classify`] says so.
+    pub fn predicate<F>(mut self, name: &str, predicate: F) -> Self
+    where
+        F: Fn(&TaskFailure) -> bool + Send + Sync + 'static,
+    {
+        let predicate: Predicate = Arc::new(predicate);
+        if self.registry.predicates.insert(name.to_owned(), predicate).is_some()
+            && self.error.is_none()
+        {
+            self.error = Some(BuildError::DuplicatePredicate(name.to_owned()));
+        }
+        self
+    }
+
+    /// Called once for every run that ends without success (before its dead letter is
+    /// written), with the work and the dead letter.
+    pub fn on_error<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&WorkRecord, &NewDeadLetter) + Send + Sync + 'static,
+    {
+        self.on_error = Some(Arc::new(hook));
+        self
+    }
+
+    /// Calls `subscriber` with every [`Event`].
+    pub fn subscribe<F>(mut self, subscriber: F) -> Self
+    where
+        F: Fn(&Event) + Send + Sync + 'static,
+    {
+        self.subscribers.push(Arc::new(subscriber));
+        self
+    }
+
+    /// How long a claimed item stays claimed without news from its worker; extended every
+    /// third of it while the handler runs. Must be at least 1 ms.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.settings.lease = lease;
+        self
+    }
+
+    /// How many attempts run at once in this process. Must be at least 1.
+    pub fn concurrency(mut self, concurrency: u32) -> Self {
+        self.settings.concurrency = concurrency;
+        self
+    }
+
+    /// How often an idle worker looks for work written by other processes (work scheduled
+    /// through this `Jobs` wakes it at once). Must be at least 1 ms.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.settings.poll_interval = interval;
+        self
+    }
+
+    /// How late a repeating schedule's tick may start before it counts as missed (for the
+    /// misfire policy).
+    pub fn misfire_grace(mut self, grace: Duration) -> Self {
+        self.settings.misfire_grace = grace;
+        self
+    }
+
+    /// Seeds the jitter of backoffs, for reproducible runs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Reads time from `clock` (a mock clock in tests), starting at the system's wall-clock
+    /// time unless [`starting_at`](Self::starting_at) says otherwise.
+    pub fn clock<C2: Clock>(self, clock: C2) -> JobsBuilder<S, C2> {
+        JobsBuilder {
+            store: self.store,
+            owner: self.owner,
+            defaults: self.defaults,
+            registry: self.registry,
+            on_error: self.on_error,
+            subscribers: self.subscribers,
+            clock,
+            anchor: self.anchor,
+            settings: self.settings,
+            seed: self.seed,
+            error: self.error,
+        }
+    }
+
+    /// The wall-clock time at which the clock starts (epoch milliseconds), instead of the
+    /// system's: with a mock clock, a test runs on a calendar it chose.
+    pub fn starting_at(mut self, at: Timestamp) -> Self {
+        self.anchor = Some(at);
+        self
+    }
+
+    /// Checks the settings and the defaults.
+    ///
+    /// # Errors
+    /// [`BuildError`]: invalid defaults (the O3 messages), a name registered twice, an empty
+    /// owner, a zero lease, concurrency or poll interval.
+    pub fn build(self) -> Result<Jobs<S, C>, BuildError> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        self.defaults.or(RetryOptions::BUILTIN).resolve()?;
+        if self.owner.is_empty() {
+            return Err(BuildError::Setting("owner must not be empty"));
+        }
+        if self.settings.lease < Duration::from_millis(1) {
+            return Err(BuildError::Setting("lease must be >= 1 ms"));
+        }
+        if self.settings.concurrency == 0 {
+            return Err(BuildError::Setting("concurrency must be >= 1"));
+        }
+        if self.settings.poll_interval < Duration::from_millis(1) {
+            return Err(BuildError::Setting("poll interval must be >= 1 ms"));
+        }
+        let epoch = Epoch::anchor(&self.clock, self.anchor.unwrap_or_else(Timestamp::system_now));
+        let rng = self.seed.map_or_else(JitterRng::from_entropy, JitterRng::seeded);
+        Ok(Jobs {
+            inner: Arc::new(Inner {
+                store: self.store,
+                owner: self.owner,
+                defaults: self.defaults,
+                registry: self.registry,
+                on_error: self.on_error,
+                subscribers: self.subscribers,
+                clock: self.clock,
+                epoch,
+                settings: self.settings,
+                rng: Mutex::new(rng),
+                running: Mutex::new(HashMap::new()),
+                wake: Notify::new(),
+            }),
+        })
+    }
+}
+
+/// Locks a mutex whose data stays valid whatever panicked while it was held (plain maps and a
+/// generator).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<S: Store, C: Clock> Jobs<S, C> {
+    /// The owner's name.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The wall-clock time now, on the owner's clock.
+    pub fn now(&self) -> Timestamp {
+        self.inner.now()
+    }
+
+    /// Schedules `handler` to run once ([`When::after`], [`When::at`]) or on a cron pattern
+    /// ([`When::cron`]) with `payload`. Returns the stored record, options resolved.
+    ///
+    /// # Errors
+    /// [`ScheduleError`]; nothing is written when scheduling fails.
+    pub async fn schedule<P: Serialize>(
+        &self,
+        when: When,
+        handler: &str,
+        payload: &P,
+        options: WorkOptions,
+    ) -> Result<WorkRecord, ScheduleError> {
+        let now = self.now();
+        let payload = schedule::payload_json(handler, payload)?;
+        let (timing, due_at) = schedule::timing_of(when, options.misfire, now)?;
+        self.submit(handler, payload, timing, due_at, options, now).await
+    }
+
+    /// Schedules `handler` every `interval` (`> 0`, at most 30 days), the first run one
+    /// interval from now.
+    ///
+    /// # Errors
+    /// [`ScheduleError`]; nothing is written when scheduling fails.
+    pub async fn every<P: Serialize>(
+        &self,
+        interval: Duration,
+        handler: &str,
+        payload: &P,
+        options: WorkOptions,
+    ) -> Result<WorkRecord, ScheduleError> {
+        let now = self.now();
+        let payload = schedule::payload_json(handler, payload)?;
+        let (timing, due_at) = schedule::every_of(interval, options.misfire, now)?;
+        self.submit(handler, payload, timing, due_at, options, now).await
+    }
+
+    /// Queues `handler` to run with `payload` as soon as a worker is free.
+    ///
+    /// # Errors
+    /// [`ScheduleError`]; nothing is written when queueing fails.
+    pub async fn enqueue<P: Serialize>(
+        &self,
+        handler: &str,
+        payload: &P,
+        options: WorkOptions,
+    ) -> Result<WorkRecord, ScheduleError> {
+        let now = self.now();
+        let payload = schedule::payload_json(handler, payload)?;
+        self.submit(handler, payload, Timing::Queued, now, options, now).await
+    }
+
+    async fn submit(
+        &self,
+        handler: &str,
+        payload: String,
+        timing: Timing,
+        due_at: Timestamp,
+        options: WorkOptions,
+        now: Timestamp,
+    ) -> Result<WorkRecord, ScheduleError> {
+        let registry = &self.inner.registry;
+        let Some(erased) = registry.handlers.get(handler) else {
+            return Err(ScheduleError::UnknownHandler {
+                name: handler.to_owned(),
+                registered: registry.handler_names(),
+            });
+        };
+        erased.check(&payload).map_err(|reason| ScheduleError::PayloadMismatch {
+            handler: handler.to_owned(),
+            reason,
+        })?;
+        if let Some(name) = &options.retry_if {
+            if !registry.predicates.contains_key(name) {
+                return Err(ScheduleError::UnknownPredicate {
+                    name: name.clone(),
+                    registered: registry.predicate_names(),
+                });
+            }
+        }
+        let work = schedule::new_work(Request {
+            owner: &self.inner.owner,
+            handler,
+            payload,
+            timing,
+            due_at,
+            options,
+            defaults: self.inner.defaults,
+            now,
+        })?;
+        let (handler, payload) = (work.handler.clone(), work.payload.clone());
+        match self.inner.store.insert(work).await? {
+            Inserted::New(record) => {
+                self.inner.wake.notify_one();
+                Ok(record)
+            }
+            Inserted::Existing(existing) => {
+                if existing.handler == handler && existing.payload == payload {
+                    Ok(existing)
+                } else {
+                    Err(ScheduleError::KeyConflict {
+                        key: existing.key.clone().unwrap_or_default(),
+                        handler: existing.handler,
+                    })
+                }
+            }
+        }
+    }
+
+    /// One piece of work by id (`None` once a one-shot or queue item has succeeded or been
+    /// dead-lettered).
+    pub async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
+        let record = self.inner.store.get(id).await?;
+        Ok(record.filter(|r| r.owner == self.inner.owner))
+    }
+
+    /// All of the owner's work, in id order.
+    pub async fn list(&self) -> Result<Vec<WorkRecord>, StoreError> {
+        let mut all = Vec::new();
+        loop {
+            let page = self
+                .inner
+                .store
+                .list(&self.inner.owner, all.last().map(|r: &WorkRecord| r.id), 500)
+                .await?;
+            let done = page.len() < 500;
+            all.extend(page);
+            if done {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// Cancels work. Waiting work is never run; a running attempt is signalled through its
+    /// [`JobContext::cancel`] and its result is not recorded. The work stays, as
+    /// `cancelled`. `false` if there is no such work.
+    pub async fn cancel(&self, id: WorkId) -> Result<bool, StoreError> {
+        if self.get(id).await?.is_none() {
+            return Ok(false);
+        }
+        let was = self.inner.store.cancel(id, self.now()).await?;
+        if let Some(token) = lock(&self.inner.running).get(&id) {
+            token.cancel();
+        }
+        Ok(was.is_some())
+    }
+
+    /// All of the owner's dead letters, in id order.
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+        let mut all = Vec::new();
+        loop {
+            let page = self
+                .inner
+                .store
+                .dead_letters(&self.inner.owner, all.last().map(|d: &DeadLetter| d.id), 500)
+                .await?;
+            let done = page.len() < 500;
+            all.extend(page);
+            if done {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// Re-drives a dead letter: new work (a one-shot due now, fresh attempts, the same handler,
+    /// payload and options), and the dead letter marked with its id. `None` if there is no
+    /// such dead letter or it was already re-driven.
+    pub async fn redrive(&self, id: DeadLetterId) -> Result<Option<WorkRecord>, StoreError> {
+        let Some(dead) = self.inner.store.dead_letter(id).await? else {
+            return Ok(None);
+        };
+        if dead.owner != self.inner.owner {
+            return Ok(None);
+        }
+        let now = self.now();
+        let work = NewWork {
+            owner: dead.owner,
+            key: None,
+            handler: dead.handler,
+            payload: dead.payload,
+            options: dead.options,
+            retry_if: dead.retry_if,
+            timing: Timing::Once,
+            due_at: now,
+            created_at: now,
+        };
+        let record = self.inner.store.redrive(id, work).await?;
+        if record.is_some() {
+            self.inner.wake.notify_one();
+        }
+        Ok(record)
+    }
+
+    /// Deletes a dead letter; `false` if there was none.
+    pub async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
+        match self.inner.store.dead_letter(id).await? {
+            Some(dead) if dead.owner == self.inner.owner => self.inner.store.purge(id).await,
+            _ => Ok(false),
+        }
+    }
+}
+
+impl<S, C: Clock> Inner<S, C> {
+    pub(crate) fn now(&self) -> Timestamp {
+        self.epoch.now(&self.clock)
+    }
+
+    pub(crate) fn emit(&self, record: &WorkRecord, what: What) {
+        if self.subscribers.is_empty() {
+            return;
+        }
+        let event = Event {
+            id: record.id,
+            handler: record.handler.clone(),
+            kind: record.timing.kind(),
+            what,
+        };
+        for subscriber in &self.subscribers {
+            subscriber(&event);
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! Durable schedules and queues with retry: work that survives a restart, retries by writing
+//! its next due time instead of sleeping on it, and ends in a dead letter instead of
+//! disappearing.
+//!
+//! Register handlers by name with a typed payload, schedule work (once after a delay, once at
+//! a time, on a cron pattern in a time zone, every interval, or queued), and run a worker.
+//! Everything is a row in a [`Store`]: [`SqliteStore`] (one file, no server — the default)
+//! or [`MemoryStore`] (tests).
+//!
+//! What is promised:
+//! - **At least once.** An attempt whose worker dies is claimed again when its lease runs
+//!   out, and counts as an attempt. Handlers must be idempotent (or use keys).
+//! - **No head-of-line blocking.** A failed attempt's backoff is written as the item's next
+//!   due time; no worker sleeps holding an item, so the items behind it keep running.
+//! - **Nothing dropped.** Work that exhausts its attempts, fails with an error that is not
+//!   retried, or can no longer run (its handler, payload type or predicate is gone) becomes a
+//!   [`DeadLetter`] that can be listed, re-driven and purged.
+//! - **What runs is what was validated.** Retry options are resolved and checked when work is
+//!   scheduled and stored on the row; a later change of defaults does not change stored work.
+//!
+//! Not promised: exactly once.
+//!
+//! ```
+//! use std::time::Duration;
+//! use retry_core::TaskFailure;
+//! use retry_durable::{Jobs, SqliteStore, When, WorkOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let jobs = Jobs::builder(SqliteStore::open(dir.path().join("jobs.db"))?)
+//!     .handler("report", |day: String, _ctx| async move {
+//!         if day.is_empty() {
+//!             return Err(TaskFailure::from("no day given"));
+//!         }
+//!         Ok(())
+//!     })
+//!     .build()?;
+//! jobs.schedule(When::cron("0 6 * * *").in_zone("Europe/Prague"), "report", &"today", WorkOptions::new())
+//!     .await?;
+//! jobs.enqueue("report", &"2026-12-01", WorkOptions::new()).await?;
+//! assert_eq!(jobs.run_due().await?, 1); // the queued item; the cron tick is tomorrow at 6
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod jobs;
+mod memory;
+mod record;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod store;
+mod timing;
+
+pub use jobs::{
+    BuildError, Event, HandlerResult, JobContext, Jobs, JobsBuilder, ScheduleError, What, When,
+    WorkOptions,
+};
+pub use memory::MemoryStore;
+pub use record::{
+    DeadLetter, DeadLetterId, DeadReason, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
+};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use store::{Finish, Inserted, Store, StoreError, Then};
+pub use timing::{MAX_INTERVAL, Misfire, Timing, TimingError};

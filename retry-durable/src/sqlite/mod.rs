@@ -1,0 +1,476 @@
+//! The embedded [`Store`]: one SQLite file, no server. WAL journal, `synchronous=FULL` unless
+//! a faster [`Durability`] is chosen.
+//!
+//! SQLite calls block, so inside a tokio runtime each runs on tokio's blocking pool and the
+//! executor's threads never wait for a disk flush; outside one they run on the caller's thread.
+
+mod rows;
+mod schema;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use retry_core::effects::{Revision, Timestamp};
+
+use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
+use crate::store::{Finish, Inserted, Store, StoreError, Then};
+use rows::{DEAD_COLUMNS, WORK_COLUMNS, dead_from_row, i64_of, work_from_row};
+
+/// How hard a commit tries to survive a crash (P6). The default, [`Durability::Full`], keeps
+/// every committed change through a power loss.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// `synchronous=FULL`: a committed write survives a power loss. Every commit waits for
+    /// the disk.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: a committed write survives a crash of the process, but the last
+    /// commits before a power loss or OS crash may be lost (the database stays consistent).
+    /// Several times faster here; see BENCHMARKS.md.
+    Normal,
+}
+
+/// How to open a [`SqliteStore`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SqliteOptions {
+    /// How hard a commit tries to survive a crash.
+    pub durability: Durability,
+    /// How long a statement waits for another connection's lock before failing with
+    /// [`StoreError::Busy`].
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            durability: Durability::Full,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Durable work in one SQLite file.
+///
+/// ```
+/// use retry_durable::SqliteStore;
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = SqliteStore::open(dir.path().join("jobs.db"))?;
+/// # drop(store);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database at `path` with the default options: see
+    /// [`open_with`](Self::open_with).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (or creates) the database at `path`, applies the migrations it lacks, and sets
+    /// its journal and durability.
+    ///
+    /// # Errors
+    /// [`StoreError::Incompatible`] for a file that is not SQLite, a SQLite database of
+    /// another application, or a schema newer than this library; [`StoreError::Busy`] when
+    /// another connection holds the lock past the busy timeout; [`StoreError::Backend`] for a
+    /// file that cannot be opened or written.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let mut conn = Connection::open(path).map_err(|e| schema::open_error(&name, &e))?;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(|e| schema::open_error(&name, &e))?;
+        schema::migrate(&mut conn, &name)?;
+        let synchronous = match options.durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        let _journal: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(|e| schema::open_error(&name, &e))?;
+        conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
+            .map_err(|e| schema::open_error(&name, &e))?;
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs `job` on the connection: on tokio's blocking pool inside a runtime, inline
+    /// outside one.
+    async fn with<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        let run = move || {
+            let mut guard = conn
+                .lock()
+                .map_err(|_| StoreError::Backend("a previous statement panicked".to_owned()))?;
+            job(&mut guard)
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => handle
+                .spawn_blocking(run)
+                .await
+                .map_err(|e| StoreError::Backend(format!("statement did not finish: {e}")))?,
+            Err(_) => run(),
+        }
+    }
+}
+
+/// Maps a failed statement to a [`StoreError`].
+fn sql(error: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match error.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StoreError::Busy(error.to_string())
+        }
+        _ => StoreError::Backend(error.to_string()),
+    }
+}
+
+fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, StoreError> {
+    let (cron, zone, interval_ms, misfire) = rows::timing_columns(&work.timing)?;
+    let options = rows::options_json(&work.options)?;
+    let mut statement = conn
+        .prepare_cached(&format!(
+            "INSERT INTO work (owner, key, handler, payload, options, retry_if, kind, cron, zone,
+                 interval_ms, misfire, state, attempt, due_at, fire_at, lease_until, last_error,
+                 last_delay_ms, created_at, updated_at, revision)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'waiting', 0, ?12, ?12, NULL,
+                 NULL, 0, ?13, ?13, 1)
+             ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING
+             RETURNING {WORK_COLUMNS}"
+        ))
+        .map_err(sql)?;
+    statement
+        .query_row(
+            params![
+                work.owner,
+                work.key,
+                work.handler,
+                work.payload,
+                options,
+                work.retry_if,
+                work.timing.kind(),
+                cron,
+                zone,
+                interval_ms,
+                misfire,
+                i64_of(work.due_at.as_millis())?,
+                i64_of(work.created_at.as_millis())?,
+            ],
+            work_from_row,
+        )
+        .optional()
+        .map_err(sql)?
+        .map(rows::checked_work)
+        .transpose()
+}
+
+fn get_work(conn: &Connection, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
+    conn.prepare_cached(&format!("SELECT {WORK_COLUMNS} FROM work WHERE id = ?1"))
+        .map_err(sql)?
+        .query_row([id.0], work_from_row)
+        .optional()
+        .map_err(sql)?
+        .map(rows::checked_work)
+        .transpose()
+}
+
+impl Store for SqliteStore {
+    async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
+        self.with(move |conn| {
+            if let Some(record) = insert_work(conn, &work)? {
+                return Ok(Inserted::New(record));
+            }
+            let existing = conn
+                .prepare_cached(&format!(
+                    "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND key = ?2"
+                ))
+                .map_err(sql)?
+                .query_row(params![work.owner, work.key], work_from_row)
+                .map_err(sql)?;
+            Ok(Inserted::Existing(rows::checked_work(existing)?))
+        })
+        .await
+    }
+
+    async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
+        self.with(move |conn| get_work(conn, id)).await
+    }
+
+    async fn list(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(&format!(
+                    "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND id > ?2
+                     ORDER BY id LIMIT ?3"
+                ))
+                .map_err(sql)?;
+            let rows = statement
+                .query_map(params![owner, after.map_or(i64::MIN, |id| id.0), limit], work_from_row)
+                .map_err(sql)?;
+            rows.map(|row| row.map_err(sql).and_then(rows::checked_work))
+                .collect()
+        })
+        .await
+    }
+
+    async fn claim(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let now = i64_of(now.as_millis())?;
+            let until = i64_of(lease_until.as_millis())?;
+            let mut statement = conn
+                .prepare_cached(&format!(
+                    "UPDATE work SET state = 'running', attempt = attempt + 1, lease_until = ?3,
+                         updated_at = ?2, revision = revision + 1
+                     WHERE id IN (SELECT id FROM (
+                         SELECT id, due_at AS t FROM work
+                         WHERE owner = ?1 AND state = 'waiting' AND due_at <= ?2
+                         UNION ALL
+                         SELECT id, lease_until FROM work
+                         WHERE owner = ?1 AND state = 'running' AND lease_until <= ?2)
+                         ORDER BY t, id LIMIT ?4)
+                     RETURNING {WORK_COLUMNS}"
+                ))
+                .map_err(sql)?;
+            let rows = statement
+                .query_map(params![owner, now, until, limit], work_from_row)
+                .map_err(sql)?;
+            let mut claimed: Vec<WorkRecord> = rows
+                .map(|row| row.map_err(sql).and_then(rows::checked_work))
+                .collect::<Result<_, _>>()?;
+            claimed.sort_by_key(|r| (r.fire_at, r.id));
+            Ok(claimed)
+        })
+        .await
+    }
+
+    async fn extend_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.with(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE work SET lease_until = ?3, updated_at = ?4
+                     WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                )
+                .map_err(sql)?
+                .execute(params![
+                    id.0,
+                    i64_of(revision.get())?,
+                    i64_of(until.as_millis())?,
+                    i64_of(now.as_millis())?
+                ])
+                .map_err(sql)?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn finish(&self, id: WorkId, revision: Revision, finish: Finish) -> Result<bool, StoreError> {
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let rev = i64_of(revision.get())?;
+            let now = i64_of(finish.now.as_millis())?;
+            if let Some(dead) = &finish.dead_letter {
+                let written = tx
+                    .prepare_cached(
+                        "INSERT INTO dead_letter (work_id, owner, handler, payload, options,
+                             retry_if, kind, reason, attempts, last_error, created_at, fire_at,
+                             failed_at, redriven_as)
+                         SELECT id, owner, handler, payload, options, retry_if, kind, ?3,
+                             ?6, ?4, created_at, fire_at, ?5, NULL
+                         FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                    )
+                    .map_err(sql)?
+                    .execute(params![
+                        id.0,
+                        rev,
+                        dead.reason.name(),
+                        dead.last_error,
+                        i64_of(dead.failed_at.as_millis())?,
+                        dead.attempts
+                    ])
+                    .map_err(sql)?;
+                if written != 1 {
+                    return Ok(false);
+                }
+            }
+            let changed = match &finish.then {
+                Then::Remove => tx
+                    .prepare_cached(
+                        "DELETE FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                    )
+                    .map_err(sql)?
+                    .execute(params![id.0, rev])
+                    .map_err(sql)?,
+                Then::Wait { due_at, fire_at, attempt, last_error, last_delay_ms } => tx
+                    .prepare_cached(
+                        "UPDATE work SET state = 'waiting', lease_until = NULL, due_at = ?3,
+                             fire_at = ?4, attempt = ?5, last_error = ?6, last_delay_ms = ?7,
+                             updated_at = ?8, revision = revision + 1
+                         WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                    )
+                    .map_err(sql)?
+                    .execute(params![
+                        id.0,
+                        rev,
+                        i64_of(due_at.as_millis())?,
+                        i64_of(fire_at.as_millis())?,
+                        attempt,
+                        last_error,
+                        i64_of(*last_delay_ms)?,
+                        now
+                    ])
+                    .map_err(sql)?,
+            };
+            if changed != 1 {
+                // Nothing to commit: dropping the transaction rolls the dead letter back.
+                return Ok(false);
+            }
+            tx.commit().map_err(sql)?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let Some(record) = get_work(&tx, id)? else {
+                return Ok(None);
+            };
+            if record.state != WorkState::Cancelled {
+                tx.prepare_cached(
+                    "UPDATE work SET state = 'cancelled', lease_until = NULL, updated_at = ?2,
+                         revision = revision + 1
+                     WHERE id = ?1",
+                )
+                .map_err(sql)?
+                .execute(params![id.0, i64_of(now.as_millis())?])
+                .map_err(sql)?;
+                tx.commit().map_err(sql)?;
+            }
+            Ok(Some(record.state))
+        })
+        .await
+    }
+
+    async fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let next: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT min(t) FROM (
+                         SELECT min(due_at) AS t FROM work WHERE owner = ?1 AND state = 'waiting'
+                         UNION ALL
+                         SELECT min(lease_until) FROM work WHERE owner = ?1 AND state = 'running')",
+                )
+                .map_err(sql)?
+                .query_row([owner], |row| row.get(0))
+                .map_err(sql)?;
+            next.map(rows::timestamp).transpose().map_err(StoreError::Range)
+        })
+        .await
+    }
+
+    async fn dead_letters(
+        &self,
+        owner: &str,
+        after: Option<DeadLetterId>,
+        limit: u32,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(&format!(
+                    "SELECT {DEAD_COLUMNS} FROM dead_letter WHERE owner = ?1 AND id > ?2
+                     ORDER BY id LIMIT ?3"
+                ))
+                .map_err(sql)?;
+            let rows = statement
+                .query_map(params![owner, after.map_or(i64::MIN, |id| id.0), limit], dead_from_row)
+                .map_err(sql)?;
+            rows.map(|row| row.map_err(sql).and_then(rows::checked_dead))
+                .collect()
+        })
+        .await
+    }
+
+    async fn dead_letter(&self, id: DeadLetterId) -> Result<Option<DeadLetter>, StoreError> {
+        self.with(move |conn| {
+            conn.prepare_cached(&format!("SELECT {DEAD_COLUMNS} FROM dead_letter WHERE id = ?1"))
+                .map_err(sql)?
+                .query_row([id.0], dead_from_row)
+                .optional()
+                .map_err(sql)?
+                .map(rows::checked_dead)
+                .transpose()
+        })
+        .await
+    }
+
+    async fn redrive(&self, id: DeadLetterId, work: NewWork) -> Result<Option<WorkRecord>, StoreError> {
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(sql)?;
+            let open: Option<i64> = tx
+                .prepare_cached("SELECT id FROM dead_letter WHERE id = ?1 AND redriven_as IS NULL")
+                .map_err(sql)?
+                .query_row([id.0], |row| row.get(0))
+                .optional()
+                .map_err(sql)?;
+            if open.is_none() {
+                return Ok(None);
+            }
+            let Some(record) = insert_work(&tx, &work)? else {
+                return Ok(None);
+            };
+            tx.prepare_cached("UPDATE dead_letter SET redriven_as = ?2 WHERE id = ?1")
+                .map_err(sql)?
+                .execute(params![id.0, record.id.0])
+                .map_err(sql)?;
+            tx.commit().map_err(sql)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
+        self.with(move |conn| {
+            let deleted = conn
+                .prepare_cached("DELETE FROM dead_letter WHERE id = ?1")
+                .map_err(sql)?
+                .execute([id.0])
+                .map_err(sql)?;
+            Ok(deleted == 1)
+        })
+        .await
+    }
+}

@@ -1,0 +1,132 @@
+//! The SQLite schema, versioned and shipped in the library (P4): applied on open, and a file
+//! that is not ours or is newer than this library is refused before anything is written.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::store::StoreError;
+
+/// `PRAGMA application_id` of our files ("RtDr"): tells our database from any other SQLite
+/// file.
+pub(super) const APPLICATION_ID: i32 = 0x5274_4472;
+
+/// Migrations in order; `user_version` counts the ones applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: work and dead letters.
+    "CREATE TABLE work (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        owner         TEXT    NOT NULL,
+        key           TEXT,
+        handler       TEXT    NOT NULL,
+        payload       TEXT    NOT NULL,
+        options       TEXT    NOT NULL,
+        retry_if      TEXT,
+        kind          TEXT    NOT NULL,
+        cron          TEXT,
+        zone          TEXT,
+        interval_ms   INTEGER,
+        misfire       TEXT,
+        state         TEXT    NOT NULL,
+        attempt       INTEGER NOT NULL,
+        due_at        INTEGER NOT NULL,
+        fire_at       INTEGER NOT NULL,
+        lease_until   INTEGER,
+        last_error    TEXT,
+        last_delay_ms INTEGER NOT NULL,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        revision      INTEGER NOT NULL
+    );
+    CREATE UNIQUE INDEX work_key ON work (owner, key) WHERE key IS NOT NULL;
+    CREATE INDEX work_due ON work (owner, state, due_at);
+    CREATE INDEX work_lease ON work (owner, state, lease_until) WHERE state = 'running';
+    CREATE TABLE dead_letter (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        work_id     INTEGER NOT NULL,
+        owner       TEXT    NOT NULL,
+        handler     TEXT    NOT NULL,
+        payload     TEXT    NOT NULL,
+        options     TEXT    NOT NULL,
+        retry_if    TEXT,
+        kind        TEXT    NOT NULL,
+        reason      TEXT    NOT NULL,
+        attempts    INTEGER NOT NULL,
+        last_error  TEXT,
+        created_at  INTEGER NOT NULL,
+        fire_at     INTEGER NOT NULL,
+        failed_at   INTEGER NOT NULL,
+        redriven_as INTEGER
+    );
+    CREATE INDEX dead_letter_owner ON dead_letter (owner, id);",
+];
+
+/// The schema version this library writes.
+pub(super) const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// Checks that the file is ours (or empty) and not newer, then applies what is missing.
+pub(super) fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreError> {
+    let application_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |row| row.get(0))
+        .map_err(|e| open_error(path, &e))?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|e| open_error(path, &e))?;
+    if application_id == 0 {
+        let foreign: Option<String> = conn
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' LIMIT 1",
+                [],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| open_error(path, &e))?;
+        if let Some(table) = foreign {
+            return Err(StoreError::Incompatible(format!(
+                "{path} is a SQLite database of another application (it has `{table}` and no \
+                 retry-durable marker): refusing to write to it; give retry-durable a file of \
+                 its own"
+            )));
+        }
+    } else if application_id != APPLICATION_ID {
+        return Err(StoreError::Incompatible(format!(
+            "{path} is a SQLite database of another application (application_id {application_id:#x}): \
+             refusing to write to it; give retry-durable a file of its own"
+        )));
+    }
+    if version > LATEST {
+        return Err(StoreError::Incompatible(format!(
+            "{path} has schema version {version}, newer than this library's {LATEST}: it was \
+             written by a newer retry-durable; upgrade this program instead of opening it"
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        let next = index as i64 + 1;
+        let tx = conn.transaction().map_err(|e| open_error(path, &e))?;
+        tx.execute_batch(sql).map_err(|e| open_error(path, &e))?;
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {next};"
+        ))
+        .map_err(|e| open_error(path, &e))?;
+        tx.commit().map_err(|e| open_error(path, &e))?;
+    }
+    Ok(())
+}
+
+/// An error while opening, with the file's name and what to do about it.
+pub(super) fn open_error(path: &str, error: &rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => StoreError::Incompatible(format!(
+            "{path} is not a SQLite database: refusing to open it"
+        )),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(format!(
+            "{path} is locked by another connection"
+        )),
+        Some(ErrorCode::ReadOnly) => StoreError::Backend(format!(
+            "{path} is read-only: retry-durable needs to write to its database"
+        )),
+        Some(ErrorCode::CannotOpen) => StoreError::Backend(format!(
+            "cannot open {path}: {error} (does its directory exist, and may this process write there?)"
+        )),
+        _ => StoreError::Backend(format!("{path}: {error}")),
+    }
+}

@@ -1,0 +1,174 @@
+//! The store contract: what a backend (SQLite, PostgreSQL, memory) must do, shaped for SQL.
+//!
+//! Every method takes and returns owned values and is one statement or one short transaction;
+//! every change of a claimed item is conditional on the revision the claim returned, so a
+//! worker whose lease was taken over cannot write (fencing). The scheduling rules — what to
+//! retry, when, what to dead-letter — live in [`Jobs`](crate::Jobs), written once for every
+//! backend; a store only keeps rows and claims them atomically.
+
+use std::future::Future;
+
+use retry_core::effects::{Revision, Timestamp};
+
+use crate::record::{
+    DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
+};
+
+/// A store of durable work. Implemented by [`SqliteStore`](crate::SqliteStore) and
+/// [`MemoryStore`](crate::MemoryStore); the conformance suite in `tests/` runs against each.
+pub trait Store: Send + Sync + 'static {
+    /// Writes new work. With a key that the owner already uses, writes nothing and returns
+    /// the existing row as [`Inserted::Existing`].
+    fn insert(&self, work: NewWork) -> impl Future<Output = Result<Inserted, StoreError>> + Send;
+
+    /// One piece of work by id.
+    fn get(&self, id: WorkId) -> impl Future<Output = Result<Option<WorkRecord>, StoreError>> + Send;
+
+    /// An owner's work in id order, after `after` (for paging), at most `limit` rows.
+    fn list(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send;
+
+    /// Claims up to `limit` items of `owner` that are due at `now` — waiting with
+    /// `due_at <= now`, or running with an expired lease (`lease_until <= now`, a worker that
+    /// died) — oldest due first. Each claimed item becomes running with one more attempt, a
+    /// lease until `lease_until` and a new revision; no item is claimed by two callers.
+    fn claim(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send;
+
+    /// Moves the lease of a running item claimed at `revision` to `until`. `false` when the
+    /// item is no longer that claim (cancelled, finished, re-claimed after the lease expired).
+    fn extend_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Ends the attempt of a running item claimed at `revision`: writes the dead letter if one
+    /// is given, then removes the item or makes it wait again. `false` (and nothing written)
+    /// when the item is no longer that claim.
+    fn finish(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        finish: Finish,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Cancels waiting or running work: it stays, as `cancelled`, and is never claimed again.
+    /// Returns the state it had (`None` if there is no such work). Idempotent.
+    fn cancel(
+        &self,
+        id: WorkId,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Option<WorkState>, StoreError>> + Send;
+
+    /// The earliest time an item of `owner` becomes claimable: the earliest due time of
+    /// waiting work or lease end of running work.
+    fn next_due(&self, owner: &str)
+    -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+
+    /// An owner's dead letters in id order, after `after`, at most `limit`.
+    fn dead_letters(
+        &self,
+        owner: &str,
+        after: Option<DeadLetterId>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<DeadLetter>, StoreError>> + Send;
+
+    /// One dead letter by id.
+    fn dead_letter(
+        &self,
+        id: DeadLetterId,
+    ) -> impl Future<Output = Result<Option<DeadLetter>, StoreError>> + Send;
+
+    /// Writes `work` and marks the dead letter as re-driven as it, in one transaction;
+    /// `None` (nothing written) if the dead letter does not exist or was already re-driven.
+    fn redrive(
+        &self,
+        id: DeadLetterId,
+        work: NewWork,
+    ) -> impl Future<Output = Result<Option<WorkRecord>, StoreError>> + Send;
+
+    /// Deletes a dead letter; `false` if there was none.
+    fn purge(&self, id: DeadLetterId) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+/// What [`Store::insert`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// The work was written.
+    New(WorkRecord),
+    /// The owner already has work with that key: nothing was written.
+    Existing(WorkRecord),
+}
+
+/// How [`Store::finish`] ends an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finish {
+    /// A dead letter to write first, if the run ended there.
+    pub dead_letter: Option<NewDeadLetter>,
+    /// What becomes of the item.
+    pub then: Then,
+    /// When this happened.
+    pub now: Timestamp,
+}
+
+/// What becomes of a finished item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// Removed: a one-shot or queue item that succeeded or was dead-lettered, or a schedule
+    /// that can never run again.
+    Remove,
+    /// Waits again until `due_at`: a retry (`attempt` kept) or a schedule's next tick
+    /// (`attempt` 0, a new `fire_at`).
+    Wait {
+        /// When it is next eligible.
+        due_at: Timestamp,
+        /// The tick the next attempt belongs to.
+        fire_at: Timestamp,
+        /// Attempts made in that tick so far.
+        attempt: u32,
+        /// The error of the attempt that just failed, if it failed.
+        last_error: Option<String>,
+        /// The backoff drawn, in milliseconds (0 for a new tick).
+        last_delay_ms: u64,
+    },
+}
+
+/// A store failed. `Display` says what and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A row read back failed its checks: named, never "fixed".
+    #[error("corrupt {table} row {id}: {reason}")]
+    Corrupt {
+        /// The table (`work` or `dead_letter`).
+        table: &'static str,
+        /// The row's id.
+        id: i64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The database is not one this library can use: a foreign file, a newer schema.
+    #[error("{0}")]
+    Incompatible(String),
+    /// The database is locked by another connection for longer than the busy timeout.
+    #[error("database is locked: {0}")]
+    Busy(String),
+    /// Any other failure of the backend.
+    #[error("store failed: {0}")]
+    Backend(String),
+    /// A value that the store cannot hold (a count or a time out of its range).
+    #[error("value out of range: {0}")]
+    Range(String),
+}
