@@ -2,19 +2,18 @@
 //! process; use [`SqliteStore`](crate::SqliteStore) for work that must.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use retry_core::effects::{Revision, Timestamp};
 
-use crate::record::{
-    DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState,
-};
+use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::store::{Finish, Inserted, Store, StoreError, Then};
 
-/// Durable work kept in memory, with the same semantics as the SQL stores.
-#[derive(Debug, Default)]
+/// Durable work kept in memory, with the same semantics as the SQL stores. Clones share the
+/// same rows (as two connections to one database would).
+#[derive(Clone, Debug, Default)]
 pub struct MemoryStore {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
 }
 
 #[derive(Debug, Default)]
@@ -35,15 +34,17 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave a half-written row: every change below
         // is computed first and applied by whole-value assignment.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 fn next_revision(record: &WorkRecord) -> Result<Revision, StoreError> {
-    record.revision.checked_next().ok_or_else(|| StoreError::Range(format!(
-        "{} has reached its last revision",
-        record.id
-    )))
+    record
+        .revision
+        .checked_next()
+        .ok_or_else(|| StoreError::Range(format!("{} has reached its last revision", record.id)))
 }
 
 impl Inner {
@@ -148,7 +149,9 @@ impl Store for MemoryStore {
         due.sort_unstable();
         let mut claimed = Vec::new();
         for (_, id) in due.into_iter().take(limit as usize) {
-            let Some(record) = inner.work.get(&id) else { continue };
+            let Some(record) = inner.work.get(&id) else {
+                continue;
+            };
             let mut next = record.clone();
             next.revision = next_revision(record)?;
             next.state = WorkState::Running;
@@ -179,14 +182,25 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
-    async fn finish(&self, id: WorkId, revision: Revision, finish: Finish) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        finish: Finish,
+    ) -> Result<bool, StoreError> {
         let mut inner = self.lock();
         let Some(record) = inner.claimed(id, revision).cloned() else {
             return Ok(false);
         };
         let next = match &finish.then {
             Then::Remove => None,
-            Then::Wait { due_at, fire_at, attempt, last_error, last_delay_ms } => {
+            Then::Wait {
+                due_at,
+                fire_at,
+                attempt,
+                last_error,
+                last_delay_ms,
+            } => {
                 let mut next = record.clone();
                 next.revision = next_revision(&record)?;
                 next.state = WorkState::Waiting;
@@ -203,23 +217,26 @@ impl Store for MemoryStore {
         if let Some(dead) = finish.dead_letter {
             inner.last_dead += 1;
             let dead_id = inner.last_dead;
-            inner.dead.insert(dead_id, DeadLetter {
-                id: DeadLetterId(dead_id),
-                work_id: record.id,
-                owner: record.owner.clone(),
-                handler: record.handler.clone(),
-                payload: record.payload.clone(),
-                options: record.options,
-                retry_if: record.retry_if.clone(),
-                kind: record.timing.kind().to_owned(),
-                reason: dead.reason,
-                attempts: dead.attempts,
-                last_error: dead.last_error,
-                created_at: record.created_at,
-                fire_at: record.fire_at,
-                failed_at: dead.failed_at,
-                redriven_as: None,
-            });
+            inner.dead.insert(
+                dead_id,
+                DeadLetter {
+                    id: DeadLetterId(dead_id),
+                    work_id: record.id,
+                    owner: record.owner.clone(),
+                    handler: record.handler.clone(),
+                    payload: record.payload.clone(),
+                    options: record.options,
+                    retry_if: record.retry_if.clone(),
+                    kind: record.timing.kind().to_owned(),
+                    reason: dead.reason,
+                    attempts: dead.attempts,
+                    last_error: dead.last_error,
+                    created_at: record.created_at,
+                    fire_at: record.fire_at,
+                    failed_at: dead.failed_at,
+                    redriven_as: None,
+                },
+            );
         }
         match next {
             Some(next) => {
@@ -283,7 +300,11 @@ impl Store for MemoryStore {
         Ok(self.lock().dead.get(&id.0).cloned())
     }
 
-    async fn redrive(&self, id: DeadLetterId, work: NewWork) -> Result<Option<WorkRecord>, StoreError> {
+    async fn redrive(
+        &self,
+        id: DeadLetterId,
+        work: NewWork,
+    ) -> Result<Option<WorkRecord>, StoreError> {
         let mut inner = self.lock();
         match inner.dead.get(&id.0) {
             Some(dead) if dead.redriven_as.is_none() => {}

@@ -22,7 +22,10 @@ pub trait Store: Send + Sync + 'static {
     fn insert(&self, work: NewWork) -> impl Future<Output = Result<Inserted, StoreError>> + Send;
 
     /// One piece of work by id.
-    fn get(&self, id: WorkId) -> impl Future<Output = Result<Option<WorkRecord>, StoreError>> + Send;
+    fn get(
+        &self,
+        id: WorkId,
+    ) -> impl Future<Output = Result<Option<WorkRecord>, StoreError>> + Send;
 
     /// An owner's work in id order, after `after` (for paging), at most `limit` rows.
     fn list(
@@ -74,8 +77,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// The earliest time an item of `owner` becomes claimable: the earliest due time of
     /// waiting work or lease end of running work.
-    fn next_due(&self, owner: &str)
-    -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+    fn next_due(
+        &self,
+        owner: &str,
+    ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
 
     /// An owner's dead letters in id order, after `after`, at most `limit`.
     fn dead_letters(

@@ -290,9 +290,15 @@ mod tests {
     fn s10_next_is_strictly_after_even_within_the_same_second() {
         let every_second = CronTiming::parse("* * * * * *", "UTC").unwrap();
         let at = utc("2026-01-01T00:00:00Z");
-        assert_eq!(every_second.next_after(at), Some(at + Duration::from_secs(1)));
+        assert_eq!(
+            every_second.next_after(at),
+            Some(at + Duration::from_secs(1))
+        );
         let inside = Timestamp::from_millis(at.as_millis() + 400);
-        assert_eq!(every_second.next_after(inside), Some(at + Duration::from_secs(1)));
+        assert_eq!(
+            every_second.next_after(inside),
+            Some(at + Duration::from_secs(1))
+        );
     }
 
     #[test]
@@ -307,7 +313,9 @@ mod tests {
     fn s13_a_time_in_the_spring_forward_gap_fires_at_the_first_instant_after_it() {
         // 2026-03-29: Prague jumps from 02:00 to 03:00.
         let half_past_two = CronTiming::parse("30 2 * * *", "Europe/Prague").unwrap();
-        let next = half_past_two.next_after(utc("2026-03-28T12:00:00Z")).unwrap();
+        let next = half_past_two
+            .next_after(utc("2026-03-28T12:00:00Z"))
+            .unwrap();
         assert_eq!(show(next, "Europe/Prague"), "2026-03-29T03:00:00+02:00");
     }
 
@@ -315,7 +323,9 @@ mod tests {
     fn s13_a_time_that_occurs_twice_fires_once() {
         // 2026-10-25: Prague repeats 02:00–03:00.
         let half_past_two = CronTiming::parse("30 2 * * *", "Europe/Prague").unwrap();
-        let first = half_past_two.next_after(utc("2026-10-24T12:00:00Z")).unwrap();
+        let first = half_past_two
+            .next_after(utc("2026-10-24T12:00:00Z"))
+            .unwrap();
         assert_eq!(show(first, "Europe/Prague"), "2026-10-25T02:30:00+02:00");
         let second = half_past_two.next_after(first).unwrap();
         assert_eq!(show(second, "Europe/Prague"), "2026-10-26T02:30:00+01:00");
@@ -324,15 +334,26 @@ mod tests {
     #[test]
     fn s8_bad_patterns_and_zones_say_what_is_wrong() {
         let err = CronTiming::parse("61 * * * *", "UTC").unwrap_err();
-        assert!(err.to_string().starts_with("invalid cron pattern `61 * * * *`: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid cron pattern `61 * * * *`: "),
+            "{err}"
+        );
         let err = CronTiming::parse("* * *", "UTC").unwrap_err();
-        assert!(err.to_string().starts_with("invalid cron pattern `* * *`: "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("invalid cron pattern `* * *`: "),
+            "{err}"
+        );
         let err = CronTiming::parse("* * * * *", "Mars/Olympus").unwrap_err();
         assert_eq!(
             err.to_string(),
             "unknown time zone `Mars/Olympus`: expected an IANA name such as `UTC` or `Europe/Prague`"
         );
-        assert!(CronTiming::parse("0 0 * * * * 2030", "UTC").is_err(), "no year field");
+        assert!(
+            CronTiming::parse("0 0 * * * * 2030", "UTC").is_err(),
+            "no year field"
+        );
     }
 
     #[test]
@@ -344,20 +365,42 @@ mod tests {
             interval_ms(MAX_INTERVAL + Duration::from_millis(1)),
             Err(TimingError::IntervalTooLong)
         );
-        assert_eq!(TimingError::IntervalZero.to_string(), "interval must be > 0");
-        assert_eq!(TimingError::IntervalTooLong.to_string(), "interval must be <= 30 days");
-        assert_eq!(interval_ms(Duration::MAX), Err(TimingError::IntervalTooLong));
+        assert_eq!(
+            TimingError::IntervalZero.to_string(),
+            "interval must be > 0"
+        );
+        assert_eq!(
+            TimingError::IntervalTooLong.to_string(),
+            "interval must be <= 30 days"
+        );
+        assert_eq!(
+            interval_ms(Duration::MAX),
+            Err(TimingError::IntervalTooLong)
+        );
     }
 
     #[test]
     fn interval_ticks_keep_their_phase() {
         let anchor = Timestamp::from_millis(1_000);
-        assert_eq!(next_interval_tick(anchor, 100, anchor), Some(Timestamp::from_millis(1_100)));
+        assert_eq!(
+            next_interval_tick(anchor, 100, anchor),
+            Some(Timestamp::from_millis(1_100))
+        );
         assert_eq!(
             next_interval_tick(anchor, 100, Timestamp::from_millis(1_350)),
             Some(Timestamp::from_millis(1_400))
         );
-        assert_eq!(next_interval_tick(anchor, 100, Timestamp::from_millis(10)), Some(Timestamp::from_millis(1_100)));
-        assert_eq!(next_interval_tick(Timestamp::from_millis(u64::MAX - 5), 100, Timestamp::from_millis(u64::MAX)), None);
+        assert_eq!(
+            next_interval_tick(anchor, 100, Timestamp::from_millis(10)),
+            Some(Timestamp::from_millis(1_100))
+        );
+        assert_eq!(
+            next_interval_tick(
+                Timestamp::from_millis(u64::MAX - 5),
+                100,
+                Timestamp::from_millis(u64::MAX)
+            ),
+            None
+        );
     }
 }

@@ -81,8 +81,13 @@ impl Registry {
         F: Fn(P, JobContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
-        let typed = Typed { handler, payload: std::marker::PhantomData };
-        self.handlers.insert(name.to_owned(), Arc::new(typed)).is_none()
+        let typed = Typed {
+            handler,
+            payload: std::marker::PhantomData,
+        };
+        self.handlers
+            .insert(name.to_owned(), Arc::new(typed))
+            .is_none()
     }
 
     /// The names, for messages that list what is registered.

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use retry_core::effects::{Epoch, Timestamp};
-use retry_core::{CancelToken, Clock, DefaultClock, JitterRng, OptionsError, RetryOptions, TaskFailure};
+use retry_core::{
+    CancelToken, Clock, DefaultClock, JitterRng, OptionsError, RetryOptions, TaskFailure,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
@@ -66,7 +68,9 @@ pub struct Jobs<S, C = DefaultClock> {
 
 impl<S, C> Clone for Jobs<S, C> {
     fn clone(&self) -> Self {
-        Jobs { inner: Arc::clone(&self.inner) }
+        Jobs {
+            inner: Arc::clone(&self.inner),
+        }
     }
 }
 
@@ -188,7 +192,11 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         F: Fn(&TaskFailure) -> bool + Send + Sync + 'static,
     {
         let predicate: Predicate = Arc::new(predicate);
-        if self.registry.predicates.insert(name.to_owned(), predicate).is_some()
+        if self
+            .registry
+            .predicates
+            .insert(name.to_owned(), predicate)
+            .is_some()
             && self.error.is_none()
         {
             self.error = Some(BuildError::DuplicatePredicate(name.to_owned()));
@@ -295,8 +303,13 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         if self.settings.poll_interval < Duration::from_millis(1) {
             return Err(BuildError::Setting("poll interval must be >= 1 ms"));
         }
-        let epoch = Epoch::anchor(&self.clock, self.anchor.unwrap_or_else(Timestamp::system_now));
-        let rng = self.seed.map_or_else(JitterRng::from_entropy, JitterRng::seeded);
+        let epoch = Epoch::anchor(
+            &self.clock,
+            self.anchor.unwrap_or_else(Timestamp::system_now),
+        );
+        let rng = self
+            .seed
+            .map_or_else(JitterRng::from_entropy, JitterRng::seeded);
         Ok(Jobs {
             inner: Arc::new(Inner {
                 store: self.store,
@@ -319,7 +332,9 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
 /// Locks a mutex whose data stays valid whatever panicked while it was held (plain maps and a
 /// generator).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<S: Store, C: Clock> Jobs<S, C> {
@@ -353,7 +368,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
         let (timing, due_at) = schedule::timing_of(when, options.misfire, now)?;
-        self.submit(handler, payload, timing, due_at, options, now).await
+        self.submit(handler, payload, timing, due_at, options, now)
+            .await
     }
 
     /// Schedules `handler` every `interval` (`> 0`, at most 30 days), the first run one
@@ -371,7 +387,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
         let (timing, due_at) = schedule::every_of(interval, options.misfire, now)?;
-        self.submit(handler, payload, timing, due_at, options, now).await
+        self.submit(handler, payload, timing, due_at, options, now)
+            .await
     }
 
     /// Queues `handler` to run with `payload` as soon as a worker is free.
@@ -386,7 +403,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
     ) -> Result<WorkRecord, ScheduleError> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
-        self.submit(handler, payload, Timing::Queued, now, options, now).await
+        self.submit(handler, payload, Timing::Queued, now, options, now)
+            .await
     }
 
     async fn submit(
@@ -405,10 +423,12 @@ impl<S: Store, C: Clock> Jobs<S, C> {
                 registered: registry.handler_names(),
             });
         };
-        erased.check(&payload).map_err(|reason| ScheduleError::PayloadMismatch {
-            handler: handler.to_owned(),
-            reason,
-        })?;
+        erased
+            .check(&payload)
+            .map_err(|reason| ScheduleError::PayloadMismatch {
+                handler: handler.to_owned(),
+                reason,
+            })?;
         if let Some(name) = &options.retry_if {
             if !registry.predicates.contains_key(name) {
                 return Err(ScheduleError::UnknownPredicate {
@@ -460,7 +480,11 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             let page = self
                 .inner
                 .store
-                .list(&self.inner.owner, all.last().map(|r: &WorkRecord| r.id), 500)
+                .list(
+                    &self.inner.owner,
+                    all.last().map(|r: &WorkRecord| r.id),
+                    500,
+                )
                 .await?;
             let done = page.len() < 500;
             all.extend(page);
@@ -491,7 +515,11 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             let page = self
                 .inner
                 .store
-                .dead_letters(&self.inner.owner, all.last().map(|d: &DeadLetter| d.id), 500)
+                .dead_letters(
+                    &self.inner.owner,
+                    all.last().map(|d: &DeadLetter| d.id),
+                    500,
+                )
                 .await?;
             let done = page.len() < 500;
             all.extend(page);

@@ -39,18 +39,26 @@ impl When {
     /// Once, at `time` (at once if it has passed; before the epoch counts as the epoch).
     pub fn at(time: SystemTime) -> Self {
         let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-        When::At(Timestamp::from_millis(u64::try_from(since.as_millis()).unwrap_or(u64::MAX)))
+        When::At(Timestamp::from_millis(
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX),
+        ))
     }
 
     /// Every time matching `pattern`, in UTC.
     pub fn cron(pattern: impl Into<String>) -> Self {
-        When::Cron { pattern: pattern.into(), zone: "UTC".to_owned() }
+        When::Cron {
+            pattern: pattern.into(),
+            zone: "UTC".to_owned(),
+        }
     }
 
     /// The same cron pattern in another time zone; no effect on one-shots.
     pub fn in_zone(self, zone: impl Into<String>) -> Self {
         match self {
-            When::Cron { pattern, .. } => When::Cron { pattern, zone: zone.into() },
+            When::Cron { pattern, .. } => When::Cron {
+                pattern,
+                zone: zone.into(),
+            },
             other => other,
         }
     }
@@ -180,7 +188,10 @@ pub(crate) struct Request<'a> {
 }
 
 /// The payload as JSON text.
-pub(crate) fn payload_json<P: Serialize>(handler: &str, payload: &P) -> Result<String, ScheduleError> {
+pub(crate) fn payload_json<P: Serialize>(
+    handler: &str,
+    payload: &P,
+) -> Result<String, ScheduleError> {
     serde_json::to_string(payload).map_err(|e| ScheduleError::PayloadNotSerializable {
         handler: handler.to_owned(),
         reason: e.to_string(),
@@ -211,11 +222,15 @@ pub(crate) fn timing_of(
             Ok((Timing::Once, at))
         }
         When::Cron { pattern, zone } => {
-            let timing = Timing::Cron { pattern, zone, misfire };
+            let timing = Timing::Cron {
+                pattern,
+                zone,
+                misfire,
+            };
             timing.check()?;
-            let first = timing
-                .next_after(now, now)?
-                .ok_or_else(|| ScheduleError::TimeOutOfRange("the pattern never fires".to_owned()))?;
+            let first = timing.next_after(now, now)?.ok_or_else(|| {
+                ScheduleError::TimeOutOfRange("the pattern never fires".to_owned())
+            })?;
             Ok((timing, first))
         }
     }
@@ -233,12 +248,22 @@ pub(crate) fn every_of(
         .checked_add(interval_ms)
         .map(Timestamp::from_millis)
         .ok_or_else(|| ScheduleError::TimeOutOfRange("first tick".to_owned()))?;
-    Ok((Timing::Every { interval_ms, misfire }, first))
+    Ok((
+        Timing::Every {
+            interval_ms,
+            misfire,
+        },
+        first,
+    ))
 }
 
 /// Resolves options and the key: the last checks before the row is written.
 pub(crate) fn new_work(request: Request<'_>) -> Result<NewWork, ScheduleError> {
-    let merged = request.options.retry.or(request.defaults).or(RetryOptions::BUILTIN);
+    let merged = request
+        .options
+        .retry
+        .or(request.defaults)
+        .or(RetryOptions::BUILTIN);
     merged.resolve()?;
     if let Some(key) = &request.options.key {
         if key.is_empty() || key.len() > MAX_KEY_LEN {
@@ -247,9 +272,11 @@ pub(crate) fn new_work(request: Request<'_>) -> Result<NewWork, ScheduleError> {
     }
     let key = match request.options.key {
         Some(key) => Some(key),
-        None if request.timing.repeats() => {
-            Some(derived_key(request.handler, &request.timing, &request.payload))
-        }
+        None if request.timing.repeats() => Some(derived_key(
+            request.handler,
+            &request.timing,
+            &request.payload,
+        )),
         None => None,
     };
     Ok(NewWork {
@@ -281,7 +308,14 @@ fn derived_key(handler: &str, timing: &Timing, payload: &str) -> String {
 fn timing_text(timing: &Timing) -> String {
     match timing {
         Timing::Once | Timing::Queued => String::new(),
-        Timing::Cron { pattern, zone, misfire } => format!("{pattern}\u{0}{zone}\u{0}{misfire}"),
-        Timing::Every { interval_ms, misfire } => format!("{interval_ms}\u{0}{misfire}"),
+        Timing::Cron {
+            pattern,
+            zone,
+            misfire,
+        } => format!("{pattern}\u{0}{zone}\u{0}{misfire}"),
+        Timing::Every {
+            interval_ms,
+            misfire,
+        } => format!("{interval_ms}\u{0}{misfire}"),
     }
 }

@@ -137,7 +137,12 @@ where
             && misfire == Misfire::Skip
             && Duration::from_millis(late) > inner.settings.misfire_grace
         {
-            inner.emit(&record, What::Skipped { missed: record.fire_at });
+            inner.emit(
+                &record,
+                What::Skipped {
+                    missed: record.fire_at,
+                },
+            );
             return rearm(&inner, &record, now, None).await;
         }
     }
@@ -148,7 +153,15 @@ where
         let error = record.last_error.clone().unwrap_or_else(|| {
             format!("attempt {max_attempts} did not finish: its worker stopped before recording it")
         });
-        return dead_letter(&inner, &record, DeadReason::Exhausted, max_attempts, error, now).await;
+        return dead_letter(
+            &inner,
+            &record,
+            DeadReason::Exhausted,
+            max_attempts,
+            error,
+            now,
+        )
+        .await;
     }
 
     let Some(handler) = inner.registry.handlers.get(&record.handler).cloned() else {
@@ -157,8 +170,15 @@ where
             record.handler,
             inner.registry.handler_names()
         );
-        return dead_letter(&inner, &record, DeadReason::UnknownHandler, record.attempt.saturating_sub(1), error, now)
-            .await;
+        return dead_letter(
+            &inner,
+            &record,
+            DeadReason::UnknownHandler,
+            record.attempt.saturating_sub(1),
+            error,
+            now,
+        )
+        .await;
     };
     let predicate = match &record.retry_if {
         None => None,
@@ -169,8 +189,15 @@ where
                     "no retry predicate `{name}` is registered (registered: {})",
                     inner.registry.predicate_names()
                 );
-                return dead_letter(&inner, &record, DeadReason::UnknownPredicate, record.attempt.saturating_sub(1), error, now)
-                    .await;
+                return dead_letter(
+                    &inner,
+                    &record,
+                    DeadReason::UnknownPredicate,
+                    record.attempt.saturating_sub(1),
+                    error,
+                    now,
+                )
+                .await;
             }
         },
     };
@@ -186,14 +213,29 @@ where
     let future = match handler.start(&record.payload, context) {
         Ok(future) => future,
         Err(reason) => {
-            let error = format!("payload does not fit handler `{}`: {reason}", record.handler);
-            return dead_letter(&inner, &record, DeadReason::BadPayload, record.attempt.saturating_sub(1), error, now)
-                .await;
+            let error = format!(
+                "payload does not fit handler `{}`: {reason}",
+                record.handler
+            );
+            return dead_letter(
+                &inner,
+                &record,
+                DeadReason::BadPayload,
+                record.attempt.saturating_sub(1),
+                error,
+                now,
+            )
+            .await;
         }
     };
 
     lock(&inner.running).insert(record.id, cancel.clone());
-    inner.emit(&record, What::Started { attempt: record.attempt });
+    inner.emit(
+        &record,
+        What::Started {
+            attempt: record.attempt,
+        },
+    );
     tracing::debug!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, "attempt started");
     let outcome = run_leased(&inner, &record, future, &cancel).await;
     lock(&inner.running).remove(&record.id);
@@ -204,7 +246,12 @@ where
     let now = inner.now();
     match outcome {
         Ok(()) => {
-            inner.emit(&record, What::Succeeded { attempt: record.attempt });
+            inner.emit(
+                &record,
+                What::Succeeded {
+                    attempt: record.attempt,
+                },
+            );
             tracing::debug!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, "attempt succeeded");
             if record.timing.repeats() {
                 rearm(&inner, &record, now, None).await
@@ -215,17 +262,40 @@ where
         Err(failure) => {
             let error = failure.to_string();
             let retryable = !matches!(failure, TaskFailure::Cancelled)
-                && predicate.as_ref().map_or_else(|| classify(&failure), |p| p(&failure));
+                && predicate
+                    .as_ref()
+                    .map_or_else(|| classify(&failure), |p| p(&failure));
             if !retryable {
-                return dead_letter(&inner, &record, DeadReason::NotRetryable, record.attempt, error, now)
-                    .await;
+                return dead_letter(
+                    &inner,
+                    &record,
+                    DeadReason::NotRetryable,
+                    record.attempt,
+                    error,
+                    now,
+                )
+                .await;
             }
             if record.attempt >= max_attempts {
-                return dead_letter(&inner, &record, DeadReason::Exhausted, record.attempt, error, now)
-                    .await;
+                return dead_letter(
+                    &inner,
+                    &record,
+                    DeadReason::Exhausted,
+                    record.attempt,
+                    error,
+                    now,
+                )
+                .await;
             }
             let delay = backoff(&inner, &record, &failure);
-            inner.emit(&record, What::Retrying { attempt: record.attempt, delay, error: error.clone() });
+            inner.emit(
+                &record,
+                What::Retrying {
+                    attempt: record.attempt,
+                    delay,
+                    error: error.clone(),
+                },
+            );
             tracing::warn!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, ?delay, %error, "attempt failed; retrying");
             let then = Then::Wait {
                 due_at: now + delay,
@@ -333,11 +403,21 @@ async fn rearm<S: Store, C: Clock>(
     let next = record
         .timing
         .next_after(record.created_at, from)
-        .map_err(|e| StoreError::Corrupt { table: "work", id: record.id.0, reason: e.to_string() })?;
+        .map_err(|e| StoreError::Corrupt {
+            table: "work",
+            id: record.id.0,
+            reason: e.to_string(),
+        })?;
     let then = match next {
         Some(next) => {
             inner.emit(record, What::Rearmed { next });
-            Then::Wait { due_at: next, fire_at: next, attempt: 0, last_error: None, last_delay_ms: 0 }
+            Then::Wait {
+                due_at: next,
+                fire_at: next,
+                attempt: 0,
+                last_error: None,
+                last_delay_ms: 0,
+            }
         }
         None => Then::Remove,
     };
@@ -354,11 +434,23 @@ async fn dead_letter<S: Store, C: Clock>(
     error: String,
     now: Timestamp,
 ) -> Result<(), StoreError> {
-    let dead = NewDeadLetter { reason, attempts, last_error: Some(error.clone()), failed_at: now };
+    let dead = NewDeadLetter {
+        reason,
+        attempts,
+        last_error: Some(error.clone()),
+        failed_at: now,
+    };
     if let Some(hook) = &inner.on_error {
         hook(record, &dead);
     }
-    inner.emit(record, What::Failed { attempts, reason, error: error.clone() });
+    inner.emit(
+        record,
+        What::Failed {
+            attempts,
+            reason,
+            error: error.clone(),
+        },
+    );
     tracing::error!(target: TARGET, id = record.id.0, handler = %record.handler, attempts, %reason, %error, "work failed; dead-lettered");
     let can_run_again = matches!(reason, DeadReason::Exhausted | DeadReason::NotRetryable);
     if record.timing.repeats() && can_run_again {
@@ -377,7 +469,15 @@ async fn finish<S: Store, C: Clock>(
 ) -> Result<(), StoreError> {
     let finished = inner
         .store
-        .finish(record.id, record.revision, Finish { dead_letter, then, now })
+        .finish(
+            record.id,
+            record.revision,
+            Finish {
+                dead_letter,
+                then,
+                now,
+            },
+        )
         .await?;
     if !finished {
         claim_lost(inner, record).await?;
@@ -386,7 +486,10 @@ async fn finish<S: Store, C: Clock>(
 }
 
 /// The claim is gone: cancelled (an event), or taken over after the lease ran out.
-async fn claim_lost<S: Store, C: Clock>(inner: &Inner<S, C>, record: &WorkRecord) -> Result<(), StoreError> {
+async fn claim_lost<S: Store, C: Clock>(
+    inner: &Inner<S, C>,
+    record: &WorkRecord,
+) -> Result<(), StoreError> {
     let now_state = inner.store.get(record.id).await?.map(|r| r.state);
     if now_state == Some(WorkState::Cancelled) {
         inner.emit(record, What::Cancelled);

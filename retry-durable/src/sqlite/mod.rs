@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use retry_core::effects::{Revision, Timestamp};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::store::{Finish, Inserted, Store, StoreError, Then};
@@ -223,7 +223,10 @@ impl Store for SqliteStore {
                 ))
                 .map_err(sql)?;
             let rows = statement
-                .query_map(params![owner, after.map_or(i64::MIN, |id| id.0), limit], work_from_row)
+                .query_map(
+                    params![owner, after.map_or(i64::MIN, |id| id.0), limit],
+                    work_from_row,
+                )
                 .map_err(sql)?;
             rows.map(|row| row.map_err(sql).and_then(rows::checked_work))
                 .collect()
@@ -294,7 +297,12 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn finish(&self, id: WorkId, revision: Revision, finish: Finish) -> Result<bool, StoreError> {
+    async fn finish(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        finish: Finish,
+    ) -> Result<bool, StoreError> {
         self.with(move |conn| {
             let tx = conn.transaction().map_err(sql)?;
             let rev = i64_of(revision.get())?;
@@ -331,7 +339,13 @@ impl Store for SqliteStore {
                     .map_err(sql)?
                     .execute(params![id.0, rev])
                     .map_err(sql)?,
-                Then::Wait { due_at, fire_at, attempt, last_error, last_delay_ms } => tx
+                Then::Wait {
+                    due_at,
+                    fire_at,
+                    attempt,
+                    last_error,
+                    last_delay_ms,
+                } => tx
                     .prepare_cached(
                         "UPDATE work SET state = 'waiting', lease_until = NULL, due_at = ?3,
                              fire_at = ?4, attempt = ?5, last_error = ?6, last_delay_ms = ?7,
@@ -396,7 +410,9 @@ impl Store for SqliteStore {
                 .map_err(sql)?
                 .query_row([owner], |row| row.get(0))
                 .map_err(sql)?;
-            next.map(rows::timestamp).transpose().map_err(StoreError::Range)
+            next.map(rows::timestamp)
+                .transpose()
+                .map_err(StoreError::Range)
         })
         .await
     }
@@ -416,7 +432,10 @@ impl Store for SqliteStore {
                 ))
                 .map_err(sql)?;
             let rows = statement
-                .query_map(params![owner, after.map_or(i64::MIN, |id| id.0), limit], dead_from_row)
+                .query_map(
+                    params![owner, after.map_or(i64::MIN, |id| id.0), limit],
+                    dead_from_row,
+                )
                 .map_err(sql)?;
             rows.map(|row| row.map_err(sql).and_then(rows::checked_dead))
                 .collect()
@@ -426,18 +445,24 @@ impl Store for SqliteStore {
 
     async fn dead_letter(&self, id: DeadLetterId) -> Result<Option<DeadLetter>, StoreError> {
         self.with(move |conn| {
-            conn.prepare_cached(&format!("SELECT {DEAD_COLUMNS} FROM dead_letter WHERE id = ?1"))
-                .map_err(sql)?
-                .query_row([id.0], dead_from_row)
-                .optional()
-                .map_err(sql)?
-                .map(rows::checked_dead)
-                .transpose()
+            conn.prepare_cached(&format!(
+                "SELECT {DEAD_COLUMNS} FROM dead_letter WHERE id = ?1"
+            ))
+            .map_err(sql)?
+            .query_row([id.0], dead_from_row)
+            .optional()
+            .map_err(sql)?
+            .map(rows::checked_dead)
+            .transpose()
         })
         .await
     }
 
-    async fn redrive(&self, id: DeadLetterId, work: NewWork) -> Result<Option<WorkRecord>, StoreError> {
+    async fn redrive(
+        &self,
+        id: DeadLetterId,
+        work: NewWork,
+    ) -> Result<Option<WorkRecord>, StoreError> {
         self.with(move |conn| {
             let tx = conn.transaction().map_err(sql)?;
             let open: Option<i64> = tx

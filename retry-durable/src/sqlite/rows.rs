@@ -23,7 +23,8 @@ pub(super) type Read<T> = (i64, Result<T, String>);
 
 /// A millisecond time or counter as SQLite's signed integer.
 pub(super) fn i64_of(value: u64) -> Result<i64, StoreError> {
-    i64::try_from(value).map_err(|_| StoreError::Range(format!("{value} does not fit a SQLite integer")))
+    i64::try_from(value)
+        .map_err(|_| StoreError::Range(format!("{value} does not fit a SQLite integer")))
 }
 
 /// A stored time, which must not be negative.
@@ -38,18 +39,36 @@ pub(super) fn options_json(options: &RetryOptions) -> Result<String, StoreError>
 }
 
 /// A timing's columns: `cron`, `zone`, `interval_ms`, `misfire`.
-pub(super) type TimingColumns<'a> = (Option<&'a str>, Option<&'a str>, Option<i64>, Option<&'static str>);
+pub(super) type TimingColumns<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<i64>,
+    Option<&'static str>,
+);
 
 /// The timing's columns.
 pub(super) fn timing_columns(timing: &Timing) -> Result<TimingColumns<'_>, StoreError> {
     Ok(match timing {
         Timing::Once | Timing::Queued => (None, None, None, None),
-        Timing::Cron { pattern, zone, misfire } => {
-            (Some(pattern.as_str()), Some(zone.as_str()), None, Some(misfire.name()))
-        }
-        Timing::Every { interval_ms, misfire } => {
-            (None, None, Some(i64_of(*interval_ms)?), Some(misfire.name()))
-        }
+        Timing::Cron {
+            pattern,
+            zone,
+            misfire,
+        } => (
+            Some(pattern.as_str()),
+            Some(zone.as_str()),
+            None,
+            Some(misfire.name()),
+        ),
+        Timing::Every {
+            interval_ms,
+            misfire,
+        } => (
+            None,
+            None,
+            Some(i64_of(*interval_ms)?),
+            Some(misfire.name()),
+        ),
     })
 }
 
@@ -129,7 +148,13 @@ pub(super) fn work_from_row(row: &Row<'_>) -> rusqlite::Result<Read<WorkRecord>>
             payload: col(row, 4)?,
             options: options(&col::<String>(row, 5)?)?,
             retry_if: col(row, 6)?,
-            timing: timing(&kind, col(row, 8)?, col(row, 9)?, col(row, 10)?, col(row, 11)?)?,
+            timing: timing(
+                &kind,
+                col(row, 8)?,
+                col(row, 9)?,
+                col(row, 10)?,
+                col(row, 11)?,
+            )?,
             state: col::<String>(row, 12)?.parse()?,
             attempt: u32_of(col(row, 13)?, "attempt")?,
             due_at: time(row, 14)?,
@@ -174,11 +199,19 @@ pub(super) fn dead_from_row(row: &Row<'_>) -> rusqlite::Result<Read<DeadLetter>>
 pub(super) fn checked_work((id, record): Read<WorkRecord>) -> Result<WorkRecord, StoreError> {
     record
         .and_then(|r| r.validate().map(|()| r))
-        .map_err(|reason| StoreError::Corrupt { table: "work", id, reason })
+        .map_err(|reason| StoreError::Corrupt {
+            table: "work",
+            id,
+            reason,
+        })
 }
 
 /// A dead-letter row that must pass its checks.
 pub(super) fn checked_dead((id, dead): Read<DeadLetter>) -> Result<DeadLetter, StoreError> {
     dead.and_then(|d| d.validate().map(|()| d))
-        .map_err(|reason| StoreError::Corrupt { table: "dead_letter", id, reason })
+        .map_err(|reason| StoreError::Corrupt {
+            table: "dead_letter",
+            id,
+            reason,
+        })
 }

@@ -118,9 +118,9 @@ pub(super) fn open_error(path: &str, error: &rusqlite::Error) -> StoreError {
         Some(ErrorCode::NotADatabase) => StoreError::Incompatible(format!(
             "{path} is not a SQLite database: refusing to open it"
         )),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(format!(
-            "{path} is locked by another connection"
-        )),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StoreError::Busy(format!("{path} is locked by another connection"))
+        }
         Some(ErrorCode::ReadOnly) => StoreError::Backend(format!(
             "{path} is read-only: retry-durable needs to write to its database"
         )),

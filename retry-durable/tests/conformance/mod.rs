@@ -1,0 +1,546 @@
+//! The store contract's conformance suite (P1), written once against [`Store`] and run
+//! unchanged against every backend: `conformance_suite!(fresh_store_expression)` expands to
+//! one test per case. The expression yields `(store, guard)`; the guard (a temporary
+//! directory, a server's database) lives until the test ends.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use retry_core::RetryOptions;
+use retry_core::effects::{Revision, Timestamp};
+use retry_durable::{
+    DeadReason, Finish, Inserted, Misfire, NewDeadLetter, NewWork, Store, Then, Timing, WorkState,
+};
+
+pub const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+
+pub fn at(offset_ms: u64) -> Timestamp {
+    Timestamp::from_millis(T0.as_millis() + offset_ms)
+}
+
+pub fn work(owner: &str, handler: &str, due_ms: u64) -> NewWork {
+    NewWork {
+        owner: owner.to_owned(),
+        key: None,
+        handler: handler.to_owned(),
+        payload: r#"{"n":1}"#.to_owned(),
+        options: RetryOptions::BUILTIN.with_max_attempts(4),
+        retry_if: None,
+        timing: Timing::Queued,
+        due_at: at(due_ms),
+        created_at: T0,
+    }
+}
+
+fn new(inserted: Inserted) -> retry_durable::WorkRecord {
+    match inserted {
+        Inserted::New(record) => record,
+        Inserted::Existing(record) => panic!("expected a new row, got existing {}", record.id),
+    }
+}
+
+fn wait(due_ms: u64, attempt: u32) -> Finish {
+    Finish {
+        dead_letter: None,
+        then: Then::Wait {
+            due_at: at(due_ms),
+            fire_at: at(0),
+            attempt,
+            last_error: Some("boom".to_owned()),
+            last_delay_ms: 40,
+        },
+        now: at(1),
+    }
+}
+
+fn dead(attempts: u32) -> Finish {
+    Finish {
+        dead_letter: Some(NewDeadLetter {
+            reason: DeadReason::Exhausted,
+            attempts,
+            last_error: Some("still down".to_owned()),
+            failed_at: at(5),
+        }),
+        then: Then::Remove,
+        now: at(5),
+    }
+}
+
+pub async fn p1_inserted_work_reads_back_as_written<S: Store>(store: S) {
+    let mut spec = work("o", "send", 10);
+    spec.key = Some("k-1".to_owned());
+    spec.retry_if = Some("transient".to_owned());
+    spec.timing = Timing::Cron {
+        pattern: "0 9 * * MON-FRI".to_owned(),
+        zone: "Europe/Prague".to_owned(),
+        misfire: Misfire::CatchUp,
+    };
+    let record = new(store.insert(spec.clone()).await.unwrap());
+    assert_eq!(record.owner, "o");
+    assert_eq!(record.key.as_deref(), Some("k-1"));
+    assert_eq!(record.handler, "send");
+    assert_eq!(record.payload, spec.payload);
+    assert_eq!(record.options, spec.options);
+    assert_eq!(record.retry_if.as_deref(), Some("transient"));
+    assert_eq!(record.timing, spec.timing);
+    assert_eq!(record.state, WorkState::Waiting);
+    assert_eq!(
+        (record.attempt, record.due_at, record.fire_at),
+        (0, at(10), at(10))
+    );
+    assert_eq!(
+        (record.lease_until, record.last_error.as_deref()),
+        (None, None)
+    );
+    assert_eq!(record.revision, Revision::FIRST);
+    assert_eq!(store.get(record.id).await.unwrap(), Some(record.clone()));
+
+    let every = Timing::Every {
+        interval_ms: 60_000,
+        misfire: Misfire::Skip,
+    };
+    let mut spec = work("o", "tick", 0);
+    spec.timing = every.clone();
+    let record = new(store.insert(spec).await.unwrap());
+    assert_eq!(store.get(record.id).await.unwrap().unwrap().timing, every);
+}
+
+pub async fn s9_a_used_key_returns_the_existing_row_and_writes_nothing<S: Store>(store: S) {
+    let mut first = work("o", "send", 0);
+    first.key = Some("once".to_owned());
+    let original = new(store.insert(first.clone()).await.unwrap());
+    let mut again = first.clone();
+    again.payload = r#"{"n":2}"#.to_owned();
+    match store.insert(again).await.unwrap() {
+        Inserted::Existing(existing) => assert_eq!(existing, original),
+        Inserted::New(record) => panic!("a second row {} for the same key", record.id),
+    }
+    // Keys are per owner.
+    let mut other_owner = first;
+    other_owner.owner = "p".to_owned();
+    new(store.insert(other_owner).await.unwrap());
+    assert_eq!(store.list("o", None, 10).await.unwrap().len(), 1);
+}
+
+pub async fn p2_claim_takes_only_due_work_oldest_first<S: Store>(store: S) {
+    let late = new(store.insert(work("o", "a", 30)).await.unwrap());
+    let early = new(store.insert(work("o", "a", 10)).await.unwrap());
+    let future = new(store.insert(work("o", "a", 1_000)).await.unwrap());
+    new(store.insert(work("other", "a", 0)).await.unwrap());
+
+    let claimed = store.claim("o", at(100), at(5_000), 10).await.unwrap();
+    let ids: Vec<_> = claimed.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [early.id, late.id]);
+    for record in &claimed {
+        assert_eq!(record.state, WorkState::Running);
+        assert_eq!(record.attempt, 1);
+        assert_eq!(record.lease_until, Some(at(5_000)));
+        assert_eq!(record.revision, Revision::FIRST.checked_next().unwrap());
+        assert_eq!(store.get(record.id).await.unwrap().as_ref(), Some(record));
+    }
+    assert!(
+        store
+            .claim("o", at(100), at(200), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "claimed twice"
+    );
+    let next = store.claim("o", at(1_000), at(6_000), 10).await.unwrap();
+    assert_eq!(next.iter().map(|r| r.id).collect::<Vec<_>>(), [future.id]);
+}
+
+pub async fn p2_claim_respects_its_limit<S: Store>(store: S) {
+    for due in 0..5 {
+        new(store.insert(work("o", "a", due)).await.unwrap());
+    }
+    assert_eq!(store.claim("o", at(10), at(20), 2).await.unwrap().len(), 2);
+    assert_eq!(store.claim("o", at(10), at(20), 10).await.unwrap().len(), 3);
+    assert_eq!(store.claim("o", at(10), at(20), 10).await.unwrap().len(), 0);
+}
+
+pub async fn p2_concurrent_claims_never_share_an_item<S: Store + Clone>(store: S) {
+    for due in 0..40 {
+        new(store.insert(work("o", "a", due)).await.unwrap());
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let claimed = store.claim("o", at(100), at(10_000), 3).await.unwrap();
+                if claimed.is_empty() {
+                    return mine;
+                }
+                mine.extend(claimed.into_iter().map(|r| r.id));
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    let count = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(
+        (count, all.len()),
+        (40, 40),
+        "every item claimed exactly once"
+    );
+}
+
+pub async fn s12_an_expired_lease_is_claimed_again_and_fences_the_old_claim<S: Store>(store: S) {
+    let id = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
+    let first = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    assert!(
+        store
+            .claim("o", at(99), at(199), 1)
+            .await
+            .unwrap()
+            .is_empty(),
+        "lease still held"
+    );
+    let second = store
+        .claim("o", at(100), at(300), 1)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        (second.id, second.attempt),
+        (id, 2),
+        "the lost attempt counts"
+    );
+    assert_ne!(second.revision, first.revision);
+
+    // The first worker wakes up: nothing it writes lands.
+    assert!(
+        !store
+            .extend_lease(id, first.revision, at(500), at(150))
+            .await
+            .unwrap()
+    );
+    assert!(!store.finish(id, first.revision, dead(1)).await.unwrap());
+    assert!(!store.finish(id, first.revision, wait(10, 1)).await.unwrap());
+    assert!(
+        store.dead_letters("o", None, 10).await.unwrap().is_empty(),
+        "stale dead letter written"
+    );
+    assert_eq!(store.get(id).await.unwrap(), Some(second.clone()));
+
+    assert!(
+        store
+            .extend_lease(id, second.revision, at(900), at(150))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .claim("o", at(400), at(500), 1)
+            .await
+            .unwrap()
+            .is_empty(),
+        "lease extended"
+    );
+    let extended = store.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (extended.lease_until, extended.revision),
+        (Some(at(900)), second.revision)
+    );
+}
+
+pub async fn s5_a_retry_waits_as_a_row<S: Store>(store: S) {
+    let id = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
+    let claim = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    assert!(store.finish(id, claim.revision, wait(50, 1)).await.unwrap());
+    let waiting = store.get(id).await.unwrap().unwrap();
+    assert_eq!(waiting.state, WorkState::Waiting);
+    assert_eq!(
+        (waiting.due_at, waiting.attempt, waiting.lease_until),
+        (at(50), 1, None)
+    );
+    assert_eq!(
+        (waiting.last_error.as_deref(), waiting.last_delay_ms),
+        (Some("boom"), 40)
+    );
+    assert_eq!(waiting.updated_at, at(1));
+    assert!(
+        store
+            .claim("o", at(49), at(100), 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let again = store
+        .claim("o", at(50), at(150), 1)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(again.attempt, 2);
+    assert!(
+        !store.finish(id, claim.revision, wait(60, 1)).await.unwrap(),
+        "finish fenced"
+    );
+}
+
+pub async fn s4_a_dead_letter_keeps_what_happened<S: Store>(store: S) {
+    let mut spec = work("o", "send", 0);
+    spec.key = Some("k".to_owned());
+    spec.retry_if = Some("transient".to_owned());
+    let id = new(store.insert(spec.clone()).await.unwrap()).id;
+    let claim = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    assert!(store.finish(id, claim.revision, dead(3)).await.unwrap());
+    assert_eq!(
+        store.get(id).await.unwrap(),
+        None,
+        "dead-lettered work is removed"
+    );
+
+    let letters = store.dead_letters("o", None, 10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    let letter = &letters[0];
+    assert_eq!(
+        (
+            letter.work_id,
+            letter.owner.as_str(),
+            letter.handler.as_str()
+        ),
+        (id, "o", "send")
+    );
+    assert_eq!(
+        (letter.payload.as_str(), letter.options),
+        (spec.payload.as_str(), spec.options)
+    );
+    assert_eq!(
+        (letter.retry_if.as_deref(), letter.kind.as_str()),
+        (Some("transient"), "queue")
+    );
+    assert_eq!((letter.reason, letter.attempts), (DeadReason::Exhausted, 3));
+    assert_eq!(letter.last_error.as_deref(), Some("still down"));
+    assert_eq!(
+        (letter.created_at, letter.fire_at, letter.failed_at),
+        (T0, at(0), at(5))
+    );
+    assert_eq!(letter.redriven_as, None);
+    assert_eq!(
+        store.dead_letter(letter.id).await.unwrap().as_ref(),
+        Some(letter)
+    );
+
+    // The key is free again once its work is gone.
+    new(store.insert(spec).await.unwrap());
+}
+
+pub async fn s4_redrive_and_purge<S: Store>(store: S) {
+    let id = new(store.insert(work("o", "send", 0)).await.unwrap()).id;
+    let claim = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    assert!(store.finish(id, claim.revision, dead(4)).await.unwrap());
+    let letter = store.dead_letters("o", None, 10).await.unwrap().remove(0);
+
+    let redriven = store
+        .redrive(letter.id, work("o", "send", 7))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(redriven.id, id);
+    assert_eq!((redriven.attempt, redriven.state), (0, WorkState::Waiting));
+    let marked = store.dead_letter(letter.id).await.unwrap().unwrap();
+    assert_eq!(marked.redriven_as, Some(redriven.id));
+    assert_eq!(
+        store
+            .redrive(letter.id, work("o", "send", 7))
+            .await
+            .unwrap(),
+        None,
+        "re-driven twice"
+    );
+    assert_eq!(store.list("o", None, 10).await.unwrap().len(), 1);
+
+    assert!(store.purge(letter.id).await.unwrap());
+    assert!(!store.purge(letter.id).await.unwrap());
+    assert_eq!(store.dead_letter(letter.id).await.unwrap(), None);
+    assert_eq!(
+        store
+            .redrive(letter.id, work("o", "send", 7))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+pub async fn s13_cancel_keeps_the_row_and_stops_it<S: Store>(store: S) {
+    let waiting = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
+    let running = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
+    let claim = store.claim("o", at(0), at(100), 2).await.unwrap();
+    let running_claim = claim.iter().find(|r| r.id == running).unwrap().clone();
+    let waiting_claim = claim.iter().find(|r| r.id == waiting).unwrap().clone();
+    assert!(
+        store
+            .finish(waiting, waiting_claim.revision, wait(10, 1))
+            .await
+            .unwrap()
+    );
+
+    assert_eq!(
+        store.cancel(waiting, at(2)).await.unwrap(),
+        Some(WorkState::Waiting)
+    );
+    assert_eq!(
+        store.cancel(running, at(2)).await.unwrap(),
+        Some(WorkState::Running)
+    );
+    assert_eq!(
+        store.cancel(running, at(3)).await.unwrap(),
+        Some(WorkState::Cancelled)
+    );
+    assert_eq!(
+        store
+            .cancel(retry_durable::WorkId(987_654), at(3))
+            .await
+            .unwrap(),
+        None
+    );
+
+    for id in [waiting, running] {
+        let record = store.get(id).await.unwrap().unwrap();
+        assert_eq!(
+            (record.state, record.lease_until),
+            (WorkState::Cancelled, None)
+        );
+    }
+    assert!(
+        store
+            .claim("o", at(10_000), at(20_000), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !store
+            .finish(running, running_claim.revision, wait(10, 1))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .extend_lease(running, running_claim.revision, at(500), at(4))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.next_due("o").await.unwrap(),
+        None,
+        "cancelled work is never due"
+    );
+}
+
+pub async fn next_due_is_the_earliest_due_time_or_lease_end<S: Store>(store: S) {
+    assert_eq!(store.next_due("o").await.unwrap(), None);
+    new(store.insert(work("o", "a", 500)).await.unwrap());
+    new(store.insert(work("o", "a", 0)).await.unwrap());
+    new(store.insert(work("other", "a", 1)).await.unwrap());
+    assert_eq!(store.next_due("o").await.unwrap(), Some(at(0)));
+    store.claim("o", at(0), at(300), 1).await.unwrap();
+    assert_eq!(store.next_due("o").await.unwrap(), Some(at(300)));
+}
+
+pub async fn list_pages_in_id_order_per_owner<S: Store>(store: S) {
+    let mut ids = Vec::new();
+    for due in 0..5 {
+        ids.push(new(store.insert(work("o", "a", due)).await.unwrap()).id);
+        new(store.insert(work("p", "a", due)).await.unwrap());
+    }
+    let first = store.list("o", None, 2).await.unwrap();
+    let rest = store.list("o", Some(first[1].id), 10).await.unwrap();
+    let listed: Vec<_> = first.iter().chain(&rest).map(|r| r.id).collect();
+    assert_eq!(listed, ids);
+}
+
+pub async fn a_repeating_schedule_is_rearmed_with_its_attempts_reset<S: Store>(store: S) {
+    let mut spec = work("o", "tick", 0);
+    spec.timing = Timing::Every {
+        interval_ms: 1_000,
+        misfire: Misfire::FireOnce,
+    };
+    let id = new(store.insert(spec).await.unwrap()).id;
+    let claim = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    let rearm = Finish {
+        dead_letter: Some(NewDeadLetter {
+            reason: DeadReason::NotRetryable,
+            attempts: 1,
+            last_error: Some("bad".to_owned()),
+            failed_at: at(3),
+        }),
+        then: Then::Wait {
+            due_at: at(1_000),
+            fire_at: at(1_000),
+            attempt: 0,
+            last_error: None,
+            last_delay_ms: 0,
+        },
+        now: at(3),
+    };
+    assert!(store.finish(id, claim.revision, rearm).await.unwrap());
+    let record = store.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (record.state, record.attempt, record.due_at, record.fire_at),
+        (WorkState::Waiting, 0, at(1_000), at(1_000))
+    );
+    let letters = store.dead_letters("o", None, 10).await.unwrap();
+    assert_eq!(
+        (letters.len(), letters[0].kind.as_str(), letters[0].fire_at),
+        (1, "every", at(0))
+    );
+}
+
+pub async fn times_and_counts_beyond_the_store_range_are_refused_not_wrapped<S: Store>(store: S) {
+    let mut spec = work("o", "a", 0);
+    spec.due_at = Timestamp::from_millis(u64::MAX);
+    // A store either holds the value exactly or refuses it; it never stores something else.
+    match store.insert(spec).await {
+        Ok(Inserted::New(record)) => {
+            assert_eq!(
+                store.get(record.id).await.unwrap().unwrap().due_at,
+                Timestamp::from_millis(u64::MAX)
+            );
+        }
+        Ok(Inserted::Existing(_)) => panic!("no key was given"),
+        Err(error) => assert!(error.to_string().contains("out of range"), "{error}"),
+    }
+    let _ = Duration::ZERO;
+}
+
+/// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
+/// evaluates to `(store, guard)`).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($fresh:expr) => {
+        $crate::conformance_suite!(@cases $fresh;
+            p1_inserted_work_reads_back_as_written,
+            s9_a_used_key_returns_the_existing_row_and_writes_nothing,
+            p2_claim_takes_only_due_work_oldest_first,
+            p2_claim_respects_its_limit,
+            p2_concurrent_claims_never_share_an_item,
+            s12_an_expired_lease_is_claimed_again_and_fences_the_old_claim,
+            s5_a_retry_waits_as_a_row,
+            s4_a_dead_letter_keeps_what_happened,
+            s4_redrive_and_purge,
+            s13_cancel_keeps_the_row_and_stops_it,
+            next_due_is_the_earliest_due_time_or_lease_end,
+            list_pages_in_id_order_per_owner,
+            a_repeating_schedule_is_rearmed_with_its_attempts_reset,
+            times_and_counts_beyond_the_store_range_are_refused_not_wrapped,
+        );
+    };
+    (@cases $fresh:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (store, _guard) = $fresh;
+                conformance::$case(store).await;
+            }
+        )*
+    };
+}
