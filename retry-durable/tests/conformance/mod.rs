@@ -3,7 +3,7 @@
 //! one test per case. The expression yields `(store, guard)`; the guard (a temporary
 //! directory, a server's database) lives until the test ends.
 
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::time::Duration;
 

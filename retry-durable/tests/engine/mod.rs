@@ -1,0 +1,942 @@
+//! The owner's behaviour (scheduling, validation, execution, dead letters, schedules), written
+//! once and run on every backend by `engine_suite!(fresh_store_expression)`. Time is the
+//! testkit's mock clock, started at a fixed calendar date.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use retry_core::effects::Timestamp;
+use retry_core::{OptionsError, RetryOptions, TaskError, TaskFailure};
+use retry_durable::{
+    BuildError, DeadReason, Event, Jobs, JobsBuilder, Misfire, ScheduleError, Store, TimingError,
+    What, When, WorkOptions, WorkState,
+};
+use retry_testkit::MockClock;
+
+/// 2026-01-05T00:00:00Z, a Monday.
+pub const MONDAY: Timestamp = Timestamp::from_millis(1_767_571_200_000);
+
+pub fn builder<S: Store>(store: S, clock: &MockClock) -> JobsBuilder<S, MockClock> {
+    Jobs::builder(store)
+        .owner("test")
+        .clock(clock.clone())
+        .starting_at(MONDAY)
+        .seed(7)
+}
+
+/// A handler that counts its calls and fails the first `fail` of them.
+#[derive(Clone, Default)]
+pub struct Flaky {
+    calls: Arc<AtomicU32>,
+}
+
+impl Flaky {
+    pub fn calls(&self) -> u32 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    pub fn handler(
+        &self,
+        fail: u32,
+    ) -> impl Fn(u32, retry_durable::JobContext) -> std::future::Ready<Result<(), TaskFailure>>
+    + Send
+    + Sync
+    + 'static {
+        let calls = Arc::clone(&self.calls);
+        move |_: u32, _ctx| {
+            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+            std::future::ready(if n <= fail {
+                Err(TaskFailure::from(format!("failure {n}")))
+            } else {
+                Ok(())
+            })
+        }
+    }
+}
+
+/// Records every event.
+#[derive(Clone, Default)]
+pub struct Log(Arc<Mutex<Vec<Event>>>);
+
+impl Log {
+    pub fn subscriber(&self) -> impl Fn(&Event) + Send + Sync + 'static {
+        let log = Arc::clone(&self.0);
+        move |event| log.lock().unwrap().push(event.clone())
+    }
+
+    pub fn whats(&self) -> Vec<What> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.what.clone())
+            .collect()
+    }
+}
+
+async fn advance_to_due<S: Store>(jobs: &Jobs<S, MockClock>, clock: &MockClock) {
+    let next = jobs
+        .store()
+        .next_due(jobs.owner())
+        .await
+        .unwrap()
+        .expect("something due");
+    let now = jobs.now();
+    clock.advance(Duration::from_millis(
+        next.as_millis().saturating_sub(now.as_millis()),
+    ));
+}
+
+/// Whether `condition` becomes true while the other tasks (and the store's blocking calls)
+/// make progress: yields instead of sleeping, and gives up after many rounds.
+pub async fn eventually<F, Fut>(mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..200_000 {
+        if condition().await {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
+    false
+}
+
+fn none() -> WorkOptions {
+    WorkOptions::new()
+}
+
+pub async fn s8_invalid_calls_are_refused_and_leave_no_row<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store, &clock)
+        .handler("count", Flaky::default().handler(0))
+        .predicate("transient", |_| true)
+        .build()
+        .unwrap();
+
+    let err = jobs.enqueue("cuont", &1u32, none()).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown handler `cuont`: registered handlers are `count`"
+    );
+
+    let mut keys_not_strings = HashMap::new();
+    keys_not_strings.insert((1, 2), 3);
+    let err = jobs
+        .enqueue("count", &keys_not_strings, none())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ScheduleError::PayloadNotSerializable { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("payload for `count` does not serialize: "),
+        "{err}"
+    );
+
+    let err = jobs.enqueue("count", &"seven", none()).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("payload does not fit handler `count`: invalid type: string \"seven\""),
+        "{err}"
+    );
+
+    let bad = WorkOptions::new().retry(RetryOptions::new().with_base_delay_ms(5_000));
+    let err = jobs.enqueue("count", &1u32, bad).await.unwrap_err();
+    assert!(matches!(
+        err,
+        ScheduleError::Options(OptionsError::BaseAboveMax)
+    ));
+    assert_eq!(
+        err.to_string(),
+        "retry.base_delay_ms must be <= retry.max_delay_ms"
+    );
+    let zero = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(0));
+    assert_eq!(
+        jobs.enqueue("count", &1u32, zero)
+            .await
+            .unwrap_err()
+            .to_string(),
+        "retry.max_attempts must be >= 1"
+    );
+
+    let err = jobs
+        .schedule(When::cron("0 25 * * *"), "count", &1u32, none())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("invalid cron pattern `0 25 * * *`: "),
+        "{err}"
+    );
+    let err = jobs
+        .schedule(
+            When::cron("0 9 * * *").in_zone("Europe/Praha"),
+            "count",
+            &1u32,
+            none(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ScheduleError::Timing(TimingError::Zone(_))),
+        "{err}"
+    );
+
+    let err = jobs
+        .every(Duration::ZERO, "count", &1u32, none())
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "interval must be > 0");
+    let err = jobs
+        .every(Duration::from_secs(31 * 86_400), "count", &1u32, none())
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "interval must be <= 30 days");
+
+    let err = jobs
+        .enqueue("count", &1u32, WorkOptions::new().retry_if("transeint"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown retry predicate `transeint`: registered predicates are `transient`"
+    );
+
+    let err = jobs
+        .enqueue("count", &1u32, WorkOptions::new().key(""))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "key must be 1 to 512 bytes long");
+
+    let err = jobs
+        .schedule(When::after(Duration::MAX), "count", &1u32, none())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ScheduleError::TimeOutOfRange(_)), "{err}");
+
+    assert!(
+        jobs.list().await.unwrap().is_empty(),
+        "an invalid call wrote a row"
+    );
+}
+
+pub async fn o3_owner_defaults_and_registrations_are_checked_when_built<S: Store + Clone>(
+    store: S,
+) {
+    let clock = MockClock::new();
+    let err = builder(store.clone(), &clock)
+        .defaults(RetryOptions::new().with_base_delay_ms(10_000))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(err, BuildError::Defaults(OptionsError::BaseAboveMax));
+    assert_eq!(
+        err.to_string(),
+        "owner defaults: retry.base_delay_ms must be <= retry.max_delay_ms"
+    );
+
+    let err = builder(store.clone(), &clock)
+        .handler("a", Flaky::default().handler(0))
+        .handler("a", Flaky::default().handler(0))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(err.to_string(), "handler `a` is registered twice");
+    let err = builder(store.clone(), &clock)
+        .concurrency(0)
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(err.to_string(), "concurrency must be >= 1");
+    let err = builder(store, &clock)
+        .lease(Duration::ZERO)
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(err.to_string(), "lease must be >= 1 ms");
+}
+
+pub async fn s2_resolved_options_are_stored_and_applied<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store.clone(), &clock)
+        .defaults(
+            RetryOptions::new()
+                .with_max_attempts(2)
+                .with_base_delay_ms(50),
+        )
+        .handler("flaky", flaky.handler(10))
+        .build()
+        .unwrap();
+    let own = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(3));
+    let record = jobs.enqueue("flaky", &1u32, own).await.unwrap();
+    let expected = RetryOptions::BUILTIN
+        .with_max_attempts(3)
+        .with_base_delay_ms(50);
+    assert_eq!(
+        record.options, expected,
+        "call site over owner over built-in, all stored"
+    );
+    assert_eq!(
+        jobs.get(record.id).await.unwrap().unwrap().options,
+        expected
+    );
+
+    // A restart with other defaults runs the work with what was stored: three attempts.
+    drop(jobs);
+    let restarted = builder(store, &clock)
+        .defaults(RetryOptions::new().with_max_attempts(1))
+        .handler("flaky", flaky.handler(10))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        restarted.run_due().await.unwrap();
+        if restarted.get(record.id).await.unwrap().is_some() {
+            advance_to_due(&restarted, &clock).await;
+        }
+    }
+    assert_eq!(flaky.calls(), 3);
+    let dead = restarted.dead_letters().await.unwrap();
+    assert_eq!(
+        (dead.len(), dead[0].attempts, dead[0].reason),
+        (1, 3, DeadReason::Exhausted)
+    );
+}
+
+pub async fn s5_a_backoff_is_a_due_time_and_the_items_behind_keep_running<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let steady = Flaky::default();
+    let log = Log::default();
+    let jobs = builder(store, &clock)
+        .handler("flaky", flaky.handler(2))
+        .handler("steady", steady.handler(0))
+        .subscribe(log.subscriber())
+        .concurrency(1)
+        .build()
+        .unwrap();
+    let opts = WorkOptions::new().retry(
+        RetryOptions::new()
+            .with_max_attempts(5)
+            .with_base_delay_ms(1_000)
+            .with_max_delay_ms(60_000),
+    );
+    let first = jobs.enqueue("flaky", &1u32, opts).await.unwrap();
+    for _ in 0..3 {
+        jobs.enqueue("steady", &1u32, none()).await.unwrap();
+    }
+
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    let waiting = jobs.get(first.id).await.unwrap().unwrap();
+    assert_eq!((waiting.state, waiting.attempt), (WorkState::Waiting, 1));
+    assert_eq!(waiting.last_error.as_deref(), Some("failure 1"));
+    let delay = waiting.due_at.as_millis() - MONDAY.as_millis();
+    assert!(
+        delay <= 2_000,
+        "full jitter below the first cap (2 × base): {delay} ms"
+    );
+    assert!(matches!(log.whats()[1], What::Retrying { attempt: 1, .. }));
+
+    // Nothing sleeps on the failed item: the three behind it run now, one at a time.
+    for _ in 0..3 {
+        assert_eq!(jobs.run_due().await.unwrap(), 1);
+    }
+    assert_eq!(steady.calls(), 3);
+    assert_eq!(flaky.calls(), 1);
+
+    while jobs.get(first.id).await.unwrap().is_some() {
+        advance_to_due(&jobs, &clock).await;
+        jobs.run_due().await.unwrap();
+    }
+    assert_eq!(flaky.calls(), 3, "failed twice, then succeeded");
+    assert!(jobs.dead_letters().await.unwrap().is_empty());
+}
+
+pub async fn s3_s4_exhausted_work_calls_the_hook_and_is_dead_lettered<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let hooked = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&hooked);
+    let jobs = builder(store, &clock)
+        .handler("down", Flaky::default().handler(u32::MAX))
+        .on_error(move |work, dead| {
+            seen.lock()
+                .unwrap()
+                .push((work.id, dead.reason, dead.attempts))
+        })
+        .build()
+        .unwrap();
+    let record = jobs.enqueue("down", &9u32, none()).await.unwrap();
+    jobs.run_due().await.unwrap();
+    for _ in 0..2 {
+        advance_to_due(&jobs, &clock).await;
+        jobs.run_due().await.unwrap();
+    }
+    assert_eq!(
+        jobs.get(record.id).await.unwrap(),
+        None,
+        "the queue item is removed"
+    );
+    assert_eq!(
+        *hooked.lock().unwrap(),
+        [(record.id, DeadReason::Exhausted, 3)]
+    );
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].payload.as_str(), dead[0].last_error.as_deref()),
+        ("9", Some("failure 3"))
+    );
+    assert_eq!(dead[0].kind, "queue");
+}
+
+pub async fn s4_a_failure_that_is_not_retryable_is_dead_lettered_at_once<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let jobs = builder(store, &clock)
+        .handler("strict", move |_: u32, _ctx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { Err(TaskError::new("invalid address").into()) }
+        })
+        .build()
+        .unwrap();
+    jobs.enqueue("strict", &1u32, none()).await.unwrap();
+    jobs.run_due().await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!(
+        (dead[0].reason, dead[0].attempts),
+        (DeadReason::NotRetryable, 1)
+    );
+}
+
+pub async fn s6_named_predicates_decide_and_a_missing_one_dead_letters<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store.clone(), &clock)
+        .handler("flaky", flaky.handler(1))
+        .predicate("never", |_| false)
+        .build()
+        .unwrap();
+    jobs.enqueue("flaky", &1u32, WorkOptions::new().retry_if("never"))
+        .await
+        .unwrap();
+    jobs.run_due().await.unwrap();
+    assert_eq!(flaky.calls(), 1);
+    assert_eq!(
+        jobs.dead_letters().await.unwrap()[0].reason,
+        DeadReason::NotRetryable
+    );
+
+    // Stored by name: a process without that predicate dead-letters the work, runs nothing.
+    let stored = jobs
+        .enqueue("flaky", &2u32, WorkOptions::new().retry_if("never"))
+        .await
+        .unwrap();
+    let without = builder(store, &clock)
+        .handler("flaky", flaky.handler(0))
+        .build()
+        .unwrap();
+    without.run_due().await.unwrap();
+    assert_eq!(flaky.calls(), 1);
+    let dead = without.dead_letters().await.unwrap();
+    let letter = dead.iter().find(|d| d.work_id == stored.id).unwrap();
+    assert_eq!(
+        (letter.reason, letter.attempts),
+        (DeadReason::UnknownPredicate, 0)
+    );
+    assert_eq!(
+        letter.last_error.as_deref(),
+        Some("no retry predicate `never` is registered (registered: none)")
+    );
+}
+
+pub async fn s11_a_gone_handler_or_a_changed_payload_type_dead_letters<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let before = builder(store.clone(), &clock)
+        .handler("old", Flaky::default().handler(0))
+        .handler("typed", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let cron = before
+        .schedule(When::cron("0 * * * *"), "old", &1u32, none())
+        .await
+        .unwrap();
+    let queued = before.enqueue("typed", &1u32, none()).await.unwrap();
+
+    let log = Log::default();
+    let after = builder(store, &clock)
+        .handler("typed", |_: String, _ctx| async { Ok(()) })
+        .subscribe(log.subscriber())
+        .build()
+        .unwrap();
+    clock.advance(Duration::from_secs(3_600));
+    after.run_due().await.unwrap();
+    let dead = after.dead_letters().await.unwrap();
+    let reason_of = |id| dead.iter().find(|d| d.work_id == id).map(|d| d.reason);
+    assert_eq!(reason_of(cron.id), Some(DeadReason::UnknownHandler));
+    assert_eq!(reason_of(queued.id), Some(DeadReason::BadPayload));
+    assert_eq!(
+        after.get(cron.id).await.unwrap(),
+        None,
+        "a schedule that cannot run is not re-armed"
+    );
+    let gone = dead.iter().find(|d| d.work_id == cron.id).unwrap();
+    assert_eq!(
+        gone.last_error.as_deref(),
+        Some("no handler `old` is registered (registered: `typed`)")
+    );
+    assert!(
+        log.whats()
+            .iter()
+            .all(|w| matches!(w, What::Failed { attempts: 0, .. }))
+    );
+}
+
+pub async fn s11_events_follow_the_attempts<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let log = Log::default();
+    let jobs = builder(store, &clock)
+        .handler("flaky", Flaky::default().handler(1))
+        .subscribe(log.subscriber())
+        .build()
+        .unwrap();
+    let record = jobs.enqueue("flaky", &1u32, none()).await.unwrap();
+    jobs.run_due().await.unwrap();
+    advance_to_due(&jobs, &clock).await;
+    jobs.run_due().await.unwrap();
+    let events = log.0.lock().unwrap().clone();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.id == record.id && e.handler == "flaky" && e.kind == "queue")
+    );
+    let whats: Vec<What> = events.into_iter().map(|e| e.what).collect();
+    assert_eq!(whats.len(), 4, "{whats:?}");
+    assert_eq!(whats[0], What::Started { attempt: 1 });
+    assert!(matches!(&whats[1], What::Retrying { attempt: 1, error, .. } if error == "failure 1"));
+    assert_eq!(
+        whats[2..],
+        [What::Started { attempt: 2 }, What::Succeeded { attempt: 2 }]
+    );
+}
+
+pub async fn s9_scheduling_twice_returns_the_first_row<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store.clone(), &clock)
+        .handler("a", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let cron = jobs
+        .schedule(When::cron("*/5 * * * *"), "a", &1u32, none())
+        .await
+        .unwrap();
+    let every = jobs
+        .every(Duration::from_secs(60), "a", &1u32, none())
+        .await
+        .unwrap();
+    // A restarted process schedules the same things again, with other options.
+    let restarted = builder(store, &clock)
+        .handler("a", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let other_options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(9));
+    let cron_again = restarted
+        .schedule(When::cron("*/5 * * * *"), "a", &1u32, other_options.clone())
+        .await
+        .unwrap();
+    let every_again = restarted
+        .every(Duration::from_secs(60), "a", &1u32, other_options)
+        .await
+        .unwrap();
+    assert_eq!((cron_again, every_again), (cron.clone(), every));
+    assert_eq!(restarted.list().await.unwrap().len(), 2);
+    // Another payload is another schedule.
+    let other = restarted
+        .schedule(When::cron("*/5 * * * *"), "a", &2u32, none())
+        .await
+        .unwrap();
+    assert_ne!(other.id, cron.id);
+
+    // One-shots dedupe on an explicit key; reusing it for other work is refused.
+    let keyed = WorkOptions::new().key("invoice-42");
+    let once = restarted.enqueue("a", &42u32, keyed.clone()).await.unwrap();
+    assert_eq!(
+        restarted
+            .enqueue("a", &42u32, keyed.clone())
+            .await
+            .unwrap()
+            .id,
+        once.id
+    );
+    let err = restarted.enqueue("a", &43u32, keyed).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "key `invoice-42` is already used by other work (handler `a`)"
+    );
+    assert_eq!(restarted.list().await.unwrap().len(), 4);
+}
+
+pub async fn s13_a_one_shot_in_the_past_runs_at_once<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("a", flaky.handler(0))
+        .build()
+        .unwrap();
+    let yesterday = Timestamp::from_millis(MONDAY.as_millis() - 86_400_000);
+    let record = jobs
+        .schedule(When::At(yesterday), "a", &1u32, none())
+        .await
+        .unwrap();
+    assert_eq!(record.due_at, yesterday);
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(flaky.calls(), 1);
+    assert_eq!(
+        jobs.get(record.id).await.unwrap(),
+        None,
+        "a one-shot is removed after it ran"
+    );
+
+    let later = jobs
+        .schedule(When::after(Duration::from_secs(90)), "a", &1u32, none())
+        .await
+        .unwrap();
+    assert_eq!(jobs.run_due().await.unwrap(), 0);
+    clock.advance(Duration::from_secs(90));
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(jobs.get(later.id).await.unwrap(), None);
+}
+
+pub async fn s3_a_cron_schedule_is_rearmed_after_success_and_failure<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("hourly", flaky.handler(1))
+        .build()
+        .unwrap();
+    let once = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
+    let record = jobs
+        .schedule(When::cron("0 * * * *"), "hourly", &1u32, once)
+        .await
+        .unwrap();
+    let hour = 3_600_000;
+    assert_eq!(record.due_at.as_millis(), MONDAY.as_millis() + hour);
+
+    clock.advance(Duration::from_millis(hour));
+    jobs.run_due().await.unwrap(); // fails: its only attempt
+    let rearmed = jobs.get(record.id).await.unwrap().unwrap();
+    assert_eq!(
+        (rearmed.due_at.as_millis(), rearmed.attempt),
+        (MONDAY.as_millis() + 2 * hour, 0)
+    );
+    assert_eq!(jobs.dead_letters().await.unwrap().len(), 1);
+
+    clock.advance(Duration::from_millis(hour));
+    jobs.run_due().await.unwrap(); // succeeds
+    let rearmed = jobs.get(record.id).await.unwrap().unwrap();
+    assert_eq!(rearmed.due_at.as_millis(), MONDAY.as_millis() + 3 * hour);
+    assert_eq!(flaky.calls(), 2);
+}
+
+pub async fn p3_a_month_of_hourly_ticks_on_the_mock_clock<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("hourly", flaky.handler(0))
+        .build()
+        .unwrap();
+    jobs.schedule(
+        When::cron("0 * * * *").in_zone("Europe/Prague"),
+        "hourly",
+        &1u32,
+        none(),
+    )
+    .await
+    .unwrap();
+    let month = Duration::from_secs(30 * 86_400);
+    while clock.elapsed() < month {
+        advance_to_due(&jobs, &clock).await;
+        if clock.elapsed() <= month {
+            assert_eq!(jobs.run_due().await.unwrap(), 1);
+        }
+    }
+    assert_eq!(flaky.calls(), 30 * 24);
+}
+
+async fn misfired<S: Store>(store: S, misfire: Misfire) -> (u32, Timestamp) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .owner(misfire.name())
+        .handler("tick", flaky.handler(0))
+        .build()
+        .unwrap();
+    let record = jobs
+        .every(
+            Duration::from_secs(60),
+            "tick",
+            &1u32,
+            WorkOptions::new().misfire(misfire),
+        )
+        .await
+        .unwrap();
+    // Nothing runs for ten and a half minutes: ten ticks are missed.
+    clock.advance(Duration::from_secs(630));
+    while jobs.run_due().await.unwrap() > 0 {}
+    let next = jobs.get(record.id).await.unwrap().unwrap().due_at;
+    (flaky.calls(), next)
+}
+
+pub async fn s10_misfire_policies<S: Store + Clone>(store: S) {
+    let minute = |n: u64| Timestamp::from_millis(MONDAY.as_millis() + n * 60_000);
+    assert_eq!(
+        misfired(store.clone(), Misfire::Skip).await,
+        (0, minute(11))
+    );
+    // Separate owners keep the three schedules apart in one store.
+    let (calls, next) = misfired(store.clone(), Misfire::FireOnce).await;
+    assert_eq!((calls, next), (1, minute(11)));
+    let (calls, next) = misfired(store, Misfire::CatchUp).await;
+    assert_eq!((calls, next), (10, minute(11)));
+}
+
+pub async fn s13_cancel_waiting_and_running_work<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = Arc::new(Mutex::new(Some(entered_tx)));
+    let saw_cancel = Arc::new(AtomicU32::new(0));
+    let saw = Arc::clone(&saw_cancel);
+    let log = Log::default();
+    let jobs = builder(store, &clock)
+        .handler("slow", move |_: u32, ctx: retry_durable::JobContext| {
+            let entered = entered.lock().unwrap().take();
+            let saw = Arc::clone(&saw);
+            async move {
+                if let Some(tx) = entered {
+                    let _ = tx.send(());
+                }
+                ctx.cancel.cancelled().await;
+                saw.fetch_add(1, Ordering::SeqCst);
+                Err(TaskFailure::Cancelled)
+            }
+        })
+        .subscribe(log.subscriber())
+        .build()
+        .unwrap();
+    let waiting = jobs
+        .schedule(When::after(Duration::from_secs(60)), "slow", &1u32, none())
+        .await
+        .unwrap();
+    assert!(jobs.cancel(waiting.id).await.unwrap());
+    assert_eq!(
+        jobs.get(waiting.id).await.unwrap().unwrap().state,
+        WorkState::Cancelled
+    );
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        jobs.run_due().await.unwrap(),
+        0,
+        "cancelled work is not claimed"
+    );
+
+    let running = jobs.enqueue("slow", &1u32, none()).await.unwrap();
+    let worker = jobs.clone();
+    let run = tokio::spawn(async move { worker.run_due().await });
+    entered_rx.await.unwrap();
+    assert!(jobs.cancel(running.id).await.unwrap());
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+    let record = jobs.get(running.id).await.unwrap().unwrap();
+    assert_eq!((record.state, record.attempt), (WorkState::Cancelled, 1));
+    assert!(
+        jobs.dead_letters().await.unwrap().is_empty(),
+        "cancelled is not dead"
+    );
+    assert!(log.whats().contains(&What::Cancelled));
+    assert!(!jobs.cancel(retry_durable::WorkId(424_242)).await.unwrap());
+}
+
+pub async fn s4_a_redriven_dead_letter_runs_again_with_fresh_attempts<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("flaky", flaky.handler(1))
+        .build()
+        .unwrap();
+    let once = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
+    jobs.enqueue("flaky", &5u32, once).await.unwrap();
+    jobs.run_due().await.unwrap();
+    let letter = jobs.dead_letters().await.unwrap().remove(0);
+    let redriven = jobs.redrive(letter.id).await.unwrap().unwrap();
+    assert_eq!((redriven.attempt, redriven.payload.as_str()), (0, "5"));
+    assert_eq!(redriven.options.max_attempts, Some(1));
+    assert_eq!(jobs.redrive(letter.id).await.unwrap(), None, "once only");
+    jobs.run_due().await.unwrap();
+    assert_eq!(flaky.calls(), 2);
+    assert_eq!(jobs.get(redriven.id).await.unwrap(), None, "succeeded");
+    let marked = jobs.dead_letters().await.unwrap().remove(0);
+    assert_eq!(marked.redriven_as, Some(redriven.id));
+    assert!(jobs.purge(letter.id).await.unwrap());
+    assert!(jobs.dead_letters().await.unwrap().is_empty());
+}
+
+pub async fn a_handler_panic_is_a_failed_attempt<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let jobs = builder(store, &clock)
+        .handler("panicky", move |_: u32, _ctx| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    panic!("index out of bounds");
+                }
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let record = jobs.enqueue("panicky", &1u32, none()).await.unwrap();
+    jobs.run_due().await.unwrap();
+    let waiting = jobs.get(record.id).await.unwrap().unwrap();
+    assert_eq!(
+        waiting.last_error.as_deref(),
+        Some("handler panicked: index out of bounds")
+    );
+    advance_to_due(&jobs, &clock).await;
+    jobs.run_due().await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(jobs.get(record.id).await.unwrap(), None);
+}
+
+pub async fn s12_a_long_handler_keeps_its_lease<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let release = Arc::new(Mutex::new(Some(release_rx)));
+    let jobs = builder(store.clone(), &clock)
+        .lease(Duration::from_secs(30))
+        .handler("long", move |_: u32, _ctx| {
+            let release = release.lock().unwrap().take();
+            async move {
+                if let Some(rx) = release {
+                    let _ = rx.await;
+                }
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let record = jobs.enqueue("long", &1u32, none()).await.unwrap();
+    let worker = jobs.clone();
+    let run = tokio::spawn(async move { worker.run_due().await });
+    // Another worker of the same owner, as another process would be.
+    let rival = builder(store, &clock)
+        .handler("long", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+
+    for step in 1..=9u64 {
+        // The worker waits a third of the lease on the mock clock before extending it.
+        assert!(
+            eventually(|| std::future::ready(clock.pending() == 1)).await,
+            "no lease timer"
+        );
+        clock.advance(Duration::from_secs(10));
+        let expected = Some(Timestamp::from_millis(
+            MONDAY.as_millis() + step * 10_000 + 30_000,
+        ));
+        let extended = eventually(|| async {
+            jobs.get(record.id)
+                .await
+                .unwrap()
+                .and_then(|r| r.lease_until)
+                == expected
+        })
+        .await;
+        assert!(extended, "lease not extended at step {step}");
+        assert_eq!(
+            rival.run_due().await.unwrap(),
+            0,
+            "claimed while its lease was kept"
+        );
+    }
+    release_tx.send(()).unwrap();
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+    assert_eq!(jobs.get(record.id).await.unwrap(), None);
+}
+
+pub async fn the_worker_loop_runs_work_as_it_falls_due<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("flaky", flaky.handler(2))
+        .poll_interval(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let stop = retry_core::CancelToken::new();
+    let worker = jobs.clone();
+    let stopper = stop.clone();
+    let run = tokio::spawn(async move { worker.run(stopper).await });
+    let record = jobs.enqueue("flaky", &1u32, none()).await.unwrap();
+    let finished = eventually(|| async {
+        if clock.pending() > 0 && jobs.store().next_due("test").await.unwrap().is_some() {
+            clock.advance_to_next();
+        }
+        jobs.get(record.id).await.unwrap().is_none()
+    })
+    .await;
+    assert!(finished, "the loop did not finish the work");
+    assert_eq!(
+        jobs.get(record.id).await.unwrap(),
+        None,
+        "the loop did not finish the work"
+    );
+    assert_eq!(flaky.calls(), 3);
+    stop.cancel();
+    run.await.unwrap();
+}
+
+/// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
+#[macro_export]
+macro_rules! engine_suite {
+    ($fresh:expr) => {
+        $crate::engine_suite!(@cases $fresh;
+            s8_invalid_calls_are_refused_and_leave_no_row,
+            o3_owner_defaults_and_registrations_are_checked_when_built,
+            s2_resolved_options_are_stored_and_applied,
+            s5_a_backoff_is_a_due_time_and_the_items_behind_keep_running,
+            s3_s4_exhausted_work_calls_the_hook_and_is_dead_lettered,
+            s4_a_failure_that_is_not_retryable_is_dead_lettered_at_once,
+            s6_named_predicates_decide_and_a_missing_one_dead_letters,
+            s11_a_gone_handler_or_a_changed_payload_type_dead_letters,
+            s11_events_follow_the_attempts,
+            s9_scheduling_twice_returns_the_first_row,
+            s13_a_one_shot_in_the_past_runs_at_once,
+            s3_a_cron_schedule_is_rearmed_after_success_and_failure,
+            p3_a_month_of_hourly_ticks_on_the_mock_clock,
+            s10_misfire_policies,
+            s13_cancel_waiting_and_running_work,
+            s4_a_redriven_dead_letter_runs_again_with_fresh_attempts,
+            a_handler_panic_is_a_failed_attempt,
+            s12_a_long_handler_keeps_its_lease,
+            the_worker_loop_runs_work_as_it_falls_due,
+        );
+    };
+    (@cases $fresh:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (store, _guard) = $fresh;
+                engine::$case(store).await;
+            }
+        )*
+    };
+}
