@@ -87,6 +87,11 @@ impl SqliteStore {
         let mut conn = Connection::open(path).map_err(|e| schema::open_error(&name, &e))?;
         conn.busy_timeout(options.busy_timeout)
             .map_err(|e| schema::open_error(&name, &e))?;
+        if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            return Err(StoreError::Backend(format!(
+                "{name} is read-only: retry-durable needs to write to its database"
+            )));
+        }
         schema::migrate(&mut conn, &name)?;
         let synchronous = match options.durability {
             Durability::Full => "FULL",

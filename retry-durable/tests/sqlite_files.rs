@@ -1,0 +1,268 @@
+//! SQLite files that are not what they should be (P4, P5), and what survives a reopen: clear
+//! errors at open, corrupt rows named, never a panic, nothing lost.
+
+use std::time::Duration;
+
+use retry_core::RetryOptions;
+use retry_core::effects::Timestamp;
+use retry_durable::{
+    Jobs, NewWork, SqliteOptions, SqliteStore, Store, StoreError, Timing, When, WorkOptions,
+    WorkState,
+};
+use retry_testkit::MockClock;
+use rusqlite::Connection;
+
+fn work() -> NewWork {
+    NewWork {
+        owner: "o".to_owned(),
+        key: None,
+        handler: "h".to_owned(),
+        payload: "1".to_owned(),
+        options: RetryOptions::BUILTIN,
+        retry_if: None,
+        timing: Timing::Queued,
+        due_at: Timestamp::from_millis(0),
+        created_at: Timestamp::from_millis(0),
+    }
+}
+
+fn open_error(path: &std::path::Path) -> String {
+    match SqliteStore::open(path) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn p4_a_file_that_is_not_sqlite_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    let text = "these are my notes, not a database\n".repeat(200);
+    std::fs::write(&path, &text).unwrap();
+    let message = open_error(&path);
+    assert_eq!(
+        message,
+        format!(
+            "{} is not a SQLite database: refusing to open it",
+            path.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "the file was changed"
+    );
+}
+
+#[test]
+fn p4_another_applications_database_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    let other = Connection::open(&path).unwrap();
+    other
+        .execute_batch("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);")
+        .unwrap();
+    drop(other);
+    let message = open_error(&path);
+    assert!(
+        message.contains("is a SQLite database of another application (it has `customers`"),
+        "{message}"
+    );
+    let other = Connection::open(&path).unwrap();
+    let tables: i64 = other
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 1, "tables were added to a foreign database");
+
+    let marked = dir.path().join("marked.db");
+    let other = Connection::open(&marked).unwrap();
+    other
+        .execute_batch("PRAGMA application_id = 1234;")
+        .unwrap();
+    drop(other);
+    assert!(open_error(&marked).contains("(application_id 0x4d2)"));
+}
+
+#[test]
+fn p4_a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    drop(SqliteStore::open(&path).unwrap());
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99;")
+        .unwrap();
+    let message = open_error(&path);
+    assert!(
+        message.ends_with("has schema version 99, newer than this library's 1: it was written by a newer retry-durable; upgrade this program instead of opening it"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_directory_says_what_to_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let message = open_error(&dir.path().join("no/such/dir/jobs.db"));
+    assert!(message.contains("does its directory exist"), "{message}");
+}
+
+#[tokio::test]
+async fn a_database_locked_by_another_connection_is_a_clear_busy_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let options = SqliteOptions {
+        busy_timeout: Duration::ZERO,
+        ..SqliteOptions::default()
+    };
+    let store = SqliteStore::open_with(&path, options).unwrap();
+    let holder = Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE;").unwrap();
+    let error = store.insert(work()).await.unwrap_err();
+    assert!(matches!(error, StoreError::Busy(_)), "{error}");
+    assert!(
+        error.to_string().starts_with("database is locked"),
+        "{error}"
+    );
+    holder.execute_batch("ROLLBACK;").unwrap();
+    store
+        .insert(work())
+        .await
+        .expect("works once the lock is gone");
+}
+
+#[test]
+fn p4_a_read_only_database_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    drop(SqliteStore::open(&path).unwrap());
+    // Root ignores file permissions; a read-only handle held by SQLite itself does not.
+    let uri = format!("file:{}?mode=ro", path.display());
+    let message = match SqliteStore::open(&uri) {
+        Ok(_) => panic!("opened read-only"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        message.contains("read-only") || message.contains("cannot open"),
+        "{message}"
+    );
+}
+
+async fn corrupt(sql: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.insert(work()).await.unwrap();
+    Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+    let error = store.get(retry_durable::WorkId(1)).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            StoreError::Corrupt {
+                table: "work",
+                id: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    // Listing and claiming report it too: nothing skips or "fixes" the row.
+    assert!(store.list("o", None, 10).await.is_err());
+    error.to_string()
+}
+
+#[tokio::test]
+async fn p5_corrupt_rows_are_named_never_fixed() {
+    assert_eq!(
+        corrupt("UPDATE work SET state = 'flying'").await,
+        "corrupt work row 1: unknown state `flying`"
+    );
+    assert_eq!(
+        corrupt("UPDATE work SET state = 'running'").await,
+        "corrupt work row 1: running without a lease"
+    );
+    assert!(
+        corrupt("UPDATE work SET options = '{\"max_attempts\": 0}'")
+            .await
+            .contains("max_attempts must be >= 1")
+    );
+    assert!(
+        corrupt("UPDATE work SET options = 'not json'")
+            .await
+            .starts_with("corrupt work row 1: options: ")
+    );
+    assert_eq!(
+        corrupt("UPDATE work SET due_at = -5").await,
+        "corrupt work row 1: negative time -5"
+    );
+    assert!(
+        corrupt("UPDATE work SET attempt = 'three'")
+            .await
+            .contains("attempt")
+    );
+    assert_eq!(
+        corrupt("UPDATE work SET payload = '{oops'").await,
+        "corrupt work row 1: payload is not JSON"
+    );
+    assert_eq!(
+        corrupt("UPDATE work SET kind = 'sometimes'").await,
+        "corrupt work row 1: unknown kind `sometimes`"
+    );
+    assert!(
+        corrupt(
+            "UPDATE work SET kind = 'cron', cron = '99 * * * *', zone = 'UTC', misfire = 'skip'"
+        )
+        .await
+        .starts_with("corrupt work row 1: invalid cron pattern")
+    );
+    assert_eq!(
+        corrupt("UPDATE work SET revision = 0").await,
+        "corrupt work row 1: revision 0 is out of range"
+    );
+}
+
+#[tokio::test]
+async fn work_survives_a_reopen_and_a_second_connection_shares_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = MockClock::new();
+    let start = Timestamp::from_millis(1_767_571_200_000);
+    let build = |store: SqliteStore| {
+        Jobs::builder(store)
+            .clock(clock.clone())
+            .starting_at(start)
+            .handler("h", |_: u32, _ctx| async { Ok(()) })
+            .build()
+            .unwrap()
+    };
+    let first = build(SqliteStore::open(&path).unwrap());
+    let cron = first
+        .schedule(When::cron("0 * * * *"), "h", &1u32, WorkOptions::new())
+        .await
+        .unwrap();
+    let queued = first.enqueue("h", &2u32, WorkOptions::new()).await.unwrap();
+    drop(first);
+
+    let reopened = build(SqliteStore::open(&path).unwrap());
+    assert_eq!(reopened.get(cron.id).await.unwrap(), Some(cron.clone()));
+    assert_eq!(
+        reopened.get(queued.id).await.unwrap().unwrap().state,
+        WorkState::Waiting
+    );
+
+    // Two connections to one file, as two processes would have: each item is claimed once.
+    let other = build(SqliteStore::open(&path).unwrap());
+    for n in 0..20u32 {
+        reopened.enqueue("h", &n, WorkOptions::new()).await.unwrap();
+    }
+    let (a, b) = tokio::join!(reopened.run_due(), other.run_due());
+    assert_eq!(a.unwrap() + b.unwrap(), 21);
+    assert_eq!(
+        reopened.list().await.unwrap(),
+        [cron],
+        "only the cron schedule is left"
+    );
+}
