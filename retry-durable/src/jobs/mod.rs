@@ -508,6 +508,12 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         Ok(was.is_some())
     }
 
+    /// When the owner's next work falls due: the earliest due time of waiting work, or the
+    /// end of a running attempt's lease. `None` when nothing is waiting or running.
+    pub async fn next_due(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.store.next_due(&self.inner.owner).await
+    }
+
     /// All of the owner's dead letters, in id order.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         let mut all = Vec::new();

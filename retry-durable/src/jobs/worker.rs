@@ -86,7 +86,7 @@ where
     /// How long an idle worker waits: until the next due time, at most a poll interval.
     async fn idle_wait(&self) -> Duration {
         let poll = self.inner.settings.poll_interval;
-        match self.inner.store.next_due(&self.inner.owner).await {
+        match self.next_due().await {
             Ok(Some(due)) => {
                 let now = self.now().as_millis();
                 Duration::from_millis(due.as_millis().saturating_sub(now)).min(poll)
@@ -371,9 +371,20 @@ fn panic_message(error: tokio::task::JoinError) -> String {
     }
 }
 
-/// The delay before the next attempt: the failure's retry-after hint if it has one,
-/// otherwise the stored options' backoff (full jitter by default).
+/// The delay before the next attempt, in whole milliseconds (rounded up: the row keeps
+/// milliseconds, and a wait that was drawn is never cut short): the failure's retry-after hint
+/// if it has one, otherwise the stored options' backoff (full jitter by default).
 fn backoff<S, C>(inner: &Inner<S, C>, record: &WorkRecord, failure: &TaskFailure) -> Duration {
+    let delay = drawn_delay(inner, record, failure);
+    let whole = Duration::from_millis(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+    if whole < delay {
+        whole.saturating_add(Duration::from_millis(1))
+    } else {
+        whole
+    }
+}
+
+fn drawn_delay<S, C>(inner: &Inner<S, C>, record: &WorkRecord, failure: &TaskFailure) -> Duration {
     if let TaskFailure::Task(error) = failure {
         if let Some(hint) = error.retry_after() {
             return hint;
