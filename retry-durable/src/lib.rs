@@ -69,3 +69,8 @@ pub use record::{
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use store::{Finish, Inserted, Store, StoreError, Then};
 pub use timing::{MAX_INTERVAL, Misfire, Timing, TimingError};
+
+/// The crate README's example, compiled with the doc tests.
+#[cfg(all(doctest, feature = "sqlite"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
