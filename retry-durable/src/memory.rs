@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use retry_core::effects::{Revision, Timestamp};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
-use crate::store::{Finish, Inserted, Store, StoreError, Then};
+use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
 
 /// Durable work kept in memory, with the same semantics as the SQL stores. Clones share the
 /// same rows (as two connections to one database would).
@@ -134,7 +134,7 @@ impl Store for MemoryStore {
         now: Timestamp,
         lease_until: Timestamp,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Claim, StoreError> {
         let mut inner = self.lock();
         let mut due: Vec<(Timestamp, i64)> = inner
             .work
@@ -161,7 +161,10 @@ impl Store for MemoryStore {
             inner.work.insert(id, next.clone());
             claimed.push(next);
         }
-        Ok(claimed)
+        Ok(Claim {
+            work: claimed,
+            corrupt: Vec::new(),
+        })
     }
 
     async fn extend_lease(

@@ -38,14 +38,16 @@ pub trait Store: Send + Sync + 'static {
     /// Claims up to `limit` items of `owner` that are due at `now` — waiting with
     /// `due_at <= now`, or running with an expired lease (`lease_until <= now`, a worker that
     /// died) — oldest due first. Each claimed item becomes running with one more attempt, a
-    /// lease until `lease_until` and a new revision; no item is claimed by two callers.
+    /// lease until `lease_until` and a new revision; no item is claimed by two callers. A
+    /// claimed row that fails its checks is reported in [`Claim::corrupt`], not dropped and
+    /// not allowed to fail the rest of the batch.
     fn claim(
         &self,
         owner: &str,
         now: Timestamp,
         lease_until: Timestamp,
         limit: u32,
-    ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
     /// Moves the lease of a running item claimed at `revision` to `until`. `false` when the
     /// item is no longer that claim (cancelled, finished, re-claimed after the lease expired).
@@ -106,6 +108,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes a dead letter; `false` if there was none.
     fn purge(&self, id: DeadLetterId) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+/// What [`Store::claim`] took.
+#[derive(Debug, Default)]
+pub struct Claim {
+    /// The claimed work, running under the new lease, oldest due first.
+    pub work: Vec<WorkRecord>,
+    /// Claimed rows that failed their checks ([`StoreError::Corrupt`], naming each): they stay
+    /// claimed until their lease ends, are reported again then, and are never run.
+    pub corrupt: Vec<StoreError>,
 }
 
 /// What [`Store::insert`] did.

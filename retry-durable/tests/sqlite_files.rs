@@ -266,3 +266,41 @@ async fn work_survives_a_reopen_and_a_second_connection_shares_it() {
         "only the cron schedule is left"
     );
 }
+
+#[tokio::test]
+async fn p5_a_corrupt_row_among_claimed_ones_is_reported_and_the_rest_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let bad = store.insert(work()).await.unwrap();
+    let good = store.insert(work()).await.unwrap();
+    let (retry_durable::Inserted::New(bad), retry_durable::Inserted::New(good)) = (bad, good)
+    else {
+        panic!("rows exist");
+    };
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE work SET payload = '{oops' WHERE id = ?1",
+            [bad.id.0],
+        )
+        .unwrap();
+    let claim = store
+        .claim(
+            "o",
+            Timestamp::from_millis(10),
+            Timestamp::from_millis(100),
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        claim.work.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [good.id]
+    );
+    assert_eq!(claim.corrupt.len(), 1);
+    assert_eq!(
+        claim.corrupt[0].to_string(),
+        format!("corrupt work row {}: payload is not JSON", bad.id.0)
+    );
+}

@@ -57,7 +57,7 @@ where
             if free > 0 {
                 match self.claim(free).await {
                     Ok(claimed) => {
-                        let full = claimed.len() as u32 == free;
+                        let full = claimed.len() as u32 == free && free > 0;
                         for record in claimed {
                             attempts.spawn(process(Arc::clone(&self.inner), record));
                         }
@@ -99,13 +99,20 @@ where
         }
     }
 
+    /// Claims up to `limit` items; corrupt rows among them are logged by name and left alone
+    /// (they stay claimed until their lease ends, and are reported again then).
     async fn claim(&self, limit: u32) -> Result<Vec<WorkRecord>, StoreError> {
         let now = self.now();
         let lease_until = now + self.inner.settings.lease;
-        self.inner
+        let claim = self
+            .inner
             .store
             .claim(&self.inner.owner, now, lease_until, limit)
-            .await
+            .await?;
+        for corrupt in &claim.corrupt {
+            tracing::error!(target: TARGET, error = %corrupt, "claimed a corrupt row; it is not run");
+        }
+        Ok(claim.work)
     }
 }
 

@@ -15,7 +15,7 @@ use retry_core::effects::{Revision, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
-use crate::store::{Finish, Inserted, Store, StoreError, Then};
+use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
 use rows::{DEAD_COLUMNS, WORK_COLUMNS, dead_from_row, i64_of, work_from_row};
 
 /// How hard a commit tries to survive a crash (P6). The default, [`Durability::Full`], keeps
@@ -245,7 +245,7 @@ impl Store for SqliteStore {
         now: Timestamp,
         lease_until: Timestamp,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Claim, StoreError> {
         let owner = owner.to_owned();
         self.with(move |conn| {
             let now = i64_of(now.as_millis())?;
@@ -267,11 +267,16 @@ impl Store for SqliteStore {
             let rows = statement
                 .query_map(params![owner, now, until, limit], work_from_row)
                 .map_err(sql)?;
-            let mut claimed: Vec<WorkRecord> = rows
-                .map(|row| row.map_err(sql).and_then(rows::checked_work))
-                .collect::<Result<_, _>>()?;
-            claimed.sort_by_key(|r| (r.fire_at, r.id));
-            Ok(claimed)
+            let mut claim = Claim::default();
+            for row in rows {
+                match row.map_err(sql).and_then(rows::checked_work) {
+                    Ok(record) => claim.work.push(record),
+                    Err(corrupt @ StoreError::Corrupt { .. }) => claim.corrupt.push(corrupt),
+                    Err(other) => return Err(other),
+                }
+            }
+            claim.work.sort_by_key(|r| (r.due_at, r.id));
+            Ok(claim)
         })
         .await
     }

@@ -129,7 +129,7 @@ pub async fn p2_claim_takes_only_due_work_oldest_first<S: Store>(store: S) {
     let future = new(store.insert(work("o", "a", 1_000)).await.unwrap());
     new(store.insert(work("other", "a", 0)).await.unwrap());
 
-    let claimed = store.claim("o", at(100), at(5_000), 10).await.unwrap();
+    let claimed = store.claim("o", at(100), at(5_000), 10).await.unwrap().work;
     let ids: Vec<_> = claimed.iter().map(|r| r.id).collect();
     assert_eq!(ids, [early.id, late.id]);
     for record in &claimed {
@@ -144,10 +144,15 @@ pub async fn p2_claim_takes_only_due_work_oldest_first<S: Store>(store: S) {
             .claim("o", at(100), at(200), 10)
             .await
             .unwrap()
+            .work
             .is_empty(),
         "claimed twice"
     );
-    let next = store.claim("o", at(1_000), at(6_000), 10).await.unwrap();
+    let next = store
+        .claim("o", at(1_000), at(6_000), 10)
+        .await
+        .unwrap()
+        .work;
     assert_eq!(next.iter().map(|r| r.id).collect::<Vec<_>>(), [future.id]);
 }
 
@@ -155,9 +160,33 @@ pub async fn p2_claim_respects_its_limit<S: Store>(store: S) {
     for due in 0..5 {
         new(store.insert(work("o", "a", due)).await.unwrap());
     }
-    assert_eq!(store.claim("o", at(10), at(20), 2).await.unwrap().len(), 2);
-    assert_eq!(store.claim("o", at(10), at(20), 10).await.unwrap().len(), 3);
-    assert_eq!(store.claim("o", at(10), at(20), 10).await.unwrap().len(), 0);
+    assert_eq!(
+        store
+            .claim("o", at(10), at(20), 2)
+            .await
+            .unwrap()
+            .work
+            .len(),
+        2
+    );
+    assert_eq!(
+        store
+            .claim("o", at(10), at(20), 10)
+            .await
+            .unwrap()
+            .work
+            .len(),
+        3
+    );
+    assert_eq!(
+        store
+            .claim("o", at(10), at(20), 10)
+            .await
+            .unwrap()
+            .work
+            .len(),
+        0
+    );
 }
 
 pub async fn p2_concurrent_claims_never_share_an_item<S: Store + Clone>(store: S) {
@@ -170,7 +199,7 @@ pub async fn p2_concurrent_claims_never_share_an_item<S: Store + Clone>(store: S
         tasks.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             loop {
-                let claimed = store.claim("o", at(100), at(10_000), 3).await.unwrap();
+                let claimed = store.claim("o", at(100), at(10_000), 3).await.unwrap().work;
                 if claimed.is_empty() {
                     return mine;
                 }
@@ -194,12 +223,18 @@ pub async fn p2_concurrent_claims_never_share_an_item<S: Store + Clone>(store: S
 
 pub async fn s12_an_expired_lease_is_claimed_again_and_fences_the_old_claim<S: Store>(store: S) {
     let id = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
-    let first = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    let first = store
+        .claim("o", at(0), at(100), 1)
+        .await
+        .unwrap()
+        .work
+        .remove(0);
     assert!(
         store
             .claim("o", at(99), at(199), 1)
             .await
             .unwrap()
+            .work
             .is_empty(),
         "lease still held"
     );
@@ -207,6 +242,7 @@ pub async fn s12_an_expired_lease_is_claimed_again_and_fences_the_old_claim<S: S
         .claim("o", at(100), at(300), 1)
         .await
         .unwrap()
+        .work
         .remove(0);
     assert_eq!(
         (second.id, second.attempt),
@@ -241,6 +277,7 @@ pub async fn s12_an_expired_lease_is_claimed_again_and_fences_the_old_claim<S: S
             .claim("o", at(400), at(500), 1)
             .await
             .unwrap()
+            .work
             .is_empty(),
         "lease extended"
     );
@@ -253,7 +290,12 @@ pub async fn s12_an_expired_lease_is_claimed_again_and_fences_the_old_claim<S: S
 
 pub async fn s5_a_retry_waits_as_a_row<S: Store>(store: S) {
     let id = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
-    let claim = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    let claim = store
+        .claim("o", at(0), at(100), 1)
+        .await
+        .unwrap()
+        .work
+        .remove(0);
     assert!(store.finish(id, claim.revision, wait(50, 1)).await.unwrap());
     let waiting = store.get(id).await.unwrap().unwrap();
     assert_eq!(waiting.state, WorkState::Waiting);
@@ -271,12 +313,14 @@ pub async fn s5_a_retry_waits_as_a_row<S: Store>(store: S) {
             .claim("o", at(49), at(100), 1)
             .await
             .unwrap()
+            .work
             .is_empty()
     );
     let again = store
         .claim("o", at(50), at(150), 1)
         .await
         .unwrap()
+        .work
         .remove(0);
     assert_eq!(again.attempt, 2);
     assert!(
@@ -290,7 +334,12 @@ pub async fn s4_a_dead_letter_keeps_what_happened<S: Store>(store: S) {
     spec.key = Some("k".to_owned());
     spec.retry_if = Some("transient".to_owned());
     let id = new(store.insert(spec.clone()).await.unwrap()).id;
-    let claim = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    let claim = store
+        .claim("o", at(0), at(100), 1)
+        .await
+        .unwrap()
+        .work
+        .remove(0);
     assert!(store.finish(id, claim.revision, dead(3)).await.unwrap());
     assert_eq!(
         store.get(id).await.unwrap(),
@@ -335,7 +384,12 @@ pub async fn s4_a_dead_letter_keeps_what_happened<S: Store>(store: S) {
 
 pub async fn s4_redrive_and_purge<S: Store>(store: S) {
     let id = new(store.insert(work("o", "send", 0)).await.unwrap()).id;
-    let claim = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    let claim = store
+        .claim("o", at(0), at(100), 1)
+        .await
+        .unwrap()
+        .work
+        .remove(0);
     assert!(store.finish(id, claim.revision, dead(4)).await.unwrap());
     let letter = store.dead_letters("o", None, 10).await.unwrap().remove(0);
 
@@ -373,7 +427,7 @@ pub async fn s4_redrive_and_purge<S: Store>(store: S) {
 pub async fn s13_cancel_keeps_the_row_and_stops_it<S: Store>(store: S) {
     let waiting = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
     let running = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
-    let claim = store.claim("o", at(0), at(100), 2).await.unwrap();
+    let claim = store.claim("o", at(0), at(100), 2).await.unwrap().work;
     let running_claim = claim.iter().find(|r| r.id == running).unwrap().clone();
     let waiting_claim = claim.iter().find(|r| r.id == waiting).unwrap().clone();
     assert!(
@@ -415,6 +469,7 @@ pub async fn s13_cancel_keeps_the_row_and_stops_it<S: Store>(store: S) {
             .claim("o", at(10_000), at(20_000), 10)
             .await
             .unwrap()
+            .work
             .is_empty()
     );
     assert!(
@@ -442,7 +497,7 @@ pub async fn next_due_is_the_earliest_due_time_or_lease_end<S: Store>(store: S) 
     new(store.insert(work("o", "a", 0)).await.unwrap());
     new(store.insert(work("other", "a", 1)).await.unwrap());
     assert_eq!(store.next_due("o").await.unwrap(), Some(at(0)));
-    store.claim("o", at(0), at(300), 1).await.unwrap();
+    store.claim("o", at(0), at(300), 1).await.unwrap().work;
     assert_eq!(store.next_due("o").await.unwrap(), Some(at(300)));
 }
 
@@ -465,7 +520,12 @@ pub async fn a_repeating_schedule_is_rearmed_with_its_attempts_reset<S: Store>(s
         misfire: Misfire::FireOnce,
     };
     let id = new(store.insert(spec).await.unwrap()).id;
-    let claim = store.claim("o", at(0), at(100), 1).await.unwrap().remove(0);
+    let claim = store
+        .claim("o", at(0), at(100), 1)
+        .await
+        .unwrap()
+        .work
+        .remove(0);
     let rearm = Finish {
         dead_letter: Some(NewDeadLetter {
             reason: DeadReason::NotRetryable,
