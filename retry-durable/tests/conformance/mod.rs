@@ -497,7 +497,7 @@ pub async fn next_due_is_the_earliest_due_time_or_lease_end<S: Store>(store: S) 
     new(store.insert(work("o", "a", 0)).await.unwrap());
     new(store.insert(work("other", "a", 1)).await.unwrap());
     assert_eq!(store.next_due("o").await.unwrap(), Some(at(0)));
-    store.claim("o", at(0), at(300), 1).await.unwrap().work;
+    store.claim("o", at(0), at(300), 1).await.unwrap();
     assert_eq!(store.next_due("o").await.unwrap(), Some(at(300)));
 }
 
