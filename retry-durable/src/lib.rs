@@ -52,6 +52,8 @@
 mod jobs;
 mod memory;
 mod record;
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;

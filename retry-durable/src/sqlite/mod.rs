@@ -15,8 +15,9 @@ use retry_core::effects::{Revision, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
+use crate::sql::{self, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
-use rows::{DEAD_COLUMNS, WORK_COLUMNS, dead_from_row, i64_of, work_from_row};
+use rows::{dead_from_row, work_from_row};
 
 /// How hard a commit tries to survive a crash (P6). The default, [`Durability::Full`], keeps
 /// every committed change through a power loss.
@@ -132,7 +133,7 @@ impl SqliteStore {
 }
 
 /// Maps a failed statement to a [`StoreError`].
-fn sql(error: rusqlite::Error) -> StoreError {
+fn failed(error: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;
     match error.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
@@ -143,8 +144,8 @@ fn sql(error: rusqlite::Error) -> StoreError {
 }
 
 fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, StoreError> {
-    let (cron, zone, interval_ms, misfire) = rows::timing_columns(&work.timing)?;
-    let options = rows::options_json(&work.options)?;
+    let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
+    let options = sql::options_json(&work.options)?;
     let mut statement = conn
         .prepare_cached(&format!(
             "INSERT INTO work (owner, key, handler, payload, options, retry_if, kind, cron, zone,
@@ -155,7 +156,7 @@ fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, 
              ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING
              RETURNING {WORK_COLUMNS}"
         ))
-        .map_err(sql)?;
+        .map_err(failed)?;
     statement
         .query_row(
             params![
@@ -176,18 +177,18 @@ fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, 
             work_from_row,
         )
         .optional()
-        .map_err(sql)?
-        .map(rows::checked_work)
+        .map_err(failed)?
+        .map(sql::checked_work)
         .transpose()
 }
 
 fn get_work(conn: &Connection, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
     conn.prepare_cached(&format!("SELECT {WORK_COLUMNS} FROM work WHERE id = ?1"))
-        .map_err(sql)?
+        .map_err(failed)?
         .query_row([id.0], work_from_row)
         .optional()
-        .map_err(sql)?
-        .map(rows::checked_work)
+        .map_err(failed)?
+        .map(sql::checked_work)
         .transpose()
 }
 
@@ -201,10 +202,10 @@ impl Store for SqliteStore {
                 .prepare_cached(&format!(
                     "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND key = ?2"
                 ))
-                .map_err(sql)?
+                .map_err(failed)?
                 .query_row(params![work.owner, work.key], work_from_row)
-                .map_err(sql)?;
-            Ok(Inserted::Existing(rows::checked_work(existing)?))
+                .map_err(failed)?;
+            Ok(Inserted::Existing(sql::checked_work(existing)?))
         })
         .await
     }
@@ -226,14 +227,14 @@ impl Store for SqliteStore {
                     "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND id > ?2
                      ORDER BY id LIMIT ?3"
                 ))
-                .map_err(sql)?;
+                .map_err(failed)?;
             let rows = statement
                 .query_map(
                     params![owner, after.map_or(i64::MIN, |id| id.0), limit],
                     work_from_row,
                 )
-                .map_err(sql)?;
-            rows.map(|row| row.map_err(sql).and_then(rows::checked_work))
+                .map_err(failed)?;
+            rows.map(|row| row.map_err(failed).and_then(sql::checked_work))
                 .collect()
         })
         .await
@@ -263,13 +264,13 @@ impl Store for SqliteStore {
                          ORDER BY t, id LIMIT ?4)
                      RETURNING {WORK_COLUMNS}"
                 ))
-                .map_err(sql)?;
+                .map_err(failed)?;
             let rows = statement
                 .query_map(params![owner, now, until, limit], work_from_row)
-                .map_err(sql)?;
+                .map_err(failed)?;
             let mut claim = Claim::default();
             for row in rows {
-                match row.map_err(sql).and_then(rows::checked_work) {
+                match row.map_err(failed).and_then(sql::checked_work) {
                     Ok(record) => claim.work.push(record),
                     Err(corrupt @ StoreError::Corrupt { .. }) => claim.corrupt.push(corrupt),
                     Err(other) => return Err(other),
@@ -294,14 +295,14 @@ impl Store for SqliteStore {
                     "UPDATE work SET lease_until = ?3, updated_at = ?4
                      WHERE id = ?1 AND revision = ?2 AND state = 'running'",
                 )
-                .map_err(sql)?
+                .map_err(failed)?
                 .execute(params![
                     id.0,
                     i64_of(revision.get())?,
                     i64_of(until.as_millis())?,
                     i64_of(now.as_millis())?
                 ])
-                .map_err(sql)?;
+                .map_err(failed)?;
             Ok(changed == 1)
         })
         .await
@@ -314,7 +315,7 @@ impl Store for SqliteStore {
         finish: Finish,
     ) -> Result<bool, StoreError> {
         self.with(move |conn| {
-            let tx = conn.transaction().map_err(sql)?;
+            let tx = conn.transaction().map_err(failed)?;
             let rev = i64_of(revision.get())?;
             let now = i64_of(finish.now.as_millis())?;
             if let Some(dead) = &finish.dead_letter {
@@ -327,7 +328,7 @@ impl Store for SqliteStore {
                              ?6, ?4, created_at, fire_at, ?5, NULL
                          FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
                     )
-                    .map_err(sql)?
+                    .map_err(failed)?
                     .execute(params![
                         id.0,
                         rev,
@@ -336,7 +337,7 @@ impl Store for SqliteStore {
                         i64_of(dead.failed_at.as_millis())?,
                         dead.attempts
                     ])
-                    .map_err(sql)?;
+                    .map_err(failed)?;
                 if written != 1 {
                     return Ok(false);
                 }
@@ -346,9 +347,9 @@ impl Store for SqliteStore {
                     .prepare_cached(
                         "DELETE FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
                     )
-                    .map_err(sql)?
+                    .map_err(failed)?
                     .execute(params![id.0, rev])
-                    .map_err(sql)?,
+                    .map_err(failed)?,
                 Then::Wait {
                     due_at,
                     fire_at,
@@ -362,7 +363,7 @@ impl Store for SqliteStore {
                              updated_at = ?8, revision = revision + 1
                          WHERE id = ?1 AND revision = ?2 AND state = 'running'",
                     )
-                    .map_err(sql)?
+                    .map_err(failed)?
                     .execute(params![
                         id.0,
                         rev,
@@ -373,13 +374,13 @@ impl Store for SqliteStore {
                         i64_of(*last_delay_ms)?,
                         now
                     ])
-                    .map_err(sql)?,
+                    .map_err(failed)?,
             };
             if changed != 1 {
                 // Nothing to commit: dropping the transaction rolls the dead letter back.
                 return Ok(false);
             }
-            tx.commit().map_err(sql)?;
+            tx.commit().map_err(failed)?;
             Ok(true)
         })
         .await
@@ -387,7 +388,7 @@ impl Store for SqliteStore {
 
     async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
         self.with(move |conn| {
-            let tx = conn.transaction().map_err(sql)?;
+            let tx = conn.transaction().map_err(failed)?;
             let Some(record) = get_work(&tx, id)? else {
                 return Ok(None);
             };
@@ -397,10 +398,10 @@ impl Store for SqliteStore {
                          revision = revision + 1
                      WHERE id = ?1",
                 )
-                .map_err(sql)?
+                .map_err(failed)?
                 .execute(params![id.0, i64_of(now.as_millis())?])
-                .map_err(sql)?;
-                tx.commit().map_err(sql)?;
+                .map_err(failed)?;
+                tx.commit().map_err(failed)?;
             }
             Ok(Some(record.state))
         })
@@ -417,10 +418,10 @@ impl Store for SqliteStore {
                          UNION ALL
                          SELECT min(lease_until) FROM work WHERE owner = ?1 AND state = 'running')",
                 )
-                .map_err(sql)?
+                .map_err(failed)?
                 .query_row([owner], |row| row.get(0))
-                .map_err(sql)?;
-            next.map(rows::timestamp)
+                .map_err(failed)?;
+            next.map(sql::timestamp)
                 .transpose()
                 .map_err(StoreError::Range)
         })
@@ -440,14 +441,14 @@ impl Store for SqliteStore {
                     "SELECT {DEAD_COLUMNS} FROM dead_letter WHERE owner = ?1 AND id > ?2
                      ORDER BY id LIMIT ?3"
                 ))
-                .map_err(sql)?;
+                .map_err(failed)?;
             let rows = statement
                 .query_map(
                     params![owner, after.map_or(i64::MIN, |id| id.0), limit],
                     dead_from_row,
                 )
-                .map_err(sql)?;
-            rows.map(|row| row.map_err(sql).and_then(rows::checked_dead))
+                .map_err(failed)?;
+            rows.map(|row| row.map_err(failed).and_then(sql::checked_dead))
                 .collect()
         })
         .await
@@ -458,11 +459,11 @@ impl Store for SqliteStore {
             conn.prepare_cached(&format!(
                 "SELECT {DEAD_COLUMNS} FROM dead_letter WHERE id = ?1"
             ))
-            .map_err(sql)?
+            .map_err(failed)?
             .query_row([id.0], dead_from_row)
             .optional()
-            .map_err(sql)?
-            .map(rows::checked_dead)
+            .map_err(failed)?
+            .map(sql::checked_dead)
             .transpose()
         })
         .await
@@ -474,13 +475,13 @@ impl Store for SqliteStore {
         work: NewWork,
     ) -> Result<Option<WorkRecord>, StoreError> {
         self.with(move |conn| {
-            let tx = conn.transaction().map_err(sql)?;
+            let tx = conn.transaction().map_err(failed)?;
             let open: Option<i64> = tx
                 .prepare_cached("SELECT id FROM dead_letter WHERE id = ?1 AND redriven_as IS NULL")
-                .map_err(sql)?
+                .map_err(failed)?
                 .query_row([id.0], |row| row.get(0))
                 .optional()
-                .map_err(sql)?;
+                .map_err(failed)?;
             if open.is_none() {
                 return Ok(None);
             }
@@ -488,10 +489,10 @@ impl Store for SqliteStore {
                 return Ok(None);
             };
             tx.prepare_cached("UPDATE dead_letter SET redriven_as = ?2 WHERE id = ?1")
-                .map_err(sql)?
+                .map_err(failed)?
                 .execute(params![id.0, record.id.0])
-                .map_err(sql)?;
-            tx.commit().map_err(sql)?;
+                .map_err(failed)?;
+            tx.commit().map_err(failed)?;
             Ok(Some(record))
         })
         .await
@@ -501,9 +502,9 @@ impl Store for SqliteStore {
         self.with(move |conn| {
             let deleted = conn
                 .prepare_cached("DELETE FROM dead_letter WHERE id = ?1")
-                .map_err(sql)?
+                .map_err(failed)?
                 .execute([id.0])
-                .map_err(sql)?;
+                .map_err(failed)?;
             Ok(deleted == 1)
         })
         .await

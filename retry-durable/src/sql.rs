@@ -1,0 +1,212 @@
+//! What the SQL stores share: the column lists, values to columns, and columns back to
+//! records with every value checked (types, ranges, names) — a row that fails is a
+//! [`StoreError::Corrupt`] naming it (P5). Each backend only says how to read one column
+//! ([`Columns`]).
+
+use retry_core::RetryOptions;
+use retry_core::effects::{Revision, Timestamp};
+
+use crate::record::{DeadLetter, DeadLetterId, WorkId, WorkRecord};
+use crate::store::StoreError;
+use crate::timing::{Misfire, Timing};
+
+/// The `work` columns every query returns, in [`work_from`]'s order.
+pub(crate) const WORK_COLUMNS: &str = "id, owner, key, handler, payload, options, retry_if, kind, \
+     cron, zone, interval_ms, misfire, state, attempt, due_at, fire_at, lease_until, last_error, \
+     last_delay_ms, created_at, updated_at, revision";
+
+/// The dead-letter columns every query returns, in [`dead_from`]'s order.
+pub(crate) const DEAD_COLUMNS: &str = "id, work_id, owner, handler, payload, options, retry_if, \
+     kind, reason, attempts, last_error, created_at, fire_at, failed_at, redriven_as";
+
+/// A row as read: its id, and the record or what is wrong with it.
+pub(crate) type Read<T> = (i64, Result<T, String>);
+
+/// How a backend reads one column of a row; a value of the wrong type is what is wrong with
+/// the row (a corrupt row, not a failed statement).
+pub(crate) trait Columns {
+    /// A 64-bit integer.
+    fn int(&self, index: usize) -> Result<i64, String>;
+    /// An integer or NULL.
+    fn opt_int(&self, index: usize) -> Result<Option<i64>, String>;
+    /// Text.
+    fn text(&self, index: usize) -> Result<String, String>;
+    /// Text or NULL.
+    fn opt_text(&self, index: usize) -> Result<Option<String>, String>;
+}
+
+/// A millisecond time or counter as SQL's signed 64-bit integer.
+pub(crate) fn i64_of(value: u64) -> Result<i64, StoreError> {
+    i64::try_from(value)
+        .map_err(|_| StoreError::Range(format!("{value} does not fit a 64-bit SQL integer")))
+}
+
+/// A stored time, which must not be negative.
+pub(crate) fn timestamp(millis: i64) -> Result<Timestamp, String> {
+    u64::try_from(millis)
+        .map(Timestamp::from_millis)
+        .map_err(|_| format!("negative time {millis}"))
+}
+
+/// The options column: JSON text, as stored and as shown.
+pub(crate) fn options_json(options: &RetryOptions) -> Result<String, StoreError> {
+    serde_json::to_string(options).map_err(|e| StoreError::Backend(format!("options: {e}")))
+}
+
+/// A timing's columns: `cron`, `zone`, `interval_ms`, `misfire`.
+pub(crate) type TimingColumns<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<i64>,
+    Option<&'static str>,
+);
+
+/// The timing's columns.
+pub(crate) fn timing_columns(timing: &Timing) -> Result<TimingColumns<'_>, StoreError> {
+    Ok(match timing {
+        Timing::Once | Timing::Queued => (None, None, None, None),
+        Timing::Cron {
+            pattern,
+            zone,
+            misfire,
+        } => (
+            Some(pattern.as_str()),
+            Some(zone.as_str()),
+            None,
+            Some(misfire.name()),
+        ),
+        Timing::Every {
+            interval_ms,
+            misfire,
+        } => (
+            None,
+            None,
+            Some(i64_of(*interval_ms)?),
+            Some(misfire.name()),
+        ),
+    })
+}
+
+fn options(text: &str) -> Result<RetryOptions, String> {
+    serde_json::from_str(text).map_err(|e| format!("options: {e}"))
+}
+
+fn u32_of(value: i64, column: &str) -> Result<u32, String> {
+    u32::try_from(value).map_err(|_| format!("{column} {value} out of range"))
+}
+
+fn timing(
+    kind: &str,
+    cron: Option<String>,
+    zone: Option<String>,
+    interval_ms: Option<i64>,
+    misfire: Option<String>,
+) -> Result<Timing, String> {
+    let misfire = || -> Result<Misfire, String> {
+        misfire
+            .as_deref()
+            .ok_or_else(|| format!("{kind} without a misfire policy"))?
+            .parse()
+            .map_err(|e: crate::TimingError| e.to_string())
+    };
+    match kind {
+        "once" => Ok(Timing::Once),
+        "queue" => Ok(Timing::Queued),
+        "cron" => Ok(Timing::Cron {
+            pattern: cron.ok_or("cron without a pattern")?,
+            zone: zone.ok_or("cron without a time zone")?,
+            misfire: misfire()?,
+        }),
+        "every" => Ok(Timing::Every {
+            interval_ms: u64::try_from(interval_ms.ok_or("every without an interval")?)
+                .map_err(|_| "negative interval".to_owned())?,
+            misfire: misfire()?,
+        }),
+        other => Err(format!("unknown kind `{other}`")),
+    }
+}
+
+fn non_negative(value: i64, name: &str) -> Result<u64, String> {
+    u64::try_from(value).map_err(|_| format!("negative {name} {value}"))
+}
+
+/// Reads a work row; what the values mean is checked here and by [`WorkRecord::validate`].
+pub(crate) fn work_from(id: i64, row: &impl Columns) -> Read<WorkRecord> {
+    let time = |index| row.int(index).and_then(timestamp);
+    let record = (|| {
+        let kind = row.text(7)?;
+        Ok(WorkRecord {
+            id: WorkId(id),
+            owner: row.text(1)?,
+            key: row.opt_text(2)?,
+            handler: row.text(3)?,
+            payload: row.text(4)?,
+            options: options(&row.text(5)?)?,
+            retry_if: row.opt_text(6)?,
+            timing: timing(
+                &kind,
+                row.opt_text(8)?,
+                row.opt_text(9)?,
+                row.opt_int(10)?,
+                row.opt_text(11)?,
+            )?,
+            state: row.text(12)?.parse()?,
+            attempt: u32_of(row.int(13)?, "attempt")?,
+            due_at: time(14)?,
+            fire_at: time(15)?,
+            lease_until: row.opt_int(16)?.map(timestamp).transpose()?,
+            last_error: row.opt_text(17)?,
+            last_delay_ms: non_negative(row.int(18)?, "last_delay_ms")?,
+            created_at: time(19)?,
+            updated_at: time(20)?,
+            revision: Revision::from_u64(non_negative(row.int(21)?, "revision")?),
+        })
+    })();
+    (id, record)
+}
+
+/// Reads a dead-letter row.
+pub(crate) fn dead_from(id: i64, row: &impl Columns) -> Read<DeadLetter> {
+    let time = |index| row.int(index).and_then(timestamp);
+    let dead = (|| {
+        Ok(DeadLetter {
+            id: DeadLetterId(id),
+            work_id: WorkId(row.int(1)?),
+            owner: row.text(2)?,
+            handler: row.text(3)?,
+            payload: row.text(4)?,
+            options: options(&row.text(5)?)?,
+            retry_if: row.opt_text(6)?,
+            kind: row.text(7)?,
+            reason: row.text(8)?.parse()?,
+            attempts: u32_of(row.int(9)?, "attempts")?,
+            last_error: row.opt_text(10)?,
+            created_at: time(11)?,
+            fire_at: time(12)?,
+            failed_at: time(13)?,
+            redriven_as: row.opt_int(14)?.map(WorkId),
+        })
+    })();
+    (id, dead)
+}
+
+/// A work row that must pass its checks.
+pub(crate) fn checked_work((id, record): Read<WorkRecord>) -> Result<WorkRecord, StoreError> {
+    record
+        .and_then(|r| r.validate().map(|()| r))
+        .map_err(|reason| StoreError::Corrupt {
+            table: "work",
+            id,
+            reason,
+        })
+}
+
+/// A dead-letter row that must pass its checks.
+pub(crate) fn checked_dead((id, dead): Read<DeadLetter>) -> Result<DeadLetter, StoreError> {
+    dead.and_then(|d| d.validate().map(|()| d))
+        .map_err(|reason| StoreError::Corrupt {
+            table: "dead_letter",
+            id,
+            reason,
+        })
+}
