@@ -51,8 +51,10 @@
 
 mod jobs;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod record;
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -64,6 +66,8 @@ pub use jobs::{
     WorkOptions,
 };
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use record::{
     DeadLetter, DeadLetterId, DeadReason, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
 };

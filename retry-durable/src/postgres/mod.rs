@@ -1,0 +1,594 @@
+//! The [`Store`] for many workers: PostgreSQL, through a connection pool. Claims take due
+//! rows with `FOR UPDATE SKIP LOCKED`, so workers on many machines never claim one item twice
+//! and never wait for each other's locks; every later change is fenced on the claim's
+//! revision, as on SQLite.
+
+mod schema;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use retry_core::effects::{Revision, Timestamp};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{NoTls, Row};
+
+use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
+use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
+use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
+
+/// How to connect a [`PostgresStore`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PostgresOptions {
+    /// Connections in the pool: at most this many statements run at once.
+    pub pool_size: usize,
+    /// How long to wait for a new connection (an unreachable server fails after this).
+    pub connect_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Durable work in a PostgreSQL database, shared by any number of worker processes.
+///
+/// The tables are `retry_durable_work`, `retry_durable_dead_letter` and
+/// `retry_durable_schema`, created on first connect; they can live beside an application's own
+/// tables.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:password@host:port/database`, or key=value pairs)
+    /// with the default options: see [`connect_with`](Self::connect_with).
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, PostgresOptions::default()).await
+    }
+
+    /// Connects, checks the server is reachable and the credentials are accepted, and applies
+    /// the migrations the database lacks.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] for a URL that does not parse, a server that cannot be reached,
+    /// refused credentials or a database that does not exist, each saying which;
+    /// [`StoreError::Incompatible`] for a schema newer than this library.
+    pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+        let config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| StoreError::Backend(format!("not a PostgreSQL connection string: {e}")))?;
+        let target = describe(&config);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(options.connect_timeout))
+            .wait_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("connection pool: {e}")))?;
+        let mut client = pool.get().await.map_err(|e| connect_error(&target, e))?;
+        schema::migrate(&mut client, &target).await?;
+        drop(client);
+        Ok(PostgresStore { pool })
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Backend(format!("no PostgreSQL connection: {e}")))
+    }
+}
+
+/// `user@host:port/database`, for messages (never the password).
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "PostgreSQL {}@{host}:{port}/{}",
+        config.get_user().unwrap_or("?"),
+        config.get_dbname().unwrap_or("?")
+    )
+}
+
+/// Why the first connection failed, in words a user can act on.
+fn connect_error(target: &str, error: deadpool_postgres::PoolError) -> StoreError {
+    use deadpool_postgres::PoolError;
+    let reason = match &error {
+        PoolError::Backend(e) => match e.code() {
+            Some(code) if *code == SqlState::INVALID_PASSWORD => {
+                "the server refused the password (check the user and password in the URL)"
+                    .to_owned()
+            }
+            Some(code) if *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+                format!("the server refused the user: {e}")
+            }
+            Some(code) if *code == SqlState::INVALID_CATALOG_NAME => {
+                "the database does not exist (create it first)".to_owned()
+            }
+            _ => format!("{e} (is the server running, and is the URL right?)"),
+        },
+        PoolError::Timeout(_) => {
+            "no connection within the connect timeout (is the server running and reachable?)"
+                .to_owned()
+        }
+        other => other.to_string(),
+    };
+    StoreError::Backend(format!("cannot connect to {target}: {reason}"))
+}
+
+/// Maps a failed statement to a [`StoreError`].
+pub(crate) fn failed(error: tokio_postgres::Error) -> StoreError {
+    match error.code() {
+        Some(code)
+            if *code == SqlState::LOCK_NOT_AVAILABLE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            StoreError::Busy(error.to_string())
+        }
+        _ => StoreError::Backend(match error.as_db_error() {
+            Some(db) => format!("PostgreSQL: {}: {}", db.code().code(), db.message()),
+            None => format!("PostgreSQL: {error}"),
+        }),
+    }
+}
+
+impl Columns for Row {
+    fn int(&self, index: usize) -> Result<i64, String> {
+        self.try_get(index).map_err(|e| e.to_string())
+    }
+
+    fn opt_int(&self, index: usize) -> Result<Option<i64>, String> {
+        self.try_get(index).map_err(|e| e.to_string())
+    }
+
+    fn text(&self, index: usize) -> Result<String, String> {
+        self.try_get(index).map_err(|e| e.to_string())
+    }
+
+    fn opt_text(&self, index: usize) -> Result<Option<String>, String> {
+        self.try_get(index).map_err(|e| e.to_string())
+    }
+}
+
+fn work_row(row: &Row) -> Result<WorkRecord, StoreError> {
+    let id = row.int(0).map_err(StoreError::Backend)?;
+    sql::checked_work(sql::work_from(id, row))
+}
+
+fn dead_row(row: &Row) -> Result<DeadLetter, StoreError> {
+    let id = row.int(0).map_err(StoreError::Backend)?;
+    sql::checked_dead(sql::dead_from(id, row))
+}
+
+const INSERT: &str = "INSERT INTO retry_durable_work (owner, key, handler, payload, options,
+        retry_if, kind, cron, zone, interval_ms, misfire, state, attempt, due_at, fire_at,
+        lease_until, last_error, last_delay_ms, created_at, updated_at, revision)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'waiting', 0, $12, $12, NULL, NULL, 0,
+        $13, $13, 1)
+    ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING";
+
+async fn insert_work(
+    client: &impl deadpool_postgres::GenericClient,
+    work: &NewWork,
+) -> Result<Option<WorkRecord>, StoreError> {
+    let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
+    let options = sql::options_json(&work.options)?;
+    let statement = client
+        .prepare_cached(&format!("{INSERT} RETURNING {WORK_COLUMNS}"))
+        .await
+        .map_err(failed)?;
+    let row = client
+        .query_opt(
+            &statement,
+            &[
+                &work.owner,
+                &work.key,
+                &work.handler,
+                &work.payload,
+                &options,
+                &work.retry_if,
+                &work.timing.kind(),
+                &cron,
+                &zone,
+                &interval_ms,
+                &misfire,
+                &i64_of(work.due_at.as_millis())?,
+                &i64_of(work.created_at.as_millis())?,
+            ],
+        )
+        .await
+        .map_err(failed)?;
+    row.as_ref().map(work_row).transpose()
+}
+
+impl Store for PostgresStore {
+    async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
+        let client = self.client().await?;
+        if let Some(record) = insert_work(&client, &work).await? {
+            return Ok(Inserted::New(record));
+        }
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND key = $2"
+            ))
+            .await
+            .map_err(failed)?;
+        match client
+            .query_opt(&statement, &[&work.owner, &work.key])
+            .await
+            .map_err(failed)?
+        {
+            Some(row) => Ok(Inserted::Existing(work_row(&row)?)),
+            // The holder of the key finished between the two statements: the key is free.
+            None => insert_work(&client, &work)
+                .await?
+                .map(Inserted::New)
+                .ok_or_else(|| StoreError::Busy(format!("key {:?} is contended", work.key))),
+        }
+    }
+
+    async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE id = $1"
+            ))
+            .await
+            .map_err(failed)?;
+        let row = client
+            .query_opt(&statement, &[&id.0])
+            .await
+            .map_err(failed)?;
+        row.as_ref().map(work_row).transpose()
+    }
+
+    async fn list(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND id > $2
+                 ORDER BY id LIMIT $3"
+            ))
+            .await
+            .map_err(failed)?;
+        let after = after.map_or(i64::MIN, |id| id.0);
+        let rows = client
+            .query(&statement, &[&owner, &after, &i64::from(limit)])
+            .await
+            .map_err(failed)?;
+        rows.iter().map(work_row).collect()
+    }
+
+    async fn claim(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Claim, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "UPDATE retry_durable_work SET state = 'running', attempt = attempt + 1,
+                     lease_until = $3, updated_at = $2, revision = revision + 1
+                 WHERE id IN (
+                     SELECT id FROM retry_durable_work
+                     WHERE owner = $1 AND ((state = 'waiting' AND due_at <= $2)
+                         OR (state = 'running' AND lease_until <= $2))
+                     ORDER BY CASE WHEN state = 'waiting' THEN due_at ELSE lease_until END, id
+                     LIMIT $4
+                     FOR UPDATE SKIP LOCKED)
+                 RETURNING {WORK_COLUMNS}"
+            ))
+            .await
+            .map_err(failed)?;
+        let rows = client
+            .query(
+                &statement,
+                &[
+                    &owner,
+                    &i64_of(now.as_millis())?,
+                    &i64_of(lease_until.as_millis())?,
+                    &i64::from(limit),
+                ],
+            )
+            .await
+            .map_err(failed)?;
+        let mut claim = Claim::default();
+        for row in &rows {
+            match work_row(row) {
+                Ok(record) => claim.work.push(record),
+                Err(corrupt @ StoreError::Corrupt { .. }) => claim.corrupt.push(corrupt),
+                Err(other) => return Err(other),
+            }
+        }
+        claim.work.sort_by_key(|r| (r.due_at, r.id));
+        Ok(claim)
+    }
+
+    async fn extend_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4
+                 WHERE id = $1 AND revision = $2 AND state = 'running'",
+            )
+            .await
+            .map_err(failed)?;
+        let changed = client
+            .execute(
+                &statement,
+                &[
+                    &id.0,
+                    &i64_of(revision.get())?,
+                    &i64_of(until.as_millis())?,
+                    &i64_of(now.as_millis())?,
+                ],
+            )
+            .await
+            .map_err(failed)?;
+        Ok(changed == 1)
+    }
+
+    async fn finish(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        finish: Finish,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(failed)?;
+        let rev = i64_of(revision.get())?;
+        let now = i64_of(finish.now.as_millis())?;
+        if let Some(dead) = &finish.dead_letter {
+            let statement = tx
+                .prepare_cached(
+                    "INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
+                         options, retry_if, kind, reason, attempts, last_error, created_at,
+                         fire_at, failed_at, redriven_as)
+                     SELECT id, owner, handler, payload, options, retry_if, kind, $3, $6, $4,
+                         created_at, fire_at, $5, NULL
+                     FROM retry_durable_work
+                     WHERE id = $1 AND revision = $2 AND state = 'running'",
+                )
+                .await
+                .map_err(failed)?;
+            let written = tx
+                .execute(
+                    &statement,
+                    &[
+                        &id.0,
+                        &rev,
+                        &dead.reason.name(),
+                        &dead.last_error,
+                        &i64_of(dead.failed_at.as_millis())?,
+                        &i64::from(dead.attempts),
+                    ],
+                )
+                .await
+                .map_err(failed)?;
+            if written != 1 {
+                return Ok(false);
+            }
+        }
+        let changed = match &finish.then {
+            Then::Remove => {
+                let statement = tx
+                    .prepare_cached(
+                        "DELETE FROM retry_durable_work
+                         WHERE id = $1 AND revision = $2 AND state = 'running'",
+                    )
+                    .await
+                    .map_err(failed)?;
+                tx.execute(&statement, &[&id.0, &rev])
+                    .await
+                    .map_err(failed)?
+            }
+            Then::Wait {
+                due_at,
+                fire_at,
+                attempt,
+                last_error,
+                last_delay_ms,
+            } => {
+                let statement = tx
+                    .prepare_cached(
+                        "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
+                             due_at = $3, fire_at = $4, attempt = $5, last_error = $6,
+                             last_delay_ms = $7, updated_at = $8, revision = revision + 1
+                         WHERE id = $1 AND revision = $2 AND state = 'running'",
+                    )
+                    .await
+                    .map_err(failed)?;
+                tx.execute(
+                    &statement,
+                    &[
+                        &id.0,
+                        &rev,
+                        &i64_of(due_at.as_millis())?,
+                        &i64_of(fire_at.as_millis())?,
+                        &i64::from(*attempt),
+                        last_error,
+                        &i64_of(*last_delay_ms)?,
+                        &now,
+                    ],
+                )
+                .await
+                .map_err(failed)?
+            }
+        };
+        if changed != 1 {
+            // Dropping the transaction rolls the dead letter back.
+            return Ok(false);
+        }
+        tx.commit().await.map_err(failed)?;
+        Ok(true)
+    }
+
+    async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(failed)?;
+        let statement = tx
+            .prepare_cached(&format!(
+                "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE id = $1 FOR UPDATE"
+            ))
+            .await
+            .map_err(failed)?;
+        let Some(row) = tx.query_opt(&statement, &[&id.0]).await.map_err(failed)? else {
+            return Ok(None);
+        };
+        let record = work_row(&row)?;
+        if record.state != WorkState::Cancelled {
+            let statement = tx
+                .prepare_cached(
+                    "UPDATE retry_durable_work SET state = 'cancelled', lease_until = NULL,
+                         updated_at = $2, revision = revision + 1
+                     WHERE id = $1",
+                )
+                .await
+                .map_err(failed)?;
+            tx.execute(&statement, &[&id.0, &i64_of(now.as_millis())?])
+                .await
+                .map_err(failed)?;
+            tx.commit().await.map_err(failed)?;
+        }
+        Ok(Some(record.state))
+    }
+
+    async fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "SELECT least(
+                     (SELECT min(due_at) FROM retry_durable_work
+                      WHERE owner = $1 AND state = 'waiting'),
+                     (SELECT min(lease_until) FROM retry_durable_work
+                      WHERE owner = $1 AND state = 'running'))",
+            )
+            .await
+            .map_err(failed)?;
+        let row = client
+            .query_one(&statement, &[&owner])
+            .await
+            .map_err(failed)?;
+        let next: Option<i64> = row.try_get(0).map_err(failed)?;
+        next.map(sql::timestamp)
+            .transpose()
+            .map_err(StoreError::Range)
+    }
+
+    async fn dead_letters(
+        &self,
+        owner: &str,
+        after: Option<DeadLetterId>,
+        limit: u32,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {DEAD_COLUMNS} FROM retry_durable_dead_letter WHERE owner = $1 AND id > $2
+                 ORDER BY id LIMIT $3"
+            ))
+            .await
+            .map_err(failed)?;
+        let after = after.map_or(i64::MIN, |id| id.0);
+        let rows = client
+            .query(&statement, &[&owner, &after, &i64::from(limit)])
+            .await
+            .map_err(failed)?;
+        rows.iter().map(dead_row).collect()
+    }
+
+    async fn dead_letter(&self, id: DeadLetterId) -> Result<Option<DeadLetter>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {DEAD_COLUMNS} FROM retry_durable_dead_letter WHERE id = $1"
+            ))
+            .await
+            .map_err(failed)?;
+        let row = client
+            .query_opt(&statement, &[&id.0])
+            .await
+            .map_err(failed)?;
+        row.as_ref().map(dead_row).transpose()
+    }
+
+    async fn redrive(
+        &self,
+        id: DeadLetterId,
+        work: NewWork,
+    ) -> Result<Option<WorkRecord>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(failed)?;
+        let statement = tx
+            .prepare_cached(
+                "SELECT id FROM retry_durable_dead_letter
+                 WHERE id = $1 AND redriven_as IS NULL FOR UPDATE",
+            )
+            .await
+            .map_err(failed)?;
+        if tx
+            .query_opt(&statement, &[&id.0])
+            .await
+            .map_err(failed)?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let Some(record) = insert_work(&tx, &work).await? else {
+            return Ok(None);
+        };
+        let statement = tx
+            .prepare_cached("UPDATE retry_durable_dead_letter SET redriven_as = $2 WHERE id = $1")
+            .await
+            .map_err(failed)?;
+        tx.execute(&statement, &[&id.0, &record.id.0])
+            .await
+            .map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+        Ok(Some(record))
+    }
+
+    async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("DELETE FROM retry_durable_dead_letter WHERE id = $1")
+            .await
+            .map_err(failed)?;
+        Ok(client.execute(&statement, &[&id.0]).await.map_err(failed)? == 1)
+    }
+}

@@ -1,0 +1,100 @@
+//! The PostgreSQL schema, versioned and shipped in the library (P4): applied on connect under
+//! an advisory lock (many workers start at once), and a newer schema is refused.
+
+use tokio_postgres::Client;
+
+use super::failed;
+use crate::store::StoreError;
+
+/// Advisory lock key of our migrations ("RtDr").
+const MIGRATION_LOCK: i64 = 0x5274_4472;
+
+/// Migrations in order; `retry_durable_schema.version` counts the ones applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: work and dead letters.
+    "CREATE TABLE retry_durable_work (
+        id            BIGSERIAL PRIMARY KEY,
+        owner         TEXT    NOT NULL,
+        key           TEXT,
+        handler       TEXT    NOT NULL,
+        payload       TEXT    NOT NULL,
+        options       TEXT    NOT NULL,
+        retry_if      TEXT,
+        kind          TEXT    NOT NULL,
+        cron          TEXT,
+        zone          TEXT,
+        interval_ms   BIGINT,
+        misfire       TEXT,
+        state         TEXT    NOT NULL,
+        attempt       BIGINT  NOT NULL,
+        due_at        BIGINT  NOT NULL,
+        fire_at       BIGINT  NOT NULL,
+        lease_until   BIGINT,
+        last_error    TEXT,
+        last_delay_ms BIGINT  NOT NULL,
+        created_at    BIGINT  NOT NULL,
+        updated_at    BIGINT  NOT NULL,
+        revision      BIGINT  NOT NULL
+    );
+    CREATE UNIQUE INDEX retry_durable_work_key ON retry_durable_work (owner, key)
+        WHERE key IS NOT NULL;
+    CREATE INDEX retry_durable_work_due ON retry_durable_work (owner, due_at)
+        WHERE state = 'waiting';
+    CREATE INDEX retry_durable_work_lease ON retry_durable_work (owner, lease_until)
+        WHERE state = 'running';
+    CREATE TABLE retry_durable_dead_letter (
+        id          BIGSERIAL PRIMARY KEY,
+        work_id     BIGINT  NOT NULL,
+        owner       TEXT    NOT NULL,
+        handler     TEXT    NOT NULL,
+        payload     TEXT    NOT NULL,
+        options     TEXT    NOT NULL,
+        retry_if    TEXT,
+        kind        TEXT    NOT NULL,
+        reason      TEXT    NOT NULL,
+        attempts    BIGINT  NOT NULL,
+        last_error  TEXT,
+        created_at  BIGINT  NOT NULL,
+        fire_at     BIGINT  NOT NULL,
+        failed_at   BIGINT  NOT NULL,
+        redriven_as BIGINT
+    );
+    CREATE INDEX retry_durable_dead_letter_owner ON retry_durable_dead_letter (owner, id);",
+];
+
+/// The schema version this library writes.
+pub(super) const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// Applies what is missing, or refuses a newer schema.
+pub(super) async fn migrate(client: &mut Client, target: &str) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(failed)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(failed)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS retry_durable_schema (version BIGINT NOT NULL)")
+        .await
+        .map_err(failed)?;
+    let version: Option<i64> = tx
+        .query_opt("SELECT max(version) FROM retry_durable_schema", &[])
+        .await
+        .map_err(failed)?
+        .and_then(|row| row.get(0));
+    let version = version.unwrap_or(0);
+    if version > LATEST {
+        return Err(StoreError::Incompatible(format!(
+            "{target} has retry-durable schema version {version}, newer than this library's \
+             {LATEST}: it was written by a newer retry-durable; upgrade this program instead"
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        tx.batch_execute(sql).await.map_err(failed)?;
+        let next = index as i64 + 1;
+        tx.execute(
+            "INSERT INTO retry_durable_schema (version) VALUES ($1)",
+            &[&next],
+        )
+        .await
+        .map_err(failed)?;
+    }
+    tx.commit().await.map_err(failed)
+}
