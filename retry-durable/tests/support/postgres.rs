@@ -26,21 +26,16 @@ static DATABASES: AtomicU32 = AtomicU32::new(0);
 
 /// A connection string for a new, empty database of its own.
 pub async fn database_url() -> String {
-    let server = match SERVER.get_or_init(start) {
-        Ok(server) => server,
-        Err(why) => panic!("{why}"),
-    };
+    let base = server();
     let name = format!(
         "retry_durable_test_{}_{}",
         std::process::id(),
         DATABASES.fetch_add(1, Ordering::SeqCst)
     );
-    let (client, connection) = tokio_postgres::connect(
-        &format!("{} dbname=postgres", server.base),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("cannot reach the test server at {}: {e}", server.base));
+    let (client, connection) =
+        tokio_postgres::connect(&format!("{base} dbname=postgres"), tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach the test server at {base}: {e}"));
     let driver = tokio::spawn(connection);
     client
         .batch_execute(&format!("CREATE DATABASE {name}"))
@@ -48,7 +43,15 @@ pub async fn database_url() -> String {
         .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
     drop(client);
     let _ = driver.await;
-    format!("{} dbname={name}", server.base)
+    format!("{base} dbname={name}")
+}
+
+/// The server's connection string without a database (`host=… port=… user=…`).
+pub fn server() -> String {
+    match SERVER.get_or_init(start) {
+        Ok(server) => server.base.clone(),
+        Err(why) => panic!("{why}"),
+    }
 }
 
 /// A store on a new database; the guard is `()` (the cluster outlives every test).
@@ -98,6 +101,11 @@ fn start() -> Result<Server, String> {
             "--no-sync",
         ],
     )?;
+    // One role needs a password, so that a test can be refused one: `checked` / `right`.
+    let hba = data.join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).map_err(|e| format!("pg_hba.conf: {e}"))?;
+    std::fs::write(&hba, format!("local all checked scram-sha-256\n{rules}"))
+        .map_err(|e| format!("pg_hba.conf: {e}"))?;
     let settings = format!(
         "-k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off \
          -c full_page_writes=off -c max_connections=300",
@@ -125,9 +133,17 @@ fn start() -> Result<Server, String> {
         )
     })?;
     watch_and_stop(root, &bin, &dir, &data)?;
-    Ok(Server {
-        base: format!("host={} port=5432 user=postgres", path(&dir)),
-    })
+    let base = format!("host={} port=5432 user=postgres", path(&dir));
+    run(
+        root,
+        bin.join("psql"),
+        &[
+            &format!("{base} dbname=postgres"),
+            "-c",
+            "CREATE ROLE checked LOGIN PASSWORD 'right'",
+        ],
+    )?;
+    Ok(Server { base })
 }
 
 /// A `DATABASE_URL` as key=value pairs without its database, so that one can be appended.
