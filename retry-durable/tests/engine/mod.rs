@@ -904,6 +904,55 @@ pub async fn the_worker_loop_runs_work_as_it_falls_due<S: Store>(store: S) {
     run.await.unwrap();
 }
 
+pub async fn s10_a_tick_fires_once_however_many_workers_run<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let fired = Arc::new(Mutex::new(HashMap::<(u32, u64), u32>::new()));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let fired = Arc::clone(&fired);
+            builder(store.clone(), &clock)
+                .handler("tick", move |schedule: u32, ctx: retry_durable::JobContext| {
+                    *fired
+                        .lock()
+                        .unwrap()
+                        .entry((schedule, ctx.fire_at.as_millis()))
+                        .or_default() += 1;
+                    async { Ok(()) }
+                })
+                .build()
+                .unwrap()
+        })
+        .collect();
+    workers[0]
+        .schedule(When::cron("* * * * *"), "tick", &1u32, none())
+        .await
+        .unwrap();
+    workers[1]
+        .every(Duration::from_secs(90), "tick", &2u32, none())
+        .await
+        .unwrap();
+    for _ in 0..60 {
+        advance_to_due(&workers[0], &clock).await;
+        let (a, b, c, d) = tokio::join!(
+            workers[0].run_due(),
+            workers[1].run_due(),
+            workers[2].run_due(),
+            workers[3].run_due()
+        );
+        let claimed = a.unwrap() + b.unwrap() + c.unwrap() + d.unwrap();
+        assert!(
+            (1..=2).contains(&claimed),
+            "{claimed} claims for one instant"
+        );
+    }
+    let fired = fired.lock().unwrap();
+    assert!(fired.len() >= 60);
+    assert!(
+        fired.values().all(|&n| n == 1),
+        "a tick fired twice: {fired:?}"
+    );
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -923,6 +972,7 @@ macro_rules! engine_suite {
             s3_a_cron_schedule_is_rearmed_after_success_and_failure,
             p3_a_month_of_hourly_ticks_on_the_mock_clock,
             s10_misfire_policies,
+            s10_a_tick_fires_once_however_many_workers_run,
             s13_cancel_waiting_and_running_work,
             s4_a_redriven_dead_letter_runs_again_with_fresh_attempts,
             a_handler_panic_is_a_failed_attempt,
