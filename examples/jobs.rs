@@ -1,6 +1,8 @@
 //! Durable schedules and queues on one SQLite file, across a restart.
 //!
-//! Run with `cargo run --example jobs`. The first "process" schedules a cron job, an
+//! Run with `cargo run --example jobs` (SQLite, a file in a temporary directory), or
+//! `cargo run --example jobs -- --postgres <url>` for the same demonstration on PostgreSQL.
+//! The first "process" schedules a cron job, an
 //! interval, a delayed job, and queues a flaky charge (fails twice, then succeeds) and an
 //! import that cannot succeed (it is dead-lettered). It stops with work still waiting. The
 //! second "process" reopens the same file, carries on from what is stored, and re-drives the
@@ -15,26 +17,25 @@ use std::time::Duration;
 
 use retry_core::effects::Timestamp;
 use retry_core::{RetryOptions, TaskError, TaskFailure};
-use retry_durable::{Event, Jobs, SqliteStore, What, When, WorkOptions};
+use retry_durable::{Event, Jobs, PostgresStore, SqliteStore, Store, What, When, WorkOptions};
 use retry_testkit::MockClock;
 
 /// 2026-12-01T09:00:00Z.
 const START: Timestamp = Timestamp::from_millis(1_796_115_600_000);
 
-type Demo = Jobs<SqliteStore, MockClock>;
-
 /// The handlers a deployment of this program registers; `import_fixed` is the second
 /// deployment, where the import bug is gone.
-fn open(
-    path: &std::path::Path,
+fn build<S: Store>(
+    store: S,
+    owner: &str,
     clock: &MockClock,
     import_fixed: bool,
-) -> Result<Demo, Box<dyn std::error::Error>> {
+) -> Result<Jobs<S, MockClock>, Box<dyn std::error::Error>> {
     let charges = Arc::new(AtomicU32::new(0));
     let fixed = Arc::new(AtomicBool::new(import_fixed));
     let printer = clock.clone();
-    let jobs = Jobs::builder(SqliteStore::open(path)?)
-        .owner("shop")
+    let jobs = Jobs::builder(store)
+        .owner(owner)
         .clock(clock.clone())
         // A restarted process reads the wall clock: here, virtual time since 09:00.
         .starting_at(START + clock.elapsed())
@@ -125,8 +126,8 @@ fn print_event(clock: &MockClock, event: &Event) {
 
 /// Runs what falls due until virtual time reaches `until_minutes` after 09:00. Ticks missed
 /// while no process ran fire once, at once (the default misfire policy).
-async fn run_until(
-    jobs: &Demo,
+async fn run_until<S: Store>(
+    jobs: &Jobs<S, MockClock>,
     clock: &MockClock,
     until_minutes: u64,
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -148,13 +149,43 @@ async fn run_until(
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("shop-jobs.db");
-    let clock = MockClock::new();
+async fn main() {
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        std::process::exit(1);
+    }
+}
 
-    println!("== first process: {}", path.display());
-    let jobs = open(&path, &clock, false)?;
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => {
+            let dir = tempfile::tempdir()?;
+            let path = dir.path().join("shop-jobs.db");
+            println!("== SQLite file {}", path.display());
+            demo("shop", || async { Ok(SqliteStore::open(&path)?) }).await
+        }
+        [flag, url] if flag == "--postgres" => {
+            // A fresh owner per run, so that rows of an earlier run in the same database are
+            // not this run's.
+            let owner = format!("shop-{}", std::process::id());
+            println!("== PostgreSQL, owner {owner}");
+            demo(&owner, || async { Ok(PostgresStore::connect(url).await?) }).await
+        }
+        _ => Err("usage: cargo run --example jobs [-- --postgres <url>]".into()),
+    }
+}
+
+/// The two processes of the demonstration; `connect` opens the store as a process would.
+async fn demo<S, F, Fut>(owner: &str, connect: F) -> Result<(), Box<dyn std::error::Error>>
+where
+    S: Store,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<S, Box<dyn std::error::Error>>>,
+{
+    let clock = MockClock::new();
+    println!("== first process");
+    let jobs = build(connect().await?, owner, &clock, false)?;
     let none = WorkOptions::new;
     jobs.schedule(
         When::cron("*/10 * * * *").in_zone("Europe/Prague"),
@@ -205,7 +236,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     clock.advance(Duration::from_secs(9 * 60));
 
-    let jobs = open(&path, &clock, true)?;
+    let jobs = build(connect().await?, owner, &clock, true)?;
     println!("== second process at 09:21 (import fixed), same file:");
     for work in jobs.list().await? {
         let due = (work.due_at.as_millis() - START.as_millis()) / 1000;

@@ -116,19 +116,27 @@ fn describe(config: &tokio_postgres::Config) -> String {
 fn connect_error(target: &str, error: deadpool_postgres::PoolError) -> StoreError {
     use deadpool_postgres::PoolError;
     let reason = match &error {
-        PoolError::Backend(e) => match e.code() {
-            Some(code) if *code == SqlState::INVALID_PASSWORD => {
-                "the server refused the password (check the user and password in the URL)"
-                    .to_owned()
+        PoolError::Backend(e) => {
+            let said = match (e.as_db_error(), std::error::Error::source(e)) {
+                (Some(db), _) => db.message().to_owned(),
+                (None, Some(cause)) => format!("{e}: {cause}"),
+                (None, None) => e.to_string(),
+            };
+            match e.code() {
+                Some(code) if *code == SqlState::INVALID_PASSWORD => {
+                    "the server refused the password (check the user and password in the URL)"
+                        .to_owned()
+                }
+                Some(code) if *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
+                    format!("the server refused the user: {said}")
+                }
+                Some(code) if *code == SqlState::INVALID_CATALOG_NAME => {
+                    "the database does not exist (create it first)".to_owned()
+                }
+                Some(_) => format!("the server said: {said}"),
+                None => format!("{said} (is the server running, and is the URL right?)"),
             }
-            Some(code) if *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => {
-                format!("the server refused the user: {e}")
-            }
-            Some(code) if *code == SqlState::INVALID_CATALOG_NAME => {
-                "the database does not exist (create it first)".to_owned()
-            }
-            _ => format!("{e} (is the server running, and is the URL right?)"),
-        },
+        }
         PoolError::Timeout(_) => {
             "no connection within the connect timeout (is the server running and reachable?)"
                 .to_owned()

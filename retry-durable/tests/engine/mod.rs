@@ -911,14 +911,17 @@ pub async fn s10_a_tick_fires_once_however_many_workers_run<S: Store + Clone>(st
         .map(|_| {
             let fired = Arc::clone(&fired);
             builder(store.clone(), &clock)
-                .handler("tick", move |schedule: u32, ctx: retry_durable::JobContext| {
-                    *fired
-                        .lock()
-                        .unwrap()
-                        .entry((schedule, ctx.fire_at.as_millis()))
-                        .or_default() += 1;
-                    async { Ok(()) }
-                })
+                .handler(
+                    "tick",
+                    move |schedule: u32, ctx: retry_durable::JobContext| {
+                        *fired
+                            .lock()
+                            .unwrap()
+                            .entry((schedule, ctx.fire_at.as_millis()))
+                            .or_default() += 1;
+                        async { Ok(()) }
+                    },
+                )
                 .build()
                 .unwrap()
         })
