@@ -15,6 +15,7 @@ use crate::error::TaskFailure;
 use super::events::{TaskEvent, TaskId, TaskOutcome};
 use super::hooks::call_error_hook;
 use super::job::Job;
+use super::runner::Run;
 use super::{Actions, Batch, OnError, Queued, SchedulerState, Shared, TARGET};
 
 /// Records how a task ended — state, hook, event, in that order — and frees its slot; once,
@@ -40,14 +41,16 @@ impl Completion {
         }
     }
 
-    /// Records `result` as the task's end.
-    pub(crate) fn finish(mut self, result: Result<(), &TaskFailure>) {
-        self.record(result);
+    /// Records `result` as the task's end; the run of the task its slot went to, for the
+    /// runner that ran this one to go on with.
+    pub(crate) fn finish(mut self, result: Result<(), &TaskFailure>) -> Option<Run> {
+        self.record(result, true)
     }
 
-    fn record(&mut self, result: Result<(), &TaskFailure>) {
+    /// With `inline`, the first task started is handed back instead of spawned.
+    fn record(&mut self, result: Result<(), &TaskFailure>, inline: bool) -> Option<Run> {
         if std::mem::replace(&mut self.recorded, true) {
-            return;
+            return None;
         }
         let (shared, id) = (&self.shared, self.id);
         let outcome = TaskOutcome::of(result);
@@ -57,9 +60,11 @@ impl Completion {
         }
         shared.emit(&TaskEvent::Done { id, outcome });
         if !self.slot {
-            return;
+            return None;
         }
         let mut actions = Actions::default();
+        // The first task the slot goes to, to run in this runner when `inline`.
+        let mut next = None;
         {
             let mut core = shared.core();
             core.running = core.running.saturating_sub(1);
@@ -68,13 +73,19 @@ impl Completion {
             }
             while core.state == SchedulerState::Running && core.running < shared.options.concurrency
             {
-                let Some(next) = core.queue.pop() else { break };
+                let Some(queued) = core.queue.pop() else {
+                    break;
+                };
                 core.running += 1;
-                actions.start.push(next);
+                if inline && next.is_none() {
+                    next = Some(queued);
+                } else {
+                    actions.start.push(queued);
+                }
             }
             actions.idle = core.is_idle();
         }
-        shared.perform(actions);
+        shared.perform_inline(next, actions)
     }
 }
 
@@ -82,7 +93,7 @@ impl Drop for Completion {
     fn drop(&mut self) {
         if !self.recorded {
             tracing::debug!(target: TARGET, task = self.id.0, "task dropped before it finished (its runtime shut down?)");
-            self.record(Err(&TaskFailure::Cancelled));
+            self.record(Err(&TaskFailure::Cancelled), false);
         }
     }
 }

@@ -10,7 +10,7 @@ use std::fmt;
 use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -21,17 +21,27 @@ use crate::middleware::{Task, TaskContext};
 use crate::time::{BoxSleep, Clock, DynClock};
 use crate::time::{Scope, scoped_clock};
 
-use super::Completion;
 use super::events::TaskState;
 use super::handle::Outcome;
 use super::hooks::panic_message;
+use super::runner::{self, Run};
+use super::{Completion, Shared};
 
 /// A task waiting to start or to be refused, as the scheduler sees it.
 pub(crate) trait Job: Send + Sync {
     /// Records the task's state (and failure) for its handle.
     fn set_status(&self, state: TaskState, failure: Option<TaskFailure>);
-    /// Spawns the task's run on `runtime`: calls it, then records and delivers its result.
-    fn start(self: Arc<Self>, runtime: &Handle, cx: TaskContext, done: Completion);
+    /// Spawns a runner on `runtime` that calls the task, records and delivers its result, and
+    /// goes on with the tasks handed on to it.
+    fn spawn(
+        self: Arc<Self>,
+        runtime: &Handle,
+        shared: Weak<Shared>,
+        cx: TaskContext,
+        done: Completion,
+    );
+    /// The task's run for a runner already going: calls it, records and delivers its result.
+    fn run(self: Arc<Self>, cx: TaskContext, done: Completion) -> Run;
     /// Fails the task without running it.
     fn reject(self: Arc<Self>, failure: TaskFailure, done: Completion);
     /// Drops the task unrun and unrecorded (its scheduler went away): the handle resolves to
@@ -83,6 +93,41 @@ impl<F: Task> TypedJob<F> {
             .take()
     }
 
+    /// The task's run (call, record, deliver) and the scope to run it in; `Err` with what
+    /// its slot was handed on to if the task was taken already.
+    #[allow(clippy::type_complexity, reason = "one private helper's pair")]
+    fn into_run(
+        self: Arc<Self>,
+        cx: TaskContext,
+        done: Completion,
+    ) -> Result<
+        (
+            impl Future<Output = Option<Run>> + Send + 'static,
+            Option<Scope>,
+        ),
+        Option<Run>,
+    >
+    where
+        F: Send + 'static,
+        F::Future: Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let taken = self.take_task();
+        let delivery = Delivery {
+            done,
+            result: Sender(self),
+        };
+        // Started once: the scheduler takes a task off its queue before starting it.
+        let Some((task, scope)) = taken else {
+            return Err(delivery.deliver(Err(TaskFailure::Cancelled)));
+        };
+        let run = async move {
+            let outcome = run_caught(task, cx).await;
+            delivery.deliver(outcome)
+        };
+        Ok((run, scope))
+    }
+
     /// Ends the delivery: no result comes after this; wakes the handle.
     fn close(&self) {
         let waker = {
@@ -108,24 +153,27 @@ where
         record.failure = failure;
     }
 
-    fn start(self: Arc<Self>, runtime: &Handle, cx: TaskContext, done: Completion) {
-        let taken = self.take_task();
-        let delivery = Delivery {
-            done,
-            result: Sender(self),
-        };
-        // Started once: the scheduler takes a task off its queue before starting it.
-        let Some((task, scope)) = taken else {
-            return delivery.deliver(Err(TaskFailure::Cancelled));
-        };
-        let run = async move {
-            let outcome = run_caught(task, cx).await;
-            delivery.deliver(outcome);
-        };
+    fn spawn(
+        self: Arc<Self>,
+        runtime: &Handle,
+        shared: Weak<Shared>,
+        cx: TaskContext,
+        done: Completion,
+    ) {
         // No scope wrapper (a task-local and its future around the task) without a scope.
-        match scope {
-            Some(scope) => drop(runtime.spawn(scope.run(run))),
-            None => drop(runtime.spawn(run)),
+        let runner = match self.into_run(cx, done) {
+            Ok((run, Some(scope))) => runtime.spawn(runner::chain(shared, scope.run(run))),
+            Ok((run, None)) => runtime.spawn(runner::chain(shared, run)),
+            Err(next) => runtime.spawn(runner::chain(shared, std::future::ready(next))),
+        };
+        drop(runner);
+    }
+
+    fn run(self: Arc<Self>, cx: TaskContext, done: Completion) -> Run {
+        match self.into_run(cx, done) {
+            Ok((run, Some(scope))) => Run::new(scope.run(run)),
+            Ok((run, None)) => Run::new(run),
+            Err(next) => Run::new(std::future::ready(next)),
         }
     }
 
@@ -135,7 +183,8 @@ where
             done,
             result: Sender(self),
         };
-        delivery.deliver(Err(failure));
+        // A refused task held no slot: nothing is handed on.
+        drop(delivery.deliver(Err(failure)));
     }
 
     fn abandon(&self) {
@@ -200,10 +249,12 @@ struct Delivery<F: Task> {
 }
 
 impl<F: Task> Delivery<F> {
-    fn deliver(self, outcome: Result<F::Output, TaskFailure>) {
-        self.done.finish(outcome.as_ref().map(|_| ()));
+    /// Records and delivers `outcome`; the run of the task the slot went to, for this runner.
+    fn deliver(self, outcome: Result<F::Output, TaskFailure>) -> Option<Run> {
+        let next = self.done.finish(outcome.as_ref().map(|_| ()));
         // The submitter may have dropped its handle; the task still counted.
         self.result.send(outcome);
+        next
     }
 }
 

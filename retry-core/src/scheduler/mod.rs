@@ -43,9 +43,11 @@ mod completion;
 mod events;
 mod handle;
 mod hooks;
+mod idle;
 mod job;
 mod options;
 mod queue;
+mod runner;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -67,8 +69,10 @@ pub use options::{
 
 use completion::Completion;
 use hooks::{ErrorHook, Subscriber};
+use idle::{Handoff, Mailbox, Parked};
 use job::{Job, TypedJob};
 use queue::{MemoryQueue, PendingQueue};
+use runner::Run;
 
 const TARGET: &str = "retry_core::scheduler";
 
@@ -91,9 +95,14 @@ pub struct SubscriptionId(u64);
 
 /// Runs tasks with a concurrency limit, a bounded queue and an on-error policy.
 ///
-/// Cheap to clone: clones share one scheduler. Tasks run as tokio tasks, on the runtime they
+/// Cheap to clone: clones share one scheduler. Tasks run in tokio tasks, on the runtime they
 /// are submitted from — or, submitted from outside any, on the one the scheduler was built
-/// in; each inherits the submitter's [`Scope`](crate::Scope) (its clock and seed).
+/// in; a task that waited in the queue runs where the slot it takes was freed. Each inherits
+/// the submitter's [`Scope`](crate::Scope) (its clock and seed).
+///
+/// Starting a task seldom spawns one: the tokio task a task ran in goes on with the next one
+/// in the queue, and, with nothing queued, a few of them (at most 4 per scheduler) stay
+/// parked on their runtime for the next submission, until the scheduler stops or is dropped.
 #[derive(Clone)]
 pub struct Scheduler {
     shared: Arc<Shared>,
@@ -122,6 +131,8 @@ struct Core {
     state: SchedulerState,
     running: usize,
     queue: Box<dyn PendingQueue<Queued>>,
+    /// Runners waiting for a task to be handed to them.
+    parked: Parked,
 }
 
 #[derive(Default)]
@@ -197,6 +208,7 @@ impl SchedulerBuilder {
             state: SchedulerState::Running,
             running: 0,
             queue: Box::new(MemoryQueue::new(self.options.max_pending)),
+            parked: Parked::default(),
         };
         Ok(Scheduler {
             shared: Arc::new(Shared {
@@ -229,7 +241,11 @@ impl Subscribers {
 #[derive(Default)]
 struct Actions {
     start: Batch<Queued>,
+    /// A task to start in the parked runner taken for it (one submission starts one task).
+    hand: Option<(Queued, Arc<Mailbox>)>,
     reject: Batch<(Queued, TaskFailure)>,
+    /// Parked runners to release: the scheduler stopped.
+    release: Vec<Arc<Mailbox>>,
     /// Whether nothing was running or pending when the actions were decided.
     idle: bool,
 }
@@ -261,6 +277,16 @@ impl<T> Batch<T> {
 
     fn is_empty(&self) -> bool {
         self.first.is_none() && self.rest.is_empty()
+    }
+
+    /// Calls `f` with each item, in order: cheaper than chaining the two parts.
+    fn for_each(self, mut f: impl FnMut(T)) {
+        if let Some(first) = self.first {
+            f(first);
+        }
+        if !self.rest.is_empty() {
+            self.rest.into_iter().for_each(f);
+        }
     }
 }
 
@@ -379,16 +405,17 @@ impl Scheduler {
         let queued = Queued { id, job };
 
         let mut actions = Actions::default();
-        if self.shared.runtime().is_none() {
-            let failure = no_runtime();
-            actions.reject.push((queued, failure));
-        } else {
+        if let Some(runtime) = self.shared.runtime() {
             let mut core = self.shared.core();
             if core.state == SchedulerState::Stopped {
                 actions.reject.push((queued, TaskFailure::QueueStopped));
             } else if core.running < self.shared.options.concurrency && core.queue.len() == 0 {
                 core.running += 1;
-                actions.start.push(queued);
+                // A runner parked on this runtime costs less than a new one.
+                match core.parked.take(runtime.id()) {
+                    Some(mailbox) => actions.hand = Some((queued, mailbox)),
+                    None => actions.start.push(queued),
+                }
             } else if let Err(queued) = core.queue.push(queued) {
                 let capacity = core.queue.capacity();
                 actions
@@ -396,6 +423,8 @@ impl Scheduler {
                     .push((queued, TaskFailure::QueueFull { capacity }));
             }
             actions.idle = core.is_idle();
+        } else {
+            actions.reject.push((queued, no_runtime()));
         }
         self.shared.perform(actions);
         handle
@@ -499,6 +528,7 @@ impl Shared {
             tracing::debug!(target: TARGET, pending = core.queue.len(), "scheduler stopped");
         }
         core.state = SchedulerState::Stopped;
+        actions.release.extend(core.parked.drain());
         actions.reject.extend(
             core.queue
                 .drain()
@@ -509,37 +539,109 @@ impl Shared {
 
     /// Starts and refuses tasks, outside the lock.
     fn perform(self: &Arc<Self>, actions: Actions) {
-        for (queued, failure) in actions.reject {
+        let Actions {
+            start,
+            hand,
+            reject,
+            release,
+            idle,
+        } = actions;
+        if !reject.is_empty() {
+            self.refuse(reject);
+        }
+        release.iter().for_each(|mailbox| drop(mailbox.close()));
+        if let Some((queued, mailbox)) = hand {
+            self.hand(queued, &mailbox);
+        }
+        if !start.is_empty() {
+            completion::start_all(self, start);
+        }
+        self.notify_if_idle(idle);
+    }
+
+    /// Starts `queued` in the parked runner that owns `mailbox`.
+    fn hand(self: &Arc<Self>, queued: Queued, mailbox: &Mailbox) {
+        self.mark_started(&queued);
+        let handoff = Handoff {
+            shared: Arc::clone(self),
+            queued,
+        };
+        // The runner went away since it was taken (its runtime shut down): a runner of the
+        // task's own, then.
+        if let Err(handoff) = mailbox.deliver(handoff) {
+            self.spawn_started(handoff.queued);
+        }
+    }
+
+    /// Like [`perform`](Shared::perform), from the runner of a task that just ended: `next`,
+    /// the task its slot went to, is handed back to run there, not spawned.
+    fn perform_inline(self: &Arc<Self>, next: Option<Queued>, actions: Actions) -> Option<Run> {
+        let run = next.map(|queued| {
+            self.mark_started(&queued);
+            self.run_started(queued)
+        });
+        self.perform(actions);
+        run
+    }
+
+    fn refuse(self: &Arc<Self>, reject: Batch<(Queued, TaskFailure)>) {
+        reject.for_each(|(queued, failure)| {
             let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), false);
             queued.job.reject(failure, done);
-        }
-        completion::start_all(self, actions.start);
-        // Decided under the lock: a task that starts or ends after it notifies on its own,
-        // and `idle()` checks again before it returns.
-        if actions.idle {
+        });
+    }
+
+    /// `idle` was decided under the lock: a task that starts or ends after it notifies on
+    /// its own, and `idle()` checks again before it returns.
+    fn notify_if_idle(&self, idle: bool) {
+        if idle {
             self.idle.notify_waiters();
         }
     }
 
+    /// Records that `queued` started: its state, its event.
+    fn mark_started(&self, queued: &Queued) {
+        queued.job.set_status(TaskState::Running, None);
+        self.emit(&TaskEvent::Started { id: queued.id });
+    }
+
+    /// The context and the completion of a task marked started.
+    fn launch(self: &Arc<Self>, queued: &Queued) -> (TaskContext, Completion) {
+        let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), true);
+        (TaskContext::with_token(self.token.child()), done)
+    }
+
+    /// Starts `queued` in a runner of its own.
     fn start(self: &Arc<Self>, queued: Queued) {
-        let Queued { id, job } = queued;
-        job.set_status(TaskState::Running, None);
-        self.emit(&TaskEvent::Started { id });
-        let done = Completion::new(Arc::clone(self), id, Arc::clone(&job), true);
+        self.mark_started(&queued);
+        self.spawn_started(queued);
+    }
+
+    /// Spawns a runner for `queued`, marked started.
+    fn spawn_started(self: &Arc<Self>, queued: Queued) {
+        let (cx, done) = self.launch(&queued);
         match self.runtime() {
-            Some(runtime) => {
-                let cx = TaskContext::with_token(self.token.child());
-                job.start(&runtime, cx, done);
-            }
+            Some(runtime) => queued.job.spawn(&runtime, Arc::downgrade(self), cx, done),
             // Only reachable if the runtime went away between submission and start.
-            None => job.reject(no_runtime(), done),
+            None => queued.job.reject(no_runtime(), done),
         }
+    }
+
+    /// The run of `queued`, marked started, for the runner that is to run it.
+    fn run_started(self: &Arc<Self>, queued: Queued) -> Run {
+        let (cx, done) = self.launch(&queued);
+        queued.job.run(cx, done)
     }
 }
 
 impl Core {
     fn is_idle(&self) -> bool {
         self.running == 0 && self.queue.len() == 0
+    }
+
+    /// Whether tasks may still start.
+    fn accepts(&self) -> bool {
+        self.state == SchedulerState::Running
     }
 }
 
@@ -550,6 +652,10 @@ impl Drop for Shared {
         let core = self.core.get_mut().unwrap_or_else(PoisonError::into_inner);
         for queued in core.queue.drain() {
             queued.job.abandon();
+        }
+        // Parked runners hold the scheduler weakly: released, they exit.
+        for mailbox in core.parked.drain() {
+            drop(mailbox.close());
         }
     }
 }

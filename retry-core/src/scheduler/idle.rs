@@ -1,0 +1,197 @@
+//! Runners that wait a while for the next task instead of exiting.
+//!
+//! When tasks come in more slowly than they finish, every submission finds a free slot and
+//! nothing queued, and would spawn a runner that runs one task and exits. On a multi-thread
+//! runtime that runner is allocated on the submitter's thread and freed on a worker's, and
+//! glibc's allocator then takes the submitter's arena lock from the worker for every task:
+//! the two threads spent more time waking each other on that lock than running tasks (the
+//! slow half of the bimodal runs in `BENCHMARKS.md`). So a runner with nothing left to run
+//! parks — at most [`MAX_PARKED`] per scheduler — and a submission that finds one hands it
+//! the task through its [`Mailbox`] and wakes it: no allocation, and what the task allocates
+//! is allocated and freed on the worker.
+//!
+//! A parked runner holds its scheduler only weakly, and is released when the scheduler stops
+//! or goes away. Dropped while parked (its runtime shut down), it takes itself off the list
+//! and ends a task handed to it meanwhile as cancelled, as a spawned task dropped unpolled.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::{Context, Poll, Waker};
+
+use tokio::runtime::{Handle, Id};
+
+use super::completion::Completion;
+use super::runner::Run;
+use super::{Queued, Shared};
+
+/// The most runners a scheduler keeps parked: enough for the workers of a small runtime to
+/// each find one, few enough that a scheduler left alone holds next to nothing.
+pub(super) const MAX_PARKED: usize = 4;
+
+/// A task handed to a parked runner, already counted as running and marked started.
+pub(super) struct Handoff {
+    pub(super) shared: Arc<Shared>,
+    pub(super) queued: Queued,
+}
+
+/// Where one runner receives its next task.
+#[derive(Default)]
+pub(super) struct Mailbox {
+    slot: Mutex<Slot>,
+}
+
+#[derive(Default)]
+struct Slot {
+    handoff: Option<Handoff>,
+    waker: Option<Waker>,
+    /// The runner is gone or released: nothing is delivered any more.
+    closed: bool,
+}
+
+impl Mailbox {
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands `handoff` to the runner and wakes it; back if the runner is gone.
+    pub(super) fn deliver(&self, handoff: Handoff) -> Result<(), Handoff> {
+        let waker = {
+            let mut slot = self.slot();
+            if slot.closed {
+                return Err(handoff);
+            }
+            slot.handoff = Some(handoff);
+            slot.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    /// Closes the mailbox and wakes its runner; what was delivered and not yet taken.
+    pub(super) fn close(&self) -> Option<Handoff> {
+        let (handoff, waker) = {
+            let mut slot = self.slot();
+            slot.closed = true;
+            (slot.handoff.take(), slot.waker.take())
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        handoff
+    }
+}
+
+/// The runners parked on a scheduler, each with the runtime it runs on.
+#[derive(Default)]
+pub(super) struct Parked {
+    runners: Vec<(Id, Arc<Mailbox>)>,
+}
+
+impl Parked {
+    /// Takes a runner parked on `runtime` off the list, to deliver a task to.
+    pub(super) fn take(&mut self, runtime: Id) -> Option<Arc<Mailbox>> {
+        let i = self.runners.iter().rposition(|(id, _)| *id == runtime)?;
+        Some(self.runners.swap_remove(i).1)
+    }
+
+    /// Every parked runner, to release.
+    pub(super) fn drain(&mut self) -> Vec<Arc<Mailbox>> {
+        self.runners.drain(..).map(|(_, mailbox)| mailbox).collect()
+    }
+
+    /// Adds a runner; `false` when enough are parked.
+    fn park(&mut self, runtime: Id, mailbox: &Arc<Mailbox>) -> bool {
+        if self.runners.len() >= MAX_PARKED {
+            return false;
+        }
+        self.runners.push((runtime, Arc::clone(mailbox)));
+        true
+    }
+
+    /// Takes `mailbox` off the list; `false` if a submitter took it already.
+    fn remove(&mut self, mailbox: &Arc<Mailbox>) -> bool {
+        match self
+            .runners
+            .iter()
+            .position(|(_, m)| Arc::ptr_eq(m, mailbox))
+        {
+            Some(i) => {
+                self.runners.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Parks the calling runner until a task is handed to it; that task's run, or `None` when the
+/// runner should exit (enough parked already, the scheduler stopped or gone).
+///
+/// `mailbox` is the runner's, made on its first wait and kept for the next ones: the
+/// submitter that delivers to it drops its reference on its own thread, and must not free it.
+pub(super) async fn next(shared: &Weak<Shared>, mailbox: &mut Option<Arc<Mailbox>>) -> Option<Run> {
+    let runtime = Handle::try_current().ok()?.id();
+    let mailbox = Arc::clone(mailbox.get_or_insert_with(Arc::default));
+    {
+        let strong = shared.upgrade()?;
+        let mut core = strong.core();
+        if !core.accepts() || !core.parked.park(runtime, &mailbox) {
+            return None;
+        }
+    }
+    let handoff = Wait {
+        shared: Weak::clone(shared),
+        mailbox,
+        done: false,
+    }
+    .await?;
+    Some(handoff.shared.run_started(handoff.queued))
+}
+
+/// A parked runner waiting on its mailbox.
+struct Wait {
+    shared: Weak<Shared>,
+    mailbox: Arc<Mailbox>,
+    done: bool,
+}
+
+impl Future for Wait {
+    type Output = Option<Handoff>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Handoff>> {
+        let mut slot = self.mailbox.slot();
+        let ready = match slot.handoff.take() {
+            Some(handoff) => Some(handoff),
+            None if slot.closed => None,
+            None => {
+                match &mut slot.waker {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    waker => *waker = Some(cx.waker().clone()),
+                }
+                return Poll::Pending;
+            }
+        };
+        drop(slot);
+        self.done = true;
+        Poll::Ready(ready)
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(shared) = self.shared.upgrade() {
+            shared.core().parked.remove(&self.mailbox);
+        }
+        // Handed a task and dropped before running it: it ends as a started task dropped by
+        // its runtime does.
+        if let Some(Handoff { shared, queued }) = self.mailbox.close() {
+            drop(Completion::new(shared, queued.id, queued.job, true));
+        }
+    }
+}
