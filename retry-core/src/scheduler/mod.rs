@@ -101,7 +101,7 @@ pub struct SubscriptionId(u64);
 /// the submitter's [`Scope`](crate::Scope) (its clock and seed).
 ///
 /// Starting a task seldom spawns one: the tokio task a task ran in goes on with the next one
-/// in the queue, and, with nothing queued, a few of them (at most 4 per scheduler) stay
+/// in the queue, and, with nothing queued, a few of them (at most 64 per scheduler) stay
 /// parked on their runtime for the next submission, until the scheduler stops or is dropped.
 #[derive(Clone)]
 pub struct Scheduler {
