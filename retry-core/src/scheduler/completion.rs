@@ -63,7 +63,7 @@ impl Completion {
             return None;
         }
         let mut actions = Actions::default();
-        // The first task the slot goes to, to run in this runner when `inline`.
+        // The task the slot goes to: run in this runner when `inline`.
         let mut next = None;
         {
             let mut core = shared.core();
@@ -77,15 +77,21 @@ impl Completion {
                     break;
                 };
                 core.running += 1;
-                if inline && next.is_none() {
-                    next = Some(queued);
-                } else {
-                    actions.start.push(queued);
+                match next {
+                    None => next = Some(queued),
+                    Some(_) => actions.start.push(queued),
                 }
             }
             actions.idle = core.is_idle();
         }
-        shared.perform_inline(next, actions)
+        if inline {
+            return shared.perform_inline(next, actions);
+        }
+        if let Some(queued) = next {
+            start_all(shared, Batch::one(queued));
+        }
+        shared.perform(actions);
+        None
     }
 }
 

@@ -237,17 +237,27 @@ impl Subscribers {
     }
 }
 
-/// What to do once the lock is released.
+/// What to do once the lock is released, beyond the one task a submission or an ending
+/// decides about: empty unless a stop drains the queue, so cheap to make, move and drop.
 #[derive(Default)]
 struct Actions {
-    start: Batch<Queued>,
-    /// A task to start in the parked runner taken for it (one submission starts one task).
-    hand: Option<(Queued, Arc<Mailbox>)>,
-    reject: Batch<(Queued, TaskFailure)>,
+    start: Vec<Queued>,
+    reject: Vec<(Queued, TaskFailure)>,
     /// Parked runners to release: the scheduler stopped.
     release: Vec<Arc<Mailbox>>,
     /// Whether nothing was running or pending when the actions were decided.
     idle: bool,
+}
+
+/// What a submission decided about its task, under the lock.
+enum Admission {
+    /// Start it in a runner of its own.
+    Start(Queued),
+    /// Start it in the parked runner taken for it.
+    Hand(Queued, Arc<Mailbox>),
+    /// It waits in the queue.
+    Queued,
+    Refuse(Queued, TaskFailure),
 }
 
 /// A list that holds its first item inline: one task starts or is refused at a time, in the
@@ -267,6 +277,13 @@ impl<T> Default for Batch<T> {
 }
 
 impl<T> Batch<T> {
+    fn one(item: T) -> Self {
+        Self {
+            first: Some(item),
+            rest: Vec::new(),
+        }
+    }
+
     fn push(&mut self, item: T) {
         if self.first.is_none() && self.rest.is_empty() {
             self.first = Some(item);
@@ -277,16 +294,6 @@ impl<T> Batch<T> {
 
     fn is_empty(&self) -> bool {
         self.first.is_none() && self.rest.is_empty()
-    }
-
-    /// Calls `f` with each item, in order: cheaper than chaining the two parts.
-    fn for_each(self, mut f: impl FnMut(T)) {
-        if let Some(first) = self.first {
-            f(first);
-        }
-        if !self.rest.is_empty() {
-            self.rest.into_iter().for_each(f);
-        }
     }
 }
 
@@ -404,29 +411,39 @@ impl Scheduler {
         self.shared.emit(&TaskEvent::Registered { id });
         let queued = Queued { id, job };
 
-        let mut actions = Actions::default();
-        if let Some(runtime) = self.shared.runtime() {
-            let mut core = self.shared.core();
-            if core.state == SchedulerState::Stopped {
-                actions.reject.push((queued, TaskFailure::QueueStopped));
-            } else if core.running < self.shared.options.concurrency && core.queue.len() == 0 {
-                core.running += 1;
-                // A runner parked on this runtime costs less than a new one.
-                match core.parked.take(runtime.id()) {
-                    Some(mailbox) => actions.hand = Some((queued, mailbox)),
-                    None => actions.start.push(queued),
-                }
-            } else if let Err(queued) = core.queue.push(queued) {
-                let capacity = core.queue.capacity();
-                actions
-                    .reject
-                    .push((queued, TaskFailure::QueueFull { capacity }));
+        let (admission, idle) = match self.shared.runtime() {
+            Some(runtime) => {
+                let mut core = self.shared.core();
+                let admission = if core.state == SchedulerState::Stopped {
+                    Admission::Refuse(queued, TaskFailure::QueueStopped)
+                } else if core.running < self.shared.options.concurrency && core.queue.len() == 0 {
+                    core.running += 1;
+                    // A runner parked on this runtime costs less than a new one.
+                    match core.parked.take(runtime.id()) {
+                        Some(mailbox) => Admission::Hand(queued, mailbox),
+                        None => Admission::Start(queued),
+                    }
+                } else {
+                    match core.queue.push(queued) {
+                        Ok(()) => Admission::Queued,
+                        Err(queued) => {
+                            let capacity = core.queue.capacity();
+                            Admission::Refuse(queued, TaskFailure::QueueFull { capacity })
+                        }
+                    }
+                };
+                (admission, core.is_idle())
             }
-            actions.idle = core.is_idle();
-        } else {
-            actions.reject.push((queued, no_runtime()));
+            None => (Admission::Refuse(queued, no_runtime()), false),
+        };
+        let shared = &self.shared;
+        match admission {
+            Admission::Start(queued) => completion::start_all(shared, Batch::one(queued)),
+            Admission::Hand(queued, mailbox) => shared.hand(queued, &mailbox),
+            Admission::Queued => {}
+            Admission::Refuse(queued, failure) => shared.refuse(queued, failure),
         }
-        self.shared.perform(actions);
+        shared.notify_if_idle(idle);
         handle
     }
 
@@ -541,20 +558,20 @@ impl Shared {
     fn perform(self: &Arc<Self>, actions: Actions) {
         let Actions {
             start,
-            hand,
             reject,
             release,
             idle,
         } = actions;
-        if !reject.is_empty() {
-            self.refuse(reject);
+        for (queued, failure) in reject {
+            self.refuse(queued, failure);
         }
-        release.iter().for_each(|mailbox| drop(mailbox.close()));
-        if let Some((queued, mailbox)) = hand {
-            self.hand(queued, &mailbox);
+        for mailbox in release {
+            drop(mailbox.close());
         }
         if !start.is_empty() {
-            completion::start_all(self, start);
+            let mut batch = Batch::default();
+            batch.extend(start);
+            completion::start_all(self, batch);
         }
         self.notify_if_idle(idle);
     }
@@ -584,11 +601,10 @@ impl Shared {
         run
     }
 
-    fn refuse(self: &Arc<Self>, reject: Batch<(Queued, TaskFailure)>) {
-        reject.for_each(|(queued, failure)| {
-            let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), false);
-            queued.job.reject(failure, done);
-        });
+    /// Fails `queued` without running it.
+    fn refuse(self: &Arc<Self>, queued: Queued, failure: TaskFailure) {
+        let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), false);
+        queued.job.reject(failure, done);
     }
 
     /// `idle` was decided under the lock: a task that starts or ends after it notifies on
