@@ -811,3 +811,36 @@ fn a_task_handed_to_a_runner_its_runtime_drops_ends_cancelled_and_frees_its_slot
         );
     });
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_task_never_sees_another_tasks_token_cancelled() {
+    // One slot, so each task runs after the last in the same runner: what one does with its
+    // token must not reach the next.
+    let scheduler = Scheduler::new(SchedulerOptions::new().with_concurrency(1)).unwrap();
+    let kept = Arc::new(Mutex::new(None));
+    let cancels_its_own = scheduler.submit(|cx: TaskContext| async move {
+        cx.cancel_token().cancel();
+        Ok::<_, TaskFailure>(cx.is_cancelled())
+    });
+    let keeps_its_own = scheduler.submit({
+        let kept = Arc::clone(&kept);
+        move |cx: TaskContext| {
+            let kept = Arc::clone(&kept);
+            async move {
+                let first_look = cx.is_cancelled();
+                *kept.lock().unwrap() = Some(cx.cancel_token().clone());
+                Ok::<_, TaskFailure>(first_look)
+            }
+        }
+    });
+    let next = scheduler.submit(|cx: TaskContext| async move {
+        let first_look = cx.is_cancelled();
+        // The submitter cancels the token the task before kept, meanwhile.
+        tokio::task::yield_now().await;
+        Ok::<_, TaskFailure>(first_look || cx.is_cancelled())
+    });
+    assert!(cancels_its_own.await.unwrap());
+    assert!(!keeps_its_own.await.unwrap());
+    kept.lock().unwrap().take().unwrap().cancel();
+    assert!(!next.await.unwrap());
+}

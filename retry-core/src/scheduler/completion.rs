@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::error::TaskFailure;
+use crate::middleware::CancelToken;
 
 use super::events::{TaskEvent, TaskId, TaskOutcome};
 use super::hooks::call_error_hook;
@@ -28,6 +29,9 @@ pub(crate) struct Completion {
     /// Whether the task holds a concurrency slot (it was started).
     slot: bool,
     recorded: bool,
+    /// The task's cancellation token, for the next task this runner runs if the task left
+    /// no other reference to it.
+    token: Option<CancelToken>,
 }
 
 impl Completion {
@@ -38,7 +42,14 @@ impl Completion {
             job,
             slot,
             recorded: false,
+            token: None,
         }
+    }
+
+    /// Keeps `token`, the task's, to hand on when it ends.
+    pub(super) fn with_token(mut self, token: CancelToken) -> Self {
+        self.token = Some(token);
+        self
     }
 
     /// Records `result` as the task's end; the run of the task its slot went to, for the
@@ -85,7 +96,7 @@ impl Completion {
             actions.idle = core.is_idle();
         }
         if inline {
-            return shared.perform_inline(next, actions);
+            return shared.perform_inline(next, self.token.take(), actions);
         }
         if let Some(queued) = next {
             start_all(shared, Batch::one(queued));

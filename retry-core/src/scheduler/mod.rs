@@ -562,11 +562,16 @@ impl Shared {
             release,
             idle,
         } = actions;
-        for (queued, failure) in reject {
-            self.refuse(queued, failure);
+        // Each empty in the common case: skipped without making an iterator.
+        if !reject.is_empty() {
+            for (queued, failure) in reject {
+                self.refuse(queued, failure);
+            }
         }
-        for mailbox in release {
-            drop(mailbox.close());
+        if !release.is_empty() {
+            for mailbox in release {
+                drop(mailbox.close());
+            }
         }
         if !start.is_empty() {
             let mut batch = Batch::default();
@@ -592,10 +597,18 @@ impl Shared {
 
     /// Like [`perform`](Shared::perform), from the runner of a task that just ended: `next`,
     /// the task its slot went to, is handed back to run there, not spawned.
-    fn perform_inline(self: &Arc<Self>, next: Option<Queued>, actions: Actions) -> Option<Run> {
+    ///
+    /// `token` is the ended task's: the next one gets it if nothing else holds it.
+    fn perform_inline(
+        self: &Arc<Self>,
+        next: Option<Queued>,
+        token: Option<CancelToken>,
+        actions: Actions,
+    ) -> Option<Run> {
         let run = next.map(|queued| {
             self.mark_started(&queued);
-            self.run_started(queued)
+            let (cx, done) = self.launch(&queued, token);
+            queued.job.run(cx, done)
         });
         self.perform(actions);
         run
@@ -622,9 +635,22 @@ impl Shared {
     }
 
     /// The context and the completion of a task marked started.
-    fn launch(self: &Arc<Self>, queued: &Queued) -> (TaskContext, Completion) {
-        let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), true);
-        (TaskContext::with_token(self.token.child()), done)
+    ///
+    /// Its token is a new child of the scheduler's, or `recycled` — the previous task's in
+    /// the same runner — when nothing refers to that one any more and it was not cancelled:
+    /// then no one can tell it from a new child, and it saves an allocation.
+    fn launch(
+        self: &Arc<Self>,
+        queued: &Queued,
+        recycled: Option<CancelToken>,
+    ) -> (TaskContext, Completion) {
+        let token = match recycled {
+            Some(token) if token.is_unshared() => token,
+            _ => self.token.child(),
+        };
+        let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), true)
+            .with_token(token.clone());
+        (TaskContext::with_token(token), done)
     }
 
     /// Starts `queued` in a runner of its own.
@@ -635,7 +661,7 @@ impl Shared {
 
     /// Spawns a runner for `queued`, marked started.
     fn spawn_started(self: &Arc<Self>, queued: Queued) {
-        let (cx, done) = self.launch(&queued);
+        let (cx, done) = self.launch(&queued, None);
         match self.runtime() {
             Some(runtime) => queued.job.spawn(&runtime, Arc::downgrade(self), cx, done),
             // Only reachable if the runtime went away between submission and start.
@@ -645,7 +671,7 @@ impl Shared {
 
     /// The run of `queued`, marked started, for the runner that is to run it.
     fn run_started(self: &Arc<Self>, queued: Queued) -> Run {
-        let (cx, done) = self.launch(&queued);
+        let (cx, done) = self.launch(&queued, None);
         queued.job.run(cx, done)
     }
 }
