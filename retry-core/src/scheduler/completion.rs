@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::error::TaskFailure;
-use crate::middleware::CancelToken;
+use crate::middleware::{CancelToken, TaskContext};
 
 use super::events::{TaskEvent, TaskId, TaskOutcome};
 use super::hooks::call_error_hook;
@@ -46,10 +46,17 @@ impl Completion {
         }
     }
 
-    /// Keeps `token`, the task's, to hand on when it ends.
-    pub(super) fn with_token(mut self, token: CancelToken) -> Self {
-        self.token = Some(token);
-        self
+    /// The task's context, made as it starts to run: its token is a new child of the
+    /// scheduler's, or `recycled` — the previous task's in the same runner — when nothing
+    /// else refers to that one and it was not cancelled: then no one can tell it from a new
+    /// child, and it saves an allocation. A clone is kept to hand on when the task ends.
+    pub(crate) fn context(&mut self, recycled: Option<CancelToken>) -> TaskContext {
+        let token = match recycled {
+            Some(token) if token.is_unshared() => token,
+            _ => self.shared.token.child(),
+        };
+        self.token = Some(token.clone());
+        TaskContext::with_token(token)
     }
 
     /// Records `result` as the task's end; the run of the task its slot went to, for the

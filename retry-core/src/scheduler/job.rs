@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 
 use crate::error::TaskFailure;
-use crate::middleware::{Task, TaskContext};
+use crate::middleware::{CancelToken, Task, TaskContext};
 use crate::time::{BoxSleep, Clock, DynClock};
 use crate::time::{Scope, scoped_clock};
 
@@ -33,15 +33,10 @@ pub(crate) trait Job: Send + Sync {
     fn set_status(&self, state: TaskState, failure: Option<TaskFailure>);
     /// Spawns a runner on `runtime` that calls the task, records and delivers its result, and
     /// goes on with the tasks handed on to it.
-    fn spawn(
-        self: Arc<Self>,
-        runtime: &Handle,
-        shared: Weak<Shared>,
-        cx: TaskContext,
-        done: Completion,
-    );
+    fn spawn(self: Arc<Self>, runtime: &Handle, shared: Weak<Shared>, done: Completion);
     /// The task's run for a runner already going: calls it, records and delivers its result.
-    fn run(self: Arc<Self>, cx: TaskContext, done: Completion) -> Run;
+    /// `recycled` is the token of the runner's previous task (see [`Completion::context`]).
+    fn run(self: Arc<Self>, done: Completion, recycled: Option<CancelToken>) -> Run;
     /// Fails the task without running it.
     fn reject(self: Arc<Self>, failure: TaskFailure, done: Completion);
     /// Drops the task unrun and unrecorded (its scheduler went away): the handle resolves to
@@ -95,11 +90,15 @@ impl<F: Task> TypedJob<F> {
 
     /// The task's run (call, record, deliver) and the scope to run it in; `Err` with what
     /// its slot was handed on to if the task was taken already.
+    ///
+    /// The task's context is made when the run is first polled, on the thread that runs it:
+    /// a token made by the submitter and freed by a worker would cost both threads the
+    /// allocator's lock.
     #[allow(clippy::type_complexity, reason = "one private helper's pair")]
     fn into_run(
         self: Arc<Self>,
-        cx: TaskContext,
         done: Completion,
+        recycled: Option<CancelToken>,
     ) -> Result<
         (
             impl Future<Output = Option<Run>> + Send + 'static,
@@ -113,7 +112,7 @@ impl<F: Task> TypedJob<F> {
         F::Output: Send + 'static,
     {
         let taken = self.take_task();
-        let delivery = Delivery {
+        let mut delivery = Delivery {
             done,
             result: Sender(self),
         };
@@ -122,6 +121,7 @@ impl<F: Task> TypedJob<F> {
             return Err(delivery.deliver(Err(TaskFailure::Cancelled)));
         };
         let run = async move {
+            let cx = delivery.done.context(recycled);
             let outcome = run_caught(task, cx).await;
             delivery.deliver(outcome)
         };
@@ -153,15 +153,9 @@ where
         record.failure = failure;
     }
 
-    fn spawn(
-        self: Arc<Self>,
-        runtime: &Handle,
-        shared: Weak<Shared>,
-        cx: TaskContext,
-        done: Completion,
-    ) {
+    fn spawn(self: Arc<Self>, runtime: &Handle, shared: Weak<Shared>, done: Completion) {
         // No scope wrapper (a task-local and its future around the task) without a scope.
-        let runner = match self.into_run(cx, done) {
+        let runner = match self.into_run(done, None) {
             Ok((run, Some(scope))) => runtime.spawn(runner::chain(shared, scope.run(run))),
             Ok((run, None)) => runtime.spawn(runner::chain(shared, run)),
             Err(next) => runtime.spawn(runner::chain(shared, std::future::ready(next))),
@@ -169,8 +163,8 @@ where
         drop(runner);
     }
 
-    fn run(self: Arc<Self>, cx: TaskContext, done: Completion) -> Run {
-        match self.into_run(cx, done) {
+    fn run(self: Arc<Self>, done: Completion, recycled: Option<CancelToken>) -> Run {
+        match self.into_run(done, recycled) {
             Ok((run, Some(scope))) => Run::new(scope.run(run)),
             Ok((run, None)) => Run::new(run),
             Err(next) => Run::new(std::future::ready(next)),

@@ -59,7 +59,7 @@ use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
 use crate::error::{TaskError, TaskFailure};
-use crate::middleware::{CancelToken, Task, TaskContext};
+use crate::middleware::{CancelToken, Task};
 
 pub use events::{TaskEvent, TaskId, TaskOutcome, TaskState};
 pub use handle::TaskHandle;
@@ -607,8 +607,8 @@ impl Shared {
     ) -> Option<Run> {
         let run = next.map(|queued| {
             self.mark_started(&queued);
-            let (cx, done) = self.launch(&queued, token);
-            queued.job.run(cx, done)
+            let done = self.completion(&queued);
+            queued.job.run(done, token)
         });
         self.perform(actions);
         run
@@ -634,23 +634,9 @@ impl Shared {
         self.emit(&TaskEvent::Started { id: queued.id });
     }
 
-    /// The context and the completion of a task marked started.
-    ///
-    /// Its token is a new child of the scheduler's, or `recycled` — the previous task's in
-    /// the same runner — when nothing refers to that one any more and it was not cancelled:
-    /// then no one can tell it from a new child, and it saves an allocation.
-    fn launch(
-        self: &Arc<Self>,
-        queued: &Queued,
-        recycled: Option<CancelToken>,
-    ) -> (TaskContext, Completion) {
-        let token = match recycled {
-            Some(token) if token.is_unshared() => token,
-            _ => self.token.child(),
-        };
-        let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), true)
-            .with_token(token.clone());
-        (TaskContext::with_token(token), done)
+    /// The completion of a task marked started.
+    fn completion(self: &Arc<Self>, queued: &Queued) -> Completion {
+        Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), true)
     }
 
     /// Starts `queued` in a runner of its own.
@@ -661,9 +647,9 @@ impl Shared {
 
     /// Spawns a runner for `queued`, marked started.
     fn spawn_started(self: &Arc<Self>, queued: Queued) {
-        let (cx, done) = self.launch(&queued, None);
+        let done = self.completion(&queued);
         match self.runtime() {
-            Some(runtime) => queued.job.spawn(&runtime, Arc::downgrade(self), cx, done),
+            Some(runtime) => queued.job.spawn(&runtime, Arc::downgrade(self), done),
             // Only reachable if the runtime went away between submission and start.
             None => queued.job.reject(no_runtime(), done),
         }
@@ -671,8 +657,8 @@ impl Shared {
 
     /// The run of `queued`, marked started, for the runner that is to run it.
     fn run_started(self: &Arc<Self>, queued: Queued) -> Run {
-        let (cx, done) = self.launch(&queued, None);
-        queued.job.run(cx, done)
+        let done = self.completion(&queued);
+        queued.job.run(done, None)
     }
 }
 
