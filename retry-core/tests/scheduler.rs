@@ -801,6 +801,8 @@ fn a_task_handed_to_a_runner_its_runtime_drops_ends_cancelled_and_frees_its_slot
     assert_eq!(r.scheduler.running(), 0);
     let next = paused_runtime();
     next.block_on(async {
+        let result = tokio::time::timeout(PATIENCE, handle).await.unwrap();
+        assert!(matches!(result, Err(TaskFailure::Cancelled)));
         let again = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
         assert_eq!(
             tokio::time::timeout(PATIENCE, again)
@@ -843,4 +845,41 @@ async fn a_task_never_sees_another_tasks_token_cancelled() {
     assert!(!keeps_its_own.await.unwrap());
     kept.lock().unwrap().take().unwrap().cancel();
     assert!(!next.await.unwrap());
+}
+
+#[test]
+fn tasks_waiting_for_a_runner_its_runtime_drops_end_cancelled_and_free_their_slots() {
+    // Three free slots: the first task gets a new runner, the two after it wait for that
+    // runner to hand them out; the runtime goes before it runs.
+    let r = recorded(SchedulerOptions::new().with_concurrency(3));
+    let runtime = paused_runtime();
+    let handles = runtime.block_on(async {
+        (0..3)
+            .map(|_| r.scheduler.submit(Scripted::always(Call::ok(0)).task()))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(r.scheduler.running(), 3);
+    assert!(handles.iter().all(|h| h.state() == TaskState::Running));
+    drop(runtime);
+    assert_eq!(r.scheduler.running(), 0);
+    for handle in &handles {
+        assert_eq!(handle.state(), TaskState::Error, "{}", handle.id());
+        assert!(matches!(handle.failure(), Some(TaskFailure::Cancelled)));
+    }
+    assert_eq!(r.hook_ids().len(), 3);
+    let next = paused_runtime();
+    next.block_on(async {
+        for handle in handles {
+            let result = tokio::time::timeout(PATIENCE, handle).await.unwrap();
+            assert!(matches!(result, Err(TaskFailure::Cancelled)));
+        }
+        let again = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
+        assert_eq!(
+            tokio::time::timeout(PATIENCE, again)
+                .await
+                .unwrap()
+                .unwrap(),
+            1
+        );
+    });
 }

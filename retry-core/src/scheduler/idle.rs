@@ -6,9 +6,9 @@
 //! glibc's allocator then takes the submitter's arena lock from the worker for every task:
 //! the two threads spent more time waking each other on that lock than running tasks (the
 //! slow half of the bimodal runs in `BENCHMARKS.md`). So a runner with nothing left to run
-//! parks — at most [`MAX_PARKED`] per scheduler — and a submission that finds one hands it
-//! the task through its [`Mailbox`] and wakes it: no allocation, and what the task allocates
-//! is allocated and freed on the worker.
+//! parks — at most [`MAX_PARKED`] per scheduler, per runtime in its [`Lanes`](super::lanes)
+//! — and a task started on that runtime is handed to it through its [`Mailbox`]: no
+//! allocation, and what the task allocates is allocated and freed on the worker.
 //!
 //! A parked runner holds its scheduler only weakly, and is released when the scheduler stops
 //! or goes away. Dropped while parked (its runtime shut down), it takes itself off the list
@@ -19,25 +19,27 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 
-use tokio::runtime::{Handle, Id};
+use tokio::runtime::Handle;
 
 use super::completion::Completion;
+use super::lanes::{Arrival, Park};
 use super::runner::Run;
 use super::{Queued, Shared};
 
-/// The most runners a scheduler keeps parked (and no more than its concurrency).
+/// The most runners a scheduler keeps parked on a runtime (and no more than its concurrency).
 ///
-/// Parked runners are the ones handed tasks and not yet polled: on a loaded machine a worker
-/// can be descheduled for a whole time slice while the submitter hands out hundreds, and each
-/// task that finds none spawns a runner that is freed on another thread. With 4, a third of
-/// the multi-thread runs at concurrency 4,096 fell back to that slow mode (0.9–1.3M tasks/s
-/// against 2.2–2.6M); with 64, few did. A parked runner is one tokio task, a few hundred bytes.
+/// An arriving runner can hand out hundreds of waiting tasks at once on a loaded machine, and
+/// each that finds no parked runner gets a new one. With 4 (before tasks could wait for an
+/// arriving runner), a third of the multi-thread runs at concurrency 4,096 fell back to a
+/// runner per task (0.9–1.3M tasks/s against 2.2–2.6M); with 64, few did. A parked runner is
+/// one tokio task, a few hundred bytes.
 pub(super) const MAX_PARKED: usize = 64;
 
-/// A task handed to a parked runner, already counted as running and marked started.
+/// A task handed to a parked runner, already counted as running and marked started, and
+/// the runner's arrival, due when it runs.
 pub(super) struct Handoff {
-    pub(super) shared: Arc<Shared>,
     pub(super) queued: Queued,
+    pub(super) arrival: Arrival,
 }
 
 /// Where one runner receives its next task.
@@ -89,49 +91,6 @@ impl Mailbox {
     }
 }
 
-/// The runners parked on a scheduler, each with the runtime it runs on.
-#[derive(Default)]
-pub(super) struct Parked {
-    runners: Vec<(Id, Arc<Mailbox>)>,
-}
-
-impl Parked {
-    /// Takes a runner parked on `runtime` off the list, to deliver a task to.
-    pub(super) fn take(&mut self, runtime: Id) -> Option<Arc<Mailbox>> {
-        let i = self.runners.iter().rposition(|(id, _)| *id == runtime)?;
-        Some(self.runners.swap_remove(i).1)
-    }
-
-    /// Every parked runner, to release.
-    pub(super) fn drain(&mut self) -> Vec<Arc<Mailbox>> {
-        self.runners.drain(..).map(|(_, mailbox)| mailbox).collect()
-    }
-
-    /// Adds a runner; `false` when `limit` are parked.
-    fn park(&mut self, runtime: Id, mailbox: &Arc<Mailbox>, limit: usize) -> bool {
-        if self.runners.len() >= limit {
-            return false;
-        }
-        self.runners.push((runtime, Arc::clone(mailbox)));
-        true
-    }
-
-    /// Takes `mailbox` off the list; `false` if a submitter took it already.
-    fn remove(&mut self, mailbox: &Arc<Mailbox>) -> bool {
-        match self
-            .runners
-            .iter()
-            .position(|(_, m)| Arc::ptr_eq(m, mailbox))
-        {
-            Some(i) => {
-                self.runners.swap_remove(i);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
 /// Parks the calling runner until a task is handed to it; that task's run, or `None` when the
 /// runner should exit (enough parked already, the scheduler stopped or gone).
 ///
@@ -142,20 +101,27 @@ pub(super) async fn next(shared: &Weak<Shared>, mailbox: &mut Option<Arc<Mailbox
     let mailbox = Arc::clone(mailbox.get_or_insert_with(Arc::default));
     {
         let strong = shared.upgrade()?;
-        let mut core = strong.core();
-        // More than `concurrency` could never all be handed a task at once.
-        let limit = MAX_PARKED.min(strong.options.concurrency);
-        if !core.accepts() || !core.parked.park(runtime, &mailbox, limit) {
+        if !strong.core().accepts() {
             return None;
         }
+        // More than `concurrency` could never all be handed a task at once.
+        let limit = MAX_PARKED.min(strong.options.concurrency);
+        let park = strong.lanes().park(runtime, &mailbox, limit);
+        match park {
+            Park::Parked => {}
+            Park::Run(queued) => return Some(strong.run_started(queued)),
+            Park::Exit => return None,
+        }
     }
-    let handoff = Wait {
+    let Handoff { queued, arrival } = Wait {
         shared: Weak::clone(shared),
         mailbox,
         done: false,
     }
     .await?;
-    Some(handoff.shared.run_started(handoff.queued))
+    let shared = Arc::clone(arrival.shared());
+    arrival.arrive();
+    Some(shared.run_started(queued))
 }
 
 /// A parked runner waiting on its mailbox.
@@ -193,12 +159,21 @@ impl Drop for Wait {
             return;
         }
         if let Some(shared) = self.shared.upgrade() {
-            shared.core().parked.remove(&self.mailbox);
+            shared.lanes().unpark(&self.mailbox);
         }
         // Handed a task and dropped before running it: it ends as a started task dropped by
-        // its runtime does.
-        if let Some(Handoff { shared, queued }) = self.mailbox.close() {
-            drop(Completion::new(shared, queued.id, queued.job, true));
+        // its runtime does, and the tasks waiting for this runner are handed out.
+        if let Some(Handoff { queued, arrival }) = self.mailbox.close() {
+            let shared = Arc::clone(arrival.shared());
+            drop(Completion::new(
+                shared,
+                queued.id,
+                Arc::clone(&queued.job),
+                true,
+            ));
+            // Its handle resolves to what was just recorded.
+            queued.job.abandon();
+            drop(arrival);
         }
     }
 }

@@ -45,6 +45,7 @@ mod handle;
 mod hooks;
 mod idle;
 mod job;
+mod lanes;
 mod options;
 mod queue;
 mod runner;
@@ -55,7 +56,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 #[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
-use tokio::runtime::Handle;
+use tokio::runtime::{Handle, Id};
 use tokio::sync::Notify;
 
 use crate::error::{TaskError, TaskFailure};
@@ -69,8 +70,9 @@ pub use options::{
 
 use completion::Completion;
 use hooks::{ErrorHook, Subscriber};
-use idle::{Handoff, Mailbox, Parked};
+use idle::{Handoff, Mailbox};
 use job::{Job, TypedJob};
+use lanes::{Arrival, Lanes, Start};
 use queue::{MemoryQueue, PendingQueue};
 use runner::Run;
 
@@ -111,6 +113,8 @@ pub struct Scheduler {
 struct Shared {
     options: SchedulerOptions,
     core: Mutex<Core>,
+    /// The runners not running a task; locked after `core`, never before.
+    lanes: Mutex<Lanes>,
     on_error: Option<ErrorHook>,
     subscribers: Mutex<Subscribers>,
     /// Whether `subscribers` has any: three events per task need not take its lock to find
@@ -131,8 +135,6 @@ struct Core {
     state: SchedulerState,
     running: usize,
     queue: Box<dyn PendingQueue<Queued>>,
-    /// Runners waiting for a task to be handed to them.
-    parked: Parked,
 }
 
 #[derive(Default)]
@@ -208,12 +210,12 @@ impl SchedulerBuilder {
             state: SchedulerState::Running,
             running: 0,
             queue: Box::new(MemoryQueue::new(self.options.max_pending)),
-            parked: Parked::default(),
         };
         Ok(Scheduler {
             shared: Arc::new(Shared {
                 options: self.options,
                 core: Mutex::new(core),
+                lanes: Mutex::default(),
                 on_error: self.on_error,
                 subscribed: AtomicBool::new(!subscribers.list.is_empty()),
                 subscribers: Mutex::new(subscribers),
@@ -251,10 +253,8 @@ struct Actions {
 
 /// What a submission decided about its task, under the lock.
 enum Admission {
-    /// Start it in a runner of its own.
+    /// Start it.
     Start(Queued),
-    /// Start it in the parked runner taken for it.
-    Hand(Queued, Arc<Mailbox>),
     /// It waits in the queue.
     Queued,
     Refuse(Queued, TaskFailure),
@@ -411,18 +411,15 @@ impl Scheduler {
         self.shared.emit(&TaskEvent::Registered { id });
         let queued = Queued { id, job };
 
-        let (admission, idle) = match self.shared.runtime() {
-            Some(runtime) => {
+        let runtime = self.shared.runtime();
+        let (admission, idle) = match &runtime {
+            Some(_) => {
                 let mut core = self.shared.core();
                 let admission = if core.state == SchedulerState::Stopped {
                     Admission::Refuse(queued, TaskFailure::QueueStopped)
                 } else if core.running < self.shared.options.concurrency && core.queue.len() == 0 {
                     core.running += 1;
-                    // A runner parked on this runtime costs less than a new one.
-                    match core.parked.take(runtime.id()) {
-                        Some(mailbox) => Admission::Hand(queued, mailbox),
-                        None => Admission::Start(queued),
-                    }
+                    Admission::Start(queued)
                 } else {
                     match core.queue.push(queued) {
                         Ok(()) => Admission::Queued,
@@ -438,8 +435,10 @@ impl Scheduler {
         };
         let shared = &self.shared;
         match admission {
-            Admission::Start(queued) => completion::start_all(shared, Batch::one(queued)),
-            Admission::Hand(queued, mailbox) => shared.hand(queued, &mailbox),
+            Admission::Start(queued) => match &runtime {
+                Some(runtime) => shared.start_submitted(runtime.id(), queued),
+                None => completion::start_all(shared, Batch::one(queued)),
+            },
             Admission::Queued => {}
             Admission::Refuse(queued, failure) => shared.refuse(queued, failure),
         }
@@ -505,6 +504,10 @@ impl Shared {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn subscribers(&self) -> MutexGuard<'_, Subscribers> {
         self.subscribers
             .lock()
@@ -545,7 +548,7 @@ impl Shared {
             tracing::debug!(target: TARGET, pending = core.queue.len(), "scheduler stopped");
         }
         core.state = SchedulerState::Stopped;
-        actions.release.extend(core.parked.drain());
+        actions.release.extend(self.lanes().close());
         actions.reject.extend(
             core.queue
                 .drain()
@@ -581,17 +584,38 @@ impl Shared {
         self.notify_if_idle(idle);
     }
 
-    /// Starts `queued` in the parked runner that owns `mailbox`.
-    fn hand(self: &Arc<Self>, queued: Queued, mailbox: &Mailbox) {
+    /// Starts `queued`, submitted on `runtime`: see [`lanes`].
+    fn start_submitted(self: &Arc<Self>, runtime: Id, queued: Queued) {
         self.mark_started(&queued);
-        let handoff = Handoff {
-            shared: Arc::clone(self),
-            queued,
+        let start = self.lanes().start(runtime, queued);
+        self.dispatch(runtime, start);
+    }
+
+    /// A runner on its way on `runtime` arrived (or was dropped): hands out the tasks that
+    /// waited for it.
+    fn arrived(self: &Arc<Self>, runtime: Id) {
+        let mut starts = Vec::new();
+        self.lanes().arrived(runtime, &mut starts);
+        for start in starts {
+            self.dispatch(runtime, start);
+        }
+    }
+
+    /// Carries out where a started task goes.
+    fn dispatch(self: &Arc<Self>, runtime: Id, start: Start) {
+        let (queued, mailbox) = match start {
+            Start::Waits => return,
+            Start::Hand(queued, mailbox) => (queued, Some(mailbox)),
+            Start::Spawn(queued) => (queued, None),
+        };
+        let arrival = Arrival::new(Arc::clone(self), runtime);
+        let Some(mailbox) = mailbox else {
+            return self.spawn_started(queued, Some(arrival));
         };
         // The runner went away since it was taken (its runtime shut down): a runner of the
         // task's own, then.
-        if let Err(handoff) = mailbox.deliver(handoff) {
-            self.spawn_started(handoff.queued);
+        if let Err(handoff) = mailbox.deliver(Handoff { queued, arrival }) {
+            self.spawn_started(handoff.queued, Some(handoff.arrival));
         }
     }
 
@@ -642,16 +666,22 @@ impl Shared {
     /// Starts `queued` in a runner of its own.
     fn start(self: &Arc<Self>, queued: Queued) {
         self.mark_started(&queued);
-        self.spawn_started(queued);
+        self.spawn_started(queued, None);
     }
 
-    /// Spawns a runner for `queued`, marked started.
-    fn spawn_started(self: &Arc<Self>, queued: Queued) {
+    /// Spawns a runner for `queued`, marked started; `arrival` if the runner counts as on
+    /// its way.
+    fn spawn_started(self: &Arc<Self>, queued: Queued, arrival: Option<Arrival>) {
         let done = self.completion(&queued);
         match self.runtime() {
-            Some(runtime) => queued.job.spawn(&runtime, Arc::downgrade(self), done),
+            Some(runtime) => queued
+                .job
+                .spawn(&runtime, Arc::downgrade(self), arrival, done),
             // Only reachable if the runtime went away between submission and start.
-            None => queued.job.reject(no_runtime(), done),
+            None => {
+                drop(arrival);
+                queued.job.reject(no_runtime(), done);
+            }
         }
     }
 
@@ -682,8 +712,12 @@ impl Drop for Shared {
             queued.job.abandon();
         }
         // Parked runners hold the scheduler weakly: released, they exit.
-        for mailbox in core.parked.drain() {
+        let lanes = self.lanes.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for mailbox in lanes.close() {
             drop(mailbox.close());
+        }
+        for queued in lanes.drain_waiting() {
+            queued.job.abandon();
         }
     }
 }

@@ -12,6 +12,7 @@ use std::pin::Pin;
 use std::sync::Weak;
 use std::task::{Context, Poll};
 
+use super::lanes::Arrival;
 use super::{Shared, idle};
 
 /// A started task's run, boxed for a runner already going: its output is the run of the task
@@ -37,7 +38,17 @@ impl Future for Run {
 ///
 /// Dropped half-way (its runtime shut down), the run under way is dropped with it and its
 /// [`Completion`](super::Completion) records the task as cancelled.
-pub(super) async fn chain(shared: Weak<Shared>, first: impl Future<Output = Option<Run>>) {
+///
+/// Spawned by a submission, it was on its way ([`Arrival`]): it hands out the tasks that
+/// waited for it before it runs its own.
+pub(super) async fn chain(
+    shared: Weak<Shared>,
+    arrival: Option<Arrival>,
+    first: impl Future<Output = Option<Run>>,
+) {
+    if let Some(arrival) = arrival {
+        arrival.arrive();
+    }
     let next = first.await;
     rest(shared, next).await;
 }
