@@ -65,6 +65,12 @@ impl Completion {
         self.record(result, true)
     }
 
+    /// Records `result` as the end of a task that was not run (refused, or its runtime gone
+    /// before it started): the task its slot goes to, if any, gets a runner of its own.
+    pub(crate) fn finish_unrun(mut self, result: Result<(), &TaskFailure>) {
+        drop(self.record(result, false));
+    }
+
     /// With `inline`, the first task started is handed back instead of spawned.
     fn record(&mut self, result: Result<(), &TaskFailure>, inline: bool) -> Option<Run> {
         if std::mem::replace(&mut self.recorded, true) {

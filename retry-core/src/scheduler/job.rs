@@ -208,12 +208,9 @@ where
 
     fn reject(self: Arc<Self>, failure: TaskFailure, done: Completion) {
         drop(self.take_task());
-        let delivery = Delivery {
-            done,
-            result: Sender(self),
-        };
-        // A refused task held no slot: nothing is handed on.
-        drop(delivery.deliver(Err(failure)));
+        // Recorded first, then delivered, as a run's end; no runner goes on from here.
+        done.finish_unrun(Err(&failure));
+        Sender(self).send(Err(failure));
     }
 
     fn abandon(&self) {

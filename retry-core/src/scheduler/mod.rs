@@ -103,8 +103,9 @@ pub struct SubscriptionId(u64);
 /// the submitter's [`Scope`](crate::Scope) (its clock and seed).
 ///
 /// Starting a task seldom spawns one: the tokio task a task ran in goes on with the next one
-/// in the queue, and, with nothing queued, a few of them (at most 64 per scheduler) stay
-/// parked on their runtime for the next submission, until the scheduler stops or is dropped.
+/// in the queue, and, with nothing queued, a few of them (at most 64 per scheduler and runtime)
+/// stay parked on their runtime for the next submission, until the scheduler stops or is
+/// dropped.
 #[derive(Clone)]
 pub struct Scheduler {
     shared: Arc<Shared>,
@@ -253,8 +254,8 @@ struct Actions {
 
 /// What a submission decided about its task, under the lock.
 enum Admission {
-    /// Start it.
-    Start(Queued),
+    /// Start it, on this runtime.
+    Start(Queued, Id),
     /// It waits in the queue.
     Queued,
     Refuse(Queued, TaskFailure),
@@ -411,15 +412,14 @@ impl Scheduler {
         self.shared.emit(&TaskEvent::Registered { id });
         let queued = Queued { id, job };
 
-        let runtime = self.shared.runtime();
-        let (admission, idle) = match &runtime {
-            Some(_) => {
+        let (admission, idle) = match self.shared.runtime() {
+            Some(runtime) => {
                 let mut core = self.shared.core();
                 let admission = if core.state == SchedulerState::Stopped {
                     Admission::Refuse(queued, TaskFailure::QueueStopped)
                 } else if core.running < self.shared.options.concurrency && core.queue.len() == 0 {
                     core.running += 1;
-                    Admission::Start(queued)
+                    Admission::Start(queued, runtime.id())
                 } else {
                     match core.queue.push(queued) {
                         Ok(()) => Admission::Queued,
@@ -435,10 +435,7 @@ impl Scheduler {
         };
         let shared = &self.shared;
         match admission {
-            Admission::Start(queued) => match &runtime {
-                Some(runtime) => shared.start_submitted(runtime.id(), queued),
-                None => completion::start_all(shared, Batch::one(queued)),
-            },
+            Admission::Start(queued, runtime) => shared.start_submitted(runtime, queued),
             Admission::Queued => {}
             Admission::Refuse(queued, failure) => shared.refuse(queued, failure),
         }
