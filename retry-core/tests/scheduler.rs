@@ -883,3 +883,24 @@ fn tasks_waiting_for_a_runner_its_runtime_drops_end_cancelled_and_free_their_slo
         );
     });
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_queued_task_run_after_another_in_its_runner_sees_its_own_scope_only() {
+    // One slot: the second and third tasks run after the first, in its runner.
+    let scheduler = Scheduler::new(SchedulerOptions::new().with_concurrency(1)).unwrap();
+    let seed_seen = |_: TaskContext| async {
+        tokio::task::yield_now().await;
+        Ok::<_, TaskFailure>(Scope::current_seed())
+    };
+    let first = scheduler.submit(seed_seen);
+    // In a tuple: a handle is a future, and clippy asks that a block returning one be awaited.
+    let (scoped,) = Scope::new()
+        .seed(7)
+        .run(async { (scheduler.submit(seed_seen),) })
+        .await;
+    let after = scheduler.submit(seed_seen);
+    assert_eq!(scheduler.pending(), 2);
+    assert_eq!(first.await.unwrap(), None);
+    assert_eq!(scoped.await.unwrap(), Some(7));
+    assert_eq!(after.await.unwrap(), None);
+}
