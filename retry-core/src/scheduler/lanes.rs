@@ -10,7 +10,8 @@
 //! to a parked runner or a new one, which are then on their way in turn). A task waits no
 //! longer than a wake-up would have taken, and the submitter stays off the system calls.
 //!
-//! An [`Arrival`] stands for a runner on its way; dropped unused (the runner never ran), it
+//! At most [`WAITING_PER_RUNNER`] tasks wait for each runner on its way. An [`Arrival`]
+//! stands for a runner on its way; dropped unused (the runner never ran), it
 //! still hands the waiting tasks out, so that none is stranded.
 
 use std::sync::Arc;
@@ -19,6 +20,14 @@ use tokio::runtime::Id;
 
 use super::idle::Mailbox;
 use super::{Queued, Shared};
+
+/// The most tasks that wait for each runner on its way; one more gets a runner of its own.
+///
+/// A runner woken from a worker waits in that worker's LIFO slot, which no other worker can
+/// steal from, until the task polled there yields: a task that computes for a second without
+/// yielding would hold up every task waiting for it. This bounds that to a few tasks, and the
+/// submitter still wakes a worker only once in this many starts.
+const WAITING_PER_RUNNER: usize = 16;
 
 /// The runners of a scheduler that are not running a task, by runtime.
 #[derive(Default)]
@@ -82,7 +91,7 @@ impl Lanes {
     /// Where `queued`, started by a submission on `runtime`, goes.
     pub(super) fn start(&mut self, runtime: Id, queued: Queued) -> Start {
         let lane = self.lane(runtime);
-        if lane.coming > 0 {
+        if lane.waiting.len() < lane.coming * WAITING_PER_RUNNER {
             lane.waiting.push(queued);
             return Start::Waits;
         }
