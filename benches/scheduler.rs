@@ -8,6 +8,9 @@
 //!   on a current-thread runtime, as `(count(MANY) - count(FEW)) / (MANY - FEW)`. Skipped with
 //!   a note without valgrind, or with `--no-count`.
 //!
+//! `--rates <who>/<c> <multi|current> <runs>` times one row alone, one rate a line (`who` is
+//! `scheduler` or `joinset`): to see how a row's runs spread.
+//!
 //! The scheduler gets a `max_pending` of the whole burst: with the default (1,024) it refuses
 //! all but the first `concurrency + 1,024` tasks of a burst with `QueueFull`, which the last
 //! line of the output shows. `JoinSet` + `Semaphore` is the pattern of tokio's `Semaphore`
@@ -121,6 +124,25 @@ fn main() {
             c.parse().expect("a concurrency"),
             n,
         ));
+        return;
+    }
+    // `--rates <who>/<c> <multi|current> <runs>`: one row's runs after one untimed, one rate a line.
+    if let Some(i) = args.iter().position(|a| a == "--rates") {
+        let (who, c) = args[i + 1].split_once('/').expect("<who>/<concurrency>");
+        let c = c.parse().expect("a concurrency");
+        let make = match args[i + 2].as_str() {
+            "multi" => multi_thread as fn() -> Runtime,
+            _ => current_thread,
+        };
+        // One run untimed first: the first run of a process also pays for faulting in the
+        // heap the burst lives in.
+        black_box(run(&make(), who, c, TASKS));
+        for _ in 0..args[i + 3].parse().expect("a number of runs") {
+            let rt = make();
+            let start = Instant::now();
+            black_box(run(&rt, who, c, TASKS));
+            println!("{}", k(TASKS as f64 / start.elapsed().as_secs_f64()));
+        }
         return;
     }
     let count = !args.iter().any(|a| a == "--no-count") && counted::valgrind_available();

@@ -695,3 +695,212 @@ fn bad_input_scheduler_options() {
         serial(OnError::Stop)
     );
 }
+
+// ---------------------------------------------------------------- runners
+
+/// Tokio tasks alive on the current runtime, once the ones just woken have run.
+async fn alive_tasks() -> usize {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn runners_park_at_most_concurrency_and_leave_with_the_scheduler() {
+    let scheduler = Scheduler::new(SchedulerOptions::new().with_concurrency(3)).unwrap();
+    let burst: Vec<_> = (0..50)
+        .map(|i| {
+            scheduler.submit(move |_: TaskContext| async move {
+                tokio::task::yield_now().await;
+                Ok::<_, TaskFailure>(i)
+            })
+        })
+        .collect();
+    for (i, handle) in burst.into_iter().enumerate() {
+        assert_eq!(handle.await.unwrap(), i);
+    }
+    // Three runners ran the fifty tasks; with nothing queued they wait for more.
+    assert_eq!(alive_tasks().await, 3);
+    // A task submitted now is handed to one of them: no tokio task is added.
+    let one = scheduler.submit(|_: TaskContext| async { Ok::<_, TaskFailure>(7) });
+    assert_eq!(scheduler.running(), 1);
+    assert_eq!(one.await.unwrap(), 7);
+    assert_eq!(alive_tasks().await, 3);
+    drop(scheduler);
+    assert_eq!(alive_tasks().await, 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stopped_scheduler_releases_its_parked_runners() {
+    let scheduler = Scheduler::new(SchedulerOptions::new()).unwrap();
+    let handle = scheduler.submit(|_: TaskContext| async { Ok::<_, TaskFailure>(()) });
+    handle.await.unwrap();
+    assert_eq!(alive_tasks().await, 1);
+    scheduler.shutdown().await;
+    assert_eq!(alive_tasks().await, 0);
+}
+
+#[test]
+fn a_runner_parked_on_one_runtime_never_runs_a_task_submitted_on_another() {
+    let first = paused_runtime();
+    let scheduler = first.block_on(async {
+        let scheduler = Scheduler::new(SchedulerOptions::new()).unwrap();
+        let handle = scheduler.submit(|_: TaskContext| async { Ok::<_, TaskFailure>(()) });
+        handle.await.unwrap();
+        scheduler
+    });
+    // `first` is alive but idle: a task handed to its parked runner would never run.
+    let second = paused_runtime();
+    let ran_on = second.block_on(async {
+        let handle = scheduler.submit(|_: TaskContext| async {
+            Ok::<_, TaskFailure>(tokio::runtime::Handle::current().id())
+        });
+        tokio::time::timeout(PATIENCE, handle)
+            .await
+            .unwrap()
+            .unwrap()
+    });
+    assert_eq!(ran_on, second.handle().id());
+    drop(first);
+}
+
+#[test]
+fn a_task_handed_to_a_runner_its_runtime_drops_ends_cancelled_and_frees_its_slot() {
+    let r = recorded(SchedulerOptions::new().with_concurrency(1));
+    let runtime = paused_runtime();
+    // In a tuple: a handle is a future, and clippy asks that a block returning one be awaited.
+    let (handle,) = runtime.block_on(async {
+        let warm = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
+        warm.await.unwrap();
+        // Handed to the parked runner, which the runtime is dropped before it polls.
+        let handed = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
+        (handed,)
+    });
+    assert_eq!(handle.state(), TaskState::Running);
+    drop(runtime);
+    assert_eq!(handle.state(), TaskState::Error);
+    assert!(matches!(handle.failure(), Some(TaskFailure::Cancelled)));
+    assert_eq!(r.hook_ids(), [handle.id()]);
+    assert_eq!(
+        r.events_of(handle.id()),
+        [
+            TaskEvent::Registered { id: handle.id() },
+            TaskEvent::Started { id: handle.id() },
+            TaskEvent::Done {
+                id: handle.id(),
+                outcome: TaskOutcome::Error {
+                    error: "task cancelled".into(),
+                    retryable: true
+                },
+            },
+        ]
+    );
+    assert_eq!(r.scheduler.running(), 0);
+    let next = paused_runtime();
+    next.block_on(async {
+        let result = tokio::time::timeout(PATIENCE, handle).await.unwrap();
+        assert!(matches!(result, Err(TaskFailure::Cancelled)));
+        let again = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
+        assert_eq!(
+            tokio::time::timeout(PATIENCE, again)
+                .await
+                .unwrap()
+                .unwrap(),
+            1
+        );
+    });
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_task_never_sees_another_tasks_token_cancelled() {
+    // One slot, so each task runs after the last in the same runner: what one does with its
+    // token must not reach the next.
+    let scheduler = Scheduler::new(SchedulerOptions::new().with_concurrency(1)).unwrap();
+    let kept = Arc::new(Mutex::new(None));
+    let cancels_its_own = scheduler.submit(|cx: TaskContext| async move {
+        cx.cancel_token().cancel();
+        Ok::<_, TaskFailure>(cx.is_cancelled())
+    });
+    let keeps_its_own = scheduler.submit({
+        let kept = Arc::clone(&kept);
+        move |cx: TaskContext| {
+            let kept = Arc::clone(&kept);
+            async move {
+                let first_look = cx.is_cancelled();
+                *kept.lock().unwrap() = Some(cx.cancel_token().clone());
+                Ok::<_, TaskFailure>(first_look)
+            }
+        }
+    });
+    let next = scheduler.submit(|cx: TaskContext| async move {
+        let first_look = cx.is_cancelled();
+        // The submitter cancels the token the task before kept, meanwhile.
+        tokio::task::yield_now().await;
+        Ok::<_, TaskFailure>(first_look || cx.is_cancelled())
+    });
+    assert!(cancels_its_own.await.unwrap());
+    assert!(!keeps_its_own.await.unwrap());
+    kept.lock().unwrap().take().unwrap().cancel();
+    assert!(!next.await.unwrap());
+}
+
+#[test]
+fn tasks_waiting_for_a_runner_its_runtime_drops_end_cancelled_and_free_their_slots() {
+    // Three free slots: the first task gets a new runner, the two after it wait for that
+    // runner to hand them out; the runtime goes before it runs.
+    let r = recorded(SchedulerOptions::new().with_concurrency(3));
+    let runtime = paused_runtime();
+    let handles = runtime.block_on(async {
+        (0..3)
+            .map(|_| r.scheduler.submit(Scripted::always(Call::ok(0)).task()))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(r.scheduler.running(), 3);
+    assert!(handles.iter().all(|h| h.state() == TaskState::Running));
+    drop(runtime);
+    assert_eq!(r.scheduler.running(), 0);
+    for handle in &handles {
+        assert_eq!(handle.state(), TaskState::Error, "{}", handle.id());
+        assert!(matches!(handle.failure(), Some(TaskFailure::Cancelled)));
+    }
+    assert_eq!(r.hook_ids().len(), 3);
+    let next = paused_runtime();
+    next.block_on(async {
+        for handle in handles {
+            let result = tokio::time::timeout(PATIENCE, handle).await.unwrap();
+            assert!(matches!(result, Err(TaskFailure::Cancelled)));
+        }
+        let again = r.scheduler.submit(Scripted::always(Call::ok(0)).task());
+        assert_eq!(
+            tokio::time::timeout(PATIENCE, again)
+                .await
+                .unwrap()
+                .unwrap(),
+            1
+        );
+    });
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_queued_task_run_after_another_in_its_runner_sees_its_own_scope_only() {
+    // One slot: the second and third tasks run after the first, in its runner.
+    let scheduler = Scheduler::new(SchedulerOptions::new().with_concurrency(1)).unwrap();
+    let seed_seen = |_: TaskContext| async {
+        tokio::task::yield_now().await;
+        Ok::<_, TaskFailure>(Scope::current_seed())
+    };
+    let first = scheduler.submit(seed_seen);
+    // In a tuple: a handle is a future, and clippy asks that a block returning one be awaited.
+    let (scoped,) = Scope::new()
+        .seed(7)
+        .run(async { (scheduler.submit(seed_seen),) })
+        .await;
+    let after = scheduler.submit(seed_seen);
+    assert_eq!(scheduler.pending(), 2);
+    assert_eq!(first.await.unwrap(), None);
+    assert_eq!(scoped.await.unwrap(), Some(7));
+    assert_eq!(after.await.unwrap(), None);
+}

@@ -192,6 +192,14 @@ impl CancelToken {
         self.inner.is_cancelled()
     }
 
+    /// Whether this handle is the token's only one and the token was not cancelled itself:
+    /// nothing can then observe it, and it is as good as a new child of its parent (a
+    /// cancellation of an ancestor still reaches it). The scheduler reuses its tasks' tokens
+    /// on that condition.
+    pub(crate) fn is_unshared(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1 && !self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
     /// A new token cancelled together with this one (and on its own).
     pub fn child(&self) -> Self {
         Self {

@@ -11,10 +11,12 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::error::TaskFailure;
+use crate::middleware::{CancelToken, TaskContext};
 
 use super::events::{TaskEvent, TaskId, TaskOutcome};
 use super::hooks::call_error_hook;
 use super::job::Job;
+use super::runner::Run;
 use super::{Actions, Batch, OnError, Queued, SchedulerState, Shared, TARGET};
 
 /// Records how a task ended — state, hook, event, in that order — and frees its slot; once,
@@ -27,6 +29,9 @@ pub(crate) struct Completion {
     /// Whether the task holds a concurrency slot (it was started).
     slot: bool,
     recorded: bool,
+    /// The task's cancellation token, for the next task this runner runs if the task left
+    /// no other reference to it.
+    token: Option<CancelToken>,
 }
 
 impl Completion {
@@ -37,17 +42,39 @@ impl Completion {
             job,
             slot,
             recorded: false,
+            token: None,
         }
     }
 
-    /// Records `result` as the task's end.
-    pub(crate) fn finish(mut self, result: Result<(), &TaskFailure>) {
-        self.record(result);
+    /// The task's context, made as it starts to run: its token is a new child of the
+    /// scheduler's, or `recycled` — the previous task's in the same runner — when nothing
+    /// else refers to that one and it was not cancelled: then no one can tell it from a new
+    /// child, and it saves an allocation. A clone is kept to hand on when the task ends.
+    pub(crate) fn context(&mut self, recycled: Option<CancelToken>) -> TaskContext {
+        let token = match recycled {
+            Some(token) if token.is_unshared() => token,
+            _ => self.shared.token.child(),
+        };
+        self.token = Some(token.clone());
+        TaskContext::with_token(token)
     }
 
-    fn record(&mut self, result: Result<(), &TaskFailure>) {
+    /// Records `result` as the task's end; the run of the task its slot went to, for the
+    /// runner that ran this one to go on with.
+    pub(crate) fn finish(mut self, result: Result<(), &TaskFailure>) -> Option<Run> {
+        self.record(result, true)
+    }
+
+    /// Records `result` as the end of a task that was not run (refused, or its runtime gone
+    /// before it started): the task its slot goes to, if any, gets a runner of its own.
+    pub(crate) fn finish_unrun(mut self, result: Result<(), &TaskFailure>) {
+        drop(self.record(result, false));
+    }
+
+    /// With `inline`, the first task started is handed back instead of spawned.
+    fn record(&mut self, result: Result<(), &TaskFailure>, inline: bool) -> Option<Run> {
         if std::mem::replace(&mut self.recorded, true) {
-            return;
+            return None;
         }
         let (shared, id) = (&self.shared, self.id);
         let outcome = TaskOutcome::of(result);
@@ -57,9 +84,11 @@ impl Completion {
         }
         shared.emit(&TaskEvent::Done { id, outcome });
         if !self.slot {
-            return;
+            return None;
         }
         let mut actions = Actions::default();
+        // The task the slot goes to: run in this runner when `inline`.
+        let mut next = None;
         {
             let mut core = shared.core();
             core.running = core.running.saturating_sub(1);
@@ -68,13 +97,25 @@ impl Completion {
             }
             while core.state == SchedulerState::Running && core.running < shared.options.concurrency
             {
-                let Some(next) = core.queue.pop() else { break };
+                let Some(queued) = core.queue.pop() else {
+                    break;
+                };
                 core.running += 1;
-                actions.start.push(next);
+                match next {
+                    None => next = Some(queued),
+                    Some(_) => actions.start.push(queued),
+                }
             }
             actions.idle = core.is_idle();
         }
+        if inline {
+            return shared.perform_inline(next, self.token.take(), actions);
+        }
+        if let Some(queued) = next {
+            start_all(shared, Batch::one(queued));
+        }
         shared.perform(actions);
+        None
     }
 }
 
@@ -82,7 +123,7 @@ impl Drop for Completion {
     fn drop(&mut self) {
         if !self.recorded {
             tracing::debug!(target: TARGET, task = self.id.0, "task dropped before it finished (its runtime shut down?)");
-            self.record(Err(&TaskFailure::Cancelled));
+            self.record(Err(&TaskFailure::Cancelled), false);
         }
     }
 }

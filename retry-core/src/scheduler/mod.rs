@@ -43,9 +43,12 @@ mod completion;
 mod events;
 mod handle;
 mod hooks;
+mod idle;
 mod job;
+mod lanes;
 mod options;
 mod queue;
+mod runner;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,11 +56,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 #[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
-use tokio::runtime::Handle;
+use tokio::runtime::{Handle, Id};
 use tokio::sync::Notify;
 
 use crate::error::{TaskError, TaskFailure};
-use crate::middleware::{CancelToken, Task, TaskContext};
+use crate::middleware::{CancelToken, Task};
 
 pub use events::{TaskEvent, TaskId, TaskOutcome, TaskState};
 pub use handle::TaskHandle;
@@ -67,8 +70,11 @@ pub use options::{
 
 use completion::Completion;
 use hooks::{ErrorHook, Subscriber};
+use idle::{Handoff, Mailbox};
 use job::{Job, TypedJob};
+use lanes::{Arrival, Lanes, Start};
 use queue::{MemoryQueue, PendingQueue};
+use runner::Run;
 
 const TARGET: &str = "retry_core::scheduler";
 
@@ -91,9 +97,15 @@ pub struct SubscriptionId(u64);
 
 /// Runs tasks with a concurrency limit, a bounded queue and an on-error policy.
 ///
-/// Cheap to clone: clones share one scheduler. Tasks run as tokio tasks, on the runtime they
+/// Cheap to clone: clones share one scheduler. Tasks run in tokio tasks, on the runtime they
 /// are submitted from — or, submitted from outside any, on the one the scheduler was built
-/// in; each inherits the submitter's [`Scope`](crate::Scope) (its clock and seed).
+/// in; a task that waited in the queue runs where the slot it takes was freed. Each inherits
+/// the submitter's [`Scope`](crate::Scope) (its clock and seed).
+///
+/// Starting a task seldom spawns one: the tokio task a task ran in goes on with the next one
+/// in the queue, and, with nothing queued, a few of them (at most 64 per scheduler and runtime)
+/// stay parked on their runtime for the next submission, until the scheduler stops or is
+/// dropped.
 #[derive(Clone)]
 pub struct Scheduler {
     shared: Arc<Shared>,
@@ -102,6 +114,8 @@ pub struct Scheduler {
 struct Shared {
     options: SchedulerOptions,
     core: Mutex<Core>,
+    /// The runners not running a task; locked after `core`, never before.
+    lanes: Mutex<Lanes>,
     on_error: Option<ErrorHook>,
     subscribers: Mutex<Subscribers>,
     /// Whether `subscribers` has any: three events per task need not take its lock to find
@@ -202,6 +216,7 @@ impl SchedulerBuilder {
             shared: Arc::new(Shared {
                 options: self.options,
                 core: Mutex::new(core),
+                lanes: Mutex::default(),
                 on_error: self.on_error,
                 subscribed: AtomicBool::new(!subscribers.list.is_empty()),
                 subscribers: Mutex::new(subscribers),
@@ -225,13 +240,25 @@ impl Subscribers {
     }
 }
 
-/// What to do once the lock is released.
+/// What to do once the lock is released, beyond the one task a submission or an ending
+/// decides about: empty unless a stop drains the queue, so cheap to make, move and drop.
 #[derive(Default)]
 struct Actions {
-    start: Batch<Queued>,
-    reject: Batch<(Queued, TaskFailure)>,
+    start: Vec<Queued>,
+    reject: Vec<(Queued, TaskFailure)>,
+    /// Parked runners to release: the scheduler stopped.
+    release: Vec<Arc<Mailbox>>,
     /// Whether nothing was running or pending when the actions were decided.
     idle: bool,
+}
+
+/// What a submission decided about its task, under the lock.
+enum Admission {
+    /// Start it, on this runtime.
+    Start(Queued, Id),
+    /// It waits in the queue.
+    Queued,
+    Refuse(Queued, TaskFailure),
 }
 
 /// A list that holds its first item inline: one task starts or is refused at a time, in the
@@ -251,6 +278,13 @@ impl<T> Default for Batch<T> {
 }
 
 impl<T> Batch<T> {
+    fn one(item: T) -> Self {
+        Self {
+            first: Some(item),
+            rest: Vec::new(),
+        }
+    }
+
     fn push(&mut self, item: T) {
         if self.first.is_none() && self.rest.is_empty() {
             self.first = Some(item);
@@ -378,26 +412,34 @@ impl Scheduler {
         self.shared.emit(&TaskEvent::Registered { id });
         let queued = Queued { id, job };
 
-        let mut actions = Actions::default();
-        if self.shared.runtime().is_none() {
-            let failure = no_runtime();
-            actions.reject.push((queued, failure));
-        } else {
-            let mut core = self.shared.core();
-            if core.state == SchedulerState::Stopped {
-                actions.reject.push((queued, TaskFailure::QueueStopped));
-            } else if core.running < self.shared.options.concurrency && core.queue.len() == 0 {
-                core.running += 1;
-                actions.start.push(queued);
-            } else if let Err(queued) = core.queue.push(queued) {
-                let capacity = core.queue.capacity();
-                actions
-                    .reject
-                    .push((queued, TaskFailure::QueueFull { capacity }));
+        let (admission, idle) = match self.shared.runtime() {
+            Some(runtime) => {
+                let mut core = self.shared.core();
+                let admission = if core.state == SchedulerState::Stopped {
+                    Admission::Refuse(queued, TaskFailure::QueueStopped)
+                } else if core.running < self.shared.options.concurrency && core.queue.len() == 0 {
+                    core.running += 1;
+                    Admission::Start(queued, runtime.id())
+                } else {
+                    match core.queue.push(queued) {
+                        Ok(()) => Admission::Queued,
+                        Err(queued) => {
+                            let capacity = core.queue.capacity();
+                            Admission::Refuse(queued, TaskFailure::QueueFull { capacity })
+                        }
+                    }
+                };
+                (admission, core.is_idle())
             }
-            actions.idle = core.is_idle();
+            None => (Admission::Refuse(queued, no_runtime()), false),
+        };
+        let shared = &self.shared;
+        match admission {
+            Admission::Start(queued, runtime) => shared.start_submitted(runtime, queued),
+            Admission::Queued => {}
+            Admission::Refuse(queued, failure) => shared.refuse(queued, failure),
         }
-        self.shared.perform(actions);
+        shared.notify_if_idle(idle);
         handle
     }
 
@@ -459,6 +501,10 @@ impl Shared {
         self.core.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn subscribers(&self) -> MutexGuard<'_, Subscribers> {
         self.subscribers
             .lock()
@@ -499,6 +545,7 @@ impl Shared {
             tracing::debug!(target: TARGET, pending = core.queue.len(), "scheduler stopped");
         }
         core.state = SchedulerState::Stopped;
+        actions.release.extend(self.lanes().close());
         actions.reject.extend(
             core.queue
                 .drain()
@@ -509,37 +556,147 @@ impl Shared {
 
     /// Starts and refuses tasks, outside the lock.
     fn perform(self: &Arc<Self>, actions: Actions) {
-        for (queued, failure) in actions.reject {
-            let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), false);
-            queued.job.reject(failure, done);
+        let Actions {
+            start,
+            reject,
+            release,
+            idle,
+        } = actions;
+        // Each empty in the common case: skipped without making an iterator.
+        if !reject.is_empty() {
+            for (queued, failure) in reject {
+                self.refuse(queued, failure);
+            }
         }
-        completion::start_all(self, actions.start);
-        // Decided under the lock: a task that starts or ends after it notifies on its own,
-        // and `idle()` checks again before it returns.
-        if actions.idle {
+        if !release.is_empty() {
+            for mailbox in release {
+                drop(mailbox.close());
+            }
+        }
+        if !start.is_empty() {
+            let mut batch = Batch::default();
+            batch.extend(start);
+            completion::start_all(self, batch);
+        }
+        self.notify_if_idle(idle);
+    }
+
+    /// Starts `queued`, submitted on `runtime`: see [`lanes`].
+    fn start_submitted(self: &Arc<Self>, runtime: Id, queued: Queued) {
+        self.mark_started(&queued);
+        let start = self.lanes().start(runtime, queued);
+        self.dispatch(runtime, start);
+    }
+
+    /// A runner on its way on `runtime` arrived (or was dropped): hands out the tasks that
+    /// waited for it.
+    fn arrived(self: &Arc<Self>, runtime: Id) {
+        let mut starts = Vec::new();
+        self.lanes().arrived(runtime, &mut starts);
+        for start in starts {
+            self.dispatch(runtime, start);
+        }
+    }
+
+    /// Carries out where a started task goes.
+    fn dispatch(self: &Arc<Self>, runtime: Id, start: Start) {
+        let (queued, mailbox) = match start {
+            Start::Waits => return,
+            Start::Hand(queued, mailbox) => (queued, Some(mailbox)),
+            Start::Spawn(queued) => (queued, None),
+        };
+        let arrival = Arrival::new(Arc::clone(self), runtime);
+        let Some(mailbox) = mailbox else {
+            return self.spawn_started(queued, Some(arrival));
+        };
+        // The runner went away since it was taken (its runtime shut down): a runner of the
+        // task's own, then.
+        if let Err(handoff) = mailbox.deliver(Handoff { queued, arrival }) {
+            self.spawn_started(handoff.queued, Some(handoff.arrival));
+        }
+    }
+
+    /// Like [`perform`](Shared::perform), from the runner of a task that just ended: `next`,
+    /// the task its slot went to, is handed back to run there, not spawned.
+    ///
+    /// `token` is the ended task's: the next one gets it if nothing else holds it.
+    fn perform_inline(
+        self: &Arc<Self>,
+        next: Option<Queued>,
+        token: Option<CancelToken>,
+        actions: Actions,
+    ) -> Option<Run> {
+        let run = next.map(|queued| {
+            self.mark_started(&queued);
+            let done = self.completion(&queued);
+            queued.job.run(done, token)
+        });
+        self.perform(actions);
+        run
+    }
+
+    /// Fails `queued` without running it.
+    fn refuse(self: &Arc<Self>, queued: Queued, failure: TaskFailure) {
+        let done = Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), false);
+        queued.job.reject(failure, done);
+    }
+
+    /// `idle` was decided under the lock: a task that starts or ends after it notifies on
+    /// its own, and `idle()` checks again before it returns.
+    fn notify_if_idle(&self, idle: bool) {
+        if idle {
             self.idle.notify_waiters();
         }
     }
 
+    /// Records that `queued` started: its state, its event.
+    fn mark_started(&self, queued: &Queued) {
+        queued.job.set_status(TaskState::Running, None);
+        self.emit(&TaskEvent::Started { id: queued.id });
+    }
+
+    /// The completion of a task marked started.
+    fn completion(self: &Arc<Self>, queued: &Queued) -> Completion {
+        Completion::new(Arc::clone(self), queued.id, Arc::clone(&queued.job), true)
+    }
+
+    /// Starts `queued` in a runner of its own.
     fn start(self: &Arc<Self>, queued: Queued) {
-        let Queued { id, job } = queued;
-        job.set_status(TaskState::Running, None);
-        self.emit(&TaskEvent::Started { id });
-        let done = Completion::new(Arc::clone(self), id, Arc::clone(&job), true);
+        self.mark_started(&queued);
+        self.spawn_started(queued, None);
+    }
+
+    /// Spawns a runner for `queued`, marked started; `arrival` if the runner counts as on
+    /// its way.
+    fn spawn_started(self: &Arc<Self>, queued: Queued, arrival: Option<Arrival>) {
+        let done = self.completion(&queued);
         match self.runtime() {
-            Some(runtime) => {
-                let cx = TaskContext::with_token(self.token.child());
-                job.start(&runtime, cx, done);
-            }
+            Some(runtime) => queued
+                .job
+                .spawn(&runtime, Arc::downgrade(self), arrival, done),
             // Only reachable if the runtime went away between submission and start.
-            None => job.reject(no_runtime(), done),
+            None => {
+                drop(arrival);
+                queued.job.reject(no_runtime(), done);
+            }
         }
+    }
+
+    /// The run of `queued`, marked started, for the runner that is to run it.
+    fn run_started(self: &Arc<Self>, queued: Queued) -> Run {
+        let done = self.completion(&queued);
+        queued.job.run(done, None)
     }
 }
 
 impl Core {
     fn is_idle(&self) -> bool {
         self.running == 0 && self.queue.len() == 0
+    }
+
+    /// Whether tasks may still start.
+    fn accepts(&self) -> bool {
+        self.state == SchedulerState::Running
     }
 }
 
@@ -549,6 +706,14 @@ impl Drop for Shared {
     fn drop(&mut self) {
         let core = self.core.get_mut().unwrap_or_else(PoisonError::into_inner);
         for queued in core.queue.drain() {
+            queued.job.abandon();
+        }
+        // Parked runners hold the scheduler weakly: released, they exit.
+        let lanes = self.lanes.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for mailbox in lanes.close() {
+            drop(mailbox.close());
+        }
+        for queued in lanes.drain_waiting() {
             queued.job.abandon();
         }
     }
