@@ -7,11 +7,13 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt, yields_after};
+use super::decide::{
+    Checks, Next, TARGET, after_failure, after_timer, start_attempt, yields_after,
+};
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
 use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry};
-use crate::backoff::Schedule;
 use crate::policy::Plan;
+use crate::schedule::Follow;
 use crate::time::Clock;
 
 pin_project! {
@@ -36,7 +38,7 @@ where
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
-    B: Schedule<E>,
+    B: Follow<E>,
     W: ShouldRetry<E>,
     N: OnRetry<E>,
     H: RetryAfter<E>,
@@ -103,7 +105,7 @@ where
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
-    B: Schedule<E>,
+    B: Follow<E>,
     W: ShouldRetry<E>,
     N: OnRetry<E>,
     H: RetryAfter<E>,
@@ -111,6 +113,7 @@ where
 {
     let mut this = retry.project();
     let progress = this.progress;
+    let checks = Checks::new::<_, _, E>(this.plan, &*this.backoff);
     // Whether the signal was polled since this poll last ran user code (an attempt, the
     // hooks).
     let mut signal_checked = false;
@@ -157,6 +160,7 @@ where
                     Poll::Ready(Err(error)) => after_failure(
                         error,
                         this.plan,
+                        &checks,
                         this.backoff,
                         this.when,
                         this.notify,
@@ -166,7 +170,8 @@ where
                     ),
                     Poll::Pending => match timer.poll_fired(cx) {
                         Some(kind) => {
-                            after_timer(kind, this.plan, this.backoff, &*this.limits, progress)
+                            let limits = &*this.limits;
+                            after_timer(kind, this.plan, &checks, this.backoff, limits, progress)
                         }
                         None => return Poll::Pending,
                     },
@@ -230,10 +235,10 @@ where
 
 /// How the loop ends when its cancellation signal has fired; `None` while it has not (or the
 /// loop has no signal).
-fn cancelled<E, L: Limits>(
+fn cancelled<E, L: Limits, K>(
     limits: Pin<&mut L>,
     cx: &mut Context<'_>,
-    progress: &mut Progress<L::Memory<E>>,
+    progress: &mut Progress<L::Memory<E>, K>,
 ) -> Option<Exit<E, L::Token>> {
     let token = limits.poll_cancelled(cx)?;
     tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: cancelled");
@@ -247,11 +252,11 @@ fn cancelled<E, L: Limits>(
 
 /// Starts the next attempt (raced against its limits' timer, if any) in `state`; or, when the
 /// deadline has already passed, leaves the loop `Done` and returns how it ended.
-fn begin<Op, Fut, T, E, C, L>(
+fn begin<Op, Fut, T, E, C, L, K>(
     plan: &Plan<C>,
     op: &mut Op,
     limits: &L,
-    progress: &mut Progress<L::Memory<E>>,
+    progress: &mut Progress<L::Memory<E>, K>,
     mut state: Pin<&mut AttemptState<Fut, C, L>>,
 ) -> Result<(), Exit<E, L::Token>>
 where
