@@ -42,8 +42,8 @@ pub trait Follow<E> {
     /// The memory of a loop created with this schedule under `start`.
     fn kept(start: Start) -> Self::Kept;
 
-    /// The wait after every failure, for a schedule whose answer never changes: the loop then
-    /// clamps it once per poll instead of asking once per failure.
+    /// The wait after every failure, already within the policy's ceiling, for a schedule
+    /// whose answer never changes: the loop then reads it instead of asking once per failure.
     #[inline]
     fn fixed(&self) -> Option<Duration> {
         None
@@ -73,6 +73,18 @@ pub trait Schedule<E>: Follow<E> + sealed::Sealed {
     /// The memory of a loop switching to this schedule, keeping the generator `rng`.
     #[doc(hidden)]
     fn kept_after(rng: LoopRng) -> Self::Kept;
+
+    /// This schedule in a loop whose ceiling is `max_delay`: a fixed wait is clamped here,
+    /// once, where the loop is built.
+    #[doc(hidden)]
+    #[inline]
+    fn within(self, max_delay: Duration) -> Self
+    where
+        Self: Sized,
+    {
+        let _ = max_delay;
+        self
+    }
 }
 
 /// The memory of a schedule that reads nothing back: [`Constant`].
@@ -277,5 +289,10 @@ impl<E> Schedule<E> for Constant {
     #[inline]
     fn kept_after(_: LoopRng) -> Nothing {
         Nothing
+    }
+
+    #[inline]
+    fn within(self, max_delay: Duration) -> Self {
+        Constant(self.0.min(max_delay))
     }
 }

@@ -29,7 +29,7 @@ pub(super) struct Checks {
     max_delay_ms: u64,
     max_delay: Duration,
     max_retry_after: Duration,
-    /// The wait after every failure, clamped, when the schedule's never changes.
+    /// The wait after every failure, when the schedule's never changes (clamped already).
     fixed: Option<Duration>,
     warns: bool,
 }
@@ -44,7 +44,7 @@ impl Checks {
             max_delay_ms: plan.max_delay_ms(),
             max_delay,
             max_retry_after: plan.max_retry_after(),
-            fixed: backoff.fixed().map(|delay| delay.min(max_delay)),
+            fixed: backoff.fixed(),
             warns: Level::WARN <= STATIC_MAX_LEVEL && Level::WARN <= LevelFilter::current(),
         }
     }

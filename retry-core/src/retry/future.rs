@@ -117,7 +117,9 @@ where
     // Whether the signal was polled since this poll last ran user code (an attempt, the
     // hooks).
     let mut signal_checked = false;
-    let mut resume = match resume {
+    // The outcome `poll` already has of the attempt in the state, if any: a failure goes
+    // straight to its decision, without a dispatch on the state.
+    let mut outcome = match resume {
         Resume::Dispatch => {
             // Finished: stays pending, and never polls the cancellation signal again.
             if let StateProj::Done = this.state.as_mut().project() {
@@ -131,89 +133,94 @@ where
             signal_checked = true;
             None
         }
-        // The attempt ran: it may have fired the signal.
-        other => Some(other),
+        Resume::Failed(error) => Some(Poll::Ready(Err(error))),
+        Resume::Pending => Some(Poll::Pending),
     };
 
     loop {
-        // Each arm either returns or says whether the next attempt starts now.
-        let start_next = match this.state.as_mut().project() {
-            StateProj::Start => true,
-            StateProj::Attempt { .. } => 'attempts: loop {
-                // Polls the attempt in the state; a zero wait comes back here with the next
-                // one, without passing through the dispatch above.
-                let StateProj::Attempt { fut, timer } = this.state.as_mut().project() else {
-                    break 'attempts false;
-                };
-                // The attempt, or the hooks after it, may fire the signal.
-                signal_checked = false;
-                let polled = match resume.take() {
-                    Some(Resume::Failed(error)) => Poll::Ready(Err(error)),
-                    Some(Resume::Pending) => Poll::Pending,
-                    Some(Resume::Dispatch) | None => fut.poll(cx),
-                };
-                let next = match polled {
-                    Poll::Ready(Ok(value)) => {
-                        this.state.set(State::Done);
-                        return Poll::Ready(L::finish(Ok(value)));
-                    }
-                    Poll::Ready(Err(error)) => after_failure(
-                        error,
-                        this.plan,
-                        &checks,
-                        this.backoff,
-                        this.when,
-                        this.notify,
-                        this.hint,
-                        &*this.limits,
-                        progress,
-                    ),
-                    Poll::Pending => match timer.poll_fired(cx) {
+        // Each step either returns, or says whether the next attempt starts now (false: look
+        // at the state it left, a wait). An attempt after a zero wait is started and polled
+        // inside the step.
+        let start_next = 'step: loop {
+            let polled = match outcome.take() {
+                Some(polled) => polled,
+                None => match this.state.as_mut().project() {
+                    StateProj::Start => break 'step true,
+                    StateProj::Attempt { fut, .. } => fut.poll(cx),
+                    StateProj::Backoff { sleep } => match sleep.poll(cx) {
+                        // Ended: the next attempt starts, once the signal has been checked.
+                        Poll::Ready(()) => break 'step true,
+                        Poll::Pending => return Poll::Pending,
+                    },
+                    StateProj::Done => return Poll::Pending,
+                },
+            };
+            // The attempt, or the hooks after it, may fire the signal.
+            signal_checked = false;
+            let next = match polled {
+                Poll::Ready(Ok(value)) => {
+                    this.state.set(State::Done);
+                    return Poll::Ready(L::finish(Ok(value)));
+                }
+                Poll::Ready(Err(error)) => after_failure(
+                    error,
+                    this.plan,
+                    &checks,
+                    this.backoff,
+                    this.when,
+                    this.notify,
+                    this.hint,
+                    &*this.limits,
+                    progress,
+                ),
+                Poll::Pending => {
+                    // Only a running attempt is pending here: its timer is polled next.
+                    let StateProj::Attempt { timer, .. } = this.state.as_mut().project() else {
+                        return Poll::Pending;
+                    };
+                    match timer.poll_fired(cx) {
                         Some(kind) => {
                             let limits = &*this.limits;
                             after_timer(kind, this.plan, &checks, this.backoff, limits, progress)
                         }
                         None => return Poll::Pending,
-                    },
-                };
-                match next {
-                    Next::Stop(exit) => {
+                    }
+                }
+            };
+            match next {
+                Next::Stop(exit) => {
+                    this.state.set(State::Done);
+                    return Poll::Ready(L::finish(Err(exit)));
+                }
+                Next::Wait(delay) if delay.is_zero() => {
+                    // No timer for a zero wait, but a long run of immediate retries yields
+                    // now and then so other tasks on this thread get to run.
+                    if yields_after(progress.attempt) {
+                        this.state.set(State::Start);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    // Straight to the next attempt, polled right here: R6 first (the signal
+                    // may have fired during the attempt or inside `notify`).
+                    if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
                         this.state.set(State::Done);
                         return Poll::Ready(L::finish(Err(exit)));
                     }
-                    Next::Wait(delay) if delay.is_zero() => {
-                        // No timer for a zero wait, but a long run of immediate retries
-                        // yields now and then so other tasks on this thread get to run.
-                        if yields_after(progress.attempt) {
-                            this.state.set(State::Start);
-                            cx.waker().wake_by_ref();
-                            return Poll::Pending;
-                        }
-                        // Straight to the next attempt: R6 first (the signal may have fired
-                        // during the attempt or inside `notify`).
-                        if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
-                            this.state.set(State::Done);
-                            return Poll::Ready(L::finish(Err(exit)));
-                        }
-                        let state = this.state.as_mut();
-                        if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state)
-                        {
-                            return Poll::Ready(L::finish(Err(exit)));
-                        }
+                    let state = this.state.as_mut();
+                    if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state) {
+                        return Poll::Ready(L::finish(Err(exit)));
                     }
-                    Next::Wait(delay) => {
-                        let sleep = this.plan.clock().sleep(delay);
-                        this.state.set(State::Backoff { sleep });
-                        break 'attempts false;
+                    if let StateProj::Attempt { fut, .. } = this.state.as_mut().project() {
+                        outcome = Some(fut.poll(cx));
                     }
+                    continue;
                 }
-            },
-            StateProj::Backoff { sleep } => match sleep.poll(cx) {
-                // Ended: the next attempt starts, once the signal has been checked.
-                Poll::Ready(()) => true,
-                Poll::Pending => return Poll::Pending,
-            },
-            StateProj::Done => return Poll::Pending,
+                Next::Wait(delay) => {
+                    let sleep = this.plan.clock().sleep(delay);
+                    this.state.set(State::Backoff { sleep });
+                    break 'step false;
+                }
+            }
         };
         if start_next {
             // R6: no attempt starts after the signal, not even straight after a zero wait

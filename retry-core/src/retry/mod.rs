@@ -294,9 +294,9 @@ where
             .progress
             .following(|kept| B2::kept_after(kept.into_rng()));
         Retry {
+            backoff: backoff.within(self.plan.max_delay()),
             plan: self.plan,
             op: self.op,
-            backoff,
             when: self.when,
             notify: self.notify,
             hint: self.hint,
