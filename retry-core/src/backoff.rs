@@ -228,6 +228,7 @@ impl ExponentialBackoff {
     ///
     /// Compared with the cap in whole nanoseconds: index 0 is exactly the base, and the delays
     /// never decrease and never pass the cap, however long base and cap are.
+    #[inline]
     pub fn unjittered(&self, retry_index: u32) -> Duration {
         if self.base.is_zero() {
             return Duration::ZERO; // 0 · factor^i, even where factor^i overflows to infinity
@@ -237,6 +238,13 @@ impl ExponentialBackoff {
         if retry_index >= self.saturates_at && self.saturates_at != u32::MAX {
             return self.cap;
         }
+        self.below_cap(retry_index)
+    }
+
+    /// [`unjittered`](Self::unjittered) before the cap: out of line, so that a loop at its
+    /// cap (every retry of a long outage) runs none of the 128-bit arithmetic's setup.
+    #[inline(never)]
+    fn below_cap(&self, retry_index: u32) -> Duration {
         from_nanos_u128(self.unjittered_nanos(retry_index))
     }
 
