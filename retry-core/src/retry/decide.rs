@@ -27,7 +27,8 @@ pub(super) const TARGET: &str = "retry_core";
 pub(super) struct Checks {
     max_attempts: u32,
     max_delay_ms: u64,
-    max_delay: Duration,
+    /// The ceiling's whole seconds: a delay below them needs no clamp.
+    max_delay_secs: u64,
     max_retry_after: Duration,
     /// The wait after every failure, when the schedule's never changes (clamped already).
     fixed: Option<Duration>,
@@ -38,11 +39,10 @@ impl Checks {
     /// The checks of a loop under `plan` following `backoff`.
     #[inline]
     pub(super) fn new<C, B: Follow<E>, E>(plan: &Plan<C>, backoff: &B) -> Self {
-        let max_delay = plan.max_delay();
         Checks {
             max_attempts: plan.max_attempts(),
             max_delay_ms: plan.max_delay_ms(),
-            max_delay,
+            max_delay_secs: plan.max_delay_ms() / 1000,
             max_retry_after: plan.max_retry_after(),
             fixed: backoff.fixed(),
             warns: Level::WARN <= STATIC_MAX_LEVEL && Level::WARN <= LevelFilter::current(),
@@ -132,7 +132,11 @@ fn scheduled_delay<E, B: Follow<E>, M>(
         checks.max_delay_ms,
         &mut progress.kept,
     );
-    delay.min(checks.max_delay)
+    // Below the ceiling's whole seconds (the usual case) no clamp is needed: one comparison.
+    if delay.as_secs() < checks.max_delay_secs {
+        return delay;
+    }
+    delay.min(Duration::from_millis(checks.max_delay_ms))
 }
 
 /// Decides what follows a failed attempt.
