@@ -81,71 +81,20 @@ impl Backoff for PolicyBackoff {
 
 /// The default schedule of a [`Retry`](crate::Retry): the policy's own.
 ///
-/// Zero-sized: the loop reads base, ceiling and jitter from the policy it already holds,
-/// instead of carrying a second copy of them in every retry future.
+/// Zero-sized: the loop keeps the policy's base and jitter beside its generator, and a loop
+/// given another schedule keeps neither.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FromPolicy;
 
-/// Where the retry loop gets its next wait: the policy's own schedule ([`FromPolicy`]), any
-/// [`Backoff`], or an adapter that also reads the error (the retry middleware's delays).
-/// Not meant to be implemented elsewhere.
-#[doc(hidden)]
-pub trait Schedule<E> {
-    /// The wait after `failed_attempt`, before the clamp to the policy's ceiling. `policy` is
-    /// the loop's policy schedule, which [`FromPolicy`] follows and a [`Backoff`] ignores;
-    /// `error` is what the attempt failed with (`None` when its timer cut it off).
-    fn next_delay(
-        &mut self,
-        policy: PolicyBackoff,
-        failed_attempt: u32,
-        error: Option<&E>,
-        previous: Duration,
-        rng: &mut JitterRng,
-    ) -> Duration;
-
-    /// Whether `next_delay` reads its generator.
-    fn draws_randomly(&self, policy: PolicyBackoff) -> bool;
-}
-
-impl<E> Schedule<E> for FromPolicy {
-    fn next_delay(
-        &mut self,
-        mut policy: PolicyBackoff,
-        failed_attempt: u32,
-        _: Option<&E>,
-        previous: Duration,
-        rng: &mut JitterRng,
-    ) -> Duration {
-        policy.delay(failed_attempt, previous, rng)
-    }
-
-    fn draws_randomly(&self, policy: PolicyBackoff) -> bool {
-        Backoff::draws_randomly(&policy)
-    }
-}
-
-impl<B: Backoff, E> Schedule<E> for B {
-    fn next_delay(
-        &mut self,
-        _: PolicyBackoff,
-        failed_attempt: u32,
-        _: Option<&E>,
-        previous: Duration,
-        rng: &mut JitterRng,
-    ) -> Duration {
-        self.delay(failed_attempt, previous, rng)
-    }
-
-    fn draws_randomly(&self, _: PolicyBackoff) -> bool {
-        Backoff::draws_randomly(self)
-    }
-}
-
 /// The same wait after every failure.
+///
+/// Not a [`Backoff`]: it reads neither a generator nor the previous wait, so a retry loop on
+/// it keeps neither (its future is 40 bytes smaller). [`Retry::backoff`](crate::Retry::backoff)
+/// takes it like any `Backoff`.
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Backoff, Constant, JitterRng};
+/// use retry_core::{Constant, JitterRng};
 ///
 /// let mut rng = JitterRng::seeded(0);
 /// assert_eq!(Constant(Duration::from_millis(5)).delay(9, Duration::ZERO, &mut rng), Duration::from_millis(5));
@@ -153,13 +102,16 @@ impl<B: Backoff, E> Schedule<E> for B {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Constant(pub Duration);
 
-impl Backoff for Constant {
-    fn delay(&mut self, _: u32, _: Duration, _: &mut JitterRng) -> Duration {
+impl Constant {
+    /// The wait after any failed attempt: the constant, whatever the arguments (the signature
+    /// of [`Backoff::delay`]).
+    pub fn delay(
+        &mut self,
+        _failed_attempt: u32,
+        _previous: Duration,
+        _rng: &mut JitterRng,
+    ) -> Duration {
         self.0
-    }
-
-    fn draws_randomly(&self) -> bool {
-        false
     }
 }
 
@@ -276,6 +228,7 @@ impl ExponentialBackoff {
     ///
     /// Compared with the cap in whole nanoseconds: index 0 is exactly the base, and the delays
     /// never decrease and never pass the cap, however long base and cap are.
+    #[inline]
     pub fn unjittered(&self, retry_index: u32) -> Duration {
         if self.base.is_zero() {
             return Duration::ZERO; // 0 · factor^i, even where factor^i overflows to infinity
@@ -285,6 +238,13 @@ impl ExponentialBackoff {
         if retry_index >= self.saturates_at && self.saturates_at != u32::MAX {
             return self.cap;
         }
+        self.below_cap(retry_index)
+    }
+
+    /// [`unjittered`](Self::unjittered) before the cap: out of line, so that a loop at its
+    /// cap (every retry of a long outage) runs none of the 128-bit arithmetic's setup.
+    #[inline(never)]
+    fn below_cap(&self, retry_index: u32) -> Duration {
         from_nanos_u128(self.unjittered_nanos(retry_index))
     }
 

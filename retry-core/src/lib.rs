@@ -121,6 +121,7 @@ mod options;
 mod policy;
 mod retry;
 mod rng;
+mod schedule;
 #[cfg(feature = "scheduler")]
 mod scheduler;
 mod time;
@@ -157,6 +158,9 @@ pub use time::{Clock, DefaultClock, DefaultSleep, Scope, TokioClock};
 pub use retry_macros::{retry, tool};
 
 #[doc(hidden)]
-pub use backoff::Schedule;
-#[doc(hidden)]
 pub use retry::{Forget, IntoLimited, Memory, NoTimer, Operation, Recall, TimerSlot};
+#[doc(hidden)]
+pub use rng::LoopRng;
+pub use schedule::Schedule;
+#[doc(hidden)]
+pub use schedule::{Drawn, Follow, Kept, Nothing, PolicyKept, Start};

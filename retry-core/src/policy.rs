@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::backoff::{PolicyBackoff, doubling_cap_ms};
 use crate::jitter::Jitter;
 use crate::rng::JitterRng;
+use crate::schedule::Start;
 use crate::time::saturating_ms;
 use crate::time::{Clock, DefaultClock};
 
@@ -38,18 +39,18 @@ pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RetryPolicy<C = DefaultClock> {
     plan: Plan<C>,
+    base_delay_ms: u64,
     jitter: Jitter,
     has_seed: bool,
     seed: u64,
 }
 
-/// What a running loop reads of its policy on every attempt: the numbers and the clock. 24
-/// bytes without padding around a zero-sized clock, because a copy lives inside every retry
-/// future; the jitter strategy and the seed live with the loop's generator instead (see
-/// `retry::Progress`).
+/// What a running loop reads of its policy whatever its schedule: the limits and the clock.
+/// 16 bytes without padding around a zero-sized clock, because a copy lives inside every
+/// retry future; the base delay, the jitter strategy and the seed are the policy schedule's,
+/// kept by a loop only when it follows that schedule (see `schedule::PolicyKept`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Plan<C> {
-    base_delay_ms: u64,
     max_delay_ms: u64,
     max_attempts: u32,
     /// The retry-after ceiling in milliseconds: 32 bits hold 49.7 days.
@@ -73,10 +74,10 @@ impl<C> Plan<C> {
         Duration::from_millis(self.max_retry_after_ms as u64)
     }
 
-    /// The ceiling of every computed delay in nanoseconds, saturating at `u64::MAX`.
+    /// The ceiling of every computed delay, in milliseconds.
     #[inline]
-    pub(crate) const fn max_delay_nanos(&self) -> u64 {
-        self.max_delay_ms.saturating_mul(1_000_000)
+    pub(crate) const fn max_delay_ms(&self) -> u64 {
+        self.max_delay_ms
     }
 
     /// The clock.
@@ -84,19 +85,9 @@ impl<C> Plan<C> {
         &self.clock
     }
 
-    /// The policy's own schedule under `jitter`.
-    pub(crate) const fn backoff(&self, jitter: Jitter) -> PolicyBackoff {
-        PolicyBackoff {
-            base_ms: self.base_delay_ms,
-            max_ms: self.max_delay_ms,
-            jitter,
-        }
-    }
-
     /// The same numbers on another clock.
     pub(crate) fn with_clock<C2>(self, clock: C2) -> Plan<C2> {
         Plan {
-            base_delay_ms: self.base_delay_ms,
             max_delay_ms: self.max_delay_ms,
             max_attempts: self.max_attempts,
             max_retry_after_ms: self.max_retry_after_ms,
@@ -124,12 +115,12 @@ impl RetryPolicy {
     ) -> Self {
         Self {
             plan: Plan {
-                base_delay_ms,
                 max_delay_ms,
                 max_attempts,
                 max_retry_after_ms: saturating_ms_u32(DEFAULT_MAX_RETRY_AFTER),
                 clock: DefaultClock,
             },
+            base_delay_ms,
             jitter,
             has_seed: false,
             seed: 0,
@@ -151,7 +142,7 @@ impl<C> RetryPolicy<C> {
 
     /// The base of the exponential schedule.
     pub const fn base_delay(&self) -> Duration {
-        Duration::from_millis(self.plan.base_delay_ms)
+        Duration::from_millis(self.base_delay_ms)
     }
 
     /// The ceiling of every computed delay.
@@ -190,7 +181,7 @@ impl<C> RetryPolicy<C> {
     /// ```
     pub const fn delay_cap(&self, failed_attempt: u32) -> Duration {
         Duration::from_millis(doubling_cap_ms(
-            self.plan.base_delay_ms,
+            self.base_delay_ms,
             self.plan.max_delay_ms,
             failed_attempt,
         ))
@@ -198,7 +189,11 @@ impl<C> RetryPolicy<C> {
 
     /// The policy's schedule as a [`Backoff`](crate::Backoff).
     pub const fn backoff(&self) -> PolicyBackoff {
-        self.plan.backoff(self.jitter)
+        PolicyBackoff {
+            base_ms: self.base_delay_ms,
+            max_ms: self.plan.max_delay_ms,
+            jitter: self.jitter,
+        }
     }
 
     /// Uses `jitter` to draw delays.
@@ -232,17 +227,22 @@ impl<C> RetryPolicy<C> {
         self
     }
 
-    /// The parts a retry loop keeps: the numbers and clock, the jitter, the seed.
+    /// The parts a retry loop keeps: the limits and clock, and what its schedule starts from.
     #[inline]
-    pub(crate) fn into_parts(self) -> (Plan<C>, Jitter, Option<u64>) {
-        let seed = self.seed();
-        (self.plan, self.jitter, seed)
+    pub(crate) fn into_parts(self) -> (Plan<C>, Start) {
+        let start = Start {
+            base_ms: self.base_delay_ms,
+            jitter: self.jitter,
+            seed: self.seed(),
+        };
+        (self.plan, start)
     }
 
     /// Runs this policy's loops on `clock`.
     pub fn with_clock<C2: Clock>(self, clock: C2) -> RetryPolicy<C2> {
         RetryPolicy {
             plan: self.plan.with_clock(clock),
+            base_delay_ms: self.base_delay_ms,
             jitter: self.jitter,
             has_seed: self.has_seed,
             seed: self.seed,

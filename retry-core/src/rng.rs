@@ -137,8 +137,9 @@ impl TryRng for Xoshiro128 {
 
 /// The generator slot of one retry loop: empty until the first jittered delay needs it, so
 /// the success path never touches randomness, and without a tag (empty is the all-zero state).
+#[doc(hidden)]
 #[derive(Clone, Debug)]
-pub(crate) struct LoopRng(JitterRng);
+pub struct LoopRng(JitterRng);
 
 impl LoopRng {
     /// Seeded now when the loop has its own seed; otherwise created at the first draw, from

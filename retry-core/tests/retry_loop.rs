@@ -677,6 +677,27 @@ async fn t2_a_seed_survives_adding_limits_and_changing_the_clock() {
     assert_eq!(plain, delays("clock").await);
 }
 
+// A drawing schedule set after the seed draws from the seeded generator, as one set before it:
+// the loop hands its generator to the schedule that replaces its own.
+#[tokio::test(start_paused = true)]
+async fn t2_a_seed_carries_over_to_a_drawing_backoff() {
+    async fn delays(seed_first: bool) -> Vec<Duration> {
+        let mut seen = Vec::new();
+        let backoff = retry_core::ExponentialBackoff::DEFAULT;
+        let retry = RetryPolicy::DEFAULT.retry(fail_times(u32::MAX));
+        let notify = |_: &String, _: u32, delay: Duration| seen.push(delay);
+        if seed_first {
+            drop(retry.seed(5).backoff(backoff).notify(notify).await);
+        } else {
+            drop(retry.backoff(backoff).seed(5).notify(notify).await);
+        }
+        seen
+    }
+    let after = delays(false).await;
+    assert_eq!(after.len(), 2);
+    assert_eq!(delays(true).await, after);
+}
+
 #[test]
 fn r5_r6_retry_error_reads_well() {
     let e: RetryError<String> = RetryError::DeadlineExceeded {

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use crate::backoff::{PolicyBackoff, Schedule};
 use crate::error::{TaskFailure, classify};
 use crate::jitter::Jitter;
 use crate::policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
 use crate::retry::{Limited, OnRetry, Operation, Retry, RetryAfter, RetryError, ShouldRetry};
-use crate::rng::JitterRng;
+use crate::rng::LoopRng;
+use crate::schedule::{Drawn, Follow, Start};
 use crate::time::DefaultClock;
 
 use super::cancel::WaitForCancellation;
@@ -407,28 +407,32 @@ impl<F, D, P: RetryPredicate, A> ShouldRetry<TaskFailure> for Stops<F, D, P, A> 
 /// The config's delay, hint and observer, as the core loop's schedule, hint and notifier.
 struct Rules<F, D, P, A>(Arc<Shared<F, D, P, A>>);
 
-impl<F, D: TaskDelay, P, A> Schedule<TaskFailure> for Rules<F, D, P, A> {
+impl<F, D: TaskDelay, P, A> Follow<TaskFailure> for Rules<F, D, P, A> {
+    type Kept = Drawn;
+
+    fn kept(start: Start) -> Drawn {
+        Drawn::new(LoopRng::new(start.seed))
+    }
+
     fn next_delay(
         &mut self,
-        _: PolicyBackoff,
         failed_attempt: u32,
         error: Option<&TaskFailure>,
-        previous: Duration,
-        rng: &mut JitterRng,
+        _: u64,
+        kept: &mut Drawn,
     ) -> Duration {
         match error {
             Some(error) => {
                 let retry_index = failed_attempt.saturating_sub(1);
-                self.0.config.delay.delay(retry_index, error, previous, rng)
+                let delay = &self.0.config.delay;
+                kept.draw(true, |previous, rng| {
+                    delay.delay(retry_index, error, previous, rng)
+                })
             }
             // Only an attempt timer of the core loop comes without an error, and this loop
             // has none: timeouts reach it as failures of the task.
             None => Duration::ZERO,
         }
-    }
-
-    fn draws_randomly(&self, _: PolicyBackoff) -> bool {
-        true
     }
 }
 
@@ -467,13 +471,13 @@ pin_project! {
     /// The future of one run of a [`RetryTask`]: the crate's retry loop, its outcome told as
     /// a [`TaskFailure`].
     #[must_use = "futures do nothing unless polled"]
-    pub struct RetryFuture<F: Task, D, P, A> {
+    pub struct RetryFuture<F: Task, D: TaskDelay, P, A> {
         #[pin]
         inner: Inner<F, D, P, A>,
     }
 }
 
-impl<F: Task, D, P, A> fmt::Debug for RetryFuture<F, D, P, A> {
+impl<F: Task, D: TaskDelay, P, A> fmt::Debug for RetryFuture<F, D, P, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryFuture").finish_non_exhaustive()
     }

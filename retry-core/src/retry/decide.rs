@@ -9,14 +9,46 @@
 use std::fmt;
 use std::time::Duration;
 
+use tracing::Level;
+use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+
 use super::limits::{Exit, Limits, Memory, StopReason};
 use super::{OnRetry, Progress, RetryAfter, ShouldRetry, Timer};
-use crate::backoff::Schedule;
 use crate::policy::Plan;
-use crate::rng::JitterRng;
+use crate::schedule::Follow;
 use crate::time::Clock;
 
 pub(super) const TARGET: &str = "retry_core";
+
+/// What every failure is checked against, read once per poll rather than once per failure:
+/// the policy's limits as durations, a fixed schedule's clamped wait, and whether `tracing`
+/// records warnings at all (the event that every retry emits).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Checks {
+    max_attempts: u32,
+    max_delay_ms: u64,
+    /// The ceiling's whole seconds: a delay below them needs no clamp.
+    max_delay_secs: u64,
+    max_retry_after: Duration,
+    /// The wait after every failure, when the schedule's never changes (clamped already).
+    fixed: Option<Duration>,
+    warns: bool,
+}
+
+impl Checks {
+    /// The checks of a loop under `plan` following `backoff`.
+    #[inline]
+    pub(super) fn new<C, B: Follow<E>, E>(plan: &Plan<C>, backoff: &B) -> Self {
+        Checks {
+            max_attempts: plan.max_attempts(),
+            max_delay_ms: plan.max_delay_ms(),
+            max_delay_secs: plan.max_delay_ms() / 1000,
+            max_retry_after: plan.max_retry_after(),
+            fixed: backoff.fixed(),
+            warns: Level::WARN <= STATIC_MAX_LEVEL && Level::WARN <= LevelFilter::current(),
+        }
+    }
+}
 
 /// What follows a failed attempt.
 pub(super) enum Next<E, Token> {
@@ -33,18 +65,15 @@ pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exi
 /// deadline or the attempt timeout, whichever is shorter. Stops the loop instead when
 /// the deadline has already passed.
 #[inline]
-pub(super) fn start_attempt<E, C: Clock, L: Limits>(
+pub(super) fn start_attempt<E, C: Clock, L: Limits, K>(
     plan: &Plan<C>,
     limits: &L,
-    progress: &mut Progress<L::Memory<E>>,
+    progress: &mut Progress<L::Memory<E>, K>,
 ) -> Started<E, L::Token> {
     let mut timer = None;
     if let Some((budget, token)) = limits.deadline() {
         let now = plan.clock().now();
-        // The wait before this attempt is the last one the loop decided on (zero before the
-        // first attempt).
-        let waited = progress.previous();
-        let spent = Memory::<E>::start(&mut progress.memory, now, waited);
+        let spent = Memory::<E>::start(&mut progress.memory, now);
         let left = budget.saturating_sub(spent);
         if left.is_zero() {
             return Err(deadline_exit(token, progress));
@@ -56,13 +85,14 @@ pub(super) fn start_attempt<E, C: Clock, L: Limits>(
             timer = Some((limit, Timer::AttemptTimeout(token, limit)));
         }
     }
-    progress.attempt = progress.attempt.saturating_add(1);
+    // No overflow: an attempt starts only while `attempt < max_attempts <= u32::MAX`.
+    progress.attempt += 1;
     Ok(timer)
 }
 
-fn deadline_exit<E, M: Memory<E>, Token>(
+fn deadline_exit<E, M: Memory<E>, K, Token>(
     token: Token,
-    progress: &mut Progress<M>,
+    progress: &mut Progress<M, K>,
 ) -> Exit<E, Token> {
     tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: deadline exceeded");
     Exit::Stopped {
@@ -75,56 +105,38 @@ fn deadline_exit<E, M: Memory<E>, Token>(
 
 /// The time left before the deadline, if the loop has one.
 #[inline]
-fn deadline_left<E, C: Clock, L: Limits>(
+fn deadline_left<E, C: Clock, L: Limits, K>(
     plan: &Plan<C>,
     limits: &L,
-    progress: &Progress<L::Memory<E>>,
+    progress: &Progress<L::Memory<E>, K>,
 ) -> Option<(Duration, L::Token)> {
     let (budget, token) = limits.deadline()?;
     let spent = Memory::<E>::spent(&progress.memory, plan.clock().now());
     Some((budget.saturating_sub(spent), token))
 }
 
-/// The next computed wait: the schedule's answer, clamped to the policy's ceiling, and the
-/// same in saturating nanoseconds (what the loop remembers as the previous wait).
-///
-/// The clamp compares nanoseconds with the ceiling's (one multiplication) instead of turning
-/// the ceiling's milliseconds into a `Duration` on every failure; only a delay at or above
-/// it takes the exact comparison.
+/// The next computed wait: the schedule's answer, clamped to the policy's ceiling.
 #[inline]
-fn scheduled_delay<E, C, B: Schedule<E>, M>(
-    plan: &Plan<C>,
+fn scheduled_delay<E, B: Follow<E>, M>(
+    checks: &Checks,
     backoff: &mut B,
     error: Option<&E>,
-    progress: &mut Progress<M>,
-) -> (Duration, u64) {
-    let previous = progress.previous();
-    let policy = plan.backoff(progress.jitter);
-    let delay = if backoff.draws_randomly(policy) {
-        let rng = progress.rng.get();
-        backoff.next_delay(policy, progress.attempt, error, previous, rng)
-    } else {
-        // A schedule without randomness never reads the generator: no entropy to fetch.
-        backoff.next_delay(
-            policy,
-            progress.attempt,
-            error,
-            previous,
-            &mut JitterRng::placeholder(),
-        )
-    };
-    let nanos = saturating_nanos(delay);
-    if nanos < plan.max_delay_nanos() {
-        return (delay, nanos);
+    progress: &mut Progress<M, B::Kept>,
+) -> Duration {
+    if let Some(delay) = checks.fixed {
+        return delay;
     }
-    let delay = delay.min(plan.max_delay());
-    (delay, saturating_nanos(delay))
-}
-
-/// `delay` in nanoseconds, saturating at `u64::MAX` (584 years).
-#[inline]
-fn saturating_nanos(delay: Duration) -> u64 {
-    u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX)
+    let delay = backoff.next_delay(
+        progress.attempt,
+        error,
+        checks.max_delay_ms,
+        &mut progress.kept,
+    );
+    // Below the ceiling's whole seconds (the usual case) no clamp is needed: one comparison.
+    if delay.as_secs() < checks.max_delay_secs {
+        return delay;
+    }
+    delay.min(Duration::from_millis(checks.max_delay_ms))
 }
 
 /// Decides what follows a failed attempt.
@@ -137,16 +149,17 @@ fn saturating_nanos(delay: Duration) -> u64 {
 pub(super) fn after_failure<E, C, B, W, N, H, L>(
     error: E,
     plan: &Plan<C>,
+    checks: &Checks,
     backoff: &mut B,
     when: &mut W,
     notify: &mut N,
     hint: &mut H,
     limits: &L,
-    progress: &mut Progress<L::Memory<E>>,
+    progress: &mut Progress<L::Memory<E>, B::Kept>,
 ) -> Next<E, L::Token>
 where
     C: Clock,
-    B: Schedule<E>,
+    B: Follow<E>,
     W: ShouldRetry<E>,
     N: OnRetry<E>,
     H: RetryAfter<E>,
@@ -154,7 +167,7 @@ where
     E: fmt::Debug,
 {
     let attempt = progress.attempt;
-    if attempt >= plan.max_attempts() {
+    if attempt >= checks.max_attempts {
         tracing::info!(target: TARGET, attempts = attempt, ?error, "retry gave up: attempts exhausted");
         return Next::Stop(Exit::Failed(error));
     }
@@ -165,7 +178,7 @@ where
     }
     let hinted = hint.retry_after(&error);
     let delay = match hinted {
-        Some(asked) if asked > plan.max_retry_after() => {
+        Some(asked) if asked > checks.max_retry_after => {
             tracing::info!(
                 target: TARGET,
                 attempts = attempt,
@@ -175,10 +188,9 @@ where
             );
             return Next::Stop(Exit::Failed(error));
         }
-        Some(asked) => (asked, saturating_nanos(asked)),
-        None => scheduled_delay(plan, backoff, Some(&error), progress),
+        Some(asked) => asked,
+        None => scheduled_delay(checks, backoff, Some(&error), progress),
     };
-    let (delay, delay_nanos) = delay;
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left && hinted.is_some() {
             // D5: a server's hint that outlasts the budget ends the loop with its error.
@@ -191,23 +203,34 @@ where
         }
     }
     notify.notify(&error, attempt, delay);
-    tracing::warn!(target: TARGET, attempt, ?delay, ?error, "attempt failed; retrying");
-    progress.previous_nanos = delay_nanos;
+    if checks.warns {
+        warn_retrying(attempt, delay, &error);
+    }
+    progress.waited::<E>(delay);
     progress.memory.remember(error);
     Next::Wait(delay)
+}
+
+/// The event of a retry after a failure: out of line and given values, so that a loop whose
+/// `tracing` records no warnings keeps its delay in registers.
+#[cold]
+#[inline(never)]
+fn warn_retrying<E: fmt::Debug>(attempt: u32, delay: Duration, error: &E) {
+    tracing::warn!(target: TARGET, attempt, ?delay, ?error, "attempt failed; retrying");
 }
 
 /// Decides what follows an attempt cut off by its timer.
 pub(super) fn after_timer<E, C, B, L>(
     kind: Timer<L::Token>,
     plan: &Plan<C>,
+    checks: &Checks,
     backoff: &mut B,
     limits: &L,
-    progress: &mut Progress<L::Memory<E>>,
+    progress: &mut Progress<L::Memory<E>, B::Kept>,
 ) -> Next<E, L::Token>
 where
     C: Clock,
-    B: Schedule<E>,
+    B: Follow<E>,
     L: Limits,
 {
     let (token, timeout) = match kind {
@@ -215,7 +238,7 @@ where
         Timer::AttemptTimeout(token, timeout) => (token, timeout),
     };
     let attempt = progress.attempt;
-    if attempt >= plan.max_attempts() {
+    if attempt >= checks.max_attempts {
         tracing::info!(target: TARGET, attempts = attempt, ?timeout, "retry gave up: attempt timed out");
         return Next::Stop(Exit::Stopped {
             token,
@@ -224,14 +247,14 @@ where
             last: progress.memory.take_last(),
         });
     }
-    let (delay, delay_nanos) = scheduled_delay::<E, _, _, _>(plan, backoff, None, progress);
+    let delay = scheduled_delay::<E, _, _>(checks, backoff, None, progress);
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left {
             return Next::Stop(deadline_exit(token, progress));
         }
     }
     tracing::warn!(target: TARGET, attempt, ?timeout, ?delay, "attempt timed out; retrying");
-    progress.previous_nanos = delay_nanos;
+    progress.waited::<E>(delay);
     Next::Wait(delay)
 }
 

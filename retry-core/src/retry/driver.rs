@@ -20,12 +20,13 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use super::decide::{Next, after_failure, after_timer, start_attempt, yields_after};
+use super::decide::{Checks, Next, after_failure, after_timer, start_attempt, yields_after};
 use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, TimerSlot, Unlimited};
 use super::{Always, NoHint, OnRetry, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
 use crate::policy::{Plan, RetryPolicy};
+use crate::schedule::PolicyKept;
 use crate::time::{Clock, DefaultClock, DefaultSleep};
 
 /// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
@@ -36,13 +37,13 @@ pub struct Driver<E, W = Always, N = Silent, L: DriverLimits<E> = Unlimited, H =
     notify: N,
     hint: H,
     limits: L,
-    progress: Progress<<L::Limits as Limits>::Memory<E>>,
+    progress: Progress<<L::Limits as Limits>::Memory<E>, PolicyKept>,
 }
 
 impl<E> Driver<E> {
     /// A driver for one call under `policy`, without hooks or limits.
     pub fn new(policy: RetryPolicy<DefaultClock>) -> Self {
-        let (plan, progress) = Progress::start::<E, _>(policy);
+        let (plan, progress) = Progress::start::<E, _, FromPolicy>(policy);
         Driver {
             plan,
             when: Always,
@@ -201,6 +202,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
             Err(deadline) => after_timer(
                 deadline,
                 &self.plan,
+                &Checks::new::<_, _, E>(&self.plan, &FromPolicy),
                 &mut FromPolicy,
                 self.limits.limits(),
                 &mut self.progress,
@@ -223,6 +225,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         after_failure(
             error,
             &self.plan,
+            &Checks::new::<_, _, E>(&self.plan, &FromPolicy),
             &mut FromPolicy,
             &mut self.when,
             &mut self.notify,

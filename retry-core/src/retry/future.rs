@@ -7,11 +7,13 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::decide::{Next, TARGET, after_failure, after_timer, start_attempt, yields_after};
+use super::decide::{
+    Checks, Next, TARGET, after_failure, after_timer, start_attempt, yields_after,
+};
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
 use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry};
-use crate::backoff::Schedule;
 use crate::policy::Plan;
+use crate::schedule::Follow;
 use crate::time::Clock;
 
 pin_project! {
@@ -36,7 +38,7 @@ where
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
-    B: Schedule<E>,
+    B: Follow<E>,
     W: ShouldRetry<E>,
     N: OnRetry<E>,
     H: RetryAfter<E>,
@@ -103,7 +105,7 @@ where
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
-    B: Schedule<E>,
+    B: Follow<E>,
     W: ShouldRetry<E>,
     N: OnRetry<E>,
     H: RetryAfter<E>,
@@ -111,10 +113,13 @@ where
 {
     let mut this = retry.project();
     let progress = this.progress;
+    let checks = Checks::new::<_, _, E>(this.plan, &*this.backoff);
     // Whether the signal was polled since this poll last ran user code (an attempt, the
     // hooks).
     let mut signal_checked = false;
-    let mut resume = match resume {
+    // The outcome `poll` already has of the attempt in the state, if any: a failure goes
+    // straight to its decision, without a dispatch on the state.
+    let mut outcome = match resume {
         Resume::Dispatch => {
             // Finished: stays pending, and never polls the cancellation signal again.
             if let StateProj::Done = this.state.as_mut().project() {
@@ -128,87 +133,94 @@ where
             signal_checked = true;
             None
         }
-        // The attempt ran: it may have fired the signal.
-        other => Some(other),
+        Resume::Failed(error) => Some(Poll::Ready(Err(error))),
+        Resume::Pending => Some(Poll::Pending),
     };
 
     loop {
-        // Each arm either returns or says whether the next attempt starts now.
-        let start_next = match this.state.as_mut().project() {
-            StateProj::Start => true,
-            StateProj::Attempt { .. } => 'attempts: loop {
-                // Polls the attempt in the state; a zero wait comes back here with the next
-                // one, without passing through the dispatch above.
-                let StateProj::Attempt { fut, timer } = this.state.as_mut().project() else {
-                    break 'attempts false;
-                };
-                // The attempt, or the hooks after it, may fire the signal.
-                signal_checked = false;
-                let polled = match resume.take() {
-                    Some(Resume::Failed(error)) => Poll::Ready(Err(error)),
-                    Some(Resume::Pending) => Poll::Pending,
-                    Some(Resume::Dispatch) | None => fut.poll(cx),
-                };
-                let next = match polled {
-                    Poll::Ready(Ok(value)) => {
-                        this.state.set(State::Done);
-                        return Poll::Ready(L::finish(Ok(value)));
-                    }
-                    Poll::Ready(Err(error)) => after_failure(
-                        error,
-                        this.plan,
-                        this.backoff,
-                        this.when,
-                        this.notify,
-                        this.hint,
-                        &*this.limits,
-                        progress,
-                    ),
-                    Poll::Pending => match timer.poll_fired(cx) {
+        // Each step either returns, or says whether the next attempt starts now (false: look
+        // at the state it left, a wait). An attempt after a zero wait is started and polled
+        // inside the step.
+        let start_next = 'step: loop {
+            let polled = match outcome.take() {
+                Some(polled) => polled,
+                None => match this.state.as_mut().project() {
+                    StateProj::Start => break 'step true,
+                    StateProj::Attempt { fut, .. } => fut.poll(cx),
+                    StateProj::Backoff { sleep } => match sleep.poll(cx) {
+                        // Ended: the next attempt starts, once the signal has been checked.
+                        Poll::Ready(()) => break 'step true,
+                        Poll::Pending => return Poll::Pending,
+                    },
+                    StateProj::Done => return Poll::Pending,
+                },
+            };
+            // The attempt, or the hooks after it, may fire the signal.
+            signal_checked = false;
+            let next = match polled {
+                Poll::Ready(Ok(value)) => {
+                    this.state.set(State::Done);
+                    return Poll::Ready(L::finish(Ok(value)));
+                }
+                Poll::Ready(Err(error)) => after_failure(
+                    error,
+                    this.plan,
+                    &checks,
+                    this.backoff,
+                    this.when,
+                    this.notify,
+                    this.hint,
+                    &*this.limits,
+                    progress,
+                ),
+                Poll::Pending => {
+                    // Only a running attempt is pending here: its timer is polled next.
+                    let StateProj::Attempt { timer, .. } = this.state.as_mut().project() else {
+                        return Poll::Pending;
+                    };
+                    match timer.poll_fired(cx) {
                         Some(kind) => {
-                            after_timer(kind, this.plan, this.backoff, &*this.limits, progress)
+                            let limits = &*this.limits;
+                            after_timer(kind, this.plan, &checks, this.backoff, limits, progress)
                         }
                         None => return Poll::Pending,
-                    },
-                };
-                match next {
-                    Next::Stop(exit) => {
+                    }
+                }
+            };
+            match next {
+                Next::Stop(exit) => {
+                    this.state.set(State::Done);
+                    return Poll::Ready(L::finish(Err(exit)));
+                }
+                Next::Wait(delay) if delay.is_zero() => {
+                    // No timer for a zero wait, but a long run of immediate retries yields
+                    // now and then so other tasks on this thread get to run.
+                    if yields_after(progress.attempt) {
+                        this.state.set(State::Start);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    // Straight to the next attempt, polled right here: R6 first (the signal
+                    // may have fired during the attempt or inside `notify`).
+                    if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
                         this.state.set(State::Done);
                         return Poll::Ready(L::finish(Err(exit)));
                     }
-                    Next::Wait(delay) if delay.is_zero() => {
-                        // No timer for a zero wait, but a long run of immediate retries
-                        // yields now and then so other tasks on this thread get to run.
-                        if yields_after(progress.attempt) {
-                            this.state.set(State::Start);
-                            cx.waker().wake_by_ref();
-                            return Poll::Pending;
-                        }
-                        // Straight to the next attempt: R6 first (the signal may have fired
-                        // during the attempt or inside `notify`).
-                        if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
-                            this.state.set(State::Done);
-                            return Poll::Ready(L::finish(Err(exit)));
-                        }
-                        let state = this.state.as_mut();
-                        if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state)
-                        {
-                            return Poll::Ready(L::finish(Err(exit)));
-                        }
+                    let state = this.state.as_mut();
+                    if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state) {
+                        return Poll::Ready(L::finish(Err(exit)));
                     }
-                    Next::Wait(delay) => {
-                        let sleep = this.plan.clock().sleep(delay);
-                        this.state.set(State::Backoff { sleep });
-                        break 'attempts false;
+                    if let StateProj::Attempt { fut, .. } = this.state.as_mut().project() {
+                        outcome = Some(fut.poll(cx));
                     }
+                    continue;
                 }
-            },
-            StateProj::Backoff { sleep } => match sleep.poll(cx) {
-                // Ended: the next attempt starts, once the signal has been checked.
-                Poll::Ready(()) => true,
-                Poll::Pending => return Poll::Pending,
-            },
-            StateProj::Done => return Poll::Pending,
+                Next::Wait(delay) => {
+                    let sleep = this.plan.clock().sleep(delay);
+                    this.state.set(State::Backoff { sleep });
+                    break 'step false;
+                }
+            }
         };
         if start_next {
             // R6: no attempt starts after the signal, not even straight after a zero wait
@@ -230,10 +242,10 @@ where
 
 /// How the loop ends when its cancellation signal has fired; `None` while it has not (or the
 /// loop has no signal).
-fn cancelled<E, L: Limits>(
+fn cancelled<E, L: Limits, K>(
     limits: Pin<&mut L>,
     cx: &mut Context<'_>,
-    progress: &mut Progress<L::Memory<E>>,
+    progress: &mut Progress<L::Memory<E>, K>,
 ) -> Option<Exit<E, L::Token>> {
     let token = limits.poll_cancelled(cx)?;
     tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: cancelled");
@@ -247,11 +259,11 @@ fn cancelled<E, L: Limits>(
 
 /// Starts the next attempt (raced against its limits' timer, if any) in `state`; or, when the
 /// deadline has already passed, leaves the loop `Done` and returns how it ended.
-fn begin<Op, Fut, T, E, C, L>(
+fn begin<Op, Fut, T, E, C, L, K>(
     plan: &Plan<C>,
     op: &mut Op,
     limits: &L,
-    progress: &mut Progress<L::Memory<E>>,
+    progress: &mut Progress<L::Memory<E>, K>,
     mut state: Pin<&mut AttemptState<Fut, C, L>>,
 ) -> Result<(), Exit<E, L::Token>>
 where

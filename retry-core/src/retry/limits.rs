@@ -217,7 +217,8 @@ impl<S> Limited<S> {
 ///
 /// Time spent is counted in steps between the starts of attempts, each at least the wait the
 /// loop slept in between and never negative, so a clock that goes backwards cannot give the
-/// loop more time: see [`Clock::now`](crate::Clock::now).
+/// loop more time: see [`Clock::now`](crate::Clock::now). The wait is counted when the loop
+/// decides on it, so the memory keeps no copy of it.
 #[doc(hidden)]
 pub trait Memory<E> {
     /// Nothing remembered yet.
@@ -226,9 +227,10 @@ pub trait Memory<E> {
     fn remember(&mut self, error: E);
     /// The last error seen, taken out.
     fn take_last(&mut self) -> Option<E>;
-    /// An attempt starts at `now`, after a wait of `waited` since the previous one started (if
-    /// any): the time spent since the first attempt started.
-    fn start(&mut self, now: Instant, waited: Duration) -> Duration;
+    /// The loop decided to wait `delay` before its next attempt.
+    fn waited(&mut self, delay: Duration);
+    /// An attempt starts at `now`: the time spent since the first attempt started.
+    fn start(&mut self, now: Instant) -> Duration;
     /// The time spent since the first attempt started, read at `now` (zero before it).
     fn spent(&self, now: Instant) -> Duration;
 }
@@ -249,7 +251,10 @@ impl<E> Memory<E> for Forget {
         None
     }
 
-    fn start(&mut self, _: Instant, _: Duration) -> Duration {
+    #[inline]
+    fn waited(&mut self, _: Duration) {}
+
+    fn start(&mut self, _: Instant) -> Duration {
         Duration::ZERO
     }
 
@@ -259,12 +264,16 @@ impl<E> Memory<E> for Forget {
 }
 
 /// The memory of a loop with limits.
+///
+/// Each step between two attempts' starts is `max(now - latest start, wait)`. The wait is
+/// added when the loop decides on it, and the latest start moves by as much, so the next
+/// start adds only what passed beyond the wait: the same sum, without keeping the wait.
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct Recall<E> {
-    /// When the latest attempt started, on the loop's clock.
+    /// When the latest attempt started on the loop's clock, plus the wait decided after it.
     latest_start: Option<Instant>,
-    /// The time spent from the first attempt's start to the latest's, in nanoseconds
+    /// The time spent from the first attempt's start to `latest_start`, in nanoseconds
     /// (saturating: 584 years).
     spent_nanos: u64,
     last: Option<E>,
@@ -293,12 +302,20 @@ impl<E> Memory<E> for Recall<E> {
         self.last.take()
     }
 
-    fn start(&mut self, now: Instant, waited: Duration) -> Duration {
+    fn waited(&mut self, delay: Duration) {
+        // The wait the loop is about to sleep on this clock will pass on it, whatever the
+        // clock reads afterwards.
+        self.spent_nanos = self.spent_nanos.saturating_add(saturating_nanos(delay));
+        // A wait past the last instant saturates the spent time first (584 years).
+        self.latest_start = self
+            .latest_start
+            .map(|latest| latest.checked_add(delay).unwrap_or(latest));
+    }
+
+    fn start(&mut self, now: Instant) -> Duration {
         if let Some(latest) = self.latest_start {
-            // A step back reads as no time at all, but the wait the loop slept on this clock
-            // did pass on it.
-            let step = now.saturating_duration_since(latest).max(waited);
-            let step = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX);
+            // A step back reads as no time at all.
+            let step = saturating_nanos(now.saturating_duration_since(latest));
             self.spent_nanos = self.spent_nanos.saturating_add(step);
         }
         self.latest_start = Some(now);
@@ -313,6 +330,11 @@ impl<E> Memory<E> for Recall<E> {
             None => Duration::ZERO,
         }
     }
+}
+
+/// `duration` in nanoseconds, saturating at `u64::MAX` (584 years).
+fn saturating_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The timer racing an attempt, as the loop's limits need it.

@@ -28,10 +28,9 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use crate::backoff::{Backoff, FromPolicy};
-use crate::jitter::Jitter;
+use crate::backoff::FromPolicy;
 use crate::policy::{Plan, RetryPolicy};
-use crate::rng::LoopRng;
+use crate::schedule::{Follow, Kept, Schedule};
 use crate::time::Clock;
 
 #[doc(hidden)]
@@ -47,61 +46,63 @@ pub(crate) use limits::Timer;
 pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
 pub use limits::{Limited, Limits, Unlimited};
 
-/// Counters, randomness and memory of one loop. Kept small: it lives inside every retry
-/// future, next to the policy's `Plan`.
+/// The counter and memories of one loop. Kept small: it lives inside every retry future,
+/// next to the policy's `Plan`.
 #[derive(Debug)]
-struct Progress<M> {
+struct Progress<M, K> {
     /// The number of the attempt running or last run (0 before the first).
     attempt: u32,
-    /// The policy's jitter strategy, kept here where its generator is.
-    jitter: Jitter,
-    /// Seeded when the loop has a seed, else created on the first jittered retry, so the
-    /// success path never touches randomness.
-    rng: LoopRng,
-    /// The previous wait in nanoseconds, saturating (decorrelated jitter grows from it).
-    previous_nanos: u64,
+    /// What the loop's schedule needs kept (its generator, the previous wait): see
+    /// [`Follow::Kept`].
+    kept: K,
     /// What the loop's limits need remembered: see [`Memory`].
     memory: M,
 }
 
-impl<M> Progress<M> {
+impl<M, K> Progress<M, K> {
+    /// A loop's start under `policy`, following `B`: its plan and a fresh progress.
     #[inline]
-    fn new<E>(jitter: Jitter, seed: Option<u64>) -> Self
+    fn start<E, C, B>(policy: RetryPolicy<C>) -> (Plan<C>, Self)
     where
         M: Memory<E>,
+        B: Follow<E, Kept = K>,
     {
-        Progress {
+        let (plan, start) = policy.into_parts();
+        let progress = Progress {
             attempt: 0,
-            jitter,
-            rng: LoopRng::new(seed),
-            previous_nanos: 0,
+            kept: B::kept(start),
             memory: M::empty(),
-        }
-    }
-
-    /// A loop's start: its policy's plan and a fresh progress.
-    #[inline]
-    fn start<E, C>(policy: RetryPolicy<C>) -> (Plan<C>, Self)
-    where
-        M: Memory<E>,
-    {
-        let (plan, jitter, seed) = policy.into_parts();
-        (plan, Progress::new::<E>(jitter, seed))
+        };
+        (plan, progress)
     }
 
     /// The same loop, not started yet, remembering what other limits need.
-    fn remembering<E, M2: Memory<E>>(self) -> Progress<M2> {
+    fn remembering<E, M2: Memory<E>>(self) -> Progress<M2, K> {
         Progress {
             attempt: self.attempt,
-            jitter: self.jitter,
-            rng: self.rng,
-            previous_nanos: self.previous_nanos,
+            kept: self.kept,
             memory: M2::empty(),
         }
     }
 
-    fn previous(&self) -> Duration {
-        Duration::from_nanos(self.previous_nanos)
+    /// The same loop, not started yet, following a schedule that keeps `K2`.
+    fn following<K2>(self, switch: impl FnOnce(K) -> K2) -> Progress<M, K2> {
+        Progress {
+            attempt: self.attempt,
+            kept: switch(self.kept),
+            memory: self.memory,
+        }
+    }
+
+    /// The loop decided to wait `delay`: what the schedule and the limits keep of it.
+    #[inline]
+    fn waited<E>(&mut self, delay: Duration)
+    where
+        M: Memory<E>,
+        K: Kept,
+    {
+        self.kept.waited(delay);
+        self.memory.waited(delay);
     }
 }
 
@@ -114,14 +115,14 @@ pin_project! {
     ///
     /// Dropping it cancels the loop: no work is left running in the background.
     #[must_use = "a retry loop does nothing unless `.await`ed"]
-    pub struct Retry<Op, Fut, E, C: Clock, B = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
+    pub struct Retry<Op, Fut, E, C: Clock, B: Follow<E> = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
         plan: Plan<C>,
         op: Op,
         backoff: B,
         when: W,
         notify: N,
         hint: H,
-        progress: Progress<L::Memory<E>>,
+        progress: Progress<L::Memory<E>, B::Kept>,
         #[pin]
         limits: L,
         #[pin]
@@ -146,6 +147,7 @@ impl<C: Clock> RetryPolicy<C> {
     /// assert_eq!(result.unwrap_err(), "attempt 3 failed");
     /// # }
     /// ```
+    #[inline]
     pub fn retry<Op, Fut, T, E>(&self, op: Op) -> Retry<Op, Fut, E, C>
     where
         C: Clock + Clone,
@@ -159,7 +161,7 @@ impl<C: Clock> RetryPolicy<C> {
 impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
     #[inline]
     pub(crate) fn new(policy: RetryPolicy<C>, op: Op) -> Self {
-        let (plan, progress) = Progress::start::<E, C>(policy);
+        let (plan, progress) = Progress::start::<E, C, FromPolicy>(policy);
         Retry {
             plan,
             op,
@@ -174,7 +176,7 @@ impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
     }
 }
 
-impl<Op, Fut, E, C: Clock, B, W, N, H> Retry<Op, Fut, E, C, B, W, N, H> {
+impl<Op, Fut, E, C: Clock, B: Follow<E>, W, N, H> Retry<Op, Fut, E, C, B, W, N, H> {
     /// A loop with all four hooks given at once, for adapters inside the crate (the retry
     /// middleware) whose hooks are not closures.
     #[cfg(feature = "middleware")]
@@ -186,7 +188,7 @@ impl<Op, Fut, E, C: Clock, B, W, N, H> Retry<Op, Fut, E, C, B, W, N, H> {
         notify: N,
         hint: H,
     ) -> Self {
-        let (plan, progress) = Progress::start::<E, C>(policy);
+        let (plan, progress) = Progress::start::<E, C, B>(policy);
         Retry {
             plan,
             op,
@@ -208,6 +210,7 @@ where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
+    B: Follow<E>,
     L: Limits,
 {
     /// Retries only errors for which `predicate(&error, next_attempt)` is true.
@@ -232,7 +235,7 @@ where
     where
         F: FnMut(&E, u32) -> bool,
     {
-        self.with_hooks(|backoff, _, notify, hint| (backoff, predicate, notify, hint))
+        self.with_hooks(|_, notify, hint| (predicate, notify, hint))
     }
 
     /// Calls `observer(&error, failed_attempt, delay)` before each wait.
@@ -250,7 +253,7 @@ where
     where
         F: FnMut(&E, u32, Duration),
     {
-        self.with_hooks(|backoff, when, _, hint| (backoff, when, observer, hint))
+        self.with_hooks(|when, _, hint| (when, observer, hint))
     }
 
     /// Reads a server's hint from each error: `Some(wait)` replaces the computed delay.
@@ -279,14 +282,28 @@ where
     where
         F: FnMut(&E) -> Option<Duration>,
     {
-        self.with_hooks(|backoff, when, notify, _| (backoff, when, notify, hint))
+        self.with_hooks(|when, notify, _| (when, notify, hint))
     }
 
     /// Replaces the policy's schedule with `backoff` (e.g. an
     /// [`ExponentialBackoff`](crate::ExponentialBackoff), a [`Constant`](crate::Constant)).
-    /// Its delays are still clamped to the policy's `max_delay`.
-    pub fn backoff<B2: Backoff>(self, backoff: B2) -> Retry<Op, Fut, E, C, B2, W, N, H, L> {
-        self.with_hooks(|_, when, notify, hint| (backoff, when, notify, hint))
+    /// Its delays are still clamped to the policy's `max_delay`. The loop's generator (and
+    /// its seed) carries over to a schedule that draws.
+    pub fn backoff<B2: Schedule<E>>(self, backoff: B2) -> Retry<Op, Fut, E, C, B2, W, N, H, L> {
+        let progress = self
+            .progress
+            .following(|kept| B2::kept_after(kept.into_rng()));
+        Retry {
+            backoff: backoff.within(self.plan.max_delay()),
+            plan: self.plan,
+            op: self.op,
+            when: self.when,
+            notify: self.notify,
+            hint: self.hint,
+            progress,
+            limits: self.limits,
+            state: State::Start,
+        }
     }
 
     /// Runs this loop on `clock` instead of the policy's.
@@ -306,21 +323,20 @@ where
 
     /// Seeds this loop's jitter, for a reproducible sequence of delays.
     pub fn seed(mut self, seed: u64) -> Self {
-        self.progress.rng = LoopRng::new(Some(seed));
+        self.progress.kept.seed(seed);
         self
     }
 
     /// Replaces the hooks, keeping everything else; every hook builder is one call of this.
-    fn with_hooks<B2, W2, N2, H2>(
+    fn with_hooks<W2, N2, H2>(
         self,
-        replace: impl FnOnce(B, W, N, H) -> (B2, W2, N2, H2),
-    ) -> Retry<Op, Fut, E, C, B2, W2, N2, H2, L> {
-        let (backoff, when, notify, hint) =
-            replace(self.backoff, self.when, self.notify, self.hint);
+        replace: impl FnOnce(W, N, H) -> (W2, N2, H2),
+    ) -> Retry<Op, Fut, E, C, B, W2, N2, H2, L> {
+        let (when, notify, hint) = replace(self.when, self.notify, self.hint);
         Retry {
             plan: self.plan,
             op: self.op,
-            backoff,
+            backoff: self.backoff,
             when,
             notify,
             hint,
