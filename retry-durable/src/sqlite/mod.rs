@@ -157,29 +157,33 @@ fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, 
              RETURNING {WORK_COLUMNS}"
         ))
         .map_err(failed)?;
-    statement
-        .query_row(
-            params![
-                work.owner,
-                work.key,
-                work.handler,
-                work.payload,
-                options,
-                work.retry_if,
-                work.timing.kind(),
-                cron,
-                zone,
-                interval_ms,
-                misfire,
-                i64_of(work.due_at.as_millis())?,
-                i64_of(work.created_at.as_millis())?,
-            ],
-            work_from_row,
-        )
-        .optional()
-        .map_err(failed)?
-        .map(sql::checked_work)
-        .transpose()
+    let mut rows = statement
+        .query(params![
+            work.owner,
+            work.key,
+            work.handler,
+            work.payload,
+            options,
+            work.retry_if,
+            work.timing.kind(),
+            cron,
+            zone,
+            interval_ms,
+            misfire,
+            i64_of(work.due_at.as_millis())?,
+            i64_of(work.created_at.as_millis())?,
+        ])
+        .map_err(failed)?;
+    let inserted = match rows.next().map_err(failed)? {
+        Some(row) => Some(work_from_row(row).map_err(failed)?),
+        None => None,
+    };
+    // Step to the end: SQLite runs its WAL hook (the automatic checkpoint) only when a
+    // statement returns SQLITE_DONE. Reading the RETURNING row and resetting (`query_row`)
+    // commits without it, so a process that only enqueued never checkpointed and its WAL
+    // grew by every commit (13 KiB per item, 1.3 GB for 100,000; BENCHMARKS.md, issue 15).
+    while rows.next().map_err(failed)?.is_some() {}
+    inserted.map(sql::checked_work).transpose()
 }
 
 fn get_work(conn: &Connection, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
@@ -251,16 +255,22 @@ impl Store for SqliteStore {
         self.with(move |conn| {
             let now = i64_of(now.as_millis())?;
             let until = i64_of(lease_until.as_millis())?;
+            // Each arm takes its own first `limit` in index order (work_due and work_lease end
+            // in the rowid: ordered by (time, id)) before the union is sorted. One ORDER BY
+            // over the union sorted every due row: a claim cost O(backlog), 3.5 ms at 10,000
+            // due and 26 ms at 100,000 (BENCHMARKS.md, issue 15).
             let mut statement = conn
                 .prepare_cached(&format!(
                     "UPDATE work SET state = 'running', attempt = attempt + 1, lease_until = ?3,
                          updated_at = ?2, revision = revision + 1
                      WHERE id IN (SELECT id FROM (
-                         SELECT id, due_at AS t FROM work
-                         WHERE owner = ?1 AND state = 'waiting' AND due_at <= ?2
+                         SELECT * FROM (SELECT id, due_at AS t FROM work
+                             WHERE owner = ?1 AND state = 'waiting' AND due_at <= ?2
+                             ORDER BY due_at, id LIMIT ?4)
                          UNION ALL
-                         SELECT id, lease_until FROM work
-                         WHERE owner = ?1 AND state = 'running' AND lease_until <= ?2)
+                         SELECT * FROM (SELECT id, lease_until AS t FROM work
+                             WHERE owner = ?1 AND state = 'running' AND lease_until <= ?2
+                             ORDER BY lease_until, id LIMIT ?4))
                          ORDER BY t, id LIMIT ?4)
                      RETURNING {WORK_COLUMNS}"
                 ))
