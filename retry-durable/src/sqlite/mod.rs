@@ -258,7 +258,10 @@ impl Store for SqliteStore {
             // Each arm takes its own first `limit` in index order (work_due and work_lease end
             // in the rowid: ordered by (time, id)) before the union is sorted. One ORDER BY
             // over the union sorted every due row: a claim cost O(backlog), 3.5 ms at 10,000
-            // due and 26 ms at 100,000 (BENCHMARKS.md, issue 15).
+            // due and 26 ms at 100,000 (BENCHMARKS.md, issue 15). `LIMIT ?4 + 0`, not
+            // `LIMIT ?4`: SQLite re-prepares a statement whose IN-subquery has a bare
+            // parameter as its LIMIT every time it is bound (StatementStatus::RePrepare counts
+            // one per run): 40 % of all instructions of enqueue-and-run in benches/durable.
             let mut statement = conn
                 .prepare_cached(&format!(
                     "UPDATE work SET state = 'running', attempt = attempt + 1, lease_until = ?3,
@@ -266,12 +269,12 @@ impl Store for SqliteStore {
                      WHERE id IN (SELECT id FROM (
                          SELECT * FROM (SELECT id, due_at AS t FROM work
                              WHERE owner = ?1 AND state = 'waiting' AND due_at <= ?2
-                             ORDER BY due_at, id LIMIT ?4)
+                             ORDER BY due_at, id LIMIT ?4 + 0)
                          UNION ALL
                          SELECT * FROM (SELECT id, lease_until AS t FROM work
                              WHERE owner = ?1 AND state = 'running' AND lease_until <= ?2
-                             ORDER BY lease_until, id LIMIT ?4))
-                         ORDER BY t, id LIMIT ?4)
+                             ORDER BY lease_until, id LIMIT ?4 + 0))
+                         ORDER BY t, id LIMIT ?4 + 0)
                      RETURNING {WORK_COLUMNS}"
                 ))
                 .map_err(failed)?;
