@@ -20,6 +20,7 @@
 //!                       └── reconcile ──▶ needs_reconciliation ── commit (a person)
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -162,8 +163,9 @@ impl fmt::Display for ReconcileReason {
 pub struct CallRecord {
     /// Which call.
     pub key: CallKey,
-    /// The tool's name.
-    pub tool: String,
+    /// The tool's name: borrowed from its [`ToolSpec`](super::ToolSpec) when the runner
+    /// records the call, so that recording and copying a record copy no text.
+    pub tool: Cow<'static, str>,
     /// The tool's effect when the call was recorded.
     pub effect: ToolEffect,
     /// The arguments, as given (needed to run the call after an approval or a restart).
@@ -207,7 +209,7 @@ impl TryFrom<RawCallRecord> for CallRecord {
     fn try_from(raw: RawCallRecord) -> Result<Self, InvalidRecord> {
         let record = CallRecord {
             key: raw.key,
-            tool: raw.tool,
+            tool: Cow::Owned(raw.tool),
             effect: raw.effect,
             args: raw.args,
             args_hash: raw.args_hash,
@@ -342,7 +344,7 @@ impl CallRecord {
     /// A new record in `prepared`, at [`Revision::FIRST`].
     pub fn prepared(
         key: CallKey,
-        tool: impl Into<String>,
+        tool: impl Into<Cow<'static, str>>,
         effect: ToolEffect,
         args: Value,
         requires_approval: bool,

@@ -19,6 +19,7 @@
 //! Approval, reconciliation and recovery all end here, in [`ToolRunner::drive`]: the steps
 //! after a call is allowed to run are written once.
 
+use std::borrow::Cow;
 use std::future::{Future, Pending, poll_fn};
 use std::pin::pin;
 use std::task::Poll;
@@ -126,8 +127,9 @@ pub enum ResultSource {
 pub struct ToolResult {
     /// The call.
     pub key: CallKey,
-    /// The tool's name.
-    pub tool: String,
+    /// The tool's name (borrowed from the tool's [`ToolSpec`](crate::effects::ToolSpec) unless
+    /// the record was read back from storage).
+    pub tool: Cow<'static, str>,
     /// The effect the call was run with.
     pub effect: ToolEffect,
     /// The result: the output, or why there is none.
@@ -224,7 +226,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 if existing.tool != spec.name() || existing.args_hash != given {
                     return Err(RunnerError::IdempotencyConflict(Box::new(KeyConflict {
                         key: existing.key.idempotency_key(),
-                        stored_tool: existing.tool,
+                        stored_tool: existing.tool.into_owned(),
                         stored: existing.args_hash,
                         tool: spec.name().to_owned(),
                         given,
