@@ -444,6 +444,30 @@ async fn a3_invalid_input_is_refused_before_the_tool_runs_invalid_output_after()
     );
 }
 
+/// Issue 13: a call's arguments are parsed once, before its start is recorded, and the tool
+/// runs on that parse (they were parsed again to run the tool).
+#[tokio::test(start_paused = true)]
+async fn a3_arguments_are_parsed_once_per_call() {
+    static PARSED: AtomicU32 = AtomicU32::new(0);
+    struct Counted(u64);
+    impl<'de> serde::Deserialize<'de> for Counted {
+        fn deserialize<D: serde::Deserializer<'de>>(from: D) -> Result<Self, D::Error> {
+            PARSED.fetch_add(1, Ordering::SeqCst);
+            u64::deserialize(from).map(Counted)
+        }
+    }
+    let count = tool_fn(
+        ToolSpec::new("count").with_effect(ToolEffect::Read),
+        |n: Counted, _: ToolContext| async move { Ok::<_, String>(n.0) },
+    );
+    let runner = runner(MemoryLedger::new(), Toolbox::new().with(count).unwrap(), T0);
+    let outcome = runner
+        .call(ToolCall::new(key("c1"), "count", json!(7)))
+        .await;
+    assert_eq!(done(outcome), Ok(json!(7)));
+    assert_eq!(PARSED.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a3_permission_is_checked_before_the_tool_runs() {
     let world = World::default();

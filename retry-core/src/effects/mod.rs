@@ -87,6 +87,8 @@ mod store;
 // The runtime: the pending-call ledger, its records and the runner, which store JSON
 // (`serde_json`) and hash it (`sha2`).
 #[cfg(feature = "effects")]
+mod erased;
+#[cfg(feature = "effects")]
 mod hash;
 #[cfg(feature = "effects")]
 mod json;

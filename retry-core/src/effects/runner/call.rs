@@ -30,12 +30,13 @@ use serde_json::Value;
 use super::error::KeyConflict;
 use super::{LEASE_MARGIN, RunnerError, TARGET, ToolRunner, read_back};
 use crate::effects::effect::ToolEffect;
+use crate::effects::erased::DynTool;
 use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
 use crate::effects::ledger::{Insert, Ledger, LedgerError, Prepared};
 use crate::effects::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use crate::effects::record::{CallRecord, CallState, ReconcileReason, Transition};
-use crate::effects::tool::{DynTool, ToolContext};
+use crate::effects::tool::ToolContext;
 use crate::time::Clock;
 
 /// A request to run a tool: which call, which tool, with which JSON arguments.
@@ -255,9 +256,11 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     {
         let spec = tool.spec();
         let effect = record.effect.stricter(spec.effect());
-        if let Err(failure) = tool.check(&record.args) {
-            return self.refuse(record, effect, failure).await;
-        }
+        // Parsed once, here; the tool is called with these arguments after the start.
+        let checked = match tool.check(&record.args) {
+            Ok(checked) => checked,
+            Err(failure) => return self.refuse(record, effect, failure).await,
+        };
         if let Err(why) = self.permission.check(&record.key, &spec, &record.args) {
             let failure = ToolFailure::new(FailureKind::PermissionDenied, why);
             return self.refuse(record, effect, failure).await;
@@ -309,7 +312,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         // A budget too large for an `Instant` is no deadline at all, not a panic.
         let deadline = remaining.and_then(|r| self.clock.now().checked_add(r));
         let ctx = ToolContext::new(record.key.clone(), effect, record.attempts, deadline);
-        let work = tool.invoke(&record.args, ctx);
+        let work = checked.start(ctx);
         let timer = remaining.map(|r| self.clock.sleep(r));
         let (mut work, mut timer) = (pin!(work), pin!(timer));
         let ended = poll_fn(|cx| {
