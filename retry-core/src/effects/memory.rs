@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::key::{CallKey, check_run_id};
 use super::ledger::{Insert, Ledger, LedgerError, Prepared};
-use super::record::{CallRecord, CallState, InvalidRecord, RecordProblem};
+use super::record::{CallRecord, CallState, InvalidRecord, RecordProblem, Transition};
 use super::store::Revision;
 
 /// A [`Ledger`] in memory. Clones share the same records, so a test can keep one handle
@@ -164,6 +164,61 @@ impl MemoryLedger {
         calls.records.push(record.clone());
         Insert::Inserted(record)
     }
+
+    /// [`Ledger::compare_and_swap`], at once.
+    fn swap(&self, expected: Revision, mut next: CallRecord) -> Result<CallRecord, LedgerError> {
+        let mut calls = self.calls();
+        let at = calls.position(&next.key);
+        let found = at.map(|at| calls.records[at].revision);
+        let Some(at) = at.filter(|_| found == Some(expected)) else {
+            let key = next.key.clone();
+            next.discard();
+            return Err(LedgerError::Conflict {
+                key,
+                expected,
+                found,
+            });
+        };
+        let Some(revision) = expected.checked_next() else {
+            let problem = RecordProblem::Revision(expected.get().saturating_add(1));
+            let key = next.key.clone();
+            next.discard();
+            return Err(InvalidRecord { key, problem }.into());
+        };
+        next.revision = revision;
+        calls.recent = Some(at);
+        let stored = &mut calls.records[at];
+        // The arguments never change, so the stored record's checked hash and depth still hold
+        // for them and the state is all that needs checking (the comparison stops at the first
+        // difference, within the stored arguments' bounded depth).
+        let same_args = next.args_hash == stored.args_hash && next.args == stored.args;
+        if !same_args {
+            let problem = RecordProblem::State {
+                state: next.state.name(),
+                why: "its arguments differ from the ones it was recorded with",
+            };
+            let key = next.key.clone();
+            next.discard();
+            return Err(InvalidRecord { key, problem }.into());
+        }
+        if let Err(e) = next.validate_state() {
+            next.discard();
+            return Err(e.into());
+        }
+        // In place: the key and the arguments are the stored ones already, so they are not
+        // copied; the tool's name is borrowed (or copied into the stored buffer).
+        stored.tool.clone_from(&next.tool);
+        stored.effect = next.effect;
+        // The old state goes before the copy is made: one copy of a large result at a time.
+        stored.state = CallState::Prepared;
+        stored.state = next.state.clone();
+        stored.revision = next.revision;
+        stored.attempts = next.attempts;
+        stored.requires_approval = next.requires_approval;
+        stored.approved = next.approved;
+        stored.lease_until = next.lease_until;
+        Ok(next)
+    }
 }
 
 impl Ledger for MemoryLedger {
@@ -206,59 +261,23 @@ impl Ledger for MemoryLedger {
     fn compare_and_swap(
         &self,
         expected: Revision,
-        mut next: CallRecord,
+        next: CallRecord,
     ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
-        let mut calls = self.calls();
-        let at = calls.position(&next.key);
-        let found = at.map(|at| calls.records[at].revision);
-        let Some(at) = at.filter(|_| found == Some(expected)) else {
-            let key = next.key.clone();
-            next.discard();
-            return ready(Err(LedgerError::Conflict {
-                key,
-                expected,
-                found,
-            }));
-        };
-        let Some(revision) = expected.checked_next() else {
-            let problem = RecordProblem::Revision(expected.get().saturating_add(1));
-            let key = next.key.clone();
-            next.discard();
-            return ready(Err(InvalidRecord { key, problem }.into()));
-        };
-        next.revision = revision;
-        calls.recent = Some(at);
-        let stored = &mut calls.records[at];
-        // The arguments never change, so the stored record's checked hash and depth still hold
-        // for them and the state is all that needs checking (the comparison stops at the first
-        // difference, within the stored arguments' bounded depth).
-        let same_args = next.args_hash == stored.args_hash && next.args == stored.args;
-        if !same_args {
-            let problem = RecordProblem::State {
-                state: next.state.name(),
-                why: "its arguments differ from the ones it was recorded with",
-            };
-            let key = next.key.clone();
-            next.discard();
-            return ready(Err(InvalidRecord { key, problem }.into()));
-        }
-        if let Err(e) = next.validate_state() {
-            next.discard();
-            return ready(Err(e.into()));
-        }
-        // In place: the key and the arguments are the stored ones already, so they are not
-        // copied; the tool's name is copied into the stored string's buffer.
-        stored.tool.clone_from(&next.tool);
-        stored.effect = next.effect;
-        // The old state goes before the copy is made: one copy of a large result at a time.
-        stored.state = CallState::Prepared;
-        stored.state = next.state.clone();
-        stored.revision = next.revision;
-        stored.attempts = next.attempts;
-        stored.requires_approval = next.requires_approval;
-        stored.approved = next.approved;
-        stored.lease_until = next.lease_until;
-        ready(Ok(next))
+        ready(self.swap(expected, next))
+    }
+
+    /// The trait's rule — the state machine checks the change, the compare-and-swap writes it —
+    /// without the async layer of the default method, which moves the record twice more.
+    fn transition(
+        &self,
+        current: CallRecord,
+        transition: Transition,
+    ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
+        let expected = current.revision;
+        ready(match current.into_next(transition) {
+            Ok(next) => self.swap(expected, next),
+            Err(e) => Err(e.into()),
+        })
     }
 
     fn list_run(

@@ -208,7 +208,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         }
         let tool = self.tool(&call.tool)?;
         let spec = tool.spec();
-        let lease_until = self.now() + self.lease;
+        let lease_until = self.epoch.at(submitted) + self.lease;
         let record = CallRecord::prepared(
             call.key,
             spec.name(),
@@ -277,8 +277,8 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let remaining =
-            budget.map(|b| b.saturating_sub(self.clock.now().saturating_duration_since(submitted)));
+        let now = self.clock.now();
+        let remaining = budget.map(|b| b.saturating_sub(now.saturating_duration_since(submitted)));
         let mut cancel = pin!(limits.cancel);
         let cancelled = poll_fn(|cx| match cancel.as_mut().as_pin_mut() {
             Some(signal) => Poll::Ready(signal.poll(cx).is_ready()),
@@ -298,7 +298,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         }
 
         let lease_until =
-            self.now() + remaining.map_or(self.lease, |r| r.saturating_add(LEASE_MARGIN));
+            self.epoch.at(now) + remaining.map_or(self.lease, |r| r.saturating_add(LEASE_MARGIN));
         let record = match self
             .ledger
             .transition(record, Transition::Start { lease_until })
