@@ -129,7 +129,6 @@ fn canonical_json(value: &Value, out: &mut impl FnMut(&[u8])) {
             Ok(())
         }
     }
-    use std::io::Write as _;
     let string = |s: &str, out: &mut dyn FnMut(&[u8])| {
         // Writing a `str` into a sink that never fails cannot fail; if it somehow did, the
         // escaped debug form still makes the hash depend on every byte of `s`.
@@ -149,9 +148,10 @@ fn canonical_json(value: &Value, out: &mut impl FnMut(&[u8])) {
             }
             Step::Value(Value::Null) => out(b"null"),
             Step::Value(Value::Bool(b)) => out(if *b { b"true" } else { b"false" }),
-            // `Display` is what `to_string` writes, without the string.
+            // What `serde_json` writes, straight from `itoa` or `ryu` (the same text as
+            // `Display`, without the formatting machinery).
             Step::Value(Value::Number(n)) => {
-                if write!(Sink(out), "{n}").is_err() {
+                if serde_json::to_writer(Sink(out), n).is_err() {
                     out(n.to_string().as_bytes());
                 }
             }
@@ -203,6 +203,22 @@ mod tests {
         );
         assert_eq!(canonical(&json!([])), "[]");
         assert_eq!(canonical(&json!({})), "{}");
+    }
+
+    #[test]
+    fn numbers_are_written_as_serde_json_displays_them() {
+        for n in [
+            json!(0),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(1.5),
+            json!(-0.0),
+            json!(0.1),
+            json!(1e300),
+            json!(f64::MIN_POSITIVE),
+        ] {
+            assert_eq!(canonical(&n), n.to_string());
+        }
     }
 
     #[test]

@@ -39,6 +39,10 @@ impl<'a> Iterator for Children<'a> {
 /// Whether `value` is nested more than `limit` levels deep. Iterative, and its memory is one
 /// iterator per level (at most `limit + 1`), whatever the value's size.
 pub(crate) fn exceeds_depth(value: &Value, limit: usize) -> bool {
+    // Most arguments and results are a scalar or a flat object: no walk for a scalar.
+    if !matches!(value, Value::Array(_) | Value::Object(_)) {
+        return limit == 0;
+    }
     let mut open: Vec<Children<'_>> = Vec::new();
     let mut next = Some(value);
     loop {

@@ -2,6 +2,7 @@
 //! agents that accept losing the ledger with the process.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::collections::hash_map::RandomState;
 use std::future::{Future, ready};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
@@ -47,8 +48,13 @@ struct Calls {
     records: Vec<CallRecord>,
     /// The positions in `records` of the keys with each hash (one, but for a collision).
     by_key: HashMap<u64, Positions, BuildHasherDefault<Prehashed>>,
-    /// The positions of each run's calls, in insertion order.
-    runs: HashMap<String, Vec<usize>>,
+    /// The positions of each run's calls, in insertion order, by the run's number in
+    /// `run_ids`.
+    runs: Vec<Vec<usize>>,
+    run_ids: HashMap<String, usize>,
+    /// The run of the call inserted last: a run's calls mostly follow each other, and
+    /// comparing a run id is cheaper than hashing it.
+    recent_run: Option<usize>,
     hasher: RandomState,
     /// The position of the record written last: a call's writes follow each other (insert,
     /// start, commit), and comparing a key is cheaper than hashing it.
@@ -119,6 +125,23 @@ impl Calls {
         self.position(key).map(|at| &self.records[at])
     }
 
+    /// The number of run `run_id`, made if it has none yet; the run inserted into last is
+    /// tried first.
+    fn run_of(&mut self, run_id: &str) -> usize {
+        let recent = self.recent_run.filter(|&run| {
+            self.runs[run]
+                .first()
+                .is_some_and(|&at| self.records[at].key.run_id() == run_id)
+        });
+        if let Some(run) = recent.or_else(|| self.run_ids.get(run_id).copied()) {
+            return run;
+        }
+        let run = self.runs.len();
+        self.runs.push(Vec::new());
+        self.run_ids.insert(run_id.to_owned(), run);
+        run
+    }
+
     /// The position of `key`'s record, trying the record written last first.
     fn position(&self, key: &CallKey) -> Option<usize> {
         match self.recent.filter(|&at| self.records[at].key == *key) {
@@ -143,24 +166,31 @@ impl MemoryLedger {
     /// Stores `record`, whose invariants hold, unless its key is taken.
     fn store(&self, record: CallRecord) -> Insert {
         let mut calls = self.calls();
+        let calls = &mut *calls;
         let hash = calls.hash(&record.key);
-        if let Some(at) = calls.find(hash, &record.key) {
-            return Insert::Existing(calls.records[at].clone());
-        }
         let at = calls.records.len();
+        // One probe of the index: the key's slot is found or made in one go.
+        match calls.by_key.entry(hash) {
+            Entry::Occupied(mut slot) => {
+                let positions = slot.get_mut();
+                let records = &calls.records;
+                if let Some(&found) = positions
+                    .as_slice()
+                    .iter()
+                    .find(|&&found| records[found].key == record.key)
+                {
+                    return Insert::Existing(records[found].clone());
+                }
+                positions.push(at);
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(Positions::One(at));
+            }
+        }
         calls.recent = Some(at);
-        match calls.by_key.get_mut(&hash) {
-            Some(positions) => positions.push(at),
-            None => {
-                calls.by_key.insert(hash, Positions::One(at));
-            }
-        }
-        match calls.runs.get_mut(record.key.run_id()) {
-            Some(run) => run.push(at),
-            None => {
-                calls.runs.insert(record.key.run_id().to_owned(), vec![at]);
-            }
-        }
+        let run = calls.run_of(record.key.run_id());
+        calls.runs[run].push(at);
+        calls.recent_run = Some(run);
         calls.records.push(record.clone());
         Insert::Inserted(record)
     }
@@ -289,9 +319,9 @@ impl Ledger for MemoryLedger {
         }
         let calls = self.calls();
         let positions = calls
-            .runs
+            .run_ids
             .get(&run_id)
-            .map(Vec::as_slice)
+            .map(|&run| calls.runs[run].as_slice())
             .unwrap_or_default();
         ready(Ok(positions
             .iter()

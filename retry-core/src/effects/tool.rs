@@ -413,7 +413,7 @@ impl Toolbox {
         self.tools.keys().copied()
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn DynTool>> {
-        self.tools.get(name).cloned()
+    pub(crate) fn get(&self, name: &str) -> Option<&dyn DynTool> {
+        self.tools.get(name).map(|tool| &**tool)
     }
 }

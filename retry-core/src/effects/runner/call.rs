@@ -239,7 +239,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 }
             }
         };
-        self.drive(record, &*tool, limits, submitted).await
+        self.drive(record, tool, limits, submitted).await
     }
 
     /// Takes a `prepared` call (or a `started` read or idempotent write that recovery re-runs)

@@ -157,7 +157,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         self.epoch.now(&self.clock)
     }
 
-    fn tool(&self, name: &str) -> Result<Arc<dyn DynTool>, RunnerError> {
+    fn tool(&self, name: &str) -> Result<&dyn DynTool, RunnerError> {
         self.tools
             .get(name)
             .ok_or_else(|| RunnerError::UnknownTool {

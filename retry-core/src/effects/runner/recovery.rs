@@ -394,7 +394,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         };
         let key = record.key.clone();
         match self
-            .drive(record, &*tool, CallLimits::new(), self.clock.now())
+            .drive(record, tool, CallLimits::new(), self.clock.now())
             .await
         {
             Ok(CallResponse::Done(result)) if result.source == ResultSource::ThisCall => {
