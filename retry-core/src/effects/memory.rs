@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::key::{CallKey, check_run_id};
 use super::ledger::{Insert, Ledger, LedgerError, Prepared};
-use super::record::{CallRecord, CallState, InvalidRecord, RecordProblem, Transition};
+use super::record::{CallRecord, CallState, RecordProblem, Transition};
 use super::store::Revision;
 
 /// A [`Ledger`] in memory. Clones share the same records, so a test can keep one handle
@@ -165,6 +165,15 @@ impl MemoryLedger {
 
     /// Stores `record`, whose invariants hold, unless its key is taken.
     fn store(&self, record: CallRecord) -> Insert {
+        match self.store_copy(&record) {
+            Some(existing) => Insert::Existing(existing),
+            None => Insert::Inserted(record),
+        }
+    }
+
+    /// Stores a copy of `record` unless its key is taken; returns the record of the key if it
+    /// is. By reference, so that the record handed in is not moved on the way.
+    fn store_copy(&self, record: &CallRecord) -> Option<CallRecord> {
         let mut calls = self.calls();
         let calls = &mut *calls;
         let hash = calls.hash(&record.key);
@@ -179,7 +188,7 @@ impl MemoryLedger {
                     .iter()
                     .find(|&&found| records[found].key == record.key)
                 {
-                    return Insert::Existing(records[found].clone());
+                    return Some(records[found].clone());
                 }
                 positions.push(at);
             }
@@ -192,28 +201,25 @@ impl MemoryLedger {
         calls.runs[run].push(at);
         calls.recent_run = Some(run);
         calls.records.push(record.clone());
-        Insert::Inserted(record)
+        None
     }
 
-    /// [`Ledger::compare_and_swap`], at once.
-    fn swap(&self, expected: Revision, mut next: CallRecord) -> Result<CallRecord, LedgerError> {
+    /// [`Ledger::compare_and_swap`], at once and in place: `next` gets its new revision. On an
+    /// error nothing is written and the caller discards `next`.
+    fn swap(&self, expected: Revision, next: &mut CallRecord) -> Result<(), LedgerError> {
         let mut calls = self.calls();
         let at = calls.position(&next.key);
         let found = at.map(|at| calls.records[at].revision);
         let Some(at) = at.filter(|_| found == Some(expected)) else {
-            let key = next.key.clone();
-            next.discard();
             return Err(LedgerError::Conflict {
-                key,
+                key: next.key.clone(),
                 expected,
                 found,
             });
         };
         let Some(revision) = expected.checked_next() else {
             let problem = RecordProblem::Revision(expected.get().saturating_add(1));
-            let key = next.key.clone();
-            next.discard();
-            return Err(InvalidRecord { key, problem }.into());
+            return Err(next.invalid(problem).into());
         };
         next.revision = revision;
         calls.recent = Some(at);
@@ -227,14 +233,9 @@ impl MemoryLedger {
                 state: next.state.name(),
                 why: "its arguments differ from the ones it was recorded with",
             };
-            let key = next.key.clone();
-            next.discard();
-            return Err(InvalidRecord { key, problem }.into());
+            return Err(next.invalid(problem).into());
         }
-        if let Err(e) = next.validate_state() {
-            next.discard();
-            return Err(e.into());
-        }
+        next.validate_state()?;
         // In place: the key and the arguments are the stored ones already, so they are not
         // copied; the tool's name is borrowed (or copied into the stored buffer).
         stored.tool.clone_from(&next.tool);
@@ -247,7 +248,21 @@ impl MemoryLedger {
         stored.requires_approval = next.requires_approval;
         stored.approved = next.approved;
         stored.lease_until = next.lease_until;
-        Ok(next)
+        Ok(())
+    }
+
+    /// `next` if `result` is a success; otherwise the error, and `next` discarded.
+    fn settle(
+        next: CallRecord,
+        result: Result<(), LedgerError>,
+    ) -> Result<CallRecord, LedgerError> {
+        match result {
+            Ok(()) => Ok(next),
+            Err(e) => {
+                next.discard();
+                Err(e)
+            }
+        }
     }
 }
 
@@ -293,21 +308,26 @@ impl Ledger for MemoryLedger {
         expected: Revision,
         next: CallRecord,
     ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
-        ready(self.swap(expected, next))
+        let mut next = next;
+        let swapped = self.swap(expected, &mut next);
+        ready(Self::settle(next, swapped))
     }
 
     /// The trait's rule — the state machine checks the change, the compare-and-swap writes it —
-    /// without the async layer of the default method, which moves the record twice more.
+    /// without the async layer of the default method, and in place: the record is not moved
+    /// from step to step.
     fn transition(
         &self,
         current: CallRecord,
         transition: Transition,
     ) -> impl Future<Output = Result<CallRecord, LedgerError>> + Send {
-        let expected = current.revision;
-        ready(match current.into_next(transition) {
-            Ok(next) => self.swap(expected, next),
+        let mut next = current;
+        let expected = next.revision;
+        let moved = match next.advance(transition) {
+            Ok(()) => self.swap(expected, &mut next),
             Err(e) => Err(e.into()),
-        })
+        };
+        ready(Self::settle(next, moved))
     }
 
     fn list_run(

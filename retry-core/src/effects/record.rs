@@ -460,7 +460,7 @@ impl CallRecord {
         }
     }
 
-    fn invalid(&self, problem: RecordProblem) -> InvalidRecord {
+    pub(crate) fn invalid(&self, problem: RecordProblem) -> InvalidRecord {
         InvalidRecord {
             key: self.key.clone(),
             problem,
@@ -493,73 +493,84 @@ impl CallRecord {
         mut self,
         transition: Transition,
     ) -> Result<CallRecord, IllegalTransition> {
+        self.advance(transition)?;
+        Ok(self)
+    }
+
+    /// [`apply`](CallRecord::apply) in place: the record is unchanged if the transition is
+    /// refused. In place so that a ledger in memory moves no record to change one.
+    pub(crate) fn advance(&mut self, transition: Transition) -> Result<(), IllegalTransition> {
         use CallState as S;
-        let (from, name) = (self.state.name(), transition.name());
-        let refuse = |key: &CallKey, why| IllegalTransition {
-            key: key.clone(),
-            from,
-            transition: name,
+        let refuse = |why| IllegalTransition {
+            key: self.key.clone(),
+            from: self.state.name(),
+            transition: transition.name(),
             why,
         };
-        let next = &mut self;
-        next.revision = match next.revision.checked_next() {
-            Some(revision) => revision,
-            None => return Err(refuse(&next.key, "its revision counter is exhausted")),
+        // Every refusal first, on references; then the change, which cannot fail.
+        let Some(revision) = self.revision.checked_next() else {
+            return Err(refuse("its revision counter is exhausted"));
         };
-        // On a refusal the record is dropped, so its state can be taken out for the match.
-        match (std::mem::replace(&mut next.state, S::Prepared), transition) {
-            (S::Committed { .. }, _) => {
-                return Err(refuse(&next.key, "a committed result is final"));
+        let why = match (&self.state, &transition) {
+            (S::Committed { .. }, _) => Some("a committed result is final"),
+            (S::Prepared, Transition::AwaitApproval) if !self.requires_approval => {
+                Some("the tool requires no approval")
             }
-            (S::Prepared, Transition::AwaitApproval) if !next.requires_approval => {
-                return Err(refuse(&next.key, "the tool requires no approval"));
+            (S::Prepared, Transition::AwaitApproval) if self.approved => {
+                Some("the call is approved already")
             }
-            (S::Prepared, Transition::AwaitApproval) if next.approved => {
-                return Err(refuse(&next.key, "the call is approved already"));
+            (S::Prepared, Transition::Start { .. }) if self.requires_approval && !self.approved => {
+                Some("the tool requires an approval first")
             }
-            (S::Prepared, Transition::AwaitApproval) => {
-                next.state = S::AwaitingApproval;
-                next.lease_until = None;
-            }
-            (S::AwaitingApproval, Transition::Approve { lease_until }) => {
-                next.state = S::Prepared;
-                next.approved = true;
-                next.lease_until = Some(lease_until);
-            }
-            (S::Prepared, Transition::Start { .. }) if next.requires_approval && !next.approved => {
-                return Err(refuse(&next.key, "the tool requires an approval first"));
-            }
-            (S::Started, Transition::Start { .. }) if next.effect == ToolEffect::SideEffect => {
-                return Err(refuse(
-                    &next.key,
-                    "a started side effect is never run again automatically",
-                ));
-            }
-            (S::Prepared | S::Started, Transition::Start { lease_until }) => {
-                next.state = S::Started;
-                next.attempts = next.attempts.saturating_add(1);
-                next.lease_until = Some(lease_until);
+            (S::Started, Transition::Start { .. }) if self.effect == ToolEffect::SideEffect => {
+                Some("a started side effect is never run again automatically")
             }
             (S::Prepared | S::AwaitingApproval, Transition::Commit { outcome: Ok(_) }) => {
-                return Err(refuse(&next.key, "a tool that never started has no output"));
+                Some("a tool that never started has no output")
             }
-            (
+            (S::Prepared, Transition::AwaitApproval)
+            | (S::AwaitingApproval, Transition::Approve { .. })
+            | (S::Prepared | S::Started, Transition::Start { .. })
+            | (
                 S::Prepared | S::AwaitingApproval | S::Started | S::NeedsReconciliation { .. },
-                Transition::Commit { outcome },
-            ) => {
-                next.state = S::Committed { outcome };
-                next.lease_until = None;
-            }
-            (S::Started, Transition::Reconcile { reason }) => {
-                next.state = S::NeedsReconciliation { reason };
-                next.lease_until = None;
-            }
-            (S::NeedsReconciliation { .. }, Transition::Reopen { lease_until }) => {
-                next.state = S::Prepared;
-                next.lease_until = Some(lease_until);
-            }
-            _ => return Err(refuse(&next.key, "not an edge of the call state machine")),
+                Transition::Commit { .. },
+            )
+            | (S::Started, Transition::Reconcile { .. })
+            | (S::NeedsReconciliation { .. }, Transition::Reopen { .. }) => None,
+            _ => Some("not an edge of the call state machine"),
+        };
+        if let Some(why) = why {
+            return Err(refuse(why));
         }
-        Ok(self)
+        self.revision = revision;
+        match transition {
+            Transition::AwaitApproval => {
+                self.state = S::AwaitingApproval;
+                self.lease_until = None;
+            }
+            Transition::Approve { lease_until } => {
+                self.state = S::Prepared;
+                self.approved = true;
+                self.lease_until = Some(lease_until);
+            }
+            Transition::Start { lease_until } => {
+                self.state = S::Started;
+                self.attempts = self.attempts.saturating_add(1);
+                self.lease_until = Some(lease_until);
+            }
+            Transition::Commit { outcome } => {
+                self.state = S::Committed { outcome };
+                self.lease_until = None;
+            }
+            Transition::Reconcile { reason } => {
+                self.state = S::NeedsReconciliation { reason };
+                self.lease_until = None;
+            }
+            Transition::Reopen { lease_until } => {
+                self.state = S::Prepared;
+                self.lease_until = Some(lease_until);
+            }
+        }
+        Ok(())
     }
 }
