@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use effects_support::{LOOKUP, PAY, RUN, SEND, T0, UPSERT, World, call, key, runner, toolbox};
 use retry_core::effects::{
-    ArgsHash, CallKey, CallLimits, CallRecord, CallResponse, CallState, FailureKind, Insert,
-    KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Review, Revision,
-    RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome, ToolSpec,
-    Toolbox, ToolboxError, Transition, tool_fn,
+    ArgsHash, CallArgs, CallKey, CallLimits, CallRecord, CallResponse, CallState, FailureKind,
+    Insert, KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Review,
+    Revision, RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome,
+    ToolSpec, Toolbox, ToolboxError, Transition, tool_fn,
 };
 use serde_json::{Value, json};
 
@@ -820,7 +820,7 @@ async fn a1_the_runner_refuses_an_invalid_record_its_ledger_returns() {
 async fn a1_the_memory_ledger_lets_no_invalid_record_in() {
     let ledger = MemoryLedger::new();
     let mut tampered = prepared("c1", ToolEffect::Read);
-    tampered.args = json!({"other": true});
+    tampered.args = CallArgs::from_stored(json!({"other": true}), tampered.args.hash());
     let refused = ledger.insert(tampered).await;
     assert!(
         matches!(refused, Err(LedgerError::Invalid(_))),
@@ -836,8 +836,7 @@ async fn a1_the_memory_ledger_lets_no_invalid_record_in() {
         panic!("inserted twice")
     };
     let mut changed = first.apply(Transition::Start { lease_until: T0 }).unwrap();
-    changed.args = json!({"other": true});
-    changed.args_hash = ArgsHash::of(&changed.args);
+    changed.args = CallArgs::new(json!({"other": true}));
     let refused = ledger.compare_and_swap(first.revision, changed).await;
     let error = refused
         .as_ref()

@@ -26,6 +26,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::args::CallArgs;
 use super::effect::ToolEffect;
 use super::hash::ArgsHash;
 use super::json::{self, MAX_JSON_DEPTH, exceeds_depth};
@@ -158,7 +159,10 @@ impl fmt::Display for ReconcileReason {
 /// invariants [`CallRecord::validate`] checks: deserializing one checks them, and a ledger
 /// that builds records from columns should call it (the runner checks every record it reads
 /// from a ledger, too).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Written and read by serde with the arguments and their hash as two fields, `args` and
+/// `args_hash`, as a table would hold them.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "RawCallRecord")]
 pub struct CallRecord {
     /// Which call.
@@ -168,10 +172,10 @@ pub struct CallRecord {
     pub tool: Cow<'static, str>,
     /// The tool's effect when the call was recorded.
     pub effect: ToolEffect,
-    /// The arguments, as given (needed to run the call after an approval or a restart).
-    pub args: Value,
-    /// [`ArgsHash`] of `args`: a second call with this key and other arguments is refused.
-    pub args_hash: ArgsHash,
+    /// The arguments, as given (needed to run the call after an approval or a restart), and
+    /// their [`ArgsHash`]: a second call with this key and other arguments is refused. Shared
+    /// by every copy of the record.
+    pub args: CallArgs,
     /// Where the call stands.
     pub state: CallState,
     /// The version, bumped by every transition.
@@ -185,6 +189,41 @@ pub struct CallRecord {
     /// Until when the runner working on it (in `prepared` or `started`) owns it. Past this,
     /// recovery may take it over: nothing stays in progress forever.
     pub lease_until: Option<Timestamp>,
+}
+
+/// The fields of a [`CallRecord`] as serde writes them: the arguments and their hash apart.
+impl Serialize for CallRecord {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename = "CallRecord")]
+        struct Fields<'a> {
+            key: &'a CallKey,
+            tool: &'a str,
+            effect: ToolEffect,
+            args: &'a Value,
+            args_hash: ArgsHash,
+            state: &'a CallState,
+            revision: Revision,
+            attempts: u32,
+            requires_approval: bool,
+            approved: bool,
+            lease_until: Option<Timestamp>,
+        }
+        Fields {
+            key: &self.key,
+            tool: &self.tool,
+            effect: self.effect,
+            args: self.args.value(),
+            args_hash: self.args.hash(),
+            state: &self.state,
+            revision: self.revision,
+            attempts: self.attempts,
+            requires_approval: self.requires_approval,
+            approved: self.approved,
+            lease_until: self.lease_until,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// A [`CallRecord`] as stored, before its invariants are checked.
@@ -211,8 +250,7 @@ impl TryFrom<RawCallRecord> for CallRecord {
             key: raw.key,
             tool: Cow::Owned(raw.tool),
             effect: raw.effect,
-            args: raw.args,
-            args_hash: raw.args_hash,
+            args: CallArgs::from_stored(raw.args, raw.args_hash),
             state: raw.state,
             revision: raw.revision,
             attempts: raw.attempts,
@@ -354,8 +392,7 @@ impl CallRecord {
             key,
             tool: tool.into(),
             effect,
-            args_hash: ArgsHash::of(&args),
-            args,
+            args: CallArgs::new(args),
             state: CallState::Prepared,
             revision: Revision::FIRST,
             attempts: 0,
@@ -376,9 +413,9 @@ impl CallRecord {
     pub fn validate(&self) -> Result<(), InvalidRecord> {
         self.validate_shape()?;
         let actual = ArgsHash::of(&self.args);
-        if actual != self.args_hash {
+        if actual != self.args.hash() {
             return Err(self.invalid(RecordProblem::ArgsHash {
-                stored: self.args_hash,
+                stored: self.args.hash(),
                 actual,
             }));
         }
@@ -454,7 +491,7 @@ impl CallRecord {
 
     /// Drops the record without recursing into its JSON values.
     pub(crate) fn discard(self) {
-        json::discard(self.args);
+        self.args.discard();
         if let CallState::Committed { outcome: Ok(value) } = self.state {
             json::discard(value);
         }

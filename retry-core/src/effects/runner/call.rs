@@ -178,10 +178,10 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// write (which may have happened) is an error, [`RunnerError::NeedsReconciliation`].
     ///
     /// Arguments nested more than [`MAX_JSON_DEPTH`] levels deep are refused before anything
-    /// is recorded. The call's memory is about three times the size of its arguments at peak:
-    /// the copy handed in (kept in the runner's record), the ledger's, and the one the tool
-    /// parses (plus, with [`MemoryLedger`](crate::effects::MemoryLedger), a transient copy per
-    /// write).
+    /// is recorded. The call's memory is about twice the size of its arguments at peak: the
+    /// copy handed in (shared by the runner's record and, with
+    /// [`MemoryLedger`](crate::effects::MemoryLedger), the ledger's) and the one the tool
+    /// parses.
     ///
     /// # Errors
     ///
@@ -217,18 +217,18 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             spec.requires_approval(),
             lease_until,
         );
-        let given = record.args_hash;
+        let given = record.args.hash();
         // Hashed just now by `prepared`, its depth checked above: the ledger need not do
         // either again.
         let record = match self.ledger.insert_prepared(record, Prepared(())).await? {
             Insert::Inserted(record) => record,
             Insert::Existing(existing) => {
                 let existing = read_back(existing)?;
-                if existing.tool != spec.name() || existing.args_hash != given {
+                if existing.tool != spec.name() || existing.args.hash() != given {
                     return Err(RunnerError::IdempotencyConflict(Box::new(KeyConflict {
                         key: existing.key.idempotency_key(),
                         stored_tool: existing.tool.into_owned(),
-                        stored: existing.args_hash,
+                        stored: existing.args.hash(),
                         tool: spec.name().to_owned(),
                         given,
                     })));
