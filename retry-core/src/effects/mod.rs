@@ -89,6 +89,8 @@ mod store;
 #[cfg(feature = "effects")]
 mod args;
 #[cfg(feature = "effects")]
+mod canonical;
+#[cfg(feature = "effects")]
 mod erased;
 #[cfg(feature = "effects")]
 mod hash;
