@@ -8,7 +8,9 @@
 //! minus its `build` row, so they count what the runner does and not what the caller hands it.
 //!
 //! - **time**: per call on a current-thread runtime, `RUNS` runs of `CALLS` calls, median and
-//!   min–max;
+//!   min–max: wall-clock time, and the time the thread was on a CPU (Linux's
+//!   `/proc/thread-self/schedstat`), which a machine shared with other builds inflates much less
+//!   (it still counts the caches and cores they share);
 //! - **instructions, heap allocations and bytes allocated** per call: valgrind (cachegrind,
 //!   DHAT), `(count(MANY) - count(FEW)) / (MANY - FEW)`. Skipped without valgrind or with
 //!   `--no-count`.
@@ -88,6 +90,12 @@ fn run(rt: &Runtime, key: &str, n: u64) {
     });
 }
 
+/// Nanoseconds this thread has spent on a CPU, if the kernel says (Linux, schedstat).
+fn on_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
 fn current_thread() -> Runtime {
     Builder::new_current_thread()
         .enable_time()
@@ -110,25 +118,31 @@ fn main() {
     let rt = current_thread();
     let mut rows = Vec::new();
     for (key, label) in ROWS {
-        let mut times: Vec<f64> = (0..RUNS)
+        let (mut times, mut cpu): (Vec<f64>, Vec<f64>) = (0..RUNS)
             .map(|_| {
-                let start = Instant::now();
+                let (start, on_cpu) = (Instant::now(), on_cpu_ns());
                 run(&rt, key, CALLS);
-                start.elapsed().as_secs_f64() * 1e6 / CALLS as f64
+                let wall = start.elapsed().as_secs_f64() * 1e6 / CALLS as f64;
+                let cpu = on_cpu.zip(on_cpu_ns()).map_or(f64::NAN, |(a, b)| {
+                    b.saturating_sub(a) as f64 / 1e3 / CALLS as f64
+                });
+                (wall, cpu)
             })
-            .collect();
-        let all = times.clone();
+            .unzip();
+        let (all, all_cpu) = (times.clone(), cpu.clone());
         let time = counted::median_min_max(&mut times);
+        let cpu_time = counted::median_min_max(&mut cpu);
         let counts = count.then(|| counted::per_unit_with_bytes(&exe, key, FEW, MANY));
-        eprintln!("runner: {key}: {time:?} {counts:?}");
-        rows.push((key, label, time, all, counts));
+        eprintln!("runner: {key}: {time:?} on CPU {cpu_time:?} {counts:?}");
+        rows.push((key, label, (time, cpu_time), (all, all_cpu), counts));
     }
     let mut out = String::from(
         "### ToolRunner over MemoryLedger, per call (a trivial tool)\n\n\
-         | | µs per call, median (min–max) | instructions | allocations | bytes allocated |\n\
-         |---|---:|---:|---:|---:|\n",
+         | | µs per call, median (min–max) | on CPU, µs | instructions | allocations | bytes allocated |\n\
+         |---|---:|---:|---:|---:|---:|\n",
     );
-    for (_, label, (median, min, max), _, counts) in &rows {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    for (_, label, ((median, min, max), (cpu, cpu_min, cpu_max)), _, counts) in &rows {
         let (i, a, b) = counts.map_or_else(
             || {
                 (
@@ -140,15 +154,19 @@ fn main() {
             |(i, a, b)| (format!("{i:.0}"), format!("{a:.1}"), format!("{b:.0}")),
         );
         out.push_str(&format!(
-            "| {label} | {median:.3} ({min:.3}–{max:.3}) | {i} | {a} | {b} |\n"
+            "| {label} | {median:.3} ({min:.3}–{max:.3}) | {cpu:.3} ({cpu_min:.3}–{cpu_max:.3}) | {i} | {a} | {b} |\n"
         ));
     }
     for pair in rows.chunks(2) {
         let [(_, _, _, build, built), (_, label, _, call, counted)] = pair else {
             continue;
         };
-        let mut runner: Vec<f64> = call.iter().zip(build).map(|(c, b)| c - b).collect();
-        let (median, min, max) = counted::median_min_max(&mut runner);
+        let minus = |call: &[f64], build: &[f64]| {
+            let mut runner: Vec<f64> = call.iter().zip(build).map(|(c, b)| c - b).collect();
+            counted::median_min_max(&mut runner)
+        };
+        let (median, min, max) = minus(&call.0, &build.0);
+        let (cpu, cpu_min, cpu_max) = minus(&call.1, &build.1);
         let (i, a, b) = match (built, counted) {
             (Some(x), Some(y)) => (
                 format!("{:.0}", y.0 - x.0),
@@ -162,8 +180,8 @@ fn main() {
             ),
         };
         out.push_str(&format!(
-            "| **the runner**, {label} | **{median:.3}** ({min:.3}–{max:.3}) | {i} | {a} | {b} |\n"
+            "| **the runner**, {label} | **{median:.3}** ({min:.3}–{max:.3}) | **{cpu:.3}** ({cpu_min:.3}–{cpu_max:.3}) | {i} | {a} | {b} |\n"
         ));
     }
-    println!("\n{out}");
+    println!("\n{out}\nload average (1, 5, 15 min) after the runs: {load}");
 }

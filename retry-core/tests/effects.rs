@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use effects_support::{LOOKUP, PAY, RUN, SEND, T0, UPSERT, World, call, key, runner, toolbox};
 use retry_core::effects::{
-    ArgsHash, CallKey, CallLimits, CallRecord, CallResponse, CallState, FailureKind, Insert,
-    KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Review, Revision,
-    RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome, ToolSpec,
-    Toolbox, ToolboxError, Transition, tool_fn,
+    ArgsHash, CallArgs, CallKey, CallLimits, CallRecord, CallResponse, CallState, FailureKind,
+    Insert, KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Review,
+    Revision, RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome,
+    ToolSpec, Toolbox, ToolboxError, Transition, tool_fn,
 };
 use serde_json::{Value, json};
 
@@ -444,6 +444,30 @@ async fn a3_invalid_input_is_refused_before_the_tool_runs_invalid_output_after()
     );
 }
 
+/// Issue 13: a call's arguments are parsed once, before its start is recorded, and the tool
+/// runs on that parse (they were parsed again to run the tool).
+#[tokio::test(start_paused = true)]
+async fn a3_arguments_are_parsed_once_per_call() {
+    static PARSED: AtomicU32 = AtomicU32::new(0);
+    struct Counted(u64);
+    impl<'de> serde::Deserialize<'de> for Counted {
+        fn deserialize<D: serde::Deserializer<'de>>(from: D) -> Result<Self, D::Error> {
+            PARSED.fetch_add(1, Ordering::SeqCst);
+            u64::deserialize(from).map(Counted)
+        }
+    }
+    let count = tool_fn(
+        ToolSpec::new("count").with_effect(ToolEffect::Read),
+        |n: Counted, _: ToolContext| async move { Ok::<_, String>(n.0) },
+    );
+    let runner = runner(MemoryLedger::new(), Toolbox::new().with(count).unwrap(), T0);
+    let outcome = runner
+        .call(ToolCall::new(key("c1"), "count", json!(7)))
+        .await;
+    assert_eq!(done(outcome), Ok(json!(7)));
+    assert_eq!(PARSED.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a3_permission_is_checked_before_the_tool_runs() {
     let world = World::default();
@@ -796,7 +820,7 @@ async fn a1_the_runner_refuses_an_invalid_record_its_ledger_returns() {
 async fn a1_the_memory_ledger_lets_no_invalid_record_in() {
     let ledger = MemoryLedger::new();
     let mut tampered = prepared("c1", ToolEffect::Read);
-    tampered.args = json!({"other": true});
+    tampered.args = CallArgs::from_stored(json!({"other": true}), tampered.args.hash());
     let refused = ledger.insert(tampered).await;
     assert!(
         matches!(refused, Err(LedgerError::Invalid(_))),
@@ -812,8 +836,7 @@ async fn a1_the_memory_ledger_lets_no_invalid_record_in() {
         panic!("inserted twice")
     };
     let mut changed = first.apply(Transition::Start { lease_until: T0 }).unwrap();
-    changed.args = json!({"other": true});
-    changed.args_hash = ArgsHash::of(&changed.args);
+    changed.args = CallArgs::new(json!({"other": true}));
     let refused = ledger.compare_and_swap(first.revision, changed).await;
     let error = refused
         .as_ref()

@@ -18,10 +18,11 @@ fn peak_rss_bytes() -> u64 {
 
 /// Old code: the call's peak grew by about four copies of the argument (255 MiB for 64 MiB;
 /// seven when the tool echoes it), from a clone per ledger write, a clone kept for the
-/// idempotency comparison, and the escaped text of the string for the hash. Now: the ledger's
-/// copy and the tool's copy, beside the one the caller handed over.
+/// idempotency comparison, and the escaped text of the string for the hash. Then two more
+/// copies: the ledger's and the tool's. Now the ledger shares the runner's (issue 13: 63 MiB
+/// for 64 MiB): only the tool's copy, beside the one the caller handed over.
 #[tokio::test(flavor = "current_thread")]
-async fn a5_a_64_mib_argument_costs_at_most_two_more_copies_of_itself() {
+async fn a5_a_64_mib_argument_costs_at_most_one_more_copy_of_itself() {
     const SIZE: u64 = 64 << 20;
     let tool = tool_fn(
         ToolSpec::new("store").with_effect(ToolEffect::IdempotentWrite),
@@ -44,7 +45,7 @@ async fn a5_a_64_mib_argument_costs_at_most_two_more_copies_of_itself() {
         SIZE >> 20
     );
     assert!(
-        growth <= SIZE * 5 / 2,
+        growth <= SIZE * 3 / 2,
         "peak grew by {} MiB for a {} MiB argument",
         growth >> 20,
         SIZE >> 20

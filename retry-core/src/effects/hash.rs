@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::canonical;
+
 /// SHA-256 of a call's arguments in canonical JSON, kept beside the idempotency key so that
 /// the key reused with different arguments is refused.
 ///
@@ -45,7 +47,7 @@ impl ArgsHash {
     /// The hash of `args` in canonical JSON.
     pub fn of(args: &Value) -> Self {
         let mut hasher = Sha256::new();
-        canonical_json(args, &mut |bytes| hasher.update(bytes));
+        canonical::write(args, &mut |bytes| hasher.update(bytes));
         ArgsHash(hasher.finalize().into())
     }
 
@@ -110,103 +112,13 @@ impl From<ArgsHash> for String {
     }
 }
 
-/// Writes `value` as canonical JSON into `out`, without recursion (arguments built in code
-/// can nest deeper than the stack would like).
-fn canonical_json(value: &Value, out: &mut impl FnMut(&[u8])) {
-    enum Step<'a> {
-        Value(&'a Value),
-        Text(&'static str),
-        Key(&'a str),
-    }
-    /// Hands what `serde_json` writes straight on: a long string is escaped without a copy.
-    struct Sink<'a>(&'a mut dyn FnMut(&[u8]));
-    impl std::io::Write for Sink<'_> {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            (self.0)(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    use std::io::Write as _;
-    let string = |s: &str, out: &mut dyn FnMut(&[u8])| {
-        // Writing a `str` into a sink that never fails cannot fail; if it somehow did, the
-        // escaped debug form still makes the hash depend on every byte of `s`.
-        if serde_json::to_writer(Sink(out), s).is_err() {
-            out(format!("{s:?}").as_bytes());
-        }
-    };
-    // A scalar never touches the stack, so hashing one allocates nothing.
-    let mut stack = Vec::new();
-    let mut next = Some(Step::Value(value));
-    while let Some(step) = next.take().or_else(|| stack.pop()) {
-        match step {
-            Step::Text(text) => out(text.as_bytes()),
-            Step::Key(key) => {
-                string(key, out);
-                out(b":");
-            }
-            Step::Value(Value::Null) => out(b"null"),
-            Step::Value(Value::Bool(b)) => out(if *b { b"true" } else { b"false" }),
-            // `Display` is what `to_string` writes, without the string.
-            Step::Value(Value::Number(n)) => {
-                if write!(Sink(out), "{n}").is_err() {
-                    out(n.to_string().as_bytes());
-                }
-            }
-            Step::Value(Value::String(s)) => string(s, out),
-            Step::Value(Value::Array(items)) => {
-                out(b"[");
-                stack.push(Step::Text("]"));
-                for (i, item) in items.iter().enumerate().rev() {
-                    stack.push(Step::Value(item));
-                    if i > 0 {
-                        stack.push(Step::Text(","));
-                    }
-                }
-            }
-            Step::Value(Value::Object(members)) => {
-                out(b"{");
-                stack.push(Step::Text("}"));
-                let mut sorted: Vec<_> = members.iter().collect();
-                sorted.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                for (i, (key, item)) in sorted.into_iter().enumerate().rev() {
-                    stack.push(Step::Value(item));
-                    stack.push(Step::Key(key));
-                    if i > 0 {
-                        stack.push(Step::Text(","));
-                    }
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn canonical(value: &Value) -> String {
-        let mut bytes = Vec::new();
-        canonical_json(value, &mut |b| bytes.extend_from_slice(b));
-        String::from_utf8(bytes).unwrap_or_default()
-    }
-
     #[test]
-    fn canonical_json_sorts_members_and_drops_whitespace() {
-        let value = json!({"b": [1, {"z": null, "a": true}], "a": "x\"y", "é": 1.5});
-        assert_eq!(
-            canonical(&value),
-            r#"{"a":"x\"y","b":[1,{"a":true,"z":null}],"é":1.5}"#
-        );
-        assert_eq!(canonical(&json!([])), "[]");
-        assert_eq!(canonical(&json!({})), "{}");
-    }
-
-    #[test]
-    fn canonical_json_survives_deep_nesting() {
+    fn hashing_survives_deep_nesting() {
         let mut value = json!(0);
         for _ in 0..100_000 {
             value = Value::Array(vec![value]);

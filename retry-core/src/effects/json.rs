@@ -39,6 +39,18 @@ impl<'a> Iterator for Children<'a> {
 /// Whether `value` is nested more than `limit` levels deep. Iterative, and its memory is one
 /// iterator per level (at most `limit + 1`), whatever the value's size.
 pub(crate) fn exceeds_depth(value: &Value, limit: usize) -> bool {
+    // Most arguments and results are a scalar, or an array or object of scalars (two
+    // levels): no walk, no allocation for them.
+    let flat = match value {
+        Value::Array(items) => Some(items.iter().all(is_scalar)),
+        Value::Object(members) => Some(members.values().all(is_scalar)),
+        _ => None,
+    };
+    match flat {
+        None => return limit == 0,
+        Some(true) if limit >= 2 => return false,
+        _ => {}
+    }
     let mut open: Vec<Children<'_>> = Vec::new();
     let mut next = Some(value);
     loop {
@@ -67,6 +79,10 @@ pub(crate) fn exceeds_depth(value: &Value, limit: usize) -> bool {
             }
         }
     }
+}
+
+fn is_scalar(value: &Value) -> bool {
+    !matches!(value, Value::Array(_) | Value::Object(_))
 }
 
 /// Drops `value` without recursing: `serde_json`'s own `Drop` descends once per level. Only

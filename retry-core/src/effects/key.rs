@@ -6,6 +6,7 @@
 //! need the key, and a durable job store names its work with one.
 
 use std::fmt;
+use std::sync::Arc;
 
 #[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
@@ -32,7 +33,9 @@ pub enum KeyError {
 /// The identity of one tool call: the run it belongs to and the call's id within the run
 /// (the id the model gave the call, for an agent).
 ///
-/// The pending-call ledger is keyed by it; the [`IdempotencyKey`] is derived from it.
+/// The pending-call ledger is keyed by it; the [`IdempotencyKey`] is derived from it. Cheap
+/// to clone: the two ids live in one shared allocation, so the ledger's copy, the tool's
+/// context and every result name the call without copying its text.
 ///
 /// ```
 /// use retry_core::effects::CallKey;
@@ -42,10 +45,14 @@ pub enum KeyError {
 /// assert!(CallKey::new("run:7", "call-2").is_err()); // would be ambiguous
 /// # Ok::<(), retry_core::effects::KeyError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(Deserialize))]
 #[cfg_attr(feature = "serde", serde(try_from = "RawCallKey"))]
-pub struct CallKey {
+pub struct CallKey(Arc<Ids>);
+
+/// The ids of a [`CallKey`], compared and hashed run first, as the two fields they were.
+#[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Ids {
     run_id: String,
     call_id: String,
 }
@@ -66,6 +73,34 @@ impl TryFrom<RawCallKey> for CallKey {
     }
 }
 
+/// Written as `{"run_id": …, "call_id": …}`, the form it is read back from, without copying
+/// the ids.
+#[cfg(feature = "serde")]
+impl Serialize for CallKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename = "CallKey")]
+        struct Fields<'a> {
+            run_id: &'a str,
+            call_id: &'a str,
+        }
+        Fields {
+            run_id: self.run_id(),
+            call_id: self.call_id(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl fmt::Debug for CallKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallKey")
+            .field("run_id", &self.0.run_id)
+            .field("call_id", &self.0.call_id)
+            .finish()
+    }
+}
+
 impl CallKey {
     /// Names call `call_id` of run `run_id`.
     ///
@@ -78,22 +113,22 @@ impl CallKey {
         if call_id.is_empty() {
             return Err(KeyError::EmptyCallId);
         }
-        Ok(CallKey { run_id, call_id })
+        Ok(CallKey(Arc::new(Ids { run_id, call_id })))
     }
 
     /// The run.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        &self.0.run_id
     }
 
     /// The call within the run.
     pub fn call_id(&self) -> &str {
-        &self.call_id
+        &self.0.call_id
     }
 
     /// The stable key `"{run_id}:{call_id}"`: the same for every attempt of this call.
     pub fn idempotency_key(&self) -> IdempotencyKey {
-        IdempotencyKey(format!("{}:{}", self.run_id, self.call_id))
+        IdempotencyKey(self.to_string())
     }
 }
 
@@ -110,7 +145,7 @@ pub(crate) fn check_run_id(run_id: &str) -> Result<(), KeyError> {
 
 impl fmt::Display for CallKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.run_id, self.call_id)
+        write!(f, "{}:{}", self.0.run_id, self.0.call_id)
     }
 }
 

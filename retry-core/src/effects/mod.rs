@@ -87,6 +87,12 @@ mod store;
 // The runtime: the pending-call ledger, its records and the runner, which store JSON
 // (`serde_json`) and hash it (`sha2`).
 #[cfg(feature = "effects")]
+mod args;
+#[cfg(feature = "effects")]
+mod canonical;
+#[cfg(feature = "effects")]
+mod erased;
+#[cfg(feature = "effects")]
 mod hash;
 #[cfg(feature = "effects")]
 mod json;
@@ -116,6 +122,7 @@ pub use recovery::{NotRerun, Recovered, RecoveryAction, RecoveryPolicy, Recovery
 #[cfg(feature = "effects")]
 #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]
 pub use {
+    args::CallArgs,
     hash::{ArgsHash, BadArgsHash},
     json::MAX_JSON_DEPTH,
     ledger::{Insert, Ledger, LedgerError},

@@ -20,11 +20,13 @@
 //!                       └── reconcile ──▶ needs_reconciliation ── commit (a person)
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::args::CallArgs;
 use super::effect::ToolEffect;
 use super::hash::ArgsHash;
 use super::json::{self, MAX_JSON_DEPTH, exceeds_depth};
@@ -157,19 +159,23 @@ impl fmt::Display for ReconcileReason {
 /// invariants [`CallRecord::validate`] checks: deserializing one checks them, and a ledger
 /// that builds records from columns should call it (the runner checks every record it reads
 /// from a ledger, too).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Written and read by serde with the arguments and their hash as two fields, `args` and
+/// `args_hash`, as a table would hold them.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "RawCallRecord")]
 pub struct CallRecord {
     /// Which call.
     pub key: CallKey,
-    /// The tool's name.
-    pub tool: String,
+    /// The tool's name: borrowed from its [`ToolSpec`](super::ToolSpec) when the runner
+    /// records the call, so that recording and copying a record copy no text.
+    pub tool: Cow<'static, str>,
     /// The tool's effect when the call was recorded.
     pub effect: ToolEffect,
-    /// The arguments, as given (needed to run the call after an approval or a restart).
-    pub args: Value,
-    /// [`ArgsHash`] of `args`: a second call with this key and other arguments is refused.
-    pub args_hash: ArgsHash,
+    /// The arguments, as given (needed to run the call after an approval or a restart), and
+    /// their [`ArgsHash`]: a second call with this key and other arguments is refused. Shared
+    /// by every copy of the record.
+    pub args: CallArgs,
     /// Where the call stands.
     pub state: CallState,
     /// The version, bumped by every transition.
@@ -183,6 +189,41 @@ pub struct CallRecord {
     /// Until when the runner working on it (in `prepared` or `started`) owns it. Past this,
     /// recovery may take it over: nothing stays in progress forever.
     pub lease_until: Option<Timestamp>,
+}
+
+/// The fields of a [`CallRecord`] as serde writes them: the arguments and their hash apart.
+impl Serialize for CallRecord {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename = "CallRecord")]
+        struct Fields<'a> {
+            key: &'a CallKey,
+            tool: &'a str,
+            effect: ToolEffect,
+            args: &'a Value,
+            args_hash: ArgsHash,
+            state: &'a CallState,
+            revision: Revision,
+            attempts: u32,
+            requires_approval: bool,
+            approved: bool,
+            lease_until: Option<Timestamp>,
+        }
+        Fields {
+            key: &self.key,
+            tool: &self.tool,
+            effect: self.effect,
+            args: self.args.value(),
+            args_hash: self.args.hash(),
+            state: &self.state,
+            revision: self.revision,
+            attempts: self.attempts,
+            requires_approval: self.requires_approval,
+            approved: self.approved,
+            lease_until: self.lease_until,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// A [`CallRecord`] as stored, before its invariants are checked.
@@ -207,10 +248,9 @@ impl TryFrom<RawCallRecord> for CallRecord {
     fn try_from(raw: RawCallRecord) -> Result<Self, InvalidRecord> {
         let record = CallRecord {
             key: raw.key,
-            tool: raw.tool,
+            tool: Cow::Owned(raw.tool),
             effect: raw.effect,
-            args: raw.args,
-            args_hash: raw.args_hash,
+            args: CallArgs::from_stored(raw.args, raw.args_hash),
             state: raw.state,
             revision: raw.revision,
             attempts: raw.attempts,
@@ -342,7 +382,7 @@ impl CallRecord {
     /// A new record in `prepared`, at [`Revision::FIRST`].
     pub fn prepared(
         key: CallKey,
-        tool: impl Into<String>,
+        tool: impl Into<Cow<'static, str>>,
         effect: ToolEffect,
         args: Value,
         requires_approval: bool,
@@ -352,8 +392,7 @@ impl CallRecord {
             key,
             tool: tool.into(),
             effect,
-            args_hash: ArgsHash::of(&args),
-            args,
+            args: CallArgs::new(args),
             state: CallState::Prepared,
             revision: Revision::FIRST,
             attempts: 0,
@@ -374,9 +413,9 @@ impl CallRecord {
     pub fn validate(&self) -> Result<(), InvalidRecord> {
         self.validate_shape()?;
         let actual = ArgsHash::of(&self.args);
-        if actual != self.args_hash {
+        if actual != self.args.hash() {
             return Err(self.invalid(RecordProblem::ArgsHash {
-                stored: self.args_hash,
+                stored: self.args.hash(),
                 actual,
             }));
         }
@@ -452,13 +491,13 @@ impl CallRecord {
 
     /// Drops the record without recursing into its JSON values.
     pub(crate) fn discard(self) {
-        json::discard(self.args);
+        self.args.discard();
         if let CallState::Committed { outcome: Ok(value) } = self.state {
             json::discard(value);
         }
     }
 
-    fn invalid(&self, problem: RecordProblem) -> InvalidRecord {
+    pub(crate) fn invalid(&self, problem: RecordProblem) -> InvalidRecord {
         InvalidRecord {
             key: self.key.clone(),
             problem,
@@ -491,73 +530,84 @@ impl CallRecord {
         mut self,
         transition: Transition,
     ) -> Result<CallRecord, IllegalTransition> {
+        self.advance(transition)?;
+        Ok(self)
+    }
+
+    /// [`apply`](CallRecord::apply) in place: the record is unchanged if the transition is
+    /// refused. In place so that a ledger in memory moves no record to change one.
+    pub(crate) fn advance(&mut self, transition: Transition) -> Result<(), IllegalTransition> {
         use CallState as S;
-        let (from, name) = (self.state.name(), transition.name());
-        let refuse = |key: &CallKey, why| IllegalTransition {
-            key: key.clone(),
-            from,
-            transition: name,
+        let refuse = |why| IllegalTransition {
+            key: self.key.clone(),
+            from: self.state.name(),
+            transition: transition.name(),
             why,
         };
-        let next = &mut self;
-        next.revision = match next.revision.checked_next() {
-            Some(revision) => revision,
-            None => return Err(refuse(&next.key, "its revision counter is exhausted")),
+        // Every refusal first, on references; then the change, which cannot fail.
+        let Some(revision) = self.revision.checked_next() else {
+            return Err(refuse("its revision counter is exhausted"));
         };
-        // On a refusal the record is dropped, so its state can be taken out for the match.
-        match (std::mem::replace(&mut next.state, S::Prepared), transition) {
-            (S::Committed { .. }, _) => {
-                return Err(refuse(&next.key, "a committed result is final"));
+        let why = match (&self.state, &transition) {
+            (S::Committed { .. }, _) => Some("a committed result is final"),
+            (S::Prepared, Transition::AwaitApproval) if !self.requires_approval => {
+                Some("the tool requires no approval")
             }
-            (S::Prepared, Transition::AwaitApproval) if !next.requires_approval => {
-                return Err(refuse(&next.key, "the tool requires no approval"));
+            (S::Prepared, Transition::AwaitApproval) if self.approved => {
+                Some("the call is approved already")
             }
-            (S::Prepared, Transition::AwaitApproval) if next.approved => {
-                return Err(refuse(&next.key, "the call is approved already"));
+            (S::Prepared, Transition::Start { .. }) if self.requires_approval && !self.approved => {
+                Some("the tool requires an approval first")
             }
-            (S::Prepared, Transition::AwaitApproval) => {
-                next.state = S::AwaitingApproval;
-                next.lease_until = None;
-            }
-            (S::AwaitingApproval, Transition::Approve { lease_until }) => {
-                next.state = S::Prepared;
-                next.approved = true;
-                next.lease_until = Some(lease_until);
-            }
-            (S::Prepared, Transition::Start { .. }) if next.requires_approval && !next.approved => {
-                return Err(refuse(&next.key, "the tool requires an approval first"));
-            }
-            (S::Started, Transition::Start { .. }) if next.effect == ToolEffect::SideEffect => {
-                return Err(refuse(
-                    &next.key,
-                    "a started side effect is never run again automatically",
-                ));
-            }
-            (S::Prepared | S::Started, Transition::Start { lease_until }) => {
-                next.state = S::Started;
-                next.attempts = next.attempts.saturating_add(1);
-                next.lease_until = Some(lease_until);
+            (S::Started, Transition::Start { .. }) if self.effect == ToolEffect::SideEffect => {
+                Some("a started side effect is never run again automatically")
             }
             (S::Prepared | S::AwaitingApproval, Transition::Commit { outcome: Ok(_) }) => {
-                return Err(refuse(&next.key, "a tool that never started has no output"));
+                Some("a tool that never started has no output")
             }
-            (
+            (S::Prepared, Transition::AwaitApproval)
+            | (S::AwaitingApproval, Transition::Approve { .. })
+            | (S::Prepared | S::Started, Transition::Start { .. })
+            | (
                 S::Prepared | S::AwaitingApproval | S::Started | S::NeedsReconciliation { .. },
-                Transition::Commit { outcome },
-            ) => {
-                next.state = S::Committed { outcome };
-                next.lease_until = None;
-            }
-            (S::Started, Transition::Reconcile { reason }) => {
-                next.state = S::NeedsReconciliation { reason };
-                next.lease_until = None;
-            }
-            (S::NeedsReconciliation { .. }, Transition::Reopen { lease_until }) => {
-                next.state = S::Prepared;
-                next.lease_until = Some(lease_until);
-            }
-            _ => return Err(refuse(&next.key, "not an edge of the call state machine")),
+                Transition::Commit { .. },
+            )
+            | (S::Started, Transition::Reconcile { .. })
+            | (S::NeedsReconciliation { .. }, Transition::Reopen { .. }) => None,
+            _ => Some("not an edge of the call state machine"),
+        };
+        if let Some(why) = why {
+            return Err(refuse(why));
         }
-        Ok(self)
+        self.revision = revision;
+        match transition {
+            Transition::AwaitApproval => {
+                self.state = S::AwaitingApproval;
+                self.lease_until = None;
+            }
+            Transition::Approve { lease_until } => {
+                self.state = S::Prepared;
+                self.approved = true;
+                self.lease_until = Some(lease_until);
+            }
+            Transition::Start { lease_until } => {
+                self.state = S::Started;
+                self.attempts = self.attempts.saturating_add(1);
+                self.lease_until = Some(lease_until);
+            }
+            Transition::Commit { outcome } => {
+                self.state = S::Committed { outcome };
+                self.lease_until = None;
+            }
+            Transition::Reconcile { reason } => {
+                self.state = S::NeedsReconciliation { reason };
+                self.lease_until = None;
+            }
+            Transition::Reopen { lease_until } => {
+                self.state = S::Prepared;
+                self.lease_until = Some(lease_until);
+            }
+        }
+        Ok(())
     }
 }

@@ -159,6 +159,13 @@ impl Epoch {
 
     /// The wall-clock time on `clock` now.
     pub fn now<C: Clock>(&self, clock: &C) -> Timestamp {
-        self.at + clock.now().saturating_duration_since(self.instant)
+        self.at(clock.now())
+    }
+
+    /// The wall-clock time at `instant` of the anchored clock: for a caller that has just read
+    /// the clock and needs the instant and the time both (a clock read is a system call's
+    /// worth of time in a call that costs about a microsecond).
+    pub fn at(&self, instant: Instant) -> Timestamp {
+        self.at + instant.saturating_duration_since(self.instant)
     }
 }

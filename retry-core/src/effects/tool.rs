@@ -9,17 +9,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::effect::ToolEffect;
+use super::erased::DynTool;
 use super::key::{CallKey, IdempotencyKey};
-use super::outcome::{FailureKind, ToolFailure, ToolOutcome};
 
 /// What the runner needs to know about a tool before calling it: its name, its effect, whether
 /// a person must approve each call, and its time budget.
@@ -226,14 +224,16 @@ pub trait Tool: Send + Sync + 'static {
     fn spec(&self) -> ToolSpec;
 
     /// Input validation beyond parsing, before anything runs. `Err` ends the call with
-    /// [`FailureKind::InvalidInput`] and the tool is not called.
+    /// [`FailureKind::InvalidInput`](super::FailureKind::InvalidInput) and the tool is not
+    /// called.
     fn validate(&self, args: &Self::Args) -> Result<(), String> {
         let _ = args;
         Ok(())
     }
 
     /// Output validation, after the tool ran. `Err` ends the call with
-    /// [`FailureKind::InvalidOutput`]; whatever the tool did stays done.
+    /// [`FailureKind::InvalidOutput`](super::FailureKind::InvalidOutput); whatever the tool
+    /// did stays done.
     fn validate_output(&self, output: &Self::Output) -> Result<(), String> {
         let _ = output;
         Ok(())
@@ -315,55 +315,6 @@ where
 
     fn call(&self, args: A, ctx: ToolContext) -> impl Future<Output = Result<O, E>> + Send {
         (self.f)(args, ctx)
-    }
-}
-
-/// A boxed tool future, as the erased tool hands it out.
-type BoxOutcome<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
-
-/// A [`Tool`] seen through JSON, so that tools of different types share a [`Toolbox`].
-pub(crate) trait DynTool: Send + Sync {
-    fn spec(&self) -> ToolSpec;
-    /// Parses and validates the arguments without running anything.
-    fn check(&self, args: &Value) -> Result<(), ToolFailure>;
-    /// Parses the arguments again and runs the tool.
-    fn invoke(&self, args: &Value, ctx: ToolContext) -> BoxOutcome<'_>;
-}
-
-/// Parses straight from the borrowed JSON: one copy of the arguments, where cloning the JSON
-/// first and parsing the clone holds two at once (an array's old and new elements).
-fn parse<T: Tool>(tool: &T, args: &Value) -> Result<T::Args, ToolFailure> {
-    let args = T::Args::deserialize(args)
-        .map_err(|e| ToolFailure::new(FailureKind::InvalidInput, e.to_string()))?;
-    tool.validate(&args)
-        .map_err(|why| ToolFailure::new(FailureKind::InvalidInput, why))?;
-    Ok(args)
-}
-
-impl<T: Tool> DynTool for T {
-    fn spec(&self) -> ToolSpec {
-        Tool::spec(self)
-    }
-
-    fn check(&self, args: &Value) -> Result<(), ToolFailure> {
-        parse(self, args).map(drop)
-    }
-
-    fn invoke(&self, args: &Value, ctx: ToolContext) -> BoxOutcome<'_> {
-        let args = parse(self, args);
-        Box::pin(async move {
-            let args = args?;
-            match self.call(args, ctx).await {
-                Ok(output) => {
-                    self.validate_output(&output)
-                        .map_err(|why| ToolFailure::new(FailureKind::InvalidOutput, why))?;
-                    serde_json::to_value(output)
-                        .map_err(|e| ToolFailure::new(FailureKind::InvalidOutput, e.to_string()))
-                }
-                Err(error) => Err(ToolFailure::new(FailureKind::Tool, error.to_string())
-                    .retryable(self.retryable(&error))),
-            }
-        })
     }
 }
 
@@ -462,7 +413,7 @@ impl Toolbox {
         self.tools.keys().copied()
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn DynTool>> {
-        self.tools.get(name).cloned()
+    pub(crate) fn get(&self, name: &str) -> Option<&dyn DynTool> {
+        self.tools.get(name).map(|tool| &**tool)
     }
 }

@@ -19,6 +19,7 @@
 //! Approval, reconciliation and recovery all end here, in [`ToolRunner::drive`]: the steps
 //! after a call is allowed to run are written once.
 
+use std::borrow::Cow;
 use std::future::{Future, Pending, poll_fn};
 use std::pin::pin;
 use std::task::Poll;
@@ -29,12 +30,13 @@ use serde_json::Value;
 use super::error::KeyConflict;
 use super::{LEASE_MARGIN, RunnerError, TARGET, ToolRunner, read_back};
 use crate::effects::effect::ToolEffect;
+use crate::effects::erased::DynTool;
 use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
 use crate::effects::ledger::{Insert, Ledger, LedgerError, Prepared};
 use crate::effects::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use crate::effects::record::{CallRecord, CallState, ReconcileReason, Transition};
-use crate::effects::tool::{DynTool, ToolContext};
+use crate::effects::tool::ToolContext;
 use crate::time::Clock;
 
 /// A request to run a tool: which call, which tool, with which JSON arguments.
@@ -126,8 +128,9 @@ pub enum ResultSource {
 pub struct ToolResult {
     /// The call.
     pub key: CallKey,
-    /// The tool's name.
-    pub tool: String,
+    /// The tool's name (borrowed from the tool's [`ToolSpec`](crate::effects::ToolSpec) unless
+    /// the record was read back from storage).
+    pub tool: Cow<'static, str>,
     /// The effect the call was run with.
     pub effect: ToolEffect,
     /// The result: the output, or why there is none.
@@ -175,10 +178,10 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     /// write (which may have happened) is an error, [`RunnerError::NeedsReconciliation`].
     ///
     /// Arguments nested more than [`MAX_JSON_DEPTH`] levels deep are refused before anything
-    /// is recorded. The call's memory is about three times the size of its arguments at peak:
-    /// the copy handed in (kept in the runner's record), the ledger's, and the one the tool
-    /// parses (plus, with [`MemoryLedger`](crate::effects::MemoryLedger), a transient copy per
-    /// write).
+    /// is recorded. The call's memory is about twice the size of its arguments at peak: the
+    /// copy handed in (shared by the runner's record and, with
+    /// [`MemoryLedger`](crate::effects::MemoryLedger), the ledger's) and the one the tool
+    /// parses.
     ///
     /// # Errors
     ///
@@ -205,7 +208,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         }
         let tool = self.tool(&call.tool)?;
         let spec = tool.spec();
-        let lease_until = self.now() + self.lease;
+        let lease_until = self.epoch.at(submitted) + self.lease;
         let record = CallRecord::prepared(
             call.key,
             spec.name(),
@@ -214,18 +217,18 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             spec.requires_approval(),
             lease_until,
         );
-        let given = record.args_hash;
+        let given = record.args.hash();
         // Hashed just now by `prepared`, its depth checked above: the ledger need not do
         // either again.
         let record = match self.ledger.insert_prepared(record, Prepared(())).await? {
             Insert::Inserted(record) => record,
             Insert::Existing(existing) => {
                 let existing = read_back(existing)?;
-                if existing.tool != spec.name() || existing.args_hash != given {
+                if existing.tool != spec.name() || existing.args.hash() != given {
                     return Err(RunnerError::IdempotencyConflict(Box::new(KeyConflict {
                         key: existing.key.idempotency_key(),
-                        stored_tool: existing.tool,
-                        stored: existing.args_hash,
+                        stored_tool: existing.tool.into_owned(),
+                        stored: existing.args.hash(),
                         tool: spec.name().to_owned(),
                         given,
                     })));
@@ -236,7 +239,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 }
             }
         };
-        self.drive(record, &*tool, limits, submitted).await
+        self.drive(record, tool, limits, submitted).await
     }
 
     /// Takes a `prepared` call (or a `started` read or idempotent write that recovery re-runs)
@@ -253,9 +256,11 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     {
         let spec = tool.spec();
         let effect = record.effect.stricter(spec.effect());
-        if let Err(failure) = tool.check(&record.args) {
-            return self.refuse(record, effect, failure).await;
-        }
+        // Parsed once, here; the tool is called with these arguments after the start.
+        let checked = match tool.check(&record.args) {
+            Ok(checked) => checked,
+            Err(failure) => return self.refuse(record, effect, failure).await,
+        };
         if let Err(why) = self.permission.check(&record.key, &spec, &record.args) {
             let failure = ToolFailure::new(FailureKind::PermissionDenied, why);
             return self.refuse(record, effect, failure).await;
@@ -272,8 +277,8 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let remaining =
-            budget.map(|b| b.saturating_sub(self.clock.now().saturating_duration_since(submitted)));
+        let now = self.clock.now();
+        let remaining = budget.map(|b| b.saturating_sub(now.saturating_duration_since(submitted)));
         let mut cancel = pin!(limits.cancel);
         let cancelled = poll_fn(|cx| match cancel.as_mut().as_pin_mut() {
             Some(signal) => Poll::Ready(signal.poll(cx).is_ready()),
@@ -293,7 +298,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         }
 
         let lease_until =
-            self.now() + remaining.map_or(self.lease, |r| r.saturating_add(LEASE_MARGIN));
+            self.epoch.at(now) + remaining.map_or(self.lease, |r| r.saturating_add(LEASE_MARGIN));
         let record = match self
             .ledger
             .transition(record, Transition::Start { lease_until })
@@ -307,7 +312,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         // A budget too large for an `Instant` is no deadline at all, not a panic.
         let deadline = remaining.and_then(|r| self.clock.now().checked_add(r));
         let ctx = ToolContext::new(record.key.clone(), effect, record.attempts, deadline);
-        let work = tool.invoke(&record.args, ctx);
+        let work = checked.start(ctx);
         let timer = remaining.map(|r| self.clock.sleep(r));
         let (mut work, mut timer) = (pin!(work), pin!(timer));
         let ended = poll_fn(|cx| {

@@ -19,11 +19,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::erased::DynTool;
 use super::key::CallKey;
 use super::ledger::{Ledger, LedgerError};
 use super::record::{CallRecord, CallStateKind, Transition};
 use super::store::{Epoch, Timestamp};
-use super::tool::{DynTool, Toolbox};
+use super::tool::Toolbox;
 use crate::time::{Clock, DefaultClock};
 
 mod approval;
@@ -156,7 +157,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         self.epoch.now(&self.clock)
     }
 
-    fn tool(&self, name: &str) -> Result<Arc<dyn DynTool>, RunnerError> {
+    fn tool(&self, name: &str) -> Result<&dyn DynTool, RunnerError> {
         self.tools
             .get(name)
             .ok_or_else(|| RunnerError::UnknownTool {

@@ -74,7 +74,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 else {
                     return self.reread(key).await;
                 };
-                self.drive(record, &*tool, CallLimits::new(), self.clock.now())
+                self.drive(record, tool, CallLimits::new(), self.clock.now())
                     .await
             }
         }

@@ -12,6 +12,7 @@
 //! | `needs_reconciliation`         | stays, surfaced, until a person [`resolve`](crate::effects::ToolRunner::resolve)s it |
 //! | `prepared`/`started` under a live lease | left alone: its runner may still be working      |
 
+use std::borrow::Cow;
 use std::fmt;
 
 use super::{CallLimits, CallResponse, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
@@ -230,7 +231,7 @@ pub struct Recovered {
     /// The call.
     pub key: CallKey,
     /// The tool's name.
-    pub tool: String,
+    pub tool: Cow<'static, str>,
     /// The effect recovery treated it as having (the stricter of the recorded and the current
     /// declaration).
     pub effect: ToolEffect,
@@ -385,11 +386,15 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
     ) -> RecoveryAction {
         let tool = match self.tools().get(&record.tool) {
             Some(tool) => tool,
-            None => return RecoveryAction::Failed(RunnerError::UnknownTool { name: record.tool }),
+            None => {
+                return RecoveryAction::Failed(RunnerError::UnknownTool {
+                    name: record.tool.into_owned(),
+                });
+            }
         };
         let key = record.key.clone();
         match self
-            .drive(record, &*tool, CallLimits::new(), self.clock.now())
+            .drive(record, tool, CallLimits::new(), self.clock.now())
             .await
         {
             Ok(CallResponse::Done(result)) if result.source == ResultSource::ThisCall => {
