@@ -34,7 +34,13 @@ async fn outcome(runner: &ToolRunner<MemoryLedger>, call: ToolCall) -> (ToolOutc
 
 // X3, A4: the key ------------------------------------------------------------------------------
 
-static SAVES: AtomicU32 = AtomicU32::new(0);
+/// The keys `save_note` was called with (per key, so that tests running in parallel, which
+/// call it with other keys, do not disturb each other's counts).
+static SAVES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn saves_of(key: &str) -> usize {
+    SAVES.lock().unwrap().iter().filter(|k| *k == key).count()
+}
 
 /// Records the key it was handed, as an upsert downstream would use it.
 #[tool(effect = "idempotent-write")]
@@ -43,7 +49,7 @@ async fn save_note(
     body: Option<String>,
     key: IdempotencyKey,
 ) -> Result<Value, String> {
-    SAVES.fetch_add(1, Ordering::SeqCst);
+    SAVES.lock().unwrap().push(key.as_str().to_owned());
     Ok(json!({ "title": title, "body": body, "key": key.as_str() }))
 }
 
@@ -68,7 +74,7 @@ async fn x3_a4_tool_runs_through_the_runner_with_the_stable_key() {
     // The same call again: answered from the ledger, the function is not called again.
     let (again, source) = outcome(&runner, call).await;
     assert_eq!((again, source), (first, ResultSource::Ledger));
-    assert_eq!(SAVES.load(Ordering::SeqCst), 1);
+    assert_eq!(saves_of("run-1:call-7"), 1);
 }
 
 // X3: arguments --------------------------------------------------------------------------------
