@@ -50,6 +50,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod jobs;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod ledger;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -89,7 +89,7 @@ impl PostgresStore {
         Ok(PostgresStore { pool })
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool
             .get()
             .await

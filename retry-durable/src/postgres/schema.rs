@@ -60,6 +60,26 @@ const MIGRATIONS: &[&str] = &[
         redriven_as BIGINT
     );
     CREATE INDEX retry_durable_dead_letter_owner ON retry_durable_dead_letter (owner, id);",
+    // 2: the tool-call ledger and its append-only history.
+    "CREATE TABLE retry_durable_call (
+        seq         BIGSERIAL PRIMARY KEY,
+        run_id      TEXT    NOT NULL,
+        call_id     TEXT    NOT NULL,
+        revision    BIGINT  NOT NULL,
+        state       TEXT    NOT NULL,
+        lease_until BIGINT,
+        args_hash   TEXT    NOT NULL,
+        record      TEXT    NOT NULL,
+        UNIQUE (run_id, call_id)
+    );
+    CREATE TABLE retry_durable_call_history (
+        id       BIGSERIAL PRIMARY KEY,
+        run_id   TEXT    NOT NULL,
+        call_id  TEXT    NOT NULL,
+        revision BIGINT  NOT NULL,
+        state    TEXT    NOT NULL,
+        record   TEXT    NOT NULL
+    );",
 ];
 
 /// The schema version this library writes.

@@ -110,7 +110,7 @@ impl SqliteStore {
 
     /// Runs `job` on the connection: on tokio's blocking pool inside a runtime, inline
     /// outside one.
-    async fn with<T, F>(&self, job: F) -> Result<T, StoreError>
+    pub(crate) async fn with<T, F>(&self, job: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
@@ -133,7 +133,7 @@ impl SqliteStore {
 }
 
 /// Maps a failed statement to a [`StoreError`].
-fn failed(error: rusqlite::Error) -> StoreError {
+pub(crate) fn failed(error: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;
     match error.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {

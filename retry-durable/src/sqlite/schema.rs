@@ -57,6 +57,26 @@ const MIGRATIONS: &[&str] = &[
         redriven_as INTEGER
     );
     CREATE INDEX dead_letter_owner ON dead_letter (owner, id);",
+    // 2: the tool-call ledger and its append-only history.
+    "CREATE TABLE call (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id      TEXT    NOT NULL,
+        call_id     TEXT    NOT NULL,
+        revision    INTEGER NOT NULL,
+        state       TEXT    NOT NULL,
+        lease_until INTEGER,
+        args_hash   TEXT    NOT NULL,
+        record      TEXT    NOT NULL,
+        UNIQUE (run_id, call_id)
+    );
+    CREATE TABLE call_history (
+        id       INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id   TEXT    NOT NULL,
+        call_id  TEXT    NOT NULL,
+        revision INTEGER NOT NULL,
+        state    TEXT    NOT NULL,
+        record   TEXT    NOT NULL
+    );",
 ];
 
 /// The schema version this library writes.

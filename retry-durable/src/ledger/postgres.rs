@@ -1,0 +1,161 @@
+//! [`Ledger`] on PostgreSQL: the `retry_durable_call` and `retry_durable_call_history` tables.
+
+use deadpool_postgres::GenericClient;
+use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision};
+
+use super::{Row, backend, next_record, record_of, refused};
+use crate::PostgresStore;
+use crate::postgres::failed;
+
+fn db(error: tokio_postgres::Error) -> LedgerError {
+    backend(failed(error))
+}
+
+async fn read(
+    client: &impl GenericClient,
+    key: &CallKey,
+) -> Result<Option<CallRecord>, LedgerError> {
+    let row = client
+        .query_opt(
+            "SELECT revision, record FROM retry_durable_call WHERE run_id = $1 AND call_id = $2",
+            &[&key.run_id(), &key.call_id()],
+        )
+        .await
+        .map_err(db)?;
+    row.map(|r| {
+        let (revision, text): (i64, String) =
+            (r.try_get(0).map_err(db)?, r.try_get(1).map_err(db)?);
+        record_of(key.run_id(), key.call_id(), revision, &text)
+    })
+    .transpose()
+}
+
+async fn history(client: &impl GenericClient, key: &CallKey, row: &Row) -> Result<(), LedgerError> {
+    client
+        .execute(
+            "INSERT INTO retry_durable_call_history (run_id, call_id, revision, state, record)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &key.run_id(),
+                &key.call_id(),
+                &row.revision,
+                &row.state,
+                &row.json,
+            ],
+        )
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+impl Ledger for PostgresStore {
+    async fn insert(&self, mut record: CallRecord) -> Result<Insert, LedgerError> {
+        record.revision = Revision::FIRST;
+        record.validate()?;
+        let row = Row::of(&record)?;
+        let mut client = self.client().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(db)?;
+        let key = record.key.clone();
+        let inserted = tx
+            .execute(
+                "INSERT INTO retry_durable_call (run_id, call_id, revision, state, lease_until,
+                     args_hash, record)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (run_id, call_id) DO NOTHING",
+                &[
+                    &key.run_id(),
+                    &key.call_id(),
+                    &row.revision,
+                    &row.state,
+                    &row.lease_until,
+                    &row.args_hash,
+                    &row.json,
+                ],
+            )
+            .await
+            .map_err(db)?;
+        if inserted == 0 {
+            let existing = read(&tx, &key)
+                .await?
+                .ok_or_else(|| backend(format!("call {key} vanished during its insert")))?;
+            return Ok(Insert::Existing(existing));
+        }
+        history(&tx, &key, &row).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(Insert::Inserted(record))
+    }
+
+    async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        let client = self.client().await.map_err(backend)?;
+        read(&client, &key).await
+    }
+
+    async fn compare_and_swap(
+        &self,
+        expected: Revision,
+        next: CallRecord,
+    ) -> Result<CallRecord, LedgerError> {
+        let next = next_record(expected, next)?;
+        let row = Row::of(&next)?;
+        let expected_db = i64::try_from(expected.get()).map_err(backend)?;
+        let mut client = self.client().await.map_err(backend)?;
+        let tx = client.transaction().await.map_err(db)?;
+        let key = next.key.clone();
+        let changed = tx
+            .execute(
+                "UPDATE retry_durable_call SET revision = $3, state = $4, lease_until = $5,
+                     record = $6
+                 WHERE run_id = $1 AND call_id = $2 AND revision = $7 AND args_hash = $8",
+                &[
+                    &key.run_id(),
+                    &key.call_id(),
+                    &row.revision,
+                    &row.state,
+                    &row.lease_until,
+                    &row.json,
+                    &expected_db,
+                    &row.args_hash,
+                ],
+            )
+            .await
+            .map_err(db)?;
+        if changed != 1 {
+            let found = tx
+                .query_opt(
+                    "SELECT revision, args_hash FROM retry_durable_call
+                     WHERE run_id = $1 AND call_id = $2",
+                    &[&key.run_id(), &key.call_id()],
+                )
+                .await
+                .map_err(db)?
+                .map(|r| {
+                    Ok::<_, LedgerError>((r.try_get(0).map_err(db)?, r.try_get(1).map_err(db)?))
+                })
+                .transpose()?;
+            return Err(refused(key, expected, found, &row.args_hash));
+        }
+        history(&tx, &key, &row).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(next)
+    }
+
+    async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
+        let client = self.client().await.map_err(backend)?;
+        let rows = client
+            .query(
+                "SELECT call_id, revision, record FROM retry_durable_call WHERE run_id = $1
+                 ORDER BY seq",
+                &[&run_id],
+            )
+            .await
+            .map_err(db)?;
+        rows.iter()
+            .map(|r| {
+                let call_id: String = r.try_get(0).map_err(db)?;
+                let revision: i64 = r.try_get(1).map_err(db)?;
+                let text: String = r.try_get(2).map_err(db)?;
+                record_of(&run_id, &call_id, revision, &text)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,168 @@
+//! [`Ledger`] on SQLite: the `call` and `call_history` tables of the store's file.
+
+use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision};
+use rusqlite::{OptionalExtension, params};
+
+use super::{Row, backend, next_record, record_of, refused};
+use crate::SqliteStore;
+use crate::sqlite::failed;
+
+fn history(tx: &rusqlite::Transaction<'_>, key: &CallKey, row: &Row) -> Result<(), LedgerError> {
+    tx.prepare_cached(
+        "INSERT INTO call_history (run_id, call_id, revision, state, record)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            key.run_id(),
+            key.call_id(),
+            row.revision,
+            row.state,
+            row.json
+        ])
+    })
+    .map_err(|e| backend(failed(e)))?;
+    Ok(())
+}
+
+fn read(conn: &rusqlite::Connection, key: &CallKey) -> Result<Option<CallRecord>, LedgerError> {
+    let row: Option<(i64, String)> = conn
+        .prepare_cached("SELECT revision, record FROM call WHERE run_id = ?1 AND call_id = ?2")
+        .and_then(|mut s| {
+            s.query_row(params![key.run_id(), key.call_id()], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(|e| backend(failed(e)))?;
+    row.map(|(revision, text)| record_of(key.run_id(), key.call_id(), revision, &text))
+        .transpose()
+}
+
+/// Runs a ledger statement on the store's connection.
+async fn on<T, F>(store: &SqliteStore, job: F) -> Result<T, LedgerError>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut rusqlite::Connection) -> Result<T, LedgerError> + Send + 'static,
+{
+    // Ledger errors travel out inside the store's own result.
+    match store.with(move |conn| Ok(job(conn))).await {
+        Ok(inner) => inner,
+        Err(e) => Err(backend(e)),
+    }
+}
+
+impl Ledger for SqliteStore {
+    async fn insert(&self, mut record: CallRecord) -> Result<Insert, LedgerError> {
+        record.revision = Revision::FIRST;
+        record.validate()?;
+        let row = Row::of(&record)?;
+        on(self, move |conn| {
+            let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
+            let key = record.key.clone();
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO call (run_id, call_id, revision, state, lease_until, args_hash,
+                         record)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (run_id, call_id) DO NOTHING",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        key.run_id(),
+                        key.call_id(),
+                        row.revision,
+                        row.state,
+                        row.lease_until,
+                        row.args_hash,
+                        row.json
+                    ])
+                })
+                .map_err(|e| backend(failed(e)))?;
+            if inserted == 0 {
+                let existing = read(&tx, &key)?
+                    .ok_or_else(|| backend(format!("call {key} vanished during its insert")))?;
+                return Ok(Insert::Existing(existing));
+            }
+            history(&tx, &key, &row)?;
+            tx.commit().map_err(|e| backend(failed(e)))?;
+            Ok(Insert::Inserted(record))
+        })
+        .await
+    }
+
+    async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        on(self, move |conn| read(conn, &key)).await
+    }
+
+    async fn compare_and_swap(
+        &self,
+        expected: Revision,
+        next: CallRecord,
+    ) -> Result<CallRecord, LedgerError> {
+        let next = next_record(expected, next)?;
+        let row = Row::of(&next)?;
+        let expected_db = i64::try_from(expected.get()).map_err(backend)?;
+        on(self, move |conn| {
+            let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
+            let key = next.key.clone();
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE call SET revision = ?3, state = ?4, lease_until = ?5, record = ?6
+                     WHERE run_id = ?1 AND call_id = ?2 AND revision = ?7 AND args_hash = ?8",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        key.run_id(),
+                        key.call_id(),
+                        row.revision,
+                        row.state,
+                        row.lease_until,
+                        row.json,
+                        expected_db,
+                        row.args_hash
+                    ])
+                })
+                .map_err(|e| backend(failed(e)))?;
+            if changed != 1 {
+                let found: Option<(i64, String)> = tx
+                    .prepare_cached(
+                        "SELECT revision, args_hash FROM call WHERE run_id = ?1 AND call_id = ?2",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row(params![key.run_id(), key.call_id()], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })
+                        .optional()
+                    })
+                    .map_err(|e| backend(failed(e)))?;
+                return Err(refused(key, expected, found, &row.args_hash));
+            }
+            history(&tx, &key, &row)?;
+            tx.commit().map_err(|e| backend(failed(e)))?;
+            Ok(next)
+        })
+        .await
+    }
+
+    async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
+        on(self, move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT call_id, revision, record FROM call WHERE run_id = ?1 ORDER BY seq",
+                )
+                .map_err(|e| backend(failed(e)))?;
+            let rows = statement
+                .query_map([&run_id], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?))
+                })
+                .map_err(|e| backend(failed(e)))?;
+            rows.map(|row| {
+                let (call_id, revision, text) = row.map_err(|e| backend(failed(e)))?;
+                record_of(&run_id, &call_id, revision, &text)
+            })
+            .collect()
+        })
+        .await
+    }
+}
