@@ -135,7 +135,7 @@ pub struct WorkRecord {
 }
 
 impl WorkRecord {
-    /// The checks a row read back must pass (P5): a corrupt row is an error naming it, never a
+    /// The checks a row read back must pass: a corrupt row is an error naming it, never a
     /// panic and never "fixed".
     pub fn validate(&self) -> Result<(), String> {
         if !self.revision.is_valid() {

@@ -1,6 +1,6 @@
 //! What the SQL stores share: the column lists, values to columns, and columns back to
 //! records with every value checked (types, ranges, names) — a row that fails is a
-//! [`StoreError::Corrupt`] naming it (P5). Each backend only says how to read one column
+//! [`StoreError::Corrupt`] naming it. Each backend only says how to read one column
 //! ([`Columns`]).
 
 use retry_core::RetryOptions;

@@ -168,7 +168,7 @@ pub enum TimingError {
     UnknownMisfire(String),
 }
 
-/// Checks an interval in milliseconds against S1's rules.
+/// Checks an interval in milliseconds against the interval rules (`> 0`, at most 30 days).
 pub(crate) fn check_interval_ms(interval_ms: u64) -> Result<(), TimingError> {
     if interval_ms == 0 {
         return Err(TimingError::IntervalZero);
@@ -180,7 +180,7 @@ pub(crate) fn check_interval_ms(interval_ms: u64) -> Result<(), TimingError> {
 }
 
 /// The interval in whole milliseconds, rounding a part of a millisecond up so that a positive
-/// interval never becomes zero; checked against S1's rules.
+/// interval never becomes zero; checked against the interval rules (`> 0`, at most 30 days).
 pub(crate) fn interval_ms(interval: Duration) -> Result<u64, TimingError> {
     if interval > MAX_INTERVAL {
         return Err(TimingError::IntervalTooLong);

@@ -1,4 +1,4 @@
-//! Lifecycle events (S11): what happened to a piece of work, for subscribers and `tracing`.
+//! Lifecycle events: what happened to a piece of work, for subscribers and `tracing`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Handlers registered by name with a typed payload (S8), and named retry predicates (S6):
+//! Handlers registered by name with a typed payload, and named retry predicates:
 //! closures do not serialize, names do, so stored work refers to both by name.
 
 use std::collections::BTreeMap;

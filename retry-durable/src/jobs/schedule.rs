@@ -1,5 +1,5 @@
-//! Scheduling: every check runs before anything is written (S8), and what is written is the
-//! resolved work — options merged with the owner's defaults and validated (S2).
+//! Scheduling: every check runs before anything is written, and what is written is the
+//! resolved work — options merged with the owner's defaults and validated.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -293,7 +293,7 @@ pub(crate) fn new_work(request: Request<'_>) -> Result<NewWork, ScheduleError> {
 }
 
 /// The key of a repeating schedule without one: the same handler, timing and payload are the
-/// same schedule (S9), so a restart that schedules it again gets the existing row.
+/// same schedule, so a restart that schedules it again gets the existing row.
 fn derived_key(handler: &str, timing: &Timing, payload: &str) -> String {
     let mut hash = Sha256::new();
     for part in [handler, timing.kind(), &timing_text(timing), payload] {

@@ -1,6 +1,6 @@
 //! The worker: claims due work, runs each attempt under a lease, and writes what follows —
-//! success, the next due time of a retry (never a sleeping worker, S5), a schedule's next tick,
-//! or a dead letter (S3, S4).
+//! success, the next due time of a retry (never a sleeping worker), a schedule's next tick,
+//! or a dead letter.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -156,7 +156,7 @@ where
 
     if record.attempt > max_attempts {
         // The worker of the last allowed attempt stopped before recording it (its lease
-        // expired): that attempt counted (S12), and none is left.
+        // expired): that attempt counted, and none is left.
         let error = record.last_error.clone().unwrap_or_else(|| {
             format!("attempt {max_attempts} did not finish: its worker stopped before recording it")
         });
@@ -358,7 +358,7 @@ where
                     }
                     Err(error) => {
                         // Keep running: the next extension may succeed, and if the lease
-                        // runs out the item is claimed again (at least once, S12).
+                        // runs out the item is claimed again (at least once).
                         tracing::warn!(target: TARGET, id = record.id.0, %error, "could not extend a lease");
                     }
                 }

@@ -1,4 +1,4 @@
-//! The PostgreSQL schema, versioned and shipped in the library (P4): applied on connect under
+//! The PostgreSQL schema, versioned and shipped in the library: applied on connect under
 //! an advisory lock (many workers start at once), and a newer schema is refused.
 
 use tokio_postgres::Client;

@@ -19,7 +19,7 @@ use crate::sql::{self, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
 use rows::{dead_from_row, work_from_row};
 
-/// How hard a commit tries to survive a crash (P6). The default, [`Durability::Full`], keeps
+/// How hard a commit tries to survive a crash. The default, [`Durability::Full`], keeps
 /// every committed change through a power loss.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Durability {

@@ -1,4 +1,4 @@
-//! The SQLite schema, versioned and shipped in the library (P4): applied on open, and a file
+//! The SQLite schema, versioned and shipped in the library: applied on open, and a file
 //! that is not ours or is newer than this library is refused before anything is written.
 
 use rusqlite::{Connection, OptionalExtension};
