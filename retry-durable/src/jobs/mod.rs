@@ -284,7 +284,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     /// Checks the settings and the defaults.
     ///
     /// # Errors
-    /// [`BuildError`]: invalid defaults (the O3 messages), a name registered twice, an empty
+    /// [`BuildError`]: invalid defaults (the same messages as everywhere options are checked), a name registered twice, an empty
     /// owner, a zero lease, concurrency or poll interval.
     pub fn build(self) -> Result<Jobs<S, C>, BuildError> {
         if let Some(error) = self.error {
