@@ -329,6 +329,26 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     }
 }
 
+/// Rows per page when a listing reads everything.
+const PAGE: u32 = 500;
+
+/// Every page of a listing that pages by the last id it returned.
+async fn all_pages<T, K, F, Fut>(id_of: impl Fn(&T) -> K, mut page: F) -> Result<Vec<T>, StoreError>
+where
+    F: FnMut(Option<K>) -> Fut,
+    Fut: Future<Output = Result<Vec<T>, StoreError>>,
+{
+    let mut all = Vec::new();
+    loop {
+        let next = page(all.last().map(&id_of)).await?;
+        let done = next.len() < PAGE as usize;
+        all.extend(next);
+        if done {
+            return Ok(all);
+        }
+    }
+}
+
 /// Locks a mutex whose data stays valid whatever panicked while it was held (plain maps and a
 /// generator).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -475,23 +495,12 @@ impl<S: Store, C: Clock> Jobs<S, C> {
 
     /// All of the owner's work, in id order.
     pub async fn list(&self) -> Result<Vec<WorkRecord>, StoreError> {
-        let mut all = Vec::new();
-        loop {
-            let page = self
-                .inner
-                .store
-                .list(
-                    &self.inner.owner,
-                    all.last().map(|r: &WorkRecord| r.id),
-                    500,
-                )
-                .await?;
-            let done = page.len() < 500;
-            all.extend(page);
-            if done {
-                return Ok(all);
-            }
-        }
+        let owner = &self.inner.owner;
+        all_pages(
+            |r: &WorkRecord| r.id,
+            |after| self.inner.store.list(owner, after, PAGE),
+        )
+        .await
     }
 
     /// Cancels work. Waiting work is never run; a running attempt is signalled through its
@@ -516,23 +525,12 @@ impl<S: Store, C: Clock> Jobs<S, C> {
 
     /// All of the owner's dead letters, in id order.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
-        let mut all = Vec::new();
-        loop {
-            let page = self
-                .inner
-                .store
-                .dead_letters(
-                    &self.inner.owner,
-                    all.last().map(|d: &DeadLetter| d.id),
-                    500,
-                )
-                .await?;
-            let done = page.len() < 500;
-            all.extend(page);
-            if done {
-                return Ok(all);
-            }
-        }
+        let owner = &self.inner.owner;
+        all_pages(
+            |d: &DeadLetter| d.id,
+            |after| self.inner.store.dead_letters(owner, after, PAGE),
+        )
+        .await
     }
 
     /// Re-drives a dead letter: new work (a one-shot due now, fresh attempts, the same handler,

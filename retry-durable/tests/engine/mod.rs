@@ -956,6 +956,26 @@ pub async fn s10_a_tick_fires_once_however_many_workers_run<S: Store + Clone>(st
     );
 }
 
+pub async fn listing_reads_every_page<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store, &clock)
+        .handler("a", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let mut ids = Vec::new();
+    for n in 0..1_201u32 {
+        ids.push(jobs.enqueue("a", &n, none()).await.unwrap().id);
+    }
+    let listed: Vec<_> = jobs
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(listed, ids, "three pages of 500, in id order");
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -981,6 +1001,7 @@ macro_rules! engine_suite {
             a_handler_panic_is_a_failed_attempt,
             s12_a_long_handler_keeps_its_lease,
             the_worker_loop_runs_work_as_it_falls_due,
+            listing_reads_every_page,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
