@@ -225,6 +225,12 @@ async fn insert_work(
 
 /// What follows a finished attempt, fenced on the claim's revision: the number of rows
 /// changed (1, or 0 when the claim was lost).
+///
+/// Every fence here is `id` and `revision` alone: every change of state (claim, cancel, a
+/// retry's wait) bumps the revision, so a `state = 'running'` beside it excluded nothing, and
+/// it let the planner answer `id = $1` from the partial lease index (which covers exactly
+/// the running rows) with a full scan of it, dead entries included, instead of the primary
+/// key: measured 0.114 ms per DELETE against the floor's 0.011 ms, growing as a queue drains.
 async fn apply_then(
     client: &impl deadpool_postgres::GenericClient,
     id: WorkId,
@@ -237,7 +243,7 @@ async fn apply_then(
             let statement = client
                 .prepare_cached(
                     "DELETE FROM retry_durable_work
-                     WHERE id = $1 AND revision = $2 AND state = 'running'",
+                     WHERE id = $1 AND revision = $2",
                 )
                 .await
                 .map_err(failed)?;
@@ -258,7 +264,7 @@ async fn apply_then(
                     "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
                          due_at = $3, fire_at = $4, attempt = $5, last_error = $6,
                          last_delay_ms = $7, updated_at = $8, revision = revision + 1
-                     WHERE id = $1 AND revision = $2 AND state = 'running'",
+                     WHERE id = $1 AND revision = $2",
                 )
                 .await
                 .map_err(failed)?;
@@ -417,7 +423,7 @@ impl Store for PostgresStore {
         let statement = client
             .prepare_cached(
                 "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4
-                 WHERE id = $1 AND revision = $2 AND state = 'running'",
+                 WHERE id = $1 AND revision = $2",
             )
             .await
             .map_err(failed)?;
@@ -458,7 +464,7 @@ impl Store for PostgresStore {
                  SELECT id, owner, handler, payload, options, retry_if, kind, $3, $6, $4,
                      created_at, fire_at, $5, NULL
                  FROM retry_durable_work
-                 WHERE id = $1 AND revision = $2 AND state = 'running'",
+                 WHERE id = $1 AND revision = $2",
             )
             .await
             .map_err(failed)?;
