@@ -82,7 +82,7 @@ async fn p4_a_newer_schema_is_refused() {
         Ok(_) => panic!("opened a newer schema"),
         Err(error) => error.to_string(),
     };
-    assert!(message.ends_with("has retry-durable schema version 99, newer than this library's 2: it was written by a newer retry-durable; upgrade this program instead"), "{message}");
+    assert!(message.ends_with("has retry-durable schema version 99, newer than this library's 3: it was written by a newer retry-durable; upgrade this program instead"), "{message}");
 }
 
 #[tokio::test]

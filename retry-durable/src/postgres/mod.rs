@@ -231,6 +231,71 @@ async fn insert_work(
     row.as_ref().map(work_row).transpose()
 }
 
+/// What follows a finished attempt, fenced on the claim's revision: the number of rows
+/// changed (1, or 0 when the claim was lost).
+///
+/// Every fence here is `id` and `revision` alone: every change of state (claim, cancel, a
+/// retry's wait) bumps the revision, so a `state = 'running'` beside it excluded nothing, and
+/// it let the planner answer `id = $1` from the partial lease index (which covers exactly
+/// the running rows) with a full scan of it, dead entries included, instead of the primary
+/// key: measured 0.114 ms per DELETE against the floor's 0.011 ms, growing as a queue drains.
+async fn apply_then(
+    client: &impl deadpool_postgres::GenericClient,
+    id: WorkId,
+    rev: i64,
+    now: i64,
+    then: &Then,
+) -> Result<u64, StoreError> {
+    match then {
+        Then::Remove => {
+            let statement = client
+                .prepare_cached(
+                    "DELETE FROM retry_durable_work
+                     WHERE id = $1 AND revision = $2",
+                )
+                .await
+                .map_err(failed)?;
+            client
+                .execute(&statement, &[&id.0, &rev])
+                .await
+                .map_err(failed)
+        }
+        Then::Wait {
+            due_at,
+            fire_at,
+            attempt,
+            last_error,
+            last_delay_ms,
+        } => {
+            let statement = client
+                .prepare_cached(
+                    "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
+                         due_at = $3, fire_at = $4, attempt = $5, last_error = $6,
+                         last_delay_ms = $7, updated_at = $8, revision = revision + 1
+                     WHERE id = $1 AND revision = $2",
+                )
+                .await
+                .map_err(failed)?;
+            client
+                .execute(
+                    &statement,
+                    &[
+                        &id.0,
+                        &rev,
+                        &i64_of(due_at.as_millis())?,
+                        &i64_of(fire_at.as_millis())?,
+                        &i64::from(*attempt),
+                        last_error,
+                        &i64_of(*last_delay_ms)?,
+                        &now,
+                    ],
+                )
+                .await
+                .map_err(failed)
+        }
+    }
+}
+
 impl Store for PostgresStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         let client = self.client().await?;
@@ -302,17 +367,31 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> Result<Claim, StoreError> {
         let client = self.client().await?;
+        // Each kind of due row (waiting and due; running with its lease over) is taken from its
+        // own partial index, already in order, `limit` at most of each: one query over both
+        // (an `OR` with a `CASE` order) reads and sorts every due row of the owner on every
+        // claim. Rows locked by the branch whose rows are not taken are free again at the end
+        // of this statement.
         let statement = client
             .prepare_cached(&format!(
                 "UPDATE retry_durable_work SET state = 'running', attempt = attempt + 1,
                      lease_until = $3, updated_at = $2, revision = revision + 1
                  WHERE id IN (
-                     SELECT id FROM retry_durable_work
-                     WHERE owner = $1 AND ((state = 'waiting' AND due_at <= $2)
-                         OR (state = 'running' AND lease_until <= $2))
-                     ORDER BY CASE WHEN state = 'waiting' THEN due_at ELSE lease_until END, id
-                     LIMIT $4
-                     FOR UPDATE SKIP LOCKED)
+                     SELECT id FROM (
+                         SELECT * FROM (
+                             SELECT id, due_at AS at FROM retry_durable_work
+                             WHERE owner = $1 AND state = 'waiting' AND due_at <= $2
+                             ORDER BY due_at, id LIMIT $4
+                             FOR UPDATE SKIP LOCKED) waiting
+                         UNION ALL
+                         SELECT * FROM (
+                             SELECT id, lease_until AS at FROM retry_durable_work
+                             WHERE owner = $1 AND state = 'running' AND lease_until <= $2
+                             ORDER BY lease_until, id LIMIT $4
+                             FOR UPDATE SKIP LOCKED) expired
+                     ) due
+                     ORDER BY at, id
+                     LIMIT $4)
                  RETURNING {WORK_COLUMNS}"
             ))
             .await
@@ -352,7 +431,7 @@ impl Store for PostgresStore {
         let statement = client
             .prepare_cached(
                 "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4
-                 WHERE id = $1 AND revision = $2 AND state = 'running'",
+                 WHERE id = $1 AND revision = $2",
             )
             .await
             .map_err(failed)?;
@@ -378,87 +457,43 @@ impl Store for PostgresStore {
         finish: Finish,
     ) -> Result<bool, StoreError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(failed)?;
         let rev = i64_of(revision.get())?;
         let now = i64_of(finish.now.as_millis())?;
-        if let Some(dead) = &finish.dead_letter {
-            let statement = tx
-                .prepare_cached(
-                    "INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
-                         options, retry_if, kind, reason, attempts, last_error, created_at,
-                         fire_at, failed_at, redriven_as)
-                     SELECT id, owner, handler, payload, options, retry_if, kind, $3, $6, $4,
-                         created_at, fire_at, $5, NULL
-                     FROM retry_durable_work
-                     WHERE id = $1 AND revision = $2 AND state = 'running'",
-                )
-                .await
-                .map_err(failed)?;
-            let written = tx
-                .execute(
-                    &statement,
-                    &[
-                        &id.0,
-                        &rev,
-                        &dead.reason.name(),
-                        &dead.last_error,
-                        &i64_of(dead.failed_at.as_millis())?,
-                        &i64::from(dead.attempts),
-                    ],
-                )
-                .await
-                .map_err(failed)?;
-            if written != 1 {
-                return Ok(false);
-            }
-        }
-        let changed = match &finish.then {
-            Then::Remove => {
-                let statement = tx
-                    .prepare_cached(
-                        "DELETE FROM retry_durable_work
-                         WHERE id = $1 AND revision = $2 AND state = 'running'",
-                    )
-                    .await
-                    .map_err(failed)?;
-                tx.execute(&statement, &[&id.0, &rev])
-                    .await
-                    .map_err(failed)?
-            }
-            Then::Wait {
-                due_at,
-                fire_at,
-                attempt,
-                last_error,
-                last_delay_ms,
-            } => {
-                let statement = tx
-                    .prepare_cached(
-                        "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
-                             due_at = $3, fire_at = $4, attempt = $5, last_error = $6,
-                             last_delay_ms = $7, updated_at = $8, revision = revision + 1
-                         WHERE id = $1 AND revision = $2 AND state = 'running'",
-                    )
-                    .await
-                    .map_err(failed)?;
-                tx.execute(
-                    &statement,
-                    &[
-                        &id.0,
-                        &rev,
-                        &i64_of(due_at.as_millis())?,
-                        &i64_of(fire_at.as_millis())?,
-                        &i64::from(*attempt),
-                        last_error,
-                        &i64_of(*last_delay_ms)?,
-                        &now,
-                    ],
-                )
-                .await
-                .map_err(failed)?
-            }
+        let Some(dead) = &finish.dead_letter else {
+            // One fenced statement is atomic by itself: no BEGIN and COMMIT round trips.
+            return Ok(apply_then(&client, id, rev, now, &finish.then).await? == 1);
         };
-        if changed != 1 {
+        let tx = client.transaction().await.map_err(failed)?;
+        let statement = tx
+            .prepare_cached(
+                "INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
+                     options, retry_if, kind, reason, attempts, last_error, created_at,
+                     fire_at, failed_at, redriven_as)
+                 SELECT id, owner, handler, payload, options, retry_if, kind, $3, $6, $4,
+                     created_at, fire_at, $5, NULL
+                 FROM retry_durable_work
+                 WHERE id = $1 AND revision = $2",
+            )
+            .await
+            .map_err(failed)?;
+        let written = tx
+            .execute(
+                &statement,
+                &[
+                    &id.0,
+                    &rev,
+                    &dead.reason.name(),
+                    &dead.last_error,
+                    &i64_of(dead.failed_at.as_millis())?,
+                    &i64::from(dead.attempts),
+                ],
+            )
+            .await
+            .map_err(failed)?;
+        if written != 1 {
+            return Ok(false);
+        }
+        if apply_then(&tx, id, rev, now, &finish.then).await? != 1 {
             // Dropping the transaction rolls the dead letter back.
             return Ok(false);
         }

@@ -60,7 +60,15 @@ const MIGRATIONS: &[&str] = &[
         redriven_as BIGINT
     );
     CREATE INDEX retry_durable_dead_letter_owner ON retry_durable_dead_letter (owner, id);",
-    // 2: the tool-call ledger and its append-only history.
+    // 2: claims read due rows in (due time, id) order straight from the index; with the time
+    // alone, rows due at the same millisecond (a burst of enqueues) were sorted on every claim.
+    "DROP INDEX retry_durable_work_due;
+    DROP INDEX retry_durable_work_lease;
+    CREATE INDEX retry_durable_work_due ON retry_durable_work (owner, due_at, id)
+        WHERE state = 'waiting';
+    CREATE INDEX retry_durable_work_lease ON retry_durable_work (owner, lease_until, id)
+        WHERE state = 'running';",
+    // 3: the tool-call ledger and its append-only history.
     "CREATE TABLE retry_durable_call (
         seq         BIGSERIAL PRIMARY KEY,
         run_id      TEXT    NOT NULL,
