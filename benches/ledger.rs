@@ -32,7 +32,7 @@
 //!   inline rather than on tokio's blocking pool: the difference to the `ToolRunner` row is what
 //!   the three `spawn_blocking` hops per call cost.
 //!
-//! Flags (after `--`): `--runs N` (3), `--calls N` (every row; default 2,000 for SQLite FULL
+//! Flags (after `--`): `--multi-thread` (tokio's multi-thread runtime instead), `--runs N` (3), `--calls N` (every row; default 2,000 for SQLite FULL
 //! and PostgreSQL on, 10,000 for NORMAL and PostgreSQL off), `--only SUBSTRING` (rows whose
 //! name contains it), `--side sql|ledger|inline` (one side only, for `strace -c -f`).
 
@@ -103,11 +103,15 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// A current-thread runtime, or with `--multi-thread` tokio's default multi-thread one (a
+/// worker per core, as `#[tokio::main]` builds).
 fn runtime() -> Runtime {
-    Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
+    let mut builder = if std::env::args().any(|a| a == "--multi-thread") {
+        Builder::new_multi_thread()
+    } else {
+        Builder::new_current_thread()
+    };
+    builder.enable_all().build().expect("a runtime")
 }
 
 fn toolbox() -> Toolbox {
