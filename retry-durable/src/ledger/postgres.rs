@@ -11,13 +11,27 @@ fn db(error: tokio_postgres::Error) -> LedgerError {
     backend(failed(error))
 }
 
+/// `sql` prepared once per connection (the pool's statement cache). A statement given as
+/// text would be prepared anew on every call, one more round trip per statement, and closed
+/// again after it: the ledger's writes would cost twice the round trips of their SQL.
+async fn statement(
+    client: &impl GenericClient,
+    sql: &str,
+) -> Result<tokio_postgres::Statement, LedgerError> {
+    client.prepare_cached(sql).await.map_err(db)
+}
+
 async fn read(
     client: &impl GenericClient,
     key: &CallKey,
 ) -> Result<Option<CallRecord>, LedgerError> {
     let row = client
         .query_opt(
-            "SELECT revision, record FROM retry_durable_call WHERE run_id = $1 AND call_id = $2",
+            &statement(
+                client,
+                "SELECT revision, record FROM retry_durable_call WHERE run_id = $1 AND call_id = $2",
+            )
+            .await?,
             &[&key.run_id(), &key.call_id()],
         )
         .await
@@ -33,8 +47,12 @@ async fn read(
 async fn history(client: &impl GenericClient, key: &CallKey, row: &Row) -> Result<(), LedgerError> {
     client
         .execute(
-            "INSERT INTO retry_durable_call_history (run_id, call_id, revision, state, record)
-             VALUES ($1, $2, $3, $4, $5)",
+            &statement(
+                client,
+                "INSERT INTO retry_durable_call_history (run_id, call_id, revision, state, record)
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .await?,
             &[
                 &key.run_id(),
                 &key.call_id(),
@@ -58,10 +76,14 @@ impl Ledger for PostgresStore {
         let key = record.key.clone();
         let inserted = tx
             .execute(
-                "INSERT INTO retry_durable_call (run_id, call_id, revision, state, lease_until,
-                     args_hash, record)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (run_id, call_id) DO NOTHING",
+                &statement(
+                    &tx,
+                    "INSERT INTO retry_durable_call (run_id, call_id, revision, state, lease_until,
+                         args_hash, record)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)
+                     ON CONFLICT (run_id, call_id) DO NOTHING",
+                )
+                .await?,
                 &[
                     &key.run_id(),
                     &key.call_id(),
@@ -103,9 +125,13 @@ impl Ledger for PostgresStore {
         let key = next.key.clone();
         let changed = tx
             .execute(
-                "UPDATE retry_durable_call SET revision = $3, state = $4, lease_until = $5,
-                     record = $6
-                 WHERE run_id = $1 AND call_id = $2 AND revision = $7 AND args_hash = $8",
+                &statement(
+                    &tx,
+                    "UPDATE retry_durable_call SET revision = $3, state = $4, lease_until = $5,
+                         record = $6
+                     WHERE run_id = $1 AND call_id = $2 AND revision = $7 AND args_hash = $8",
+                )
+                .await?,
                 &[
                     &key.run_id(),
                     &key.call_id(),
@@ -122,8 +148,12 @@ impl Ledger for PostgresStore {
         if changed != 1 {
             let found = tx
                 .query_opt(
-                    "SELECT revision, args_hash FROM retry_durable_call
-                     WHERE run_id = $1 AND call_id = $2",
+                    &statement(
+                        &tx,
+                        "SELECT revision, args_hash FROM retry_durable_call
+                         WHERE run_id = $1 AND call_id = $2",
+                    )
+                    .await?,
                     &[&key.run_id(), &key.call_id()],
                 )
                 .await
@@ -143,8 +173,12 @@ impl Ledger for PostgresStore {
         let client = self.client().await.map_err(backend)?;
         let rows = client
             .query(
-                "SELECT call_id, revision, record FROM retry_durable_call WHERE run_id = $1
-                 ORDER BY seq",
+                &statement(
+                    &client,
+                    "SELECT call_id, revision, record FROM retry_durable_call WHERE run_id = $1
+                     ORDER BY seq",
+                )
+                .await?,
                 &[&run_id],
             )
             .await

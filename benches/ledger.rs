@@ -1,0 +1,807 @@
+//! The tool-call ledger on SQL (issue 17): tool calls per second through `ToolRunner` on
+//! `SqliteStore` (`Durability::Full`, `Normal`) and `PostgresStore` (`synchronous_commit` on,
+//! off), beside the same statements written by hand.
+//!
+//! Each call is a new key (`run-1` / `call-N`), a trivial `tool_fn` that returns its argument,
+//! so every call is three ledger writes, each its own transaction:
+//!
+//! 1. `INSERT INTO call … ON CONFLICT (run_id, call_id) DO NOTHING` + a `call_history` row
+//!    (the call recorded `prepared`);
+//! 2. `UPDATE call … WHERE run_id = ? AND call_id = ? AND revision = 1 AND args_hash = ?` + a
+//!    history row (`started`, with its lease);
+//! 3. the same at revision 2 (`committed`, with the result).
+//!
+//! - **raw SQL**: those statements with rusqlite / tokio-postgres (prepared once), the rows'
+//!   texts taken from a call that `ToolRunner` recorded before timing (its key replaced), so
+//!   the floor writes the same bytes. On the same kind of database: SQLite files made by
+//!   `SqliteStore::open_with` (WAL, the same `synchronous`), PostgreSQL databases migrated by
+//!   `PostgresStore`.
+//! - **ToolRunner**: `ToolRunner::new(store, toolbox).call(…)` on a current-thread tokio
+//!   runtime, sequential calls.
+//!
+//! PostgreSQL: the bench starts a throwaway cluster of its own (`initdb` + `pg_ctl` in a temp
+//! dir, as the `postgres` user when run as root, unix socket only) with **`fsync` on** and
+//! `full_page_writes` on — the defaults of a real server; `synchronous_commit` is set per
+//! connection (`options=-csynchronous_commit=…`). Each run is a fresh SQLite file or a fresh
+//! database. Every round runs the sides back to back, their order reversed every other round,
+//! each after a `sync` (and, on PostgreSQL, a `CHECKPOINT`), so that no run pays for the dirty
+//! pages of the one before it.
+//!
+//! - **ToolRunner, no runtime** (SQLite only, a diagnostic): the same `ToolRunner` polled by a
+//!   bare thread-parking executor. Outside a tokio runtime `SqliteStore` runs its statements
+//!   inline rather than on tokio's blocking pool: the difference to the `ToolRunner` row is what
+//!   the three `spawn_blocking` hops per call cost.
+//!
+//! Flags (after `--`): `--multi-thread` (tokio's multi-thread runtime instead), `--runs N` (3), `--calls N` (every row; default 2,000 for SQLite FULL
+//! and PostgreSQL on, 10,000 for NORMAL and PostgreSQL off), `--only SUBSTRING` (rows whose
+//! name contains it), `--side sql|ledger|inline` (one side only, for `strace -c -f`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use retry_core::effects::{
+    CallKey, CallRecord, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox, tool_fn,
+};
+use retry_durable::{Durability, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore};
+use rusqlite::{Connection, params};
+use serde_json::json;
+use tokio::runtime::{Builder, Runtime};
+
+const RUN_ID: &str = "run-1";
+const PROBE: &str = "call-probe";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite(Durability),
+    Postgres { synchronous_commit: bool },
+}
+
+struct Config {
+    name: &'static str,
+    backend: Backend,
+    calls: usize,
+}
+
+/// The three rows one call writes, as `ToolRunner` wrote them for the probe call.
+struct Templates {
+    args_hash: String,
+    /// `(state, lease_until, record JSON)` at revisions 1, 2, 3.
+    revisions: Vec<(String, Option<i64>, String)>,
+}
+
+struct Args {
+    runs: usize,
+    calls: Option<usize>,
+    only: Option<String>,
+    side: Option<String>,
+}
+
+fn args() -> Args {
+    let mut out = Args {
+        runs: 3,
+        calls: None,
+        only: None,
+        side: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--runs" => out.runs = it.next().and_then(|n| n.parse().ok()).expect("--runs N"),
+            "--calls" => out.calls = it.next().and_then(|n| n.parse().ok()),
+            "--only" => out.only = it.next(),
+            "--side" => out.side = it.next(),
+            _ => {} // `--bench` and the like, from cargo
+        }
+    }
+    out
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// A current-thread runtime, or with `--multi-thread` tokio's default multi-thread one (a
+/// worker per core, as `#[tokio::main]` builds).
+fn runtime() -> Runtime {
+    let mut builder = if std::env::args().any(|a| a == "--multi-thread") {
+        Builder::new_multi_thread()
+    } else {
+        Builder::new_current_thread()
+    };
+    builder.enable_all().build().expect("a runtime")
+}
+
+fn toolbox() -> Toolbox {
+    let echo = tool_fn(
+        ToolSpec::new("echo").with_effect(ToolEffect::Read),
+        |n: u64, _: ToolContext| async move { Ok::<_, String>(n) },
+    );
+    Toolbox::new().with(echo).expect("a valid tool")
+}
+
+fn call(call_id: &str) -> ToolCall {
+    let key = CallKey::new(RUN_ID, call_id).expect("a valid key");
+    ToolCall::new(key, "echo", json!(7))
+}
+
+fn sqlite_options(durability: Durability) -> SqliteOptions {
+    SqliteOptions {
+        durability,
+        ..SqliteOptions::default()
+    }
+}
+
+/// Records the probe call through `ToolRunner` and reads back what it wrote.
+fn templates(dir: &Path) -> Templates {
+    let path = dir.join("probe.db");
+    let store = SqliteStore::open_with(&path, sqlite_options(Durability::Normal)).expect("open");
+    let runner = ToolRunner::new(store, toolbox());
+    runtime().block_on(async {
+        let done = runner.call(call(PROBE)).await.expect("the probe call");
+        assert!(done.result().is_some(), "the probe call committed");
+    });
+    drop(runner);
+    let conn = Connection::open(&path).expect("open the probe");
+    let args_hash: String = conn
+        .query_row("SELECT args_hash FROM call", [], |r| r.get(0))
+        .expect("the probe's row");
+    let mut history = conn
+        .prepare("SELECT state, record FROM call_history ORDER BY id")
+        .expect("prepare");
+    let revisions: Vec<(String, Option<i64>, String)> = history
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .map(|row| {
+            let (state, record): (String, String) = row.expect("a history row");
+            let parsed: CallRecord = serde_json::from_str(&record).expect("a call record");
+            let lease = parsed.lease_until.map(|t| t.as_millis() as i64);
+            (state, lease, record)
+        })
+        .collect();
+    assert_eq!(revisions.len(), 3, "a call is three writes: {revisions:?}");
+    Templates {
+        args_hash,
+        revisions,
+    }
+}
+
+impl Templates {
+    fn records(&self, call_id: &str) -> Vec<String> {
+        self.revisions
+            .iter()
+            .map(|(_, _, record)| record.replace(PROBE, call_id))
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// SQLite
+
+const SQL_INSERT_CALL: &str = "INSERT INTO call (run_id, call_id, revision, state, lease_until,
+         args_hash, record)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+     ON CONFLICT (run_id, call_id) DO NOTHING";
+const SQL_UPDATE_CALL: &str =
+    "UPDATE call SET revision = ?3, state = ?4, lease_until = ?5, record = ?6
+     WHERE run_id = ?1 AND call_id = ?2 AND revision = ?7 AND args_hash = ?8";
+const SQL_HISTORY: &str = "INSERT INTO call_history (run_id, call_id, revision, state, record)
+     VALUES (?1, ?2, ?3, ?4, ?5)";
+
+fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates) -> Duration {
+    drop(SqliteStore::open_with(path, sqlite_options(durability)).expect("the schema"));
+    let mut conn = Connection::open(path).expect("open");
+    let _: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .expect("WAL");
+    let synchronous = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
+        .expect("synchronous");
+    let start = Instant::now();
+    for i in 0..calls {
+        let call_id = format!("call-{i}");
+        let records = t.records(&call_id);
+        for (n, ((state, lease, _), record)) in t.revisions.iter().zip(&records).enumerate() {
+            let revision = n as i64 + 1;
+            let tx = conn.transaction().expect("begin");
+            let changed = if revision == 1 {
+                tx.prepare_cached(SQL_INSERT_CALL)
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            RUN_ID,
+                            call_id,
+                            revision,
+                            state,
+                            lease,
+                            t.args_hash,
+                            record
+                        ])
+                    })
+                    .expect("insert")
+            } else {
+                tx.prepare_cached(SQL_UPDATE_CALL)
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            RUN_ID,
+                            call_id,
+                            revision,
+                            state,
+                            lease,
+                            record,
+                            revision - 1,
+                            t.args_hash
+                        ])
+                    })
+                    .expect("update")
+            };
+            assert_eq!(changed, 1);
+            tx.prepare_cached(SQL_HISTORY)
+                .and_then(|mut s| s.execute(params![RUN_ID, call_id, revision, state, record]))
+                .expect("history");
+            tx.commit().expect("commit");
+        }
+    }
+    start.elapsed()
+}
+
+fn run_calls<L: retry_core::effects::Ledger>(
+    rt: &Runtime,
+    runner: &ToolRunner<L>,
+    calls: usize,
+) -> Duration {
+    rt.block_on(async {
+        let start = Instant::now();
+        for i in 0..calls {
+            let done = runner
+                .call(call(&format!("call-{i}")))
+                .await
+                .expect("a call");
+            assert!(done.result().is_some());
+        }
+        start.elapsed()
+    })
+}
+
+fn sqlite_ledger(path: &Path, durability: Durability, calls: usize) -> Duration {
+    let store = SqliteStore::open_with(path, sqlite_options(durability)).expect("open");
+    let runner = ToolRunner::new(store, toolbox());
+    run_calls(&runtime(), &runner, calls)
+}
+
+/// A minimal executor: the current thread, parked until woken. Outside a tokio runtime
+/// `SqliteStore` runs each statement inline instead of on tokio's blocking pool, so the
+/// `inline` rows are the ledger without the three thread hops per call.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+fn sqlite_ledger_inline(path: &Path, durability: Durability, calls: usize) -> Duration {
+    let store = SqliteStore::open_with(path, sqlite_options(durability)).expect("open");
+    let runner = ToolRunner::new(store, toolbox());
+    block_on(async {
+        let start = Instant::now();
+        for i in 0..calls {
+            let done = runner
+                .call(call(&format!("call-{i}")))
+                .await
+                .expect("a call");
+            assert!(done.result().is_some());
+        }
+        start.elapsed()
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// PostgreSQL: a throwaway cluster with fsync on
+
+struct Server {
+    root: bool,
+    bin: PathBuf,
+    dir: PathBuf,
+    base: String,
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn postgres_ids() -> (u32, u32) {
+    let id = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .expect("id");
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect(
+            "running as root, the server runs as the `postgres` user (apt-get install postgresql)",
+        )
+    };
+    (id("-u"), id("-g"))
+}
+
+fn server_binaries() -> PathBuf {
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("bin"))
+        .collect();
+    candidates.sort();
+    candidates.reverse();
+    if let Some(paths) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&paths));
+    }
+    candidates
+        .into_iter()
+        .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+        .expect("the PostgreSQL rows need `initdb` and `pg_ctl` (apt-get install postgresql)")
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+fn run(root: bool, program: &Path, args: &[&str]) {
+    let mut command = if root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
+    let out = command
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("a server binary");
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}{}",
+        program.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Server {
+    fn start() -> Server {
+        let bin = server_binaries();
+        let dir = tempfile::Builder::new()
+            .prefix("retry-ledger-bench-pg-")
+            .tempdir()
+            .expect("a temp dir")
+            .keep();
+        let root = is_root();
+        if root {
+            let (uid, gid) = postgres_ids();
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("chown");
+        }
+        let data = dir.join("data");
+        run(
+            root,
+            &bin.join("initdb"),
+            // `--no-sync`: initdb's own files need not reach the disk; the server fsyncs as usual.
+            &[
+                "-D",
+                path(&data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        // fsync, full_page_writes and synchronous_commit at their defaults (on).
+        let settings = format!("-k {} -c listen_addresses='' -c fsync=on", path(&dir));
+        let log = dir.join("server.log");
+        run(
+            root,
+            &bin.join("pg_ctl"),
+            &[
+                "-D",
+                path(&data),
+                "-o",
+                &settings,
+                "-l",
+                path(&log),
+                "-w",
+                "start",
+            ],
+        );
+        // Should this process die, stop the server and remove its directory anyway.
+        let as_postgres = if root { "runuser -u postgres -- " } else { "" };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
+             {as_postgres}{pg_ctl} -D {data} stop -m immediate >/dev/null 2>&1; rm -rf {dir}",
+            pid = std::process::id(),
+            pg_ctl = path(&bin.join("pg_ctl")),
+            data = path(&data),
+            dir = path(&dir),
+        );
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map(drop) // detached on purpose: it outlives this process
+            .expect("the server's watcher");
+        let base = format!("host={} port=5432 user=postgres", path(&dir));
+        Server {
+            root,
+            bin,
+            dir,
+            base,
+        }
+    }
+
+    /// A new database; the URL sets `synchronous_commit` on each connection.
+    async fn database(&self, name: &str, synchronous_commit: bool) -> String {
+        let (client, connection) = tokio_postgres::connect(
+            &format!("{} dbname=postgres", self.base),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .expect("the server");
+        let driver = tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("CREATE DATABASE");
+        drop(client);
+        let _ = driver.await;
+        let on = if synchronous_commit { "on" } else { "off" };
+        format!(
+            "{} dbname={name} options='-csynchronous_commit={on}'",
+            self.base
+        )
+    }
+
+    /// Every run starts after a checkpoint: the same full-page images to write, whatever
+    /// ran before it.
+    async fn checkpoint(&self) {
+        let (client, connection) = tokio_postgres::connect(
+            &format!("{} dbname=postgres", self.base),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .expect("the server");
+        let driver = tokio::spawn(connection);
+        client
+            .batch_execute("CHECKPOINT")
+            .await
+            .expect("CHECKPOINT");
+        drop(client);
+        let _ = driver.await;
+    }
+
+    fn stop(&self) {
+        run(
+            self.root,
+            &self.bin.join("pg_ctl"),
+            &["-D", path(&self.dir.join("data")), "-m", "fast", "stop"],
+        );
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const PG_INSERT_CALL: &str = "INSERT INTO retry_durable_call (run_id, call_id, revision, state,
+         lease_until, args_hash, record)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (run_id, call_id) DO NOTHING";
+const PG_UPDATE_CALL: &str = "UPDATE retry_durable_call SET revision = $3, state = $4,
+         lease_until = $5, record = $6
+     WHERE run_id = $1 AND call_id = $2 AND revision = $7 AND args_hash = $8";
+const PG_HISTORY: &str = "INSERT INTO retry_durable_call_history (run_id, call_id, revision,
+         state, record)
+     VALUES ($1, $2, $3, $4, $5)";
+
+async fn postgres_floor(url: &str, calls: usize, t: &Templates) -> Duration {
+    drop(
+        PostgresStore::connect_with(url, PostgresOptions::default())
+            .await
+            .expect("the schema"),
+    );
+    let (mut client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    let driver = tokio::spawn(connection);
+    let insert = client.prepare(PG_INSERT_CALL).await.expect("prepare");
+    let update = client.prepare(PG_UPDATE_CALL).await.expect("prepare");
+    let history = client.prepare(PG_HISTORY).await.expect("prepare");
+    let start = Instant::now();
+    for i in 0..calls {
+        let call_id = format!("call-{i}");
+        let records = t.records(&call_id);
+        for (n, ((state, lease, _), record)) in t.revisions.iter().zip(&records).enumerate() {
+            let revision = n as i64 + 1;
+            let previous = revision - 1;
+            let tx = client.transaction().await.expect("begin");
+            let changed = if revision == 1 {
+                tx.execute(
+                    &insert,
+                    &[
+                        &RUN_ID,
+                        &call_id,
+                        &revision,
+                        state,
+                        lease,
+                        &t.args_hash,
+                        record,
+                    ],
+                )
+                .await
+                .expect("insert")
+            } else {
+                tx.execute(
+                    &update,
+                    &[
+                        &RUN_ID,
+                        &call_id,
+                        &revision,
+                        state,
+                        lease,
+                        record,
+                        &previous,
+                        &t.args_hash,
+                    ],
+                )
+                .await
+                .expect("update")
+            };
+            assert_eq!(changed, 1);
+            tx.execute(&history, &[&RUN_ID, &call_id, &revision, state, record])
+                .await
+                .expect("history");
+            tx.commit().await.expect("commit");
+        }
+    }
+    let elapsed = start.elapsed();
+    drop(client);
+    let _ = driver.await;
+    elapsed
+}
+
+async fn postgres_ledger(url: &str, calls: usize) -> Duration {
+    let store = PostgresStore::connect_with(url, PostgresOptions::default())
+        .await
+        .expect("connect");
+    let runner = ToolRunner::new(store, toolbox());
+    let start = Instant::now();
+    for i in 0..calls {
+        let done = runner
+            .call(call(&format!("call-{i}")))
+            .await
+            .expect("a call");
+        assert!(done.result().is_some());
+    }
+    start.elapsed()
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Writes back whatever is dirty (ours and the other tenants' of the disk), so that a run's
+/// fsyncs do not pay for what ran before it.
+fn settle() {
+    let _ = Command::new("sync").status();
+}
+
+fn median(mut xs: Vec<f64>) -> (f64, f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    (xs[xs.len() / 2], xs[0], xs[xs.len() - 1])
+}
+
+struct Sample {
+    secs: f64,
+    load: String,
+}
+
+fn main() {
+    let args = args();
+    let calls = |default: usize| args.calls.unwrap_or(default);
+    let configs = [
+        Config {
+            name: "SQLite FULL",
+            backend: Backend::Sqlite(Durability::Full),
+            calls: calls(2_000),
+        },
+        Config {
+            name: "SQLite NORMAL",
+            backend: Backend::Sqlite(Durability::Normal),
+            calls: calls(10_000),
+        },
+        Config {
+            name: "PostgreSQL synchronous_commit=on",
+            backend: Backend::Postgres {
+                synchronous_commit: true,
+            },
+            calls: calls(2_000),
+        },
+        Config {
+            name: "PostgreSQL synchronous_commit=off",
+            backend: Backend::Postgres {
+                synchronous_commit: false,
+            },
+            calls: calls(10_000),
+        },
+    ];
+    let chosen: Vec<&Config> = configs
+        .iter()
+        .filter(|c| args.only.as_deref().is_none_or(|s| c.name.contains(s)))
+        .collect();
+    let sides: Vec<&str> = match args.side.as_deref() {
+        Some(side) => vec![side],
+        None => vec!["sql", "ledger", "inline"],
+    };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let t = templates(dir.path());
+    eprintln!(
+        "ledger: one call writes {:?} (record JSON of {}, {}, {} bytes)",
+        t.revisions.iter().map(|r| &r.0).collect::<Vec<_>>(),
+        t.revisions[0].2.len(),
+        t.revisions[1].2.len(),
+        t.revisions[2].2.len()
+    );
+    let server = chosen
+        .iter()
+        .any(|c| matches!(c.backend, Backend::Postgres { .. }))
+        .then(Server::start);
+    let rt = runtime();
+    let started = loadavg();
+    let mut table = Vec::new();
+    let mut database = 0;
+    for config in &chosen {
+        let sides: Vec<&str> = sides
+            .iter()
+            .copied()
+            .filter(|side| *side != "inline" || matches!(config.backend, Backend::Sqlite(_)))
+            .collect();
+        let mut samples: Vec<Vec<Sample>> = sides.iter().map(|_| Vec::new()).collect();
+        for round in 0..args.runs {
+            for k in 0..sides.len() {
+                // Alternate which side goes first.
+                let k = if round % 2 == 0 {
+                    k
+                } else {
+                    sides.len() - 1 - k
+                };
+                let side = sides[k];
+                let elapsed = match config.backend {
+                    Backend::Sqlite(durability) => {
+                        let path = dir.path().join(format!("{side}-{round}.db"));
+                        settle();
+                        let elapsed = match side {
+                            "sql" => sqlite_floor(&path, durability, config.calls, &t),
+                            "inline" => sqlite_ledger_inline(&path, durability, config.calls),
+                            _ => sqlite_ledger(&path, durability, config.calls),
+                        };
+                        for suffix in ["", "-wal", "-shm"] {
+                            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+                        }
+                        elapsed
+                    }
+                    Backend::Postgres { synchronous_commit } => {
+                        let server = server.as_ref().expect("the server");
+                        database += 1;
+                        rt.block_on(async {
+                            let url = server
+                                .database(&format!("bench_{database}"), synchronous_commit)
+                                .await;
+                            server.checkpoint().await;
+                            settle();
+                            match side {
+                                "sql" => postgres_floor(&url, config.calls, &t).await,
+                                _ => postgres_ledger(&url, config.calls).await,
+                            }
+                        })
+                    }
+                };
+                let sample = Sample {
+                    secs: elapsed.as_secs_f64(),
+                    load: loadavg(),
+                };
+                eprintln!(
+                    "ledger: {} / {side} / round {round}: {:.0} calls/s ({:.1} µs per call), load {}",
+                    config.name,
+                    config.calls as f64 / sample.secs,
+                    sample.secs * 1e6 / config.calls as f64,
+                    sample.load
+                );
+                samples[k].push(sample);
+            }
+        }
+        table.push((config, sides, samples));
+    }
+    if let Some(server) = &server {
+        server.stop();
+    }
+    println!(
+        "\n| backend | calls | side | calls/s, median (min–max) | µs per call, median | load (1 min) at each run |\n\
+         |---|---:|---|---:|---:|---|"
+    );
+    let mut ratios = Vec::new();
+    for (config, sides, samples) in &table {
+        let mut times = Vec::new();
+        for (side, runs) in sides.iter().zip(samples) {
+            let rates: Vec<f64> = runs.iter().map(|s| config.calls as f64 / s.secs).collect();
+            let (med, min, max) = median(rates);
+            let (us, _, _) = median(
+                runs.iter()
+                    .map(|s| s.secs * 1e6 / config.calls as f64)
+                    .collect(),
+            );
+            let loads: Vec<&str> = runs
+                .iter()
+                .map(|s| s.load.split(' ').next().unwrap_or(""))
+                .collect();
+            let label = match *side {
+                "sql" => "raw SQL",
+                "inline" => "ToolRunner, no runtime (statements inline)",
+                _ => "ToolRunner",
+            };
+            println!(
+                "| {} | {} | {label} | {med:.0} ({min:.0}–{max:.0}) | {us:.1} | {} |",
+                config.name,
+                config.calls,
+                loads.join(", ")
+            );
+            times.push(runs.iter().map(|s| s.secs).collect::<Vec<_>>());
+        }
+        let sql = sides.iter().position(|s| *s == "sql");
+        for (k, side) in sides.iter().enumerate() {
+            let Some(sql) = sql.filter(|&sql| sql != k) else {
+                continue;
+            };
+            let (s, _, _) = median(times[sql].clone());
+            let (l, _, _) = median(times[k].clone());
+            let per_round: Vec<f64> = times[sql]
+                .iter()
+                .zip(&times[k])
+                .map(|(s, l)| l / s)
+                .collect();
+            let (_, min, max) = median(per_round);
+            let name = if *side == "inline" {
+                format!("{}, no runtime", config.name)
+            } else {
+                config.name.to_owned()
+            };
+            ratios.push((name, l / s, min, max));
+        }
+    }
+    if !ratios.is_empty() {
+        println!(
+            "\n| backend | ToolRunner time / raw SQL time, medians (per-round min–max) |\n|---|---:|"
+        );
+        for (name, ratio, min, max) in ratios {
+            println!("| {name} | **{ratio:.2}** ({min:.2}–{max:.2}) |");
+        }
+    }
+    println!(
+        "\nload average (1, 5, 15 min): {started} before, {} after",
+        loadavg()
+    );
+}
