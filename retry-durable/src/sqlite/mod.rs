@@ -181,7 +181,7 @@ fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, 
     // Step to the end: SQLite runs its WAL hook (the automatic checkpoint) only when a
     // statement returns SQLITE_DONE. Reading the RETURNING row and resetting (`query_row`)
     // commits without it, so a process that only enqueued never checkpointed and its WAL
-    // grew by every commit (13 KiB per item, 1.3 GB for 100,000; BENCHMARKS.md, issue 15).
+    // grew by every commit (13 KiB per item, 1.3 GB for 100,000; BENCHMARKS.md, durable work on SQLite).
     while rows.next().map_err(failed)?.is_some() {}
     inserted.map(sql::checked_work).transpose()
 }
@@ -258,7 +258,7 @@ impl Store for SqliteStore {
             // Each arm takes its own first `limit` in index order (work_due and work_lease end
             // in the rowid: ordered by (time, id)) before the union is sorted. One ORDER BY
             // over the union sorted every due row: a claim cost O(backlog), 3.5 ms at 10,000
-            // due and 26 ms at 100,000 (BENCHMARKS.md, issue 15). `LIMIT ?4 + 0`, not
+            // due and 26 ms at 100,000 (BENCHMARKS.md, durable work on SQLite). `LIMIT ?4 + 0`, not
             // `LIMIT ?4`: SQLite re-prepares a statement whose IN-subquery has a bare
             // parameter as its LIMIT every time it is bound (StatementStatus::RePrepare counts
             // one per run): 40 % of all instructions of enqueue-and-run in benches/durable.
