@@ -44,6 +44,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use retry_core::CancelToken;
 use retry_durable::{Jobs, PostgresStore, WorkOptions};
+use retry_testkit::postgres::PostgresCluster;
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, NoTls};
 
@@ -166,84 +167,7 @@ struct Server {
     /// A connection string without `dbname`.
     base: String,
     /// Our own cluster (stopped on drop), or `None` for `DATABASE_URL`.
-    own: Option<OwnCluster>,
-}
-
-struct OwnCluster {
-    root: bool,
-    bin: PathBuf,
-    dir: PathBuf,
-}
-
-impl Drop for OwnCluster {
-    fn drop(&mut self) {
-        let data = self.dir.join("data");
-        let _ = run_pg(
-            self.root,
-            self.bin.join("pg_ctl"),
-            &["-D", path(&data), "stop", "-m", "fast"],
-        );
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
-/// Runs a server binary, as `postgres` when we are root (the server refuses to run as root).
-fn run_pg(root: bool, program: PathBuf, args: &[&str]) -> Result<(), String> {
-    let mut command = if root {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(&program);
-        c
-    } else {
-        Command::new(&program)
-    };
-    let out = command
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{}: {e}", program.display()))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} {args:?} failed: {}{}",
-            program.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
-
-fn server_binaries() -> PathBuf {
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| entry.path().join("bin"))
-        .collect();
-    candidates.sort();
-    candidates.reverse();
-    if let Some(paths) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&paths));
-    }
-    candidates
-        .into_iter()
-        .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
-        .expect(
-            "this bench needs a PostgreSQL server: install one (`apt-get install postgresql`) \
-             or set DATABASE_URL",
-        )
+    own: Option<PostgresCluster>,
 }
 
 fn start_server() -> Server {
@@ -272,94 +196,21 @@ fn start_server() -> Server {
             own: None,
         };
     }
-    let bin = server_binaries();
-    let dir = tempfile::Builder::new()
-        .prefix("retry-bench-pg-")
-        .tempdir()
-        .expect("temporary directory")
-        .keep();
-    let root = is_root();
-    if root {
-        let id = |flag: &str| -> u32 {
-            let out = Command::new("id")
-                .args([flag, "postgres"])
-                .output()
-                .expect("id");
-            String::from_utf8_lossy(&out.stdout)
-                .trim()
-                .parse()
-                .expect("running as root, the bench starts PostgreSQL as the `postgres` user")
-        };
-        std::os::unix::fs::chown(&dir, Some(id("-u")), Some(id("-g"))).expect("chown");
-    }
-    let data = dir.join("data");
-    // `--no-sync` only skips initdb's own final sync of the new files; the server below runs
-    // with fsync on.
-    run_pg(
-        root,
-        bin.join("initdb"),
-        &[
-            "-D",
-            path(&data),
-            "-U",
-            "postgres",
-            "-A",
-            "trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ],
-    )
-    .expect("initdb");
-    let settings = format!(
-        "-k {} -c listen_addresses='' -c fsync=on -c synchronous_commit=on \
-         -c full_page_writes=on -c max_connections=200 \
-         -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.max=1000 \
-         -c track_io_timing=off",
-        path(&dir)
-    );
-    let log = dir.join("server.log");
-    run_pg(
-        root,
-        bin.join("pg_ctl"),
-        &[
-            "-D",
-            path(&data),
-            "-o",
-            &settings,
-            "-l",
-            path(&log),
-            "-w",
-            "start",
-        ],
-    )
-    .unwrap_or_else(|e| {
-        panic!(
-            "{e}; server log: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        )
-    });
-    // Stops the server if this process dies without running `Drop` (a panic, ^C).
-    let as_postgres = if root { "runuser -u postgres -- " } else { "" };
-    let script = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
-         {as_postgres}{pg_ctl} -D {data} stop -m immediate >/dev/null 2>&1; rm -rf {dir}",
-        pid = std::process::id(),
-        pg_ctl = path(&bin.join("pg_ctl")),
-        data = path(&data),
-        dir = path(&dir),
-    );
-    Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(drop) // detached: it outlives this process
-        .expect("the server's watcher");
+    // fsync, full_page_writes and synchronous_commit on: real durability; statistics for the
+    // per-item counts.
+    let cluster = PostgresCluster::start(&[
+        "fsync=on",
+        "synchronous_commit=on",
+        "full_page_writes=on",
+        "max_connections=200",
+        "shared_preload_libraries=pg_stat_statements",
+        "pg_stat_statements.max=1000",
+        "track_io_timing=off",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
     Server {
-        base: format!("host={} port=5432 user=postgres", path(&dir)),
-        own: Some(OwnCluster { root, bin, dir }),
+        base: cluster.base().to_owned(),
+        own: Some(cluster),
     }
 }
 

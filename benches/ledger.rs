@@ -36,14 +36,15 @@
 //! and PostgreSQL on, 10,000 for NORMAL and PostgreSQL off), `--only SUBSTRING` (rows whose
 //! name contains it), `--side sql|ledger|inline` (one side only, for `strace -c -f`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use retry_core::effects::{
     CallKey, CallRecord, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox, tool_fn,
 };
 use retry_durable::{Durability, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore};
+use retry_testkit::postgres::PostgresCluster;
 use rusqlite::{Connection, params};
 use serde_json::json;
 use tokio::runtime::{Builder, Runtime};
@@ -314,149 +315,16 @@ fn sqlite_ledger_inline(path: &Path, durability: Durability, calls: usize) -> Du
 // PostgreSQL: a throwaway cluster with fsync on
 
 struct Server {
-    root: bool,
-    bin: PathBuf,
-    dir: PathBuf,
+    cluster: PostgresCluster,
     base: String,
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
-fn postgres_ids() -> (u32, u32) {
-    let id = |flag: &str| -> u32 {
-        let out = Command::new("id")
-            .args([flag, "postgres"])
-            .output()
-            .expect("id");
-        String::from_utf8_lossy(&out.stdout).trim().parse().expect(
-            "running as root, the server runs as the `postgres` user (apt-get install postgresql)",
-        )
-    };
-    (id("-u"), id("-g"))
-}
-
-fn server_binaries() -> PathBuf {
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| entry.path().join("bin"))
-        .collect();
-    candidates.sort();
-    candidates.reverse();
-    if let Some(paths) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&paths));
-    }
-    candidates
-        .into_iter()
-        .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
-        .expect("the PostgreSQL rows need `initdb` and `pg_ctl` (apt-get install postgresql)")
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
-
-fn run(root: bool, program: &Path, args: &[&str]) {
-    let mut command = if root {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(program);
-        c
-    } else {
-        Command::new(program)
-    };
-    let out = command
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("a server binary");
-    assert!(
-        out.status.success(),
-        "{} {args:?}: {}{}",
-        program.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 impl Server {
+    /// A cluster with fsync, full_page_writes and synchronous_commit at their defaults (on).
     fn start() -> Server {
-        let bin = server_binaries();
-        let dir = tempfile::Builder::new()
-            .prefix("retry-ledger-bench-pg-")
-            .tempdir()
-            .expect("a temp dir")
-            .keep();
-        let root = is_root();
-        if root {
-            let (uid, gid) = postgres_ids();
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("chown");
-        }
-        let data = dir.join("data");
-        run(
-            root,
-            &bin.join("initdb"),
-            // `--no-sync`: initdb's own files need not reach the disk; the server fsyncs as usual.
-            &[
-                "-D",
-                path(&data),
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ],
-        );
-        // fsync, full_page_writes and synchronous_commit at their defaults (on).
-        let settings = format!("-k {} -c listen_addresses='' -c fsync=on", path(&dir));
-        let log = dir.join("server.log");
-        run(
-            root,
-            &bin.join("pg_ctl"),
-            &[
-                "-D",
-                path(&data),
-                "-o",
-                &settings,
-                "-l",
-                path(&log),
-                "-w",
-                "start",
-            ],
-        );
-        // Should this process die, stop the server and remove its directory anyway.
-        let as_postgres = if root { "runuser -u postgres -- " } else { "" };
-        let script = format!(
-            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
-             {as_postgres}{pg_ctl} -D {data} stop -m immediate >/dev/null 2>&1; rm -rf {dir}",
-            pid = std::process::id(),
-            pg_ctl = path(&bin.join("pg_ctl")),
-            data = path(&data),
-            dir = path(&dir),
-        );
-        Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map(drop) // detached on purpose: it outlives this process
-            .expect("the server's watcher");
-        let base = format!("host={} port=5432 user=postgres", path(&dir));
-        Server {
-            root,
-            bin,
-            dir,
-            base,
-        }
+        let cluster = PostgresCluster::start(&["fsync=on"]).unwrap_or_else(|e| panic!("{e}"));
+        let base = cluster.base().to_owned();
+        Server { cluster, base }
     }
 
     /// A new database; the URL sets `synchronous_commit` on each connection.
@@ -499,13 +367,9 @@ impl Server {
         let _ = driver.await;
     }
 
-    fn stop(&self) {
-        run(
-            self.root,
-            &self.bin.join("pg_ctl"),
-            &["-D", path(&self.dir.join("data")), "-m", "fast", "stop"],
-        );
-        let _ = std::fs::remove_dir_all(&self.dir);
+    /// Stops the server and removes its directory.
+    fn stop(self) {
+        drop(self.cluster);
     }
 }
 
@@ -736,7 +600,7 @@ fn main() {
         }
         table.push((config, sides, samples));
     }
-    if let Some(server) = &server {
+    if let Some(server) = server {
         server.stop();
     }
     println!(

@@ -102,6 +102,7 @@ mod clock;
 mod drive;
 mod fault;
 mod format;
+pub mod postgres;
 pub mod sim;
 #[cfg(feature = "proptest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "proptest")))]
