@@ -119,6 +119,7 @@ pub mod middleware;
 mod number;
 mod options;
 mod policy;
+mod protection;
 mod retry;
 mod rng;
 mod schedule;
@@ -139,9 +140,14 @@ pub use policy::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, DEFAULT_MAX_RETRY_AFTER,
     RetryPolicy,
 };
+pub use protection::{
+    BreakerBuilder, BreakerConfig, BreakerError, BudgetBuilder, BudgetConfig, BudgetError,
+    BudgetExhausted, BudgetSnapshot, ChangeReason, CircuitBreaker, CircuitOpen, CircuitState,
+    Permit, RetryBudget, StateChange,
+};
 pub use retry::{
     Always, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter, RetryError,
-    ShouldRetry, Silent, Unlimited,
+    ShouldRetry, Silent, Unlimited, Unprotected,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -158,7 +164,11 @@ pub use time::{Clock, DefaultClock, DefaultSleep, Scope, TokioClock};
 pub use retry_macros::{retry, tool};
 
 #[doc(hidden)]
-pub use retry::{Forget, IntoLimited, Memory, NoTimer, Operation, Recall, TimerSlot};
+pub use retry::{
+    AsError, BreakerSlot, BudgetSlot, Counts, Ending, Ends, EveryError, Forget, Handle,
+    IntoLimited, IntoProtected, Memory, NoBreaker, NoBudget, NoTimer, Operation, Protected,
+    Protection, Recall, Refusal, TimerSlot, Typed,
+};
 #[doc(hidden)]
 pub use rng::LoopRng;
 pub use schedule::Schedule;

@@ -9,6 +9,7 @@
 //! | transform                 | handles                                   |
 //! |---------------------------|-------------------------------------------|
 //! | [`with_retry()`]               | transient failures, with a delay          |
+//! | [`with_breaker`]          | a dependency that keeps failing: stop calling it for a while |
 //! | [`with_timeout`]          | a budget for the whole run                |
 //! | [`with_activity_timeout`] | a budget since the last progress report   |
 //! | [`with_fallback`]         | business failures, answered second-best   |
@@ -93,6 +94,7 @@
 //! timer — so `#[tokio::test(start_paused = true)]` makes them instant — or the clock of the
 //! surrounding [`Scope`](crate::Scope), such as a test's mock clock.
 
+mod breaker;
 mod cancel;
 mod context;
 mod delay;
@@ -102,6 +104,9 @@ mod retry;
 mod task;
 mod timeout;
 
+pub use breaker::{
+    BreakerFuture, BreakerTask, CountsAgainst, Transient, with_breaker, with_breaker_when,
+};
 pub use cancel::{CancelToken, WaitForCancellation};
 pub use context::TaskContext;
 pub use delay::{TaskDelay, exponential_backoff};

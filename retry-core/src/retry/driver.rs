@@ -23,22 +23,42 @@ use pin_project_lite::pin_project;
 use super::decide::{Checks, Next, after_failure, after_timer, start_attempt, yields_after};
 use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, TimerSlot, Unlimited};
+use super::protect::{AsError, Handle, Protected, Protection, Unprotected};
 use super::{Always, NoHint, OnRetry, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
 use crate::policy::{Plan, RetryPolicy};
+use crate::protection::{CircuitBreaker, CircuitOpen, RetryBudget};
 use crate::schedule::PolicyKept;
 use crate::time::{Clock, DefaultClock, DefaultSleep};
 
 /// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
 /// expansion is its only caller.
-pub struct Driver<E, W = Always, N = Silent, L: DriverLimits<E> = Unlimited, H = NoHint> {
+pub struct Driver<
+    E,
+    W = Always,
+    N = Silent,
+    L: DriverLimits<E> = Unlimited,
+    H = NoHint,
+    G = Unprotected,
+> {
     plan: Plan<DefaultClock>,
     when: W,
     notify: N,
     hint: H,
     limits: L,
+    protection: G,
     progress: Progress<<L::Limits as Limits>::Memory<E>, PolicyKept>,
 }
+
+/// A `#[retry]` function's budget and breaker: `static`s, each optional; which errors count
+/// against the breaker (all, without `breaker_counts`); a refused attempt as
+/// `E::from(CircuitOpen)`, a refused retry as the last error.
+pub type DriverGuard<E> = Protected<
+    Option<Handle<&'static RetryBudget>>,
+    Option<Handle<&'static CircuitBreaker>>,
+    Option<fn(&E) -> bool>,
+    AsError<E>,
+>;
 
 impl<E> Driver<E> {
     /// A driver for one call under `policy`, without hooks or limits.
@@ -50,6 +70,7 @@ impl<E> Driver<E> {
             notify: Silent,
             hint: NoHint,
             limits: Unlimited,
+            protection: Unprotected,
             progress,
         }
     }
@@ -82,12 +103,42 @@ impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
                 budget: deadline.unwrap_or(Duration::ZERO),
                 to_error,
             },
+            protection: self.protection,
             progress: self.progress.remembering::<E, _>(),
         }
     }
 }
 
-impl<E, W, N, L: DriverLimits<E>, H> std::fmt::Debug for Driver<E, W, N, L, H> {
+impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
+    /// Adds a shared retry budget and/or circuit breaker (`static`s named by the attribute),
+    /// and which errors count against the breaker. An attempt the breaker refuses becomes the
+    /// function's error through `open_to_error` (`<E as FromCircuitOpen>::from_circuit_open`,
+    /// named by the expansion where a missing `From<CircuitOpen>` is best reported); a retry
+    /// the budget or breaker refuses returns the last error.
+    #[allow(clippy::type_complexity)]
+    pub fn protect(
+        self,
+        budget: Option<&'static RetryBudget>,
+        breaker: Option<(&'static CircuitBreaker, fn(CircuitOpen) -> E)>,
+        counts: Option<fn(&E) -> bool>,
+    ) -> Driver<E, W, N, L, H, DriverGuard<E>> {
+        let (breaker, open_to_error) = match breaker {
+            Some((breaker, to_error)) => (Some(Handle(breaker)), Some(to_error)),
+            None => (None, None),
+        };
+        Driver {
+            plan: self.plan,
+            when: self.when,
+            notify: self.notify,
+            hint: self.hint,
+            limits: self.limits,
+            protection: Protected::new(budget.map(Handle), breaker, counts, AsError(open_to_error)),
+            progress: self.progress,
+        }
+    }
+}
+
+impl<E, W, N, L: DriverLimits<E>, H, G> std::fmt::Debug for Driver<E, W, N, L, H, G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
             .field("plan", &self.plan)
@@ -96,19 +147,23 @@ impl<E, W, N, L: DriverLimits<E>, H> std::fmt::Debug for Driver<E, W, N, L, H> {
     }
 }
 
-impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
+impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
     /// Retries only errors for which `predicate(&error, next_attempt)` is true.
     ///
     /// A function pointer, not a generic: the option names a function, and a function of the
     /// wrong signature is then one type error at the option instead of one per use.
     #[allow(clippy::type_complexity)]
-    pub fn when(self, predicate: fn(&E, u32) -> bool) -> Driver<E, fn(&E, u32) -> bool, N, L, H> {
+    pub fn when(
+        self,
+        predicate: fn(&E, u32) -> bool,
+    ) -> Driver<E, fn(&E, u32) -> bool, N, L, H, G> {
         Driver {
             plan: self.plan,
             when: predicate,
             notify: self.notify,
             hint: self.hint,
             limits: self.limits,
+            protection: self.protection,
             progress: self.progress,
         }
     }
@@ -118,13 +173,14 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     pub fn notify(
         self,
         observer: fn(&E, u32, Duration),
-    ) -> Driver<E, W, fn(&E, u32, Duration), L, H> {
+    ) -> Driver<E, W, fn(&E, u32, Duration), L, H, G> {
         Driver {
             plan: self.plan,
             when: self.when,
             notify: observer,
             hint: self.hint,
             limits: self.limits,
+            protection: self.protection,
             progress: self.progress,
         }
     }
@@ -135,13 +191,14 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     pub fn retry_after(
         self,
         hint: fn(&E) -> Option<Duration>,
-    ) -> Driver<E, W, N, L, fn(&E) -> Option<Duration>> {
+    ) -> Driver<E, W, N, L, fn(&E) -> Option<Duration>, G> {
         Driver {
             plan: self.plan,
             when: self.when,
             notify: self.notify,
             hint,
             limits: self.limits,
+            protection: self.protection,
             progress: self.progress,
         }
     }
@@ -152,25 +209,28 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     /// into `E`. `Continue` means: build the body's future again and call this once more.
     /// The attempt is counted (and its limits' timer armed) by this call; the returned future
     /// runs it.
-    pub fn attempt<T, F>(&mut self, body: F) -> Attempt<'_, E, W, N, L, H, F>
+    pub fn attempt<T, F>(&mut self, body: F) -> Attempt<'_, E, W, N, L, H, G, F>
     where
         F: Future<Output = Result<T, E>>,
+        G: Protection<E>,
     {
-        let phase = match start_attempt(&self.plan, self.limits.limits(), &mut self.progress) {
-            // The limits' timer slot, raced in place: zero-sized without limits, so the body
-            // is the only thing this future holds during an attempt.
-            Ok(Some((limit, kind))) => Phase::Racing {
-                body,
-                timer: SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
-            },
-            Ok(None) => Phase::Racing {
-                body,
-                timer: SlotOf::<L, E>::idle(),
-            },
-            Err(exit) => Phase::Stopped {
-                error: Some(self.limits.error(exit)),
-            },
-        };
+        let limits = self.limits.limits();
+        let phase =
+            match start_attempt(&self.plan, limits, &mut self.progress, &mut self.protection) {
+                // The limits' timer slot, raced in place: zero-sized without limits, so the body
+                // is the only thing this future holds during an attempt.
+                Ok(Some((limit, kind))) => Phase::Racing {
+                    body,
+                    timer: SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
+                },
+                Ok(None) => Phase::Racing {
+                    body,
+                    timer: SlotOf::<L, E>::idle(),
+                },
+                Err(exit) => Phase::Stopped {
+                    error: Some(self.limits.error(exit)),
+                },
+            };
         Attempt {
             driver: self,
             phase,
@@ -186,9 +246,13 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         W: ShouldRetry<E>,
         N: OnRetry<E>,
         H: RetryAfter<E>,
+        G: Protection<E>,
     {
         let next = match outcome {
-            Ok(Ok(value)) => return ControlFlow::Break(Ok(value)),
+            Ok(Ok(value)) => {
+                self.protection.succeeded(self.plan.clock());
+                return ControlFlow::Break(Ok(value));
+            }
             Ok(Err(error)) => self.after_failure(error),
             Err(Timer::AttemptTimeout(token, timeout)) => {
                 let error = self.limits.error(Exit::Stopped {
@@ -205,6 +269,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
                 &Checks::new::<_, _, E>(&self.plan, &FromPolicy),
                 &mut FromPolicy,
                 self.limits.limits(),
+                &mut self.protection,
                 &mut self.progress,
             ),
         };
@@ -221,6 +286,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         N: OnRetry<E>,
         H: RetryAfter<E>,
         L: DriverLimits<E>,
+        G: Protection<E>,
     {
         after_failure(
             error,
@@ -231,6 +297,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
             &mut self.notify,
             &mut self.hint,
             self.limits.limits(),
+            &mut self.protection,
             &mut self.progress,
         )
     }
@@ -243,8 +310,8 @@ pin_project! {
     /// One attempt of a `#[retry]` call and the wait after it: the future of
     /// [`Driver::attempt`]. Hand-written so that the body's future is stored once, in place.
     #[must_use = "an attempt does nothing unless `.await`ed"]
-    pub struct Attempt<'a, E, W, N, L: DriverLimits<E>, H, F> {
-        driver: &'a mut Driver<E, W, N, L, H>,
+    pub struct Attempt<'a, E, W, N, L: DriverLimits<E>, H, G, F> {
+        driver: &'a mut Driver<E, W, N, L, H, G>,
         #[pin]
         phase: Phase<F, SlotOf<L, E>, E>,
     }
@@ -268,7 +335,7 @@ pin_project! {
     }
 }
 
-impl<E, W, N, L, H, F, T> Future for Attempt<'_, E, W, N, L, H, F>
+impl<E, W, N, L, H, G, F, T> Future for Attempt<'_, E, W, N, L, H, G, F>
 where
     F: Future<Output = Result<T, E>>,
     E: std::fmt::Debug,
@@ -276,6 +343,7 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: DriverLimits<E>,
+    G: Protection<E>,
 {
     type Output = ControlFlow<Result<T, E>>;
 
@@ -393,12 +461,32 @@ impl<E> DriverLimits<E> for WithLimits<E> {
                 attempt: attempts,
                 timeout,
             },
-            // A driver has no cancellation signal: every other stop is the deadline's.
-            StopReason::Deadline | StopReason::Cancelled => LimitExceeded::DeadlineExceeded {
-                attempts,
-                budget: self.budget,
-            },
+            // A driver has no cancellation signal, and its protection ends the loop with an
+            // error of the function's own (`AsError`): every other stop is the deadline's.
+            StopReason::Deadline | StopReason::Cancelled | StopReason::Refused(_) => {
+                LimitExceeded::DeadlineExceeded {
+                    attempts,
+                    budget: self.budget,
+                }
+            }
         })
+    }
+}
+
+/// `E: From<CircuitOpen>`, under a name whose error message explains why `#[retry]` asks.
+#[diagnostic::on_unimplemented(
+    message = "`#[retry]` with `breaker` returns a refused call as `{Self}`, which does not implement `From<retry_core::CircuitOpen>`",
+    label = "this breaker needs `{Self}: From<retry_core::CircuitOpen>`",
+    note = "add a variant such as `Unavailable(#[from] retry_core::CircuitOpen)` to the error type, or implement `From<retry_core::CircuitOpen>` for it"
+)]
+pub trait FromCircuitOpen {
+    /// `E::from(open)`.
+    fn from_circuit_open(open: CircuitOpen) -> Self;
+}
+
+impl<E: From<CircuitOpen>> FromCircuitOpen for E {
+    fn from_circuit_open(open: CircuitOpen) -> Self {
+        E::from(open)
     }
 }
 
