@@ -72,8 +72,9 @@ pub enum ChangeReason {
 impl fmt::Display for ChangeReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ChangeReason::ConsecutiveFailures { failures: 1 } => f.write_str("1 failure in a row"),
             ChangeReason::ConsecutiveFailures { failures } => {
-                write!(f, "{failures} consecutive failures")
+                write!(f, "{failures} failures in a row")
             }
             ChangeReason::FailureRate { failures, calls } => {
                 write!(f, "{failures} of {calls} calls failed")
