@@ -11,12 +11,13 @@ use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 
 use crate::error::{TaskFailure, classify};
-use crate::protection::{CircuitBreaker, CircuitOpen, Ticket};
+use crate::protection::{CircuitBreaker, Ticket};
 use crate::time::{Clock, DefaultClock};
 
 use super::context::TaskContext;
@@ -53,9 +54,10 @@ impl CountsAgainst for Transient {
 
 /// Sends every run of `task` through `breaker`, counting the failures of [`Transient`].
 ///
-/// A run the breaker refuses fails at once with [`TaskFailure::CircuitOpen`], without calling
-/// the task. `breaker` is anything that derefs to the breaker and can be cloned into each run:
-/// `&BREAKER` for a `static`, an `Arc<CircuitBreaker>`. Time is read from the
+/// A run the breaker refuses fails at once with [`TaskFailure::CircuitOpen`], without
+/// starting the task. The breaker is asked when the run's future is first polled, so a run
+/// that waits in a queue asks at the time it runs. `breaker` is anything that derefs to the
+/// breaker: `&BREAKER` for a `static`, an `Arc<CircuitBreaker>`. Time is read from the
 /// [`DefaultClock`].
 ///
 /// ```
@@ -83,7 +85,7 @@ impl CountsAgainst for Transient {
 pub fn with_breaker<F, B>(task: F, breaker: B) -> BreakerTask<F, B>
 where
     F: Task,
-    B: Deref<Target = CircuitBreaker> + Clone,
+    B: Deref<Target = CircuitBreaker>,
 {
     with_breaker_when(task, breaker, Transient)
 }
@@ -102,28 +104,41 @@ where
 pub fn with_breaker_when<F, B, C>(task: F, breaker: B, counts: C) -> BreakerTask<F, B, C>
 where
     F: Task,
-    B: Deref<Target = CircuitBreaker> + Clone,
-    C: CountsAgainst + Clone,
+    B: Deref<Target = CircuitBreaker>,
+    C: CountsAgainst,
 {
     BreakerTask {
-        task,
-        breaker,
-        counts,
+        shared: Arc::new(Shared {
+            task,
+            breaker,
+            counts,
+        }),
     }
 }
 
 /// A task wrapped by [`with_breaker`] or [`with_breaker_when`].
-#[derive(Clone)]
 pub struct BreakerTask<F, B, C = Transient> {
+    shared: Arc<Shared<F, B, C>>,
+}
+
+struct Shared<F, B, C> {
     task: F,
     breaker: B,
     counts: C,
 }
 
+impl<F, B, C> Clone for BreakerTask<F, B, C> {
+    fn clone(&self) -> Self {
+        BreakerTask {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
 impl<F, B: Deref<Target = CircuitBreaker>, C> fmt::Debug for BreakerTask<F, B, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerTask")
-            .field("breaker", &self.breaker.name())
+            .field("breaker", &self.shared.breaker.name())
             .finish_non_exhaustive()
     }
 }
@@ -131,93 +146,95 @@ impl<F, B: Deref<Target = CircuitBreaker>, C> fmt::Debug for BreakerTask<F, B, C
 impl<F, B, C> Task for BreakerTask<F, B, C>
 where
     F: Task,
-    B: Deref<Target = CircuitBreaker> + Clone,
-    C: CountsAgainst + Clone,
+    B: Deref<Target = CircuitBreaker>,
+    C: CountsAgainst,
 {
     type Output = F::Output;
-    type Future = BreakerFuture<F::Future, B, C>;
+    type Future = BreakerFuture<F, B, C>;
 
     fn call(&self, cx: TaskContext) -> Self::Future {
-        let (fut, refused, ticket) = match self.breaker.admit(|| DefaultClock.now()) {
-            Ok(ticket) => (Some(self.task.call(cx)), None, Some(ticket)),
-            Err(open) => {
-                tracing::debug!(
-                    target: "retry_core::middleware",
-                    breaker = open.breaker(),
-                    state = open.state().name(),
-                    "task refused: circuit open"
-                );
-                (None, Some(open), None)
-            }
-        };
         BreakerFuture {
-            fut,
-            refused,
+            fut: None,
+            cx: Some(cx),
             held: Held {
-                breaker: self.breaker.clone(),
-                ticket,
+                shared: Arc::clone(&self.shared),
+                ticket: None,
             },
-            counts: self.counts.clone(),
         }
     }
 }
 
 pin_project! {
-    /// The future of one run of a [`BreakerTask`].
+    /// The future of one run of a [`BreakerTask`]: asks the breaker when first polled, then
+    /// starts the task.
     #[must_use = "futures do nothing unless polled"]
-    pub struct BreakerFuture<Fut, B: Deref<Target = CircuitBreaker>, C> {
+    pub struct BreakerFuture<F: Task, B: Deref<Target = CircuitBreaker>, C> {
         #[pin]
-        fut: Option<Fut>,
-        refused: Option<CircuitOpen>,
-        held: Held<B>,
-        counts: C,
+        fut: Option<F::Future>,
+        // The run's context, until the run starts.
+        cx: Option<TaskContext>,
+        held: Held<F, B, C>,
     }
 }
 
-/// The breaker and the run's place in it, given back if the run is dropped unfinished.
-struct Held<B: Deref<Target = CircuitBreaker>> {
-    breaker: B,
+/// The layer and the run's place in its breaker, given back if the run is dropped
+/// unfinished.
+struct Held<F, B: Deref<Target = CircuitBreaker>, C> {
+    shared: Arc<Shared<F, B, C>>,
     ticket: Option<Ticket>,
 }
 
-impl<B: Deref<Target = CircuitBreaker>> Drop for Held<B> {
+impl<F, B: Deref<Target = CircuitBreaker>, C> Drop for Held<F, B, C> {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
-            self.breaker.release(ticket);
+            self.shared.breaker.release(ticket);
         }
     }
 }
 
-impl<Fut, B: Deref<Target = CircuitBreaker>, C> fmt::Debug for BreakerFuture<Fut, B, C> {
+impl<F: Task, B: Deref<Target = CircuitBreaker>, C> fmt::Debug for BreakerFuture<F, B, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerFuture")
-            .field("breaker", &self.held.breaker.name())
+            .field("breaker", &self.held.shared.breaker.name())
             .finish_non_exhaustive()
     }
 }
 
-impl<Fut, T, B, C> Future for BreakerFuture<Fut, B, C>
+impl<F, B, C> Future for BreakerFuture<F, B, C>
 where
-    Fut: Future<Output = Result<T, TaskFailure>>,
+    F: Task,
     B: Deref<Target = CircuitBreaker>,
     C: CountsAgainst,
 {
-    type Output = Result<T, TaskFailure>;
+    type Output = Result<F::Output, TaskFailure>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        if let Some(open) = this.refused.take() {
-            return Poll::Ready(Err(TaskFailure::CircuitOpen(open)));
-        }
         let mut slot = this.fut;
+        let held = this.held;
+        if let Some(run) = this.cx.take() {
+            match held.shared.breaker.admit(|| DefaultClock.now()) {
+                Ok(ticket) => held.ticket = Some(ticket),
+                Err(open) => {
+                    tracing::debug!(
+                        target: "retry_core::middleware",
+                        breaker = open.breaker(),
+                        state = open.state().name(),
+                        "task refused: circuit open"
+                    );
+                    return Poll::Ready(Err(TaskFailure::CircuitOpen(open)));
+                }
+            }
+            slot.set(Some(held.shared.task.call(run)));
+        }
         let Some(fut) = slot.as_mut().as_pin_mut() else {
-            return Poll::Pending; // finished: stays pending
+            return Poll::Pending; // finished (or refused): stays pending
         };
         let outcome = ready!(fut.poll(cx));
         slot.set(None);
-        let held = this.held;
         if let Some(ticket) = held.ticket.take() {
-            let breaker = &*held.breaker;
+            let shared = &*held.shared;
+            let breaker = &*shared.breaker;
             match &outcome {
                 Ok(_) => breaker.succeeded(ticket, || DefaultClock.now()),
                 // These never reached the dependency: no outcome to report.
@@ -227,7 +244,7 @@ where
                     | TaskFailure::QueueFull { .. }
                     | TaskFailure::QueueStopped,
                 ) => breaker.release(ticket),
-                Err(error) if this.counts.counts(error) => {
+                Err(error) if shared.counts.counts(error) => {
                     breaker.failed(ticket, DefaultClock.now());
                 }
                 Err(_) => breaker.succeeded(ticket, || DefaultClock.now()),

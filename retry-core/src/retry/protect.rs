@@ -340,7 +340,7 @@ where
         let now = clock.now();
         if let Some(breaker) = breaker {
             let at = now.checked_add(delay).unwrap_or(now);
-            if let Some(open) = breaker.refuses_until(at) {
+            if let Some(open) = breaker.refuses_until(now, at) {
                 return Err(Refusal::CircuitOpen(open));
             }
         }

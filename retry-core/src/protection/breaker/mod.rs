@@ -488,14 +488,15 @@ impl CircuitBreaker {
         }
     }
 
-    /// Whether the circuit refuses calls until after `at` for sure: isolated, or open past
-    /// it. A retry that would wait until `at` and then be refused is better not waited for.
-    pub(crate) fn refuses_until(&self, at: Instant) -> Option<CircuitOpen> {
+    /// Whether the circuit, asked at `now`, will still refuse calls at `at` for sure:
+    /// isolated, or open past it. A retry that would wait until `at` and then be refused is
+    /// better not waited for.
+    pub(crate) fn refuses_until(&self, now: Instant, at: Instant) -> Option<CircuitOpen> {
         match State::decode(self.state.load(Ordering::Acquire)) {
             State::Isolated => Some(self.refusal(CircuitState::Isolated, None)),
-            State::Open { until, .. } => {
-                let at = self.ms(at);
-                (at < until).then(|| self.refusal(CircuitState::Open, Some(until - at)))
+            State::Open { until, .. } if self.ms(at) < until => {
+                let left = until.saturating_sub(self.ms(now));
+                Some(self.refusal(CircuitState::Open, Some(left)))
             }
             _ => None,
         }
