@@ -25,9 +25,9 @@ pub use std::borrow::ToOwned;
 pub use crate::jitter::Jitter;
 pub use crate::options::{OptionsError, RetryDefaults, RetryOptions};
 pub use crate::policy::RetryPolicy;
-pub use crate::protection::{CircuitBreaker, RetryBudget};
 pub use crate::retry::{
-    Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit, WithLimits,
+    AsBreaker, AsBudget, Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit,
+    WithLimits,
 };
 
 // `#[tool]`: the arguments are a `#[derive(Deserialize)]` struct with

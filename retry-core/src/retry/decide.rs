@@ -218,7 +218,7 @@ where
     // Last, because the budget counts an admitted retry.
     if let Err(refusal) = guard.retry(delay, plan.clock()) {
         trace_refused_retry(attempt, &refusal, &error);
-        return Next::Stop(match guard.ending(refusal, limits.token()) {
+        return Next::Stop(match guard.ending(refusal, limits.token(), true) {
             Ending::Stop(token, reason) => Exit::Stopped {
                 token,
                 reason,
@@ -307,7 +307,7 @@ fn refused_without_error<E, L: Limits, K, G: Protection<E>>(
     limits: &L,
     progress: &mut Progress<L::Memory<E>, K>,
 ) -> Option<Exit<E, L::Token>> {
-    match guard.ending(refusal, limits.token()) {
+    match guard.ending(refusal, limits.token(), false) {
         Ending::Stop(token, reason) => Some(Exit::Stopped {
             token,
             reason,

@@ -15,6 +15,7 @@ use std::convert::Infallible;
 use std::future::{Future, Pending};
 use std::ops::ControlFlow;
 use std::pin::Pin;
+use std::sync::LazyLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -110,8 +111,9 @@ impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
 }
 
 impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
-    /// Adds a shared retry budget and/or circuit breaker (`static`s named by the attribute),
-    /// and which errors count against the breaker. An attempt the breaker refuses becomes the
+    /// Adds a shared retry budget and/or circuit breaker (`static`s named by the attribute);
+    /// every error counts against the breaker unless
+    /// [`breaker_counts`](Driver::breaker_counts) says otherwise. An attempt the breaker refuses becomes the
     /// function's error through `open_to_error` (`<E as FromCircuitOpen>::from_circuit_open`,
     /// named by the expansion where a missing `From<CircuitOpen>` is best reported); a retry
     /// the budget or breaker refuses returns the last error.
@@ -120,7 +122,6 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         self,
         budget: Option<&'static RetryBudget>,
         breaker: Option<(&'static CircuitBreaker, fn(CircuitOpen) -> E)>,
-        counts: Option<fn(&E) -> bool>,
     ) -> Driver<E, W, N, L, H, DriverGuard<E>> {
         let (breaker, open_to_error) = match breaker {
             Some((breaker, to_error)) => (Some(Handle(breaker)), Some(to_error)),
@@ -132,9 +133,18 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
             notify: self.notify,
             hint: self.hint,
             limits: self.limits,
-            protection: Protected::new(budget.map(Handle), breaker, counts, AsError(open_to_error)),
+            protection: Protected::new(budget.map(Handle), breaker, None, AsError(open_to_error)),
             progress: self.progress,
         }
+    }
+}
+
+impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H, DriverGuard<E>> {
+    /// Counts only the errors for which `counts(&error)` is true against the breaker; any
+    /// other error is a success for it. A function pointer, as for [`when`](Driver::when).
+    pub fn breaker_counts(mut self, counts: fn(&E) -> bool) -> Self {
+        self.protection.count_with(Some(counts));
+        self
     }
 }
 
@@ -470,6 +480,54 @@ impl<E> DriverLimits<E> for WithLimits<E> {
                 }
             }
         })
+    }
+}
+
+/// What `#[retry(budget = …)]` may name: a `static` [`RetryBudget`], or a `LazyLock` of one
+/// (for settings read at run time).
+#[diagnostic::on_unimplemented(
+    message = "`#[retry(budget = …)]` names a `static` of type `retry_core::RetryBudget`, and this one is of type `{Self}`",
+    label = "not a `retry_core::RetryBudget`",
+    note = "declare it as `static NAME: RetryBudget = RetryBudget::with_config(…);`, or as a `LazyLock<RetryBudget>`"
+)]
+pub trait AsBudget {
+    /// The budget.
+    fn budget(&'static self) -> &'static RetryBudget;
+}
+
+impl AsBudget for RetryBudget {
+    fn budget(&'static self) -> &'static RetryBudget {
+        self
+    }
+}
+
+impl<F: FnOnce() -> RetryBudget> AsBudget for LazyLock<RetryBudget, F> {
+    fn budget(&'static self) -> &'static RetryBudget {
+        LazyLock::force(self)
+    }
+}
+
+/// What `#[retry(breaker = …)]` may name: a `static` [`CircuitBreaker`], or a `LazyLock` of
+/// one.
+#[diagnostic::on_unimplemented(
+    message = "`#[retry(breaker = …)]` names a `static` of type `retry_core::CircuitBreaker`, and this one is of type `{Self}`",
+    label = "not a `retry_core::CircuitBreaker`",
+    note = "declare it as `static NAME: CircuitBreaker = CircuitBreaker::with_config(…);`, or as a `LazyLock<CircuitBreaker>`"
+)]
+pub trait AsBreaker {
+    /// The breaker.
+    fn breaker(&'static self) -> &'static CircuitBreaker;
+}
+
+impl AsBreaker for CircuitBreaker {
+    fn breaker(&'static self) -> &'static CircuitBreaker {
+        self
+    }
+}
+
+impl<F: FnOnce() -> CircuitBreaker> AsBreaker for LazyLock<CircuitBreaker, F> {
+    fn breaker(&'static self) -> &'static CircuitBreaker {
+        LazyLock::force(self)
     }
 }
 

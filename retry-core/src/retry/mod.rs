@@ -38,7 +38,8 @@ use crate::time::Clock;
 
 #[doc(hidden)]
 pub use driver::{
-    Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit, WithLimits,
+    AsBreaker, AsBudget, Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit,
+    WithLimits,
 };
 pub use error::{LimitExceeded, RetryError};
 use future::State;

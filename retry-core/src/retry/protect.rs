@@ -59,8 +59,9 @@ pub trait Protection<E> {
     /// Another attempt would follow after `delay`.
     fn retry<C: Clock>(&mut self, delay: Duration, clock: &C) -> Result<(), Refusal>;
     /// How `refusal` ends a loop whose limits hand out `token` (`None`: the loop's output is
-    /// the operation's own error type).
-    fn ending<T>(&self, refusal: Refusal, token: Option<T>) -> Ending<E, T>;
+    /// the operation's own error type): a retry refused after a failure (`after_failure`,
+    /// the error in hand), or an attempt refused as it was about to start.
+    fn ending<T>(&self, refusal: Refusal, token: Option<T>, after_failure: bool) -> Ending<E, T>;
 }
 
 /// No budget, no breaker.
@@ -87,7 +88,7 @@ impl<E> Protection<E> for Unprotected {
         Ok(())
     }
 
-    fn ending<T>(&self, _: Refusal, _: Option<T>) -> Ending<E, T> {
+    fn ending<T>(&self, _: Refusal, _: Option<T>, _: bool) -> Ending<E, T> {
         Ending::Last
     }
 }
@@ -191,10 +192,10 @@ impl<E, F: Counts<E>> Counts<E> for Option<F> {
     }
 }
 
-/// How a [`Protected`] loop's refusals end it.
+/// How a [`Protected`] loop's refusals end it (see [`Protection::ending`]).
 #[doc(hidden)]
 pub trait Ends<E> {
-    fn ending<T>(&self, refusal: Refusal, token: Option<T>) -> Ending<E, T>;
+    fn ending<T>(&self, refusal: Refusal, token: Option<T>, after_failure: bool) -> Ending<E, T>;
 }
 
 /// A [`Retry`]'s: as [`RetryError`](super::RetryError)'s `CircuitOpen` or `BudgetExhausted`.
@@ -203,7 +204,7 @@ pub trait Ends<E> {
 pub struct Typed;
 
 impl<E> Ends<E> for Typed {
-    fn ending<T>(&self, refusal: Refusal, token: Option<T>) -> Ending<E, T> {
+    fn ending<T>(&self, refusal: Refusal, token: Option<T>, _: bool) -> Ending<E, T> {
         match token {
             Some(token) => Ending::Stop(token, StopReason::Refused(refusal)),
             None => Ending::Last,
@@ -211,16 +212,19 @@ impl<E> Ends<E> for Typed {
     }
 }
 
-/// The `#[retry]` driver's: an open circuit as the function's error (`E::from(CircuitOpen)`),
-/// an exhausted budget as the last error.
+/// The `#[retry]` driver's: a refused retry returns the last error; an attempt the breaker
+/// refuses as it starts (the first, or one whose wait ended in a break that began meanwhile)
+/// is the function's error `E::from(CircuitOpen)`.
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct AsError<E>(pub(crate) Option<fn(CircuitOpen) -> E>);
 
 impl<E> Ends<E> for AsError<E> {
-    fn ending<T>(&self, refusal: Refusal, _: Option<T>) -> Ending<E, T> {
+    fn ending<T>(&self, refusal: Refusal, _: Option<T>, after_failure: bool) -> Ending<E, T> {
         match (refusal, self.0) {
-            (Refusal::CircuitOpen(open), Some(to_error)) => Ending::Error(to_error(open)),
+            (Refusal::CircuitOpen(open), Some(to_error)) if !after_failure => {
+                Ending::Error(to_error(open))
+            }
             _ => Ending::Last,
         }
     }
@@ -262,6 +266,13 @@ impl<B, K: BreakerSlot, F, X> Protected<B, K, F, X> {
                 ticket: None,
             },
         }
+    }
+}
+
+impl<B, K: BreakerSlot, F, X> Protected<B, K, F, X> {
+    /// Replaces which errors count against the breaker; nothing is running yet.
+    pub(crate) fn count_with(&mut self, counts: F) {
+        self.counts = counts;
     }
 }
 
@@ -350,8 +361,8 @@ where
         Ok(())
     }
 
-    fn ending<T>(&self, refusal: Refusal, token: Option<T>) -> Ending<E, T> {
-        self.ends.ending(refusal, token)
+    fn ending<T>(&self, refusal: Refusal, token: Option<T>, after_failure: bool) -> Ending<E, T> {
+        self.ends.ending(refusal, token, after_failure)
     }
 }
 
