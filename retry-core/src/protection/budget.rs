@@ -206,6 +206,11 @@ impl RetryBudget {
         }
     }
 
+    /// The budget's settings.
+    pub const fn config(&self) -> &BudgetConfig {
+        &self.config
+    }
+
     /// Retries allowed per request.
     pub const fn ratio(&self) -> f64 {
         self.config.ratio
