@@ -58,7 +58,11 @@ fn outage_down_for_good_retries_triple_the_load_and_protection_takes_it_away() {
 fn outage_overloaded_retries_feed_the_overload_and_a_budget_keeps_most_of_the_work() {
     // The default budget's floor (10 a second) would be half of these 20 callers' calls:
     // scale it down as their number is.
-    let budget = RetryBudget::builder().ratio(0.2).min_per_sec(2).validate().unwrap();
+    let budget = RetryBudget::builder()
+        .ratio(0.2)
+        .min_per_sec(2)
+        .validate()
+        .unwrap();
     let overloaded = sim(Dependency::Overloaded { capacity: 16 }).with_budget(budget);
     let [none, retry, budgeted, broken, _] = runs(overloaded);
     // 20 calls a second for a capacity of 16: a fifth too many.
