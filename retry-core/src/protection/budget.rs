@@ -273,6 +273,9 @@ impl RetryBudget {
     /// When a retry would be admitted without new requests: as the window's slots leave it,
     /// oldest first.
     fn next_admission(&self, at: u64) -> Option<Duration> {
+        if self.ratio_micros == 0 && self.reserve_micros < MICROS {
+            return None; // admits nothing, ever
+        }
         let slots = self.counts.slots(at);
         let mut left = slots.iter().fold(Counts::ZERO, |sum, (_, c)| Counts {
             total: sum.total + c.total,

@@ -181,13 +181,22 @@ impl Window {
         let epoch = self.epoch(nanos);
         let floor = self.floor.load(Ordering::Acquire);
         let mut out = [(0, Counts::ZERO); SLOTS];
+        let oldest = epoch.saturating_sub(SLOTS as u64 - 1);
+        let mut index = (oldest % SLOTS as u64) as usize;
         for (i, entry) in out.iter_mut().enumerate() {
-            let back = (SLOTS - 1 - i) as u64;
-            let leaves = epoch
-                .saturating_sub(back)
+            let wanted = oldest + i as u64;
+            let leaves = wanted
                 .saturating_add(SLOTS as u64)
                 .saturating_mul(self.slot_nanos);
-            *entry = (leaves, self.slot_counts(epoch, back, floor));
+            let word = self.slots[index].load(Ordering::Acquire);
+            let counts = if wanted <= epoch && wanted >= floor && tag_of(word) == wanted & TAG_MASK
+            {
+                counts_of(word)
+            } else {
+                Counts::ZERO
+            };
+            *entry = (leaves, counts);
+            index = if index == SLOTS - 1 { 0 } else { index + 1 };
         }
         out
     }
@@ -204,29 +213,22 @@ impl Window {
     fn sum(&self, epoch: u64, skip: Option<usize>) -> Counts {
         let floor = self.floor.load(Ordering::Acquire);
         let mut sum = Counts::ZERO;
-        for back in 0..SLOTS as u64 {
-            if Some(((epoch.wrapping_sub(back)) % SLOTS as u64) as usize) == skip {
-                continue;
+        // From the newest slot back, stepping the index down instead of dividing each time.
+        let mut index = (epoch % SLOTS as u64) as usize;
+        for back in 0..(SLOTS as u64).min(epoch + 1) {
+            let wanted = epoch - back;
+            if wanted < floor {
+                break; // the older ones were forgotten too
             }
-            sum = sum.plus(self.slot_counts(epoch, back, floor));
+            if Some(index) != skip {
+                let word = self.slots[index].load(Ordering::Acquire);
+                if tag_of(word) == wanted & TAG_MASK {
+                    sum = sum.plus(counts_of(word));
+                }
+            }
+            index = if index == 0 { SLOTS - 1 } else { index - 1 };
         }
         sum
-    }
-
-    /// The counts of the slot `back` slots before `epoch`, if it holds that epoch.
-    fn slot_counts(&self, epoch: u64, back: u64, floor: u64) -> Counts {
-        let Some(wanted) = epoch.checked_sub(back) else {
-            return Counts::ZERO;
-        };
-        if wanted < floor {
-            return Counts::ZERO;
-        }
-        let word = self.slots[(wanted % SLOTS as u64) as usize].load(Ordering::Acquire);
-        if tag_of(word) == wanted & TAG_MASK {
-            counts_of(word)
-        } else {
-            Counts::ZERO
-        }
     }
 }
 
