@@ -20,9 +20,12 @@
 //! # Order matters
 //!
 //! `with_timeout(with_retry(f))` gives the whole retry chain one budget; `with_retry(with_timeout(f))`
-//! gives each attempt its own. The recommended stack is
-//! `with_fallback(with_timeout(with_retry(f)))`: retry transient failures, bound the caller's
-//! wait around all of it, and answer a business failure with the fallback.
+//! gives each attempt its own. Likewise `with_retry(with_breaker(f, &B))` sends every attempt
+//! through the breaker (an open circuit ends the loop at once: `CircuitOpen` is not retried by
+//! default), where `with_breaker(with_retry(f), &B)` counts a whole retried run as one call.
+//! The recommended stack is `with_fallback(with_timeout(with_retry(f)))`: retry transient
+//! failures, bound the caller's wait around all of it, and answer a business failure with the
+//! fallback.
 //!
 //! ```
 //! use std::time::Duration;
