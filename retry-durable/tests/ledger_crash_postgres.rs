@@ -8,39 +8,9 @@ mod agent_crash;
 #[path = "support/postgres.rs"]
 mod pg;
 
-use std::collections::BTreeMap;
-
+use agent_crash::postgres::Postgres;
 use agent_crash::{Backend, Child};
 use retry_durable::PostgresStore;
-
-struct Postgres;
-
-impl Backend for Postgres {
-    type Store = PostgresStore;
-    const NAME: &'static str = "PostgreSQL";
-
-    async fn open(url: &str) -> PostgresStore {
-        PostgresStore::connect(url).await.unwrap()
-    }
-
-    async fn commits_in_history(url: &str, run: &str) -> BTreeMap<String, i64> {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let driver = tokio::spawn(connection);
-        let rows = client
-            .query(
-                "SELECT call_id, count(*) FROM retry_durable_call_history
-                 WHERE run_id = $1 AND state = 'committed' GROUP BY call_id",
-                &[&run],
-            )
-            .await
-            .unwrap();
-        drop(client);
-        let _ = driver.await;
-        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
-    }
-}
 
 /// In a child: the run, until its crash point.
 #[tokio::test]

@@ -26,6 +26,11 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -643,7 +648,15 @@ fn action_name(action: &RecoveryAction) -> &'static str {
 /// what must hold after a crash, lets the agent finish the run, and checks the end; returns
 /// what recovery did with each call.
 pub async fn recover_and_finish<B: Backend>(url: &str, run: &Run) -> Vec<RecoveredCall> {
-    let store = B::open(url).await;
+    recover_and_finish_on::<B>(B::open(url).await, url, run).await
+}
+
+/// [`recover_and_finish`] on a store already open (one whose connection was lost, say).
+pub async fn recover_and_finish_on<B: Backend>(
+    store: B::Store,
+    url: &str,
+    run: &Run,
+) -> Vec<RecoveredCall> {
     let left = store.list_run(run.id.clone()).await.unwrap();
     let acted_before: BTreeMap<String, usize> = SCRIPT
         .iter()
@@ -863,6 +876,11 @@ pub fn matrix(backend: &str, covered: &[Covered]) -> String {
 /// Every kind of ledger write and the tool's act, before and after: what every backend's
 /// crash test must have covered.
 pub fn assert_every_kind_covered(covered: &[Covered]) {
+    assert_eq!(
+        covered.len(),
+        84,
+        "the run's crash points changed: update the matrix in ledger_crash.rs and docs/behaviour.md"
+    );
     for what in [
         "insert",
         "await_approval",
