@@ -4,7 +4,6 @@ use std::fmt;
 
 use deadpool_postgres::{Client, GenericClient, Object};
 use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision};
-use tokio_postgres::error::Severity;
 
 use super::{Row, backend, next_record, record_of, refused};
 use crate::PostgresStore;
@@ -27,8 +26,13 @@ impl std::error::Error for Failed {}
 
 fn db(error: tokio_postgres::Error) -> LedgerError {
     let io = std::error::Error::source(&error).is_some_and(|s| s.is::<std::io::Error>());
+    // The server ends the session: a connection exception (class 08), an operator or a
+    // timeout stopping it (57P…), or any error it reports as fatal (the severity is localised
+    // on some servers; the codes are not).
     let fatal = error.as_db_error().is_some_and(|e| {
-        matches!(e.parsed_severity(), Some(Severity::Fatal | Severity::Panic))
+        let code = e.code().code();
+        code.starts_with("08")
+            || code.starts_with("57P")
             || matches!(e.severity(), "FATAL" | "PANIC")
     });
     let connection_lost = error.is_closed() || io || fatal;
