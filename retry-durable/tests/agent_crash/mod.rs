@@ -4,7 +4,7 @@
 //!
 //! # The run
 //!
-//! Eight calls, in order, through `ToolRunner`: two reads, two idempotent writes, two plain side
+//! Nine calls, in order, through `ToolRunner`: two reads, two idempotent writes, two plain side
 //! effects, one side effect that waits for a person's approval, and two side effects whose
 //! caller cancels them while the tool runs — one after the tool acted, one before — so that
 //! reconciliation (`reconcile`, then a person's `commit` or `reopen`) happens in the run too.
