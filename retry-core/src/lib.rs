@@ -124,6 +124,7 @@ mod rng;
 mod schedule;
 #[cfg(feature = "scheduler")]
 mod scheduler;
+mod shapes;
 mod time;
 
 pub use backoff::{
@@ -140,8 +141,8 @@ pub use policy::{
     RetryPolicy,
 };
 pub use retry::{
-    Always, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter, RetryError,
-    ShouldRetry, Silent, Unlimited,
+    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry,
+    RetryAfter, RetryError, RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -160,7 +161,10 @@ pub use retry_macros::{retry, tool};
 #[doc(hidden)]
 pub use retry::{Forget, IntoLimited, Memory, NoTimer, Operation, Recall, TimerSlot};
 #[doc(hidden)]
+pub use retry::{Inline, JudgeOk, OnThread, Preemptible, Summed, Tally, ThreadWait, Unjudged};
+#[doc(hidden)]
 pub use rng::LoopRng;
 pub use schedule::Schedule;
+pub use shapes::{Fibonacci, FibonacciBuilder, Linear, LinearBuilder};
 #[doc(hidden)]
 pub use schedule::{Drawn, Follow, Kept, Nothing, PolicyKept, Start};

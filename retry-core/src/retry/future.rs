@@ -8,9 +8,10 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 
 use super::decide::{
-    Checks, Next, TARGET, after_failure, after_timer, start_attempt, yields_after,
+    Checks, Next, TARGET, after_failure, after_timer, after_value, start_attempt, yields_after,
 };
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
+use super::value::JudgeOk;
 use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry};
 use crate::policy::Plan;
 use crate::schedule::Follow;
@@ -34,7 +35,7 @@ pin_project! {
 
 impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H, L>
 where
-    Op: Operation<Attempt = Fut>,
+    Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
@@ -72,6 +73,8 @@ where
             _ => return drive(self, cx, Resume::Dispatch),
         };
         match polled {
+            // A value to judge (`when_ok`) is decided in `drive`; the check is a constant.
+            Poll::Ready(Ok(value)) if Op::JUDGES => drive(self, cx, Resume::Value(value)),
             Poll::Ready(Ok(value)) => {
                 this.state.set(State::Done);
                 Poll::Ready(L::finish(Ok(value)))
@@ -83,11 +86,13 @@ where
 }
 
 /// Where [`drive`] picks the loop up.
-enum Resume<E> {
+enum Resume<T, E> {
     /// Look at the state: a later poll.
     Dispatch,
     /// The attempt in the state has just failed with this error.
     Failed(E),
+    /// The attempt in the state has just returned this value, to be judged.
+    Value(T),
     /// The attempt in the state has just returned `Pending`: its timer is polled next.
     Pending,
 }
@@ -98,10 +103,10 @@ enum Resume<E> {
 fn drive<Op, Fut, T, E, C, B, W, N, H, L>(
     retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L>>,
     cx: &mut Context<'_>,
-    resume: Resume<E>,
+    resume: Resume<T, E>,
 ) -> Poll<L::Output<T, E>>
 where
-    Op: Operation<Attempt = Fut>,
+    Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
@@ -134,6 +139,7 @@ where
             None
         }
         Resume::Failed(error) => Some(Poll::Ready(Err(error))),
+        Resume::Value(value) => Some(Poll::Ready(Ok(value))),
         Resume::Pending => Some(Poll::Pending),
     };
 
@@ -159,8 +165,15 @@ where
             signal_checked = false;
             let next = match polled {
                 Poll::Ready(Ok(value)) => {
-                    this.state.set(State::Done);
-                    return Poll::Ready(L::finish(Ok(value)));
+                    let limits = &*this.limits;
+                    let (plan, backoff) = (&*this.plan, &mut *this.backoff);
+                    match after_value(value, this.op, plan, &checks, backoff, limits, progress) {
+                        Ok(delay) => Next::Wait(delay),
+                        Err(value) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(L::finish(Ok(value)));
+                        }
+                    }
                 }
                 Poll::Ready(Err(error)) => after_failure(
                     error,
