@@ -399,6 +399,17 @@ impl Clock for MockClock {
     fn sleep(&self, duration: Duration) -> MockSleep {
         MockClock::sleep(self, duration)
     }
+
+    /// Records the sleep and moves virtual time to its deadline at once, firing every sleep
+    /// due by then: a blocking retry on this clock takes no wall time, and its waits appear
+    /// in [`sleeps`](MockClock::sleeps) like any other.
+    fn sleep_blocking(&self, duration: Duration) {
+        let sleep = MockClock::sleep(self, duration);
+        let deadline = sleep.deadline();
+        let now = self.elapsed();
+        self.advance(deadline.saturating_sub(now));
+        drop(sleep);
+    }
 }
 
 /// A sleep on a [`MockClock`]: completes when the clock's virtual time reaches its deadline.
