@@ -30,7 +30,9 @@ pub const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// The clock implements [`retry_core::Clock`], so it can be given to a policy or a single loop;
 /// [`run`](MockClock::run) and [`block_on`](MockClock::block_on) also install it as the scoped
 /// clock ([`Scope`]) so that loops the test cannot reach — a function expanded from
-/// `#[retry]`, a loop deep inside a library — use it too.
+/// `#[retry]`, a loop deep inside a library — use it too. A blocking retry
+/// ([`retry_blocking`](retry_core::RetryPolicy::retry_blocking)) given this clock waits
+/// without sleeping as well: each wait moves virtual time at once and is recorded.
 ///
 /// ```
 /// use std::time::Duration;
