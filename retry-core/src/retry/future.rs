@@ -73,8 +73,8 @@ where
             _ => return drive(self, cx, Resume::Dispatch),
         };
         match polled {
-            // A value to judge (`when_ok`) is decided in `drive`; the check is a constant.
-            Poll::Ready(Ok(value)) if Op::JUDGES => drive(self, cx, Resume::Value(value)),
+            // A value to judge (`when_ok`): out of line; the check is a constant.
+            Poll::Ready(Ok(value)) if Op::JUDGES => judge_first(self, cx, value),
             Poll::Ready(Ok(value)) => {
                 this.state.set(State::Done);
                 Poll::Ready(L::finish(Ok(value)))
@@ -86,13 +86,11 @@ where
 }
 
 /// Where [`drive`] picks the loop up.
-enum Resume<T, E> {
+enum Resume<E> {
     /// Look at the state: a later poll.
     Dispatch,
     /// The attempt in the state has just failed with this error.
     Failed(E),
-    /// The attempt in the state has just returned this value, to be judged.
-    Value(T),
     /// The attempt in the state has just returned `Pending`: its timer is polled next.
     Pending,
 }
@@ -103,7 +101,7 @@ enum Resume<T, E> {
 fn drive<Op, Fut, T, E, C, B, W, N, H, L>(
     retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L>>,
     cx: &mut Context<'_>,
-    resume: Resume<T, E>,
+    resume: Resume<E>,
 ) -> Poll<L::Output<T, E>>
 where
     Op: Operation<Attempt = Fut> + JudgeOk<T>,
@@ -139,7 +137,6 @@ where
             None
         }
         Resume::Failed(error) => Some(Poll::Ready(Err(error))),
-        Resume::Value(value) => Some(Poll::Ready(Ok(value))),
         Resume::Pending => Some(Poll::Pending),
     };
 
@@ -251,6 +248,52 @@ where
             }
         }
     }
+}
+
+/// The first attempt returned `value` and the operation judges values ([`Retry::when_ok`]):
+/// the value is returned, or the loop sets up its wait and goes on in [`drive`]. Only loops
+/// that judge values have this function; later values are judged inside `drive`.
+#[inline(never)]
+#[allow(clippy::type_complexity)]
+fn judge_first<Op, Fut, T, E, C, B, W, N, H, L>(
+    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L>>,
+    cx: &mut Context<'_>,
+    value: T,
+) -> Poll<L::Output<T, E>>
+where
+    Op: Operation<Attempt = Fut> + JudgeOk<T>,
+    Fut: Future<Output = Result<T, E>>,
+    E: fmt::Debug,
+    C: Clock,
+    B: Follow<E>,
+    W: ShouldRetry<E>,
+    N: OnRetry<E>,
+    H: RetryAfter<E>,
+    L: Limits,
+{
+    let mut retry = retry;
+    let mut this = retry.as_mut().project();
+    let checks = Checks::new::<_, _, E>(this.plan, &*this.backoff);
+    let (plan, limits, progress) = (&*this.plan, &*this.limits, &mut *this.progress);
+    match after_value(value, this.op, plan, &checks, this.backoff, limits, progress) {
+        Err(value) => {
+            this.state.set(State::Done);
+            return Poll::Ready(L::finish(Ok(value)));
+        }
+        Ok(delay) if delay.is_zero() => {
+            this.state.set(State::Start);
+            if yields_after(progress.attempt) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        }
+        Ok(delay) => {
+            let sleep = plan.clock().sleep(delay);
+            this.state.set(State::Backoff { sleep });
+        }
+    }
+    // The signal is checked first there: the predicate may have fired it.
+    drive(retry, cx, Resume::Dispatch)
 }
 
 /// How the loop ends when its cancellation signal has fired; `None` while it has not (or the
