@@ -2,7 +2,7 @@
 //! blocking code waits on a clock's sleep, and how a blocking retry loop is driven.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
@@ -31,11 +31,16 @@ thread_local! {
 /// `park` consumes), and a spurious return from `park` only polls once more.
 pub(crate) fn block_here<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
-    // A thread being destroyed has no thread-locals left: a waker of its own then.
-    let waker = WAKER
-        .try_with(Waker::clone)
-        .unwrap_or_else(|_| Waker::from(Arc::new(Unpark(thread::current()))));
-    let mut cx = Context::from_waker(&waker);
+    // Borrowed in place: no reference count to move on the way in and out.
+    match WAKER.try_with(|waker| poll_until_ready(future.as_mut(), waker)) {
+        Ok(output) => output,
+        // A thread being destroyed has no thread-locals left: a waker of its own then.
+        Err(_) => poll_until_ready(future, &Waker::from(Arc::new(Unpark(thread::current())))),
+    }
+}
+
+fn poll_until_ready<F: Future>(mut future: Pin<&mut F>, waker: &Waker) -> F::Output {
+    let mut cx = Context::from_waker(waker);
     loop {
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
             return output;
