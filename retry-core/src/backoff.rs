@@ -16,13 +16,13 @@ use crate::rng::JitterRng;
 /// use retry_core::{Backoff, JitterRng};
 ///
 /// /// Wait 10 ms per failed attempt so far.
-/// struct Linear;
-/// impl Backoff for Linear {
+/// struct TenPerFailure;
+/// impl Backoff for TenPerFailure {
 ///     fn delay(&mut self, failed_attempt: u32, _previous: Duration, _rng: &mut JitterRng) -> Duration {
 ///         Duration::from_millis(10) * failed_attempt
 ///     }
 /// }
-/// assert_eq!(Linear.delay(3, Duration::ZERO, &mut JitterRng::seeded(0)), Duration::from_millis(30));
+/// assert_eq!(TenPerFailure.delay(3, Duration::ZERO, &mut JitterRng::seeded(0)), Duration::from_millis(30));
 /// ```
 pub trait Backoff {
     /// The wait after attempt `failed_attempt` (1-based) failed. `previous` is the wait drawn

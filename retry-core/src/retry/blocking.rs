@@ -136,6 +136,17 @@ where
     /// Each wait is [`Clock::sleep_blocking`] of the loop's clock. A cancellation signal
     /// ([`cancel_on`](Retry::cancel_on)) is polled before every attempt and wakes nothing
     /// mid-wait: a wait in progress runs to its end, and no attempt starts after the signal.
+    ///
+    /// A blocking call cannot be cut short, so a blocking loop has no attempt timeout; this
+    /// does not compile ("a blocking call cannot be cut short, so a blocking retry has no
+    /// `attempt_timeout`"):
+    ///
+    /// ```compile_fail
+    /// let _ = retry_core::RetryPolicy::DEFAULT
+    ///     .retry_blocking(|_| Ok::<(), ()>(()))
+    ///     .attempt_timeout(std::time::Duration::from_secs(1))
+    ///     .call();
+    /// ```
     pub fn call(self) -> L::Output<T, E> {
         let clock = OnThread(self.plan.clock().clone());
         block_here(self.clock(clock))
