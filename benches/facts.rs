@@ -550,6 +550,28 @@ fn jitter_audit(out: &mut String) {
             }),
         ));
     }
+    for jitter in [Jitter::Full, Jitter::None] {
+        let fib = retry_core::Fibonacci::builder()
+            .base(AUDIT_BASE)
+            .cap(AUDIT_MAX)
+            .jitter(jitter)
+            .build()
+            .expect("valid settings");
+        rows.push((
+            format!("retry-core `Fibonacci`, `{jitter}`"),
+            Audit::run(|i| {
+                let mut rng = JitterRng::seeded(i);
+                let mut previous = std::time::Duration::ZERO;
+                (0..RETRIES_PER_SEQUENCE as u32)
+                    .map(|k| {
+                        previous = fib.delay_at(k, previous, &mut rng);
+                        previous
+                    })
+                    .collect::<Vec<_>>()
+                    .into_iter()
+            }),
+        ));
+    }
     rows.push((
         "backon `ExponentialBuilder::with_jitter()`".into(),
         Audit::run(|i| {
