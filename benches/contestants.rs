@@ -598,7 +598,11 @@ pub(crate) fn tower_capturing(
 
 /// A blocking operation that succeeds from attempt `succeed_at` on.
 pub(crate) fn blocking_op(attempt: u32, succeed_at: u32) -> Result<u64, Fail> {
-    if black_box(attempt) >= succeed_at { Ok(black_box(42)) } else { Err(Fail) }
+    if black_box(attempt) >= succeed_at {
+        Ok(black_box(42))
+    } else {
+        Err(Fail)
+    }
 }
 
 /// The blocking call, no wrapper.
@@ -643,7 +647,11 @@ pub(crate) fn backon_blocking_zero(succeed_at: u32) -> Result<u64, Fail> {
         attempt.set(attempt.get() + 1);
         blocking_op(attempt.get(), succeed_at)
     })
-    .retry(backon::ConstantBuilder::default().with_delay(Duration::ZERO).with_max_times(ATTEMPTS as usize - 1))
+    .retry(
+        backon::ConstantBuilder::default()
+            .with_delay(Duration::ZERO)
+            .with_max_times(ATTEMPTS as usize - 1),
+    )
     .sleep(std::thread::sleep)
     .call()
 }
@@ -661,11 +669,14 @@ pub(crate) fn hand_loop_blocking(succeed_at: u32) -> Result<u64, Fail> {
 
 /// retry-core's success path with a value predicate that never retries (`when_ok`).
 pub(crate) fn retry_core_when_ok() -> impl Future<Output = Result<u64, Fail>> {
-    RetryPolicy::DEFAULT.retry(|_| op()).when_ok(|value, _| *value == 0)
+    RetryPolicy::DEFAULT
+        .retry(|_| op())
+        .when_ok(|value, _| *value == 0)
 }
 
 /// retry-core's success path with a summary.
-pub(crate) fn retry_core_summarized() -> impl Future<Output = (Result<u64, Fail>, retry_core::RetrySummary)> {
+pub(crate) fn retry_core_summarized()
+-> impl Future<Output = (Result<u64, Fail>, retry_core::RetrySummary)> {
     RetryPolicy::DEFAULT.retry(|_| op()).summarize()
 }
 

@@ -149,8 +149,8 @@ pub use policy::{
     RetryPolicy,
 };
 pub use retry::{
-    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry,
-    RetryAfter, RetryError, RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, WhenOk,
+    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter,
+    RetryError, RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -173,6 +173,6 @@ pub use retry::{Inline, JudgeOk, OnThread, Preemptible, Summed, Tally, ThreadWai
 #[doc(hidden)]
 pub use rng::LoopRng;
 pub use schedule::Schedule;
-pub use shapes::{Fibonacci, FibonacciBuilder, Linear, LinearBuilder};
 #[doc(hidden)]
 pub use schedule::{Drawn, Follow, Kept, Nothing, PolicyKept, Start};
+pub use shapes::{Fibonacci, FibonacciBuilder, Linear, LinearBuilder};

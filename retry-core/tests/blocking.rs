@@ -22,7 +22,11 @@ fn policy(attempts: u32, clock: &InstantClock) -> RetryPolicy<InstantClock> {
 
 /// Fails until `attempt` reaches `succeed_at`.
 fn flaky(attempt: u32, succeed_at: u32) -> Result<u32, String> {
-    if attempt < succeed_at { Err(format!("failure {attempt}")) } else { Ok(attempt) }
+    if attempt < succeed_at {
+        Err(format!("failure {attempt}"))
+    } else {
+        Ok(attempt)
+    }
 }
 
 #[test]
@@ -95,7 +99,10 @@ fn r9_notify_hints_backoff_and_seed_work_as_in_the_async_loop() {
             seeded.retry_blocking(|a| flaky(a, 9)).call()
         } else {
             let fut = seeded.retry(|a| std::future::ready(flaky(a, 9)));
-            tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(fut)
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(fut)
         };
         clock.sleeps()
     };
@@ -147,7 +154,13 @@ fn r9_no_attempt_starts_after_the_cancellation_signal() {
         .retry_blocking(|_| unreachable!("cancelled before the first attempt"))
         .cancel_on::<_>(cancelled)
         .call();
-    assert!(matches!(result, Err(RetryError::<String>::Cancelled { attempts: 0, last: None })));
+    assert!(matches!(
+        result,
+        Err(RetryError::<String>::Cancelled {
+            attempts: 0,
+            last: None
+        })
+    ));
 }
 
 #[test]
@@ -172,7 +185,10 @@ fn r9_a_signal_fired_by_another_thread_is_seen_before_the_next_attempt() {
         .cancel_on(cancelled)
         .call();
     canceller.join().unwrap();
-    assert!(matches!(result, Err(RetryError::Cancelled { attempts: 1, .. })), "{result:?}");
+    assert!(
+        matches!(result, Err(RetryError::Cancelled { attempts: 1, .. })),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]

@@ -48,10 +48,7 @@ fn loop_waits<B: Backoff>(attempts: u32, backoff: B) -> Vec<Duration> {
         .resolve()
         .unwrap()
         .with_clock(clock.clone());
-    let result: Result<(), ()> = policy
-        .retry_blocking(|_| Err(()))
-        .backoff(backoff)
-        .call();
+    let result: Result<(), ()> = policy.retry_blocking(|_| Err(())).backoff(backoff).call();
     assert_eq!(result, Err(()));
     clock.sleeps()
 }
@@ -97,8 +94,9 @@ fn d6_fibonacci_jitter_draws_below_each_unjittered_delay() {
     // Full jitter really spreads: not a few points.
     let fib = Fibonacci::DEFAULT;
     let mut rng = JitterRng::seeded(1);
-    let draws: std::collections::BTreeSet<_> =
-        (0..100).map(|_| fib.delay_at(5, Duration::ZERO, &mut rng)).collect();
+    let draws: std::collections::BTreeSet<_> = (0..100)
+        .map(|_| fib.delay_at(5, Duration::ZERO, &mut rng))
+        .collect();
     assert!(draws.len() > 90, "{}", draws.len());
 }
 
@@ -106,7 +104,10 @@ fn d6_fibonacci_jitter_draws_below_each_unjittered_delay() {
 // Our minimum delay is a floor under every draw.
 #[test]
 fn d6_fibonacci_min_delay_is_a_floor_and_the_base_the_first_delay() {
-    assert_eq!(unjittered_fib(&exact_fib(500 * MS, 60 * SEC), 3), ms(&[500, 500, 1000]));
+    assert_eq!(
+        unjittered_fib(&exact_fib(500 * MS, 60 * SEC), 3),
+        ms(&[500, 500, 1000])
+    );
     let floored = Fibonacci::builder()
         .base(100 * MS)
         .min_delay(250 * MS)
@@ -124,7 +125,10 @@ fn d6_fibonacci_min_delay_is_a_floor_and_the_base_the_first_delay() {
         let mut rng = JitterRng::seeded(seed);
         for i in 0..8 {
             let d = jittered.delay_at(i, Duration::ZERO, &mut rng);
-            assert!(d >= 250 * MS && d <= jittered.unjittered(i).max(250 * MS), "{d:?}");
+            assert!(
+                d >= 250 * MS && d <= jittered.unjittered(i).max(250 * MS),
+                "{d:?}"
+            );
         }
     }
 }
@@ -132,8 +136,14 @@ fn d6_fibonacci_min_delay_is_a_floor_and_the_base_the_first_delay() {
 // backon `test_fibonacci_max_delay`; tokio-retry `stops_increasing_at_max_delay`.
 #[test]
 fn d6_fibonacci_stops_growing_at_its_cap() {
-    assert_eq!(unjittered_fib(&exact_fib(SEC, 2 * SEC), 4), ms(&[1000, 1000, 2000, 2000]));
-    assert_eq!(unjittered_fib(&exact_fib(10 * MS, 30 * MS), 5), ms(&[10, 10, 20, 30, 30]));
+    assert_eq!(
+        unjittered_fib(&exact_fib(SEC, 2 * SEC), 4),
+        ms(&[1000, 1000, 2000, 2000])
+    );
+    assert_eq!(
+        unjittered_fib(&exact_fib(10 * MS, 30 * MS), 5),
+        ms(&[10, 10, 20, 30, 30])
+    );
 }
 
 // backon `test_fibonacci_no_max_delay`; tokio-retry `saturates_at_maximum_value`.
@@ -214,7 +224,14 @@ fn d6_bad_shape_settings_are_refused_when_built() {
         "backoff.min_delay (1s) must be <= backoff.cap (500ms)"
     );
     // Equal is fine.
-    assert!(Linear::builder().base(SEC).min_delay(SEC).cap(SEC).build().is_ok());
+    assert!(
+        Linear::builder()
+            .base(SEC)
+            .min_delay(SEC)
+            .cap(SEC)
+            .build()
+            .is_ok()
+    );
 }
 
 /// Settings checked at compile time, as a `static` needs.
@@ -226,7 +243,10 @@ static SLOW_FIB: Fibonacci = match Fibonacci::builder().base(Duration::from_secs
 // tokio-retry `can_use_factor_to_get_seconds`: the base carries the unit.
 #[test]
 fn d6_fibonacci_of_whole_seconds_and_built_in_a_static() {
-    assert_eq!(unjittered_fib(&exact_fib(SEC, 60 * SEC), 3), ms(&[1000, 1000, 2000]));
+    assert_eq!(
+        unjittered_fib(&exact_fib(SEC, 60 * SEC), 3),
+        ms(&[1000, 1000, 2000])
+    );
     assert_eq!(unjittered_fib(&SLOW_FIB, 3), ms(&[2000, 2000, 4000]));
 }
 
@@ -263,7 +283,10 @@ fn d6_linear_grows_by_its_step_up_to_its_cap() {
     );
     assert_eq!(Linear::default(), Linear::DEFAULT);
     let d = Linear::DEFAULT;
-    assert_eq!((d.base(), d.step(), d.cap(), d.min_delay()), (100 * MS, 100 * MS, 30 * SEC, Duration::ZERO));
+    assert_eq!(
+        (d.base(), d.step(), d.cap(), d.min_delay()),
+        (100 * MS, 100 * MS, 30 * SEC, Duration::ZERO)
+    );
     assert_eq!(d.jitter(), Jitter::Full);
 }
 
@@ -309,7 +332,13 @@ fn d6_every_shape_in_a_loop_is_clamped_to_the_policy_ceiling() {
         &|| {
             policy
                 .retry_blocking(|_| Err(()))
-                .backoff(Linear::builder().base(SEC).jitter(Jitter::None).build().unwrap())
+                .backoff(
+                    Linear::builder()
+                        .base(SEC)
+                        .jitter(Jitter::None)
+                        .build()
+                        .unwrap(),
+                )
                 .call()
         },
     ];
@@ -340,7 +369,11 @@ fn d6_adjust_sees_each_computed_delay_attempt_and_error() {
         .retry_blocking(|attempt| Err(if attempt == 1 { Fail::Slow } else { Fail::Fast }))
         .adjust(|delay, attempt, error| {
             seen.push((delay, attempt, error.map(|e| e == &Fail::Slow)));
-            if error == Some(&Fail::Slow) { delay * 3 } else { delay / 2 }
+            if error == Some(&Fail::Slow) {
+                delay * 3
+            } else {
+                delay / 2
+            }
         })
         .call();
     assert_eq!(result, Err(Fail::Fast));

@@ -29,7 +29,10 @@ fn summary(attempts: u32, waits: u32, waited: Duration, elapsed: Duration) -> Re
 
 #[tokio::test(start_paused = true)]
 async fn a_first_attempt_success_is_one_attempt_and_no_wait() {
-    let (result, s) = policy(3).retry(|a| async move { Ok::<_, ()>(a) }).summarize().await;
+    let (result, s) = policy(3)
+        .retry(|a| async move { Ok::<_, ()>(a) })
+        .summarize()
+        .await;
     assert_eq!(result, Ok(1));
     assert_eq!(s, summary(1, 0, Duration::ZERO, Duration::ZERO));
 }
@@ -103,7 +106,10 @@ async fn a_wait_cut_short_by_cancellation_counts_in_full_but_elapsed_is_true() {
         .cancel_on(cancelled)
         .summarize()
         .await;
-    assert!(matches!(result, Err(RetryError::Cancelled { attempts: 1, .. })));
+    assert!(matches!(
+        result,
+        Err(RetryError::Cancelled { attempts: 1, .. })
+    ));
     assert_eq!(s, summary(1, 1, 200 * MS, 50 * MS));
 }
 

@@ -70,7 +70,11 @@ async fn r8_values_and_errors_mix_and_the_last_outcome_wins() {
     // error, rejected value, error: the last error.
     let result = policy(3)
         .retry(|attempt| async move {
-            if attempt == 2 { response(503, 2) } else { Err(format!("down {attempt}")) }
+            if attempt == 2 {
+                response(503, 2)
+            } else {
+                Err(format!("down {attempt}"))
+            }
         })
         .when_ok(|r, _| r.status == 503)
         .await;
@@ -78,7 +82,11 @@ async fn r8_values_and_errors_mix_and_the_last_outcome_wins() {
     // error, error, rejected value: the last value.
     let result = policy(3)
         .retry(|attempt| async move {
-            if attempt == 3 { response(503, 3) } else { Err(format!("down {attempt}")) }
+            if attempt == 3 {
+                response(503, 3)
+            } else {
+                Err(format!("down {attempt}"))
+            }
         })
         .when_ok(|r, _| r.status == 503)
         .await;
@@ -94,8 +102,16 @@ async fn r8_when_and_when_ok_work_in_either_order_and_a_second_when_ok_replaces_
         }
     };
     // The error predicate says no to the first error whichever was set first.
-    let a = policy(3).retry(op).when(|e, _| e != "fatal").when_ok(|r, _| r.status == 503).await;
-    let b = policy(3).retry(op).when_ok(|r, _| r.status == 503).when(|e, _| e != "fatal").await;
+    let a = policy(3)
+        .retry(op)
+        .when(|e, _| e != "fatal")
+        .when_ok(|r, _| r.status == 503)
+        .await;
+    let b = policy(3)
+        .retry(op)
+        .when_ok(|r, _| r.status == 503)
+        .when(|e, _| e != "fatal")
+        .await;
     assert_eq!(a, Err("fatal".to_owned()));
     assert_eq!(b, a);
     // And the value predicate survives a later `when`.
@@ -149,7 +165,13 @@ async fn r8_a_wait_that_would_cross_the_deadline_returns_the_last_value() {
         .deadline(Duration::from_millis(500))
         .await;
     // Waits 200 then 400 ms: the second would end past 500 ms.
-    assert_eq!(result, Ok(Response { status: 503, attempt: 2 }));
+    assert_eq!(
+        result,
+        Ok(Response {
+            status: 503,
+            attempt: 2
+        })
+    );
     assert_eq!(start.elapsed(), Duration::from_millis(200));
 }
 
@@ -166,7 +188,13 @@ async fn r8_cancellation_during_the_wait_after_a_value_ends_the_loop_cancelled()
         .cancel_on(cancelled)
         .await;
     assert!(
-        matches!(result, Err(RetryError::Cancelled { attempts: 1, last: None })),
+        matches!(
+            result,
+            Err(RetryError::Cancelled {
+                attempts: 1,
+                last: None
+            })
+        ),
         "{result:?}"
     );
 }
@@ -208,6 +236,8 @@ fn r8_a_loop_without_when_ok_keeps_its_size_and_one_with_it_adds_only_the_predic
     let judged = RetryPolicy::DEFAULT.retry(op).when_ok(|_, _| false);
     assert_eq!(size_of_val(&plain), size_of_val(&judged));
     let limit = 3u32;
-    let capturing = RetryPolicy::DEFAULT.retry(op).when_ok(move |v, _| *v < limit);
+    let capturing = RetryPolicy::DEFAULT
+        .retry(op)
+        .when_ok(move |v, _| *v < limit);
     assert!(size_of_val(&capturing) <= size_of_val(&plain) + 8);
 }

@@ -632,10 +632,19 @@ async fn r9_a_blocking_fn_is_retried_with_waits_on_the_scope_clock() {
 #[retry(max_attempts = 5, jitter = "none", when = r3_only_failed)]
 fn r9_fatal_second(calls: &AtomicU32) -> Result<(), Error> {
     let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
-    Err(if call == 1 { Error::Failed(1) } else { Error::Fatal })
+    Err(if call == 1 {
+        Error::Failed(1)
+    } else {
+        Error::Fatal
+    })
 }
 
-#[retry(max_attempts = 5, base_delay_ms = 100, jitter = "none", deadline_ms = 250)]
+#[retry(
+    max_attempts = 5,
+    base_delay_ms = 100,
+    jitter = "none",
+    deadline_ms = 250
+)]
 fn r9_overrun(calls: &AtomicU32) -> Result<(), Error> {
     calls.fetch_add(1, Ordering::SeqCst);
     Err(Error::Fatal)
@@ -645,7 +654,10 @@ fn r9_overrun(calls: &AtomicU32) -> Result<(), Error> {
 async fn r9_when_and_the_deadline_hold_for_a_blocking_fn() {
     let calls = AtomicU32::new(0);
     let clock = RecordingClock::default();
-    let result = Scope::new().clock(clock.clone()).run(async { r9_fatal_second(&calls) }).await;
+    let result = Scope::new()
+        .clock(clock.clone())
+        .run(async { r9_fatal_second(&calls) })
+        .await;
     assert_eq!(result, Err(Error::Fatal));
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(*clock.slept.lock().unwrap(), [Duration::from_millis(200)]);
@@ -655,7 +667,10 @@ async fn r9_when_and_the_deadline_hold_for_a_blocking_fn() {
         origin: Instant::now(),
         slept: Default::default(),
     };
-    let result = Scope::new().clock(clock).run(async { r9_overrun(&calls) }).await;
+    let result = Scope::new()
+        .clock(clock)
+        .run(async { r9_overrun(&calls) })
+        .await;
     let limit = LimitExceeded::DeadlineExceeded {
         attempts: 1,
         budget: Duration::from_millis(250),

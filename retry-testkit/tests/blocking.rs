@@ -29,7 +29,12 @@ fn r9_t1_a_blocking_retry_on_the_mock_clock_is_instant_and_recorded() {
     assert_eq!(result, Err("down 6".to_owned()));
     assert_eq!(clock.sleeps(), vec![Duration::from_secs(600); 5]);
     assert_eq!(clock.elapsed(), Duration::from_secs(3000));
-    assert!(clock.sleep_log().iter().all(|r| r.status == SleepStatus::Fired));
+    assert!(
+        clock
+            .sleep_log()
+            .iter()
+            .all(|r| r.status == SleepStatus::Fired)
+    );
     assert_eq!(clock.pending(), 0); // fifty virtual minutes, no real sleep
 }
 
@@ -64,7 +69,13 @@ fn r9_t1_the_mock_clock_scope_reaches_blocking_code_inside_block_on() {
         .block_on(async {
             // A library's blocking retry that the test cannot hand a clock.
             policy(3)
-                .retry_blocking(|attempt| if attempt < 3 { Err("busy") } else { Ok(attempt) })
+                .retry_blocking(|attempt| {
+                    if attempt < 3 {
+                        Err("busy")
+                    } else {
+                        Ok(attempt)
+                    }
+                })
                 .call()
         })
         .unwrap();
@@ -80,7 +91,11 @@ fn r9_t1_a_summary_of_a_blocking_loop_reads_virtual_time() {
         .with_clock(clock.clone())
         .retry_blocking(|attempt| {
             work.advance(10 * MS);
-            if attempt < 3 { Err("busy") } else { Ok(attempt) }
+            if attempt < 3 {
+                Err("busy")
+            } else {
+                Ok(attempt)
+            }
         })
         .summarize()
         .call();

@@ -275,7 +275,15 @@ where
     let mut this = retry.as_mut().project();
     let checks = Checks::new::<_, _, E>(this.plan, &*this.backoff);
     let (plan, limits, progress) = (&*this.plan, &*this.limits, &mut *this.progress);
-    match after_value(value, this.op, plan, &checks, this.backoff, limits, progress) {
+    match after_value(
+        value,
+        this.op,
+        plan,
+        &checks,
+        this.backoff,
+        limits,
+        progress,
+    ) {
         Err(value) => {
             this.state.set(State::Done);
             return Poll::Ready(L::finish(Ok(value)));

@@ -41,12 +41,12 @@ use crate::policy::{Plan, RetryPolicy};
 use crate::schedule::{Follow, Kept, Schedule};
 use crate::time::Clock;
 
-#[doc(hidden)]
-pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 pub use adjust::Adjusted;
 pub use blocking::Blocking;
 #[doc(hidden)]
 pub use blocking::{Inline, OnThread, Preemptible, ThreadWait};
+#[doc(hidden)]
+pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 pub use error::{LimitExceeded, RetryError};
 use future::State;
 #[doc(hidden)]

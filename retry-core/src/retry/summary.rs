@@ -212,11 +212,7 @@ where
             attempts: retry.progress.attempt,
             waits: tally.waits,
             waited: tally.waited,
-            elapsed: retry
-                .plan
-                .clock()
-                .now()
-                .saturating_duration_since(started),
+            elapsed: retry.plan.clock().now().saturating_duration_since(started),
         };
         Poll::Ready((output, summary))
     }

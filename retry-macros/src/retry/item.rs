@@ -4,8 +4,8 @@
 
 use syn::{FnArg, ReceiverKind, Type};
 
-use crate::errors::Errors;
 use super::valid::Options;
+use crate::errors::Errors;
 use crate::function::{Function, from_async_trait, peel, result_type};
 
 /// Records every reason `function` cannot be retried as written under `options` (`None`
