@@ -180,12 +180,15 @@ fn r4_r8_a_value_retried_and_a_deadline_before_the_next_are_traced() {
     let policy = RetryPolicy::DEFAULT
         .with_jitter(Jitter::None)
         .with_clock(InstantClock::new());
-    let (result, lines) = traced(
+    // Blocking: this test clock moves its time when a sleep is made, and the blocking loop
+    // makes its deadline timers lazily, so only its waits move the time.
+    let (result, lines) = traced(async {
         policy
-            .retry(|attempt| std::future::ready(Ok::<u32, String>(attempt)))
+            .retry_blocking(|attempt| Ok::<u32, String>(attempt))
             .when_ok(|_, _| true)
-            .deadline(std::time::Duration::from_millis(500)),
-    );
+            .deadline(std::time::Duration::from_millis(500))
+            .call()
+    });
     assert_eq!(result, Ok(2));
     assert_eq!(
         lines,
