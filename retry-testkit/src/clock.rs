@@ -236,7 +236,9 @@ impl MockClock {
     /// [deadline](retry_core::Retry::deadline) or an
     /// [attempt timeout](retry_core::Retry::attempt_timeout) starts for each attempt. To see
     /// the waits alone in such a loop, record them with a [`Timeline`](crate::Timeline);
-    /// [`sleep_log`](MockClock::sleep_log) tells timers from waits by how they ended.
+    /// [`sleep_log`](MockClock::sleep_log) tells timers from waits by how they ended. A
+    /// blocking loop ([`call`](retry_core::Retry::call)) starts no timers: its sleeps are its
+    /// waits.
     pub fn sleeps(&self) -> Vec<Duration> {
         self.state().log.iter().map(|r| r.duration).collect()
     }

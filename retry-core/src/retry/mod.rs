@@ -131,7 +131,9 @@ pin_project! {
     /// with [`deadline`](Retry::deadline), [`attempt_timeout`](Retry::attempt_timeout) or
     /// [`cancel_on`](Retry::cancel_on); then to `Result<T, RetryError<E>>`.
     ///
-    /// Dropping it cancels the loop: no work is left running in the background.
+    /// Dropping it cancels the loop: no work is left running in the background. A loop around
+    /// blocking code ([`RetryPolicy::retry_blocking`]) is run with [`call`](Retry::call)
+    /// instead of `.await`.
     #[must_use = "a retry loop does nothing unless `.await`ed"]
     pub struct Retry<Op, Fut, E, C: Clock, B: Follow<E> = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
         plan: Plan<C>,
