@@ -449,6 +449,9 @@ impl<F: Task, D, P, A, R> Operation for Attempts<F, D, P, A, R> {
     }
 }
 
+// A task's successful output is never judged: its failures are `TaskFailure`s.
+impl<T, F, D, P, A, R> crate::retry::JudgeOk<T> for Attempts<F, D, P, A, R> {}
+
 /// The core loop's predicate: cancellation is never retried, nor is anything once the task
 /// has been asked to stop; every other failure is put to the caller's predicate.
 struct Stops<F, D, P, A, R> {
