@@ -469,3 +469,95 @@ fn b1_the_retry_layer_spends_a_shared_budget() {
     // Four runs: a retry after the second and after the fourth.
     assert_eq!(calls.load(Ordering::SeqCst), 6);
 }
+
+// ---- values judged failures, and blocking code
+
+/// A value judged a failure (`when_ok`) counts against the breaker, and a retry refused after
+/// it returns the value, as running out of attempts does.
+#[test]
+fn b3_a_value_judged_a_failure_counts_against_the_breaker() {
+    let clock = MockClock::new();
+    let b = breaker(2, 5 * SEC);
+    let calls = AtomicU32::new(0);
+    let result = clock
+        .block_on(
+            policy()
+                .retry(|_| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    async { Ok::<u16, ()>(503) }
+                })
+                .when_ok(|status, _| *status == 503)
+                .breaker(Arc::clone(&b)),
+        )
+        .unwrap();
+    assert_eq!(
+        result,
+        Ok(503),
+        "the last value, when the circuit refused the retry"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(b.state(clock.now()), CircuitState::Open);
+    // A value that is fine is a success for the breaker.
+    b.reset(clock.now());
+    let ok = clock
+        .block_on(
+            policy()
+                .retry(|_| async { Ok::<u16, ()>(200) })
+                .when_ok(|status, _| *status == 503)
+                .breaker(Arc::clone(&b)),
+        )
+        .unwrap();
+    assert_eq!(ok, Ok(200));
+}
+
+/// The blocking loop is the same loop: it spends the same budget and asks the same breaker.
+#[test]
+fn b3_a_blocking_loop_is_protected_too() {
+    let clock = MockClock::new();
+    let budget = RetryBudget::builder()
+        .ratio(0.0)
+        .min_per_sec(0)
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    let result = policy()
+        .with_clock(clock.clone())
+        .retry_blocking(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>("503")
+        })
+        .budget(&budget)
+        .call();
+    assert!(
+        matches!(
+            result,
+            Err(RetryError::BudgetExhausted {
+                attempts: 1,
+                last: Some("503"),
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    let b = breaker(1, 5 * SEC);
+    let first = policy()
+        .with_clock(clock.clone())
+        .retry_blocking(|_| Err::<(), _>("503"))
+        .breaker(Arc::clone(&b))
+        .call();
+    assert!(
+        matches!(first, Err(RetryError::CircuitOpen { attempts: 1, .. })),
+        "{first:?}"
+    );
+    let second = policy()
+        .with_clock(clock.clone())
+        .retry_blocking(|_| -> Result<(), &str> { unreachable!("not sent while open") })
+        .breaker(Arc::clone(&b))
+        .call();
+    assert!(
+        matches!(second, Err(RetryError::CircuitOpen { attempts: 0, .. })),
+        "{second:?}"
+    );
+}

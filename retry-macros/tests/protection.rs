@@ -148,3 +148,31 @@ async fn b3_budget_breaker_and_deadline_together() {
     assert_eq!(BOTH_BREAKER.state(now()), CircuitState::Open);
     assert_eq!(everything(true).await, Err(Limited::Open));
 }
+
+static BLOCKING_BREAKER: CircuitBreaker = CircuitBreaker::with_config(
+    match CircuitBreaker::builder().consecutive_failures(1).validate() {
+        Ok(config) => config,
+        Err(e) => panic!("{}", e.message()),
+    },
+);
+static BLOCKING_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// A plain `fn` under `#[retry]` is the blocking loop: protected the same way. (The first
+/// failure opens the circuit, so no wait is ever slept.)
+#[retry(max_attempts = 5, base_delay_ms = 1, max_delay_ms = 1, breaker = BLOCKING_BREAKER)]
+fn blocking_call() -> Result<(), ApiError> {
+    BLOCKING_CALLS.fetch_add(1, Ordering::SeqCst);
+    Err(ApiError::Unavailable)
+}
+
+#[test]
+fn b3_a_blocking_retry_function_stops_when_the_circuit_opens() {
+    assert_eq!(blocking_call(), Err(ApiError::Unavailable));
+    assert_eq!(
+        BLOCKING_CALLS.swap(0, Ordering::SeqCst),
+        2,
+        "the second failure opened it"
+    );
+    assert!(matches!(blocking_call(), Err(ApiError::Open(_))));
+    assert_eq!(BLOCKING_CALLS.load(Ordering::SeqCst), 0);
+}
