@@ -140,8 +140,8 @@ pub use policy::{
     RetryPolicy,
 };
 pub use retry::{
-    Always, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter, RetryError,
-    ShouldRetry, Silent, Unlimited,
+    Always, LimitExceeded, Limited, Limits, NoHint, OnRetry, Operation, Retry, RetryAfter,
+    RetryError, ShouldRetry, Silent, Unlimited,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -158,7 +158,7 @@ pub use time::{Clock, DefaultClock, DefaultSleep, Scope, TokioClock};
 pub use retry_macros::{retry, tool};
 
 #[doc(hidden)]
-pub use retry::{Forget, IntoLimited, Memory, NoTimer, Operation, Recall, TimerSlot};
+pub use retry::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
 #[doc(hidden)]
 pub use rng::LoopRng;
 pub use schedule::Schedule;

@@ -71,9 +71,10 @@ impl<E> RetryAfter<E> for NoHint {
 
 /// What the loop runs: called with the attempt number (from 1), it starts one attempt.
 ///
-/// Every `FnMut(u32) -> Fut` is one; the retry middleware implements it for a named type, so
-/// that its loop's future type can be named too.
-#[doc(hidden)]
+/// Every `FnMut(u32) -> Fut` is one. Implement it for a type of your own, and start the loop
+/// with [`RetryPolicy::retry_operation`](crate::RetryPolicy::retry_operation), when the loop's
+/// future type must be named (an adapter's associated `Future` type): the retry middleware
+/// and the HTTP layer do.
 pub trait Operation {
     /// One attempt.
     type Attempt;
