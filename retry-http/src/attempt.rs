@@ -16,8 +16,8 @@ use tower_service::Service;
 use crate::body::{ReplayBody, ResponseBody};
 use crate::classify::Classify;
 use crate::config::Shared;
-use crate::error::{BoxError, RetryReport, StopReason};
-use crate::judge::{Call, Failed, Failure, What};
+use crate::error::BoxError;
+use crate::judge::{Call, Failed, Failure, refused, reported};
 use crate::sse::{FirstEvent, is_event_stream};
 
 /// What the layer's loop runs: the call's first request on the service that was made ready
@@ -172,7 +172,9 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
-                        let failure = this.call.judge_error(&this.shared.classify, attempt, failed);
+                        let failure = this
+                            .call
+                            .judge_error(&this.shared.classify, attempt, failed);
                         return Poll::Ready(Err(failure));
                     }
                     Poll::Pending => break,
@@ -196,7 +198,9 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
-                        let failure = this.call.judge_error(&this.shared.classify, attempt, failed);
+                        let failure = this
+                            .call
+                            .judge_error(&this.shared.classify, attempt, failed);
                         return Poll::Ready(Err(failure));
                     }
                     Poll::Pending => break,
@@ -209,7 +213,9 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Stream(e.into());
-                        let failure = this.call.judge_error(&this.shared.classify, attempt, failed);
+                        let failure = this
+                            .call
+                            .judge_error(&this.shared.classify, attempt, failed);
                         return Poll::Ready(Err(failure));
                     }
                     Poll::Pending => break,
@@ -227,7 +233,9 @@ where
                 this.step.set(Step::Done);
                 let timeout = this.shared.attempt_timeout.unwrap_or_default();
                 let failed = Failed::TimedOut(timeout);
-                let failure = this.call.judge_error(&this.shared.classify, attempt, failed);
+                let failure = this
+                    .call
+                    .judge_error(&this.shared.classify, attempt, failed);
                 return Poll::Ready(Err(failure));
             }
         }
@@ -247,29 +255,3 @@ fn judged<ResB: Body, P: Classify, C>(
     call.judge_response(&shared.classify, shared.wall_clock, attempt, response)
         .map(|response| reported(response, attempt))
 }
-
-/// A retried call's answer says how many attempts it took.
-fn reported<B>(mut response: Response<B>, attempt: u32) -> Response<B> {
-    if attempt > 1 {
-        response
-            .extensions_mut()
-            .insert(RetryReport::new(attempt, None));
-    }
-    response
-}
-
-/// The failure of a retry that could not be sent: its body did not replay.
-fn refused<R>(call: &Call, attempt: u32) -> Failure<R> {
-    Failure {
-        attempt,
-        what: What::Error(Box::new(NotReplayed)),
-        verdict: Err(StopReason::NotReplayable),
-        retry_after: None,
-        target: call.target.clone(),
-    }
-}
-
-/// The body of a request to send again gave no copy.
-#[derive(Debug, thiserror::Error)]
-#[error("the request body gave no copy to send again")]
-struct NotReplayed;

@@ -187,7 +187,12 @@ impl fmt::Display for Error {
             StopReason::AfterHead | StopReason::AfterEvent => {
                 write!(f, ": {} ({})", self.reason, Attempts(self.attempts))?
             }
-            _ => write!(f, " failed after {} ({})", Attempts(self.attempts), self.reason)?,
+            _ => write!(
+                f,
+                " failed after {} ({})",
+                Attempts(self.attempts),
+                self.reason
+            )?,
         }
         if let Some(status) = self.status {
             write!(f, "; last status {status}")?;

@@ -122,7 +122,8 @@ impl Call {
 
     /// The classification first, then the method's safety, then the body.
     fn verdict(&self, retryable: bool, never_sent: bool) -> Result<(), StopReason> {
-        self.safety.decide(retryable, never_sent, &self.target.uri)?;
+        self.safety
+            .decide(retryable, never_sent, &self.target.uri)?;
         if !self.replayable {
             return Err(StopReason::NotReplayable);
         }
@@ -309,6 +310,32 @@ fn gave_up(target: &Target, status: Option<StatusCode>, attempts: u32, reason: S
             %reason,
             "http retry gave up"
         ),
-        None => tracing::info!(target: TARGET, %method, host, attempts, %reason, "http retry gave up"),
+        None => {
+            tracing::info!(target: TARGET, %method, host, attempts, %reason, "http retry gave up")
+        }
     }
 }
+
+/// A retried call's answer says how many attempts it took.
+pub(crate) fn reported<R: Answer>(mut response: R, attempt: u32) -> R {
+    if attempt > 1 {
+        response.report(RetryReport::new(attempt, None));
+    }
+    response
+}
+
+/// The failure of a retry that could not be sent: its body gave no copy.
+pub(crate) fn refused<R>(call: &Call, attempt: u32) -> Failure<R> {
+    Failure {
+        attempt,
+        what: What::Error(Box::new(NotReplayed)),
+        verdict: Err(StopReason::NotReplayable),
+        retry_after: None,
+        target: call.target.clone(),
+    }
+}
+
+/// The body of a request to send again gave no copy.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body gave no copy to send again")]
+struct NotReplayed;

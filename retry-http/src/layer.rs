@@ -175,7 +175,8 @@ where
         };
         let call = Call {
             safety: Safety::of(request.method(), request.headers()),
-            replayable: spare.is_some(),
+            // One attempt allowed: nothing needs replaying.
+            replayable: spare.is_some() || max_attempts <= 1,
             target: target.clone(),
         };
         let attempts = Attempts::new(ready, spare, request, Arc::clone(shared), call);

@@ -69,7 +69,10 @@ fn http_date(value: &[u8]) -> Option<SystemTime> {
 fn trim(value: &[u8]) -> &[u8] {
     let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
     let start = value.iter().position(|b| !is_ows(b)).unwrap_or(value.len());
-    let end = value.iter().rposition(|b| !is_ows(b)).map_or(start, |i| i + 1);
+    let end = value
+        .iter()
+        .rposition(|b| !is_ows(b))
+        .map_or(start, |i| i + 1);
     &value[start..end]
 }
 
@@ -89,7 +92,10 @@ mod tests {
         let now = at(0);
         assert_eq!(parse_retry_after(b"0", now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after(b"2", now), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after(b" \t007 ", now), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after(b" \t007 ", now),
+            Some(Duration::from_secs(7))
+        );
         assert_eq!(
             parse_retry_after(b"99999999999999999999999999", now),
             Some(Duration::from_secs(u64::MAX))
@@ -100,8 +106,14 @@ mod tests {
     fn h2_http_dates_in_all_three_forms() {
         let now = at(EPOCH_2015);
         let thirty = Some(Duration::from_secs(30));
-        assert_eq!(parse_retry_after(b"Wed, 21 Oct 2015 07:28:30 GMT", now), thirty);
-        assert_eq!(parse_retry_after(b"Wednesday, 21-Oct-15 07:28:30 GMT", now), thirty);
+        assert_eq!(
+            parse_retry_after(b"Wed, 21 Oct 2015 07:28:30 GMT", now),
+            thirty
+        );
+        assert_eq!(
+            parse_retry_after(b"Wednesday, 21-Oct-15 07:28:30 GMT", now),
+            thirty
+        );
         assert_eq!(parse_retry_after(b"Wed Oct 21 07:28:30 2015", now), thirty);
         // In the past: retry now.
         assert_eq!(
@@ -133,8 +145,14 @@ mod tests {
     #[test]
     fn h2_a_date_is_measured_from_the_response_date() {
         let mut headers = HeaderMap::new();
-        headers.insert(DATE, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
-        headers.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:03 GMT"));
+        headers.insert(
+            DATE,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:03 GMT"),
+        );
         // The client's own clock is a year off: the server's Date still gives 3 s.
         let hint = response_hint(&headers, || at(EPOCH_2015 + 365 * 86_400));
         assert_eq!(hint, Some(Duration::from_secs(3)));

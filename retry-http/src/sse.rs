@@ -208,7 +208,9 @@ mod tests {
 
     fn first_event_at(stream: &[u8]) -> Option<usize> {
         let mut scan = EventScan::default();
-        (0..stream.len()).find(|&i| scan.feed(&stream[i..=i])).map(|i| i + 1)
+        (0..stream.len())
+            .find(|&i| scan.feed(&stream[i..=i]))
+            .map(|i| i + 1)
     }
 
     #[test]

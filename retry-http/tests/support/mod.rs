@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -22,12 +23,12 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use retry_testkit::MockClock;
+use retry_testkit::{MockClock, SleepRecord, SleepStatus};
 use tokio::net::TcpListener;
 
 /// What the server does with the next request.
 #[derive(Clone, Debug)]
-pub enum Step {
+pub(crate) enum Step {
     /// Answers with this status, headers and body.
     Respond(u16, Vec<(&'static str, String)>, &'static str),
     /// Resets the connection (RST) without answering.
@@ -44,18 +45,19 @@ pub enum Step {
 
 /// A request as the server saw it.
 #[derive(Clone, Debug)]
-pub struct Seen {
-    pub method: Method,
-    pub path: String,
-    pub headers: HeaderMap,
-    pub body: Bytes,
+pub(crate) struct Seen {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
 }
 
 /// The scripted server; stops when dropped.
-pub struct Server {
-    pub addr: SocketAddr,
+pub(crate) struct Server {
+    pub(crate) addr: SocketAddr,
     script: Arc<Mutex<VecDeque<Step>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
+    hanging: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -68,34 +70,50 @@ impl Drop for Server {
 impl Server {
     /// Starts a server on 127.0.0.1 with a random port that plays `script`, one step per
     /// request. A request after the script's end gets a 500 that names the mistake.
-    pub async fn start(script: Vec<Step>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    pub(crate) async fn start(script: Vec<Step>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
         let script = Arc::new(Mutex::new(VecDeque::from(script)));
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let (s, v) = (Arc::clone(&script), Arc::clone(&seen));
+        let hanging = Arc::new(AtomicUsize::new(0));
+        let (s, v, h) = (Arc::clone(&script), Arc::clone(&seen), Arc::clone(&hanging));
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
-                let (script, seen) = (Arc::clone(&s), Arc::clone(&v));
-                tokio::spawn(connection(stream, script, seen));
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (script, seen, hanging) = (Arc::clone(&s), Arc::clone(&v), Arc::clone(&h));
+                tokio::spawn(connection(stream, script, seen, hanging));
             }
         });
-        Server { addr, script, seen, task }
+        Server {
+            addr,
+            script,
+            seen,
+            hanging,
+            task,
+        }
     }
 
     /// `http://127.0.0.1:<port><path>`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// The requests seen so far.
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
+    /// Requests the server holds without answering ([`Step::Hang`]).
+    pub(crate) fn hanging(&self) -> usize {
+        self.hanging.load(Ordering::SeqCst)
+    }
+
     /// The script was played to its end.
-    pub fn assert_script_done(&self) {
+    pub(crate) fn assert_script_done(&self) {
         let left = self.script.lock().unwrap().clone();
         assert!(left.is_empty(), "steps the server never played: {left:?}");
     }
@@ -105,6 +123,7 @@ async fn connection(
     stream: tokio::net::TcpStream,
     script: Arc<Mutex<VecDeque<Step>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
+    hanging: Arc<AtomicUsize>,
 ) {
     // A second handle on the socket, to reset it from inside the service.
     let std = stream.into_std().expect("std stream");
@@ -112,9 +131,14 @@ async fn connection(
     let stream = tokio::net::TcpStream::from_std(std).expect("tokio stream");
     let service = service_fn(move |request: Request<Incoming>| {
         let (script, seen, handle) = (Arc::clone(&script), Arc::clone(&seen), Arc::clone(&handle));
+        let hanging = Arc::clone(&hanging);
         async move {
             let (head, body) = request.into_parts();
-            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
             seen.lock().unwrap().push(Seen {
                 method: head.method.clone(),
                 path: head.uri.path().to_owned(),
@@ -122,22 +146,28 @@ async fn connection(
                 body,
             });
             let step = script.lock().unwrap().pop_front();
-            answer(step, &handle).await
+            answer(step, &handle, &hanging).await
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.auto_date_header(false);
-    let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+    let _ = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 async fn answer(
     step: Option<Step>,
     handle: &Mutex<Option<std::net::TcpStream>>,
+    hanging: &AtomicUsize,
 ) -> Result<Response<ScriptBody>, std::io::Error> {
     let step = match step {
         Some(step) => step,
         None => {
-            return Ok(respond(500, "the test's script has no step for this request"));
+            return Ok(respond(
+                500,
+                "the test's script has no step for this request",
+            ));
         }
     };
     match step {
@@ -167,7 +197,10 @@ async fn answer(
         }
         Step::EventsThenCut(chunks) => Ok(events(chunks, Then::Fail)),
         Step::Events(chunks) => Ok(events(chunks, Then::End)),
-        Step::Hang => std::future::pending().await,
+        Step::Hang => {
+            hanging.fetch_add(1, Ordering::SeqCst);
+            std::future::pending().await
+        }
     }
 }
 
@@ -194,7 +227,7 @@ enum Then {
 }
 
 /// A body that sends its chunks, then ends or breaks the connection.
-pub struct ScriptBody {
+pub(crate) struct ScriptBody {
     chunks: VecDeque<Bytes>,
     then: Then,
     flushed: bool,
@@ -203,7 +236,10 @@ pub struct ScriptBody {
 impl ScriptBody {
     fn new(chunks: Vec<&'static str>, then: Then) -> Self {
         ScriptBody {
-            chunks: chunks.into_iter().map(|c| Bytes::from_static(c.as_bytes())).collect(),
+            chunks: chunks
+                .into_iter()
+                .map(|c| Bytes::from_static(c.as_bytes()))
+                .collect(),
             then,
             flushed: false,
         }
@@ -236,23 +272,42 @@ impl Body for ScriptBody {
 /// Runs `call` while moving `clock`: whenever a sleep is pending whose duration is not one of
 /// `keep` (timers the test wants left alone: a deadline it expects not to reach), time moves
 /// to it. Real I/O is waited for by yielding to the runtime, never by sleeping.
-pub async fn drive<F: Future>(clock: &MockClock, keep: &[Duration], call: F) -> F::Output {
+pub(crate) async fn drive<F: Future>(clock: &MockClock, keep: &[Duration], call: F) -> F::Output {
+    drive_if(clock, |sleep| !keep.contains(&sleep.duration), call).await
+}
+
+/// Runs `call` while moving `clock` to each pending sleep that `may_fire` allows.
+pub(crate) async fn drive_if<F: Future>(
+    clock: &MockClock,
+    mut may_fire: impl FnMut(&SleepRecord) -> bool,
+    call: F,
+) -> F::Output {
     let mut call = pin!(call);
     loop {
-        if let Poll::Ready(out) = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await
+        if let Poll::Ready(out) =
+            std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await
         {
             return out;
         }
         let next = clock
             .sleep_log()
             .into_iter()
-            .filter(|r| r.status == retry_testkit::SleepStatus::Pending)
+            .filter(|r| r.status == SleepStatus::Pending)
             .min_by_key(|r| r.deadline());
         match next {
-            Some(sleep) if !keep.contains(&sleep.duration) => {
+            Some(sleep) if may_fire(&sleep) => {
                 clock.advance_to_next();
             }
             _ => tokio::task::yield_now().await,
         }
     }
+}
+
+/// Timers of `duration` that have fired on `clock`.
+pub(crate) fn fired(clock: &MockClock, duration: Duration) -> usize {
+    clock
+        .sleep_log()
+        .iter()
+        .filter(|r| r.duration == duration && r.status == SleepStatus::Fired)
+        .count()
 }
