@@ -173,7 +173,7 @@ pub(crate) fn retrying<R>(failure: &Failure<R>, attempt: u32, delay: Duration) {
         What::Response(_, status) => tracing::warn!(
             target: TARGET,
             %method,
-            host,
+            %host,
             status = status.as_u16(),
             attempt,
             ?delay,
@@ -182,7 +182,7 @@ pub(crate) fn retrying<R>(failure: &Failure<R>, attempt: u32, delay: Duration) {
         What::Error(e) => tracing::warn!(
             target: TARGET,
             %method,
-            host,
+            %host,
             attempt,
             ?delay,
             error = %Chain(&**e),
@@ -304,14 +304,14 @@ fn gave_up(target: &Target, status: Option<StatusCode>, attempts: u32, reason: S
         Some(status) => tracing::info!(
             target: TARGET,
             %method,
-            host,
+            %host,
             status = status.as_u16(),
             attempts,
             %reason,
             "http retry gave up"
         ),
         None => {
-            tracing::info!(target: TARGET, %method, host, attempts, %reason, "http retry gave up")
+            tracing::info!(target: TARGET, %method, %host, attempts, %reason, "http retry gave up")
         }
     }
 }

@@ -157,7 +157,7 @@ where
         let target = Target::of(&request);
         if let Some(key) = request.extensions().get::<IdempotencyKey>().cloned() {
             if let Err(reason) = apply_key(request.headers_mut(), &key) {
-                tracing::info!(target: TARGET, method = %target.method, host = target.host(), %reason, "http request refused");
+                tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
                 return ResponseFuture::refused(Error::new(Some(target), 0, reason));
             }
         }
