@@ -115,7 +115,7 @@ pin_project! {
         C: Clock,
     {
         #[pin]
-        step: Step<S, Request<B>, S::Future, FirstEvent<ResB>>,
+        step: Step<S, Request<B>, S::Future, Pin<Box<FirstEvent<ResB>>>>,
         #[pin]
         timer: Option<C::Sleep>,
         shared: Arc<Shared<P, C>>,
@@ -186,7 +186,8 @@ where
                             && is_event_stream(response.headers());
                         if wait_for_event {
                             let target = this.call.target.clone();
-                            let wait = FirstEvent::new(response, target, attempt);
+                            // Boxed: only event streams pay for the room it takes.
+                            let wait = Box::pin(FirstEvent::new(response, target, attempt));
                             this.step.set(Step::FirstEvent { wait });
                             continue;
                         }

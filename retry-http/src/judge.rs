@@ -44,8 +44,10 @@ pub(crate) struct Failure<R> {
 
 /// What went wrong in an attempt.
 pub(crate) enum What<R> {
-    /// A response worth retrying (a 503).
-    Response(R, StatusCode),
+    /// A response worth retrying (a 503). Boxed: a failure waits in the loop's memory
+    /// during the backoff, and the success path moves the loop's future several times, so
+    /// the rare case should not make it larger.
+    Response(Box<R>, StatusCode),
     /// The exchange failed before the response was established.
     Error(BoxError),
 }
@@ -91,7 +93,7 @@ impl Call {
         };
         Err(Failure {
             attempt,
-            what: What::Response(response, status),
+            what: What::Response(Box::new(response), status),
             verdict,
             retry_after,
             target: self.target.clone(),
@@ -245,7 +247,7 @@ pub(crate) fn finish<R: Answer>(
     match failure.what {
         What::Response(mut response, _) => {
             response.report(RetryReport::new(attempts, Some(reason)));
-            Ok(response)
+            Ok(*response)
         }
         What::Error(cause) => {
             Err(Error::new(Some(failure.target), attempts, reason).with_cause(Some(cause)))
