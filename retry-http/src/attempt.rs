@@ -17,7 +17,7 @@ use crate::body::{ReplayBody, ResponseBody};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
-use crate::judge::{Call, Failed, Failure, refused, reported};
+use crate::judge::{Call, Failed, Lost, refused, reported};
 use crate::sse::{FirstEvent, is_event_stream};
 
 /// What the layer's loop runs: the call's first request on the service that was made ready
@@ -153,7 +153,7 @@ where
     P: Classify,
     C: Clock,
 {
-    type Output = Result<LayerResponse<ResB>, Failure<LayerResponse<ResB>>>;
+    type Output = Result<LayerResponse<ResB>, Lost<LayerResponse<ResB>>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -251,7 +251,7 @@ fn judged<ResB: Body, P: Classify, C>(
     attempt: u32,
     head: http::response::Parts,
     body: ResponseBody<ResB>,
-) -> Result<LayerResponse<ResB>, Failure<LayerResponse<ResB>>> {
+) -> Result<LayerResponse<ResB>, Lost<LayerResponse<ResB>>> {
     let response = Response::from_parts(head, body);
     call.judge_response(&shared.classify, shared.wall_clock, attempt, response)
         .map(|response| reported(response, attempt))

@@ -100,6 +100,12 @@ impl fmt::Display for StopReason {
 /// failure's chain of causes); [`cause`](Error::cause) is the last failure itself.
 #[derive(Debug)]
 pub struct Error {
+    // Boxed: a `Result<Response, Error>` stays the size of the response.
+    inner: Box<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     /// `None` only when the wrapped service failed before any request reached it.
     target: Option<Target>,
     attempts: u32,
@@ -111,93 +117,96 @@ pub struct Error {
 impl Error {
     pub(crate) fn new(target: Option<Target>, attempts: u32, reason: StopReason) -> Self {
         Error {
-            target,
-            attempts,
-            reason,
-            status: None,
-            cause: None,
+            inner: Box::new(Inner {
+                target,
+                attempts,
+                reason,
+                status: None,
+                cause: None,
+            }),
         }
     }
 
     pub(crate) fn with_cause(mut self, cause: Option<BoxError>) -> Self {
-        self.cause = cause;
+        self.inner.cause = cause;
         self
     }
 
     pub(crate) fn with_status(mut self, status: Option<StatusCode>) -> Self {
-        self.status = status;
+        self.inner.status = status;
         self
     }
 
     /// Attempts started (0 when the request was refused before anything was sent).
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.inner.attempts
     }
 
     /// Why the retries stopped.
     pub fn reason(&self) -> StopReason {
-        self.reason
+        self.inner.reason
     }
 
     /// The status of the last response, if an attempt got one.
     pub fn status(&self) -> Option<StatusCode> {
-        self.status
+        self.inner.status
     }
 
     /// The request's method (`None` when the wrapped service failed before it was given a
     /// request: its readiness check).
     pub fn method(&self) -> Option<&Method> {
-        self.target.as_ref().map(|t| &t.method)
+        self.inner.target.as_ref().map(|t| &t.method)
     }
 
     /// The request's host and port (`-` for a relative URI; `None` as for
     /// [`method`](Error::method)).
     pub fn host(&self) -> Option<&str> {
-        self.target.as_ref().map(Target::host)
+        self.inner.target.as_ref().map(Target::host)
     }
 
     /// The last failure: the transport's error, the body's, or the attempt timeout.
     pub fn cause(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
-        self.cause.as_deref()
+        self.inner.cause.as_deref()
     }
 
     /// The last failure, by value.
     pub fn into_cause(self) -> Option<BoxError> {
-        self.cause
+        self.inner.cause
     }
 
     /// Whether the call was cancelled.
     pub fn is_cancelled(&self) -> bool {
-        self.reason == StopReason::Cancelled
+        self.inner.reason == StopReason::Cancelled
     }
 
     /// Whether the call's deadline passed.
     pub fn is_deadline(&self) -> bool {
-        self.reason == StopReason::DeadlineExceeded
+        self.inner.reason == StopReason::DeadlineExceeded
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.target {
+        let this = &*self.inner;
+        match &this.target {
             Some(target) => write!(f, "{target}")?,
             None => f.write_str("the HTTP service")?,
         }
-        match self.reason {
+        match this.reason {
             StopReason::AfterHead | StopReason::AfterEvent => {
-                write!(f, ": {} ({})", self.reason, Attempts(self.attempts))?
+                write!(f, ": {} ({})", this.reason, Attempts(this.attempts))?
             }
             _ => write!(
                 f,
                 " failed after {} ({})",
-                Attempts(self.attempts),
-                self.reason
+                Attempts(this.attempts),
+                this.reason
             )?,
         }
-        if let Some(status) = self.status {
+        if let Some(status) = this.status {
             write!(f, "; last status {status}")?;
         }
-        if let Some(cause) = &self.cause {
+        if let Some(cause) = &this.cause {
             f.write_str(": ")?;
             write_chain(f, &**cause)?;
         }

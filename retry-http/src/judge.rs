@@ -30,7 +30,9 @@ pub(crate) struct Call {
 }
 
 /// An attempt worth retrying, or a failure the caller must see: what the loop calls an
-/// error.
+/// error, always boxed (`Lost`): the loop keeps its last failure during a backoff and the
+/// success path moves the loop's future by value several times, so the rare case takes one
+/// pointer there, not 200 bytes.
 pub(crate) struct Failure<R> {
     /// The attempt, from 1.
     pub(crate) attempt: u32,
@@ -42,12 +44,12 @@ pub(crate) struct Failure<R> {
     pub(crate) target: Target,
 }
 
+pub(crate) type Lost<R> = Box<Failure<R>>;
+
 /// What went wrong in an attempt.
 pub(crate) enum What<R> {
-    /// A response worth retrying (a 503). Boxed: a failure waits in the loop's memory
-    /// during the backoff, and the success path moves the loop's future several times, so
-    /// the rare case should not make it larger.
-    Response(Box<R>, StatusCode),
+    /// A response worth retrying (a 503).
+    Response(R, StatusCode),
     /// The exchange failed before the response was established.
     Error(BoxError),
 }
@@ -80,7 +82,7 @@ impl Call {
         wall_clock: fn() -> SystemTime,
         attempt: u32,
         response: R,
-    ) -> Result<R, Failure<R>> {
+    ) -> Result<R, Lost<R>> {
         let (status, headers) = (response.status(), response.headers());
         let outcome = Outcome::new(&self.target.method, Kind::Response(status, headers));
         if !classify.is_retryable(&outcome) {
@@ -91,13 +93,13 @@ impl Call {
             Ok(()) => response_hint(headers, wall_clock),
             Err(_) => None,
         };
-        Err(Failure {
+        Err(Box::new(Failure {
             attempt,
-            what: What::Response(Box::new(response), status),
+            what: What::Response(response, status),
             verdict,
             retry_after,
             target: self.target.clone(),
-        })
+        }))
     }
 
     /// Judges a failure before the response was established.
@@ -106,20 +108,20 @@ impl Call {
         classify: &P,
         attempt: u32,
         error: Failed,
-    ) -> Failure<R> {
+    ) -> Lost<R> {
         let (kind, sent) = match &error {
             Failed::Transport(e) => (Kind::Transport(&**e), !never_sent(&**e)),
             Failed::Stream(e) => (Kind::Stream(&**e), true),
             Failed::TimedOut(t) => (Kind::TimedOut(*t), true),
         };
         let retryable = classify.is_retryable(&Outcome::new(&self.target.method, kind));
-        Failure {
+        Box::new(Failure {
             attempt,
             what: What::Error(error.into_box()),
             verdict: self.verdict(retryable, !sent),
             retry_after: None,
             target: self.target.clone(),
-        }
+        })
     }
 
     /// The classification first, then the method's safety, then the body.
@@ -155,21 +157,21 @@ impl Failed {
 // ------------------------------------------------------------------ the loop's hooks
 
 /// The loop's `when`: the verdict, decided when the attempt ended.
-pub(crate) type WhenFn<R> = fn(&Failure<R>, u32) -> bool;
+pub(crate) type WhenFn<R> = fn(&Lost<R>, u32) -> bool;
 /// The loop's `notify`: the event of a retry.
-pub(crate) type NotifyFn<R> = fn(&Failure<R>, u32, Duration);
+pub(crate) type NotifyFn<R> = fn(&Lost<R>, u32, Duration);
 /// The loop's `retry_after`: the server's hint.
-pub(crate) type HintFn<R> = fn(&Failure<R>) -> Option<Duration>;
+pub(crate) type HintFn<R> = fn(&Lost<R>) -> Option<Duration>;
 
-pub(crate) fn may_retry<R>(failure: &Failure<R>, _next_attempt: u32) -> bool {
+pub(crate) fn may_retry<R>(failure: &Lost<R>, _next_attempt: u32) -> bool {
     failure.verdict.is_ok()
 }
 
-pub(crate) fn hint<R>(failure: &Failure<R>) -> Option<Duration> {
+pub(crate) fn hint<R>(failure: &Lost<R>) -> Option<Duration> {
     failure.retry_after
 }
 
-pub(crate) fn retrying<R>(failure: &Failure<R>, attempt: u32, delay: Duration) {
+pub(crate) fn retrying<R>(failure: &Lost<R>, attempt: u32, delay: Duration) {
     let (method, host) = (&failure.target.method, failure.target.host());
     match &failure.what {
         What::Response(_, status) => tracing::warn!(
@@ -219,7 +221,7 @@ impl<B> Answer for http::Response<B> {
 /// Turns the loop's end into the call's answer: the value; the last response worth retrying
 /// with a report of why the retries stopped; or an [`Error`].
 pub(crate) fn finish<R: Answer>(
-    outcome: Result<R, RetryError<Failure<R>>>,
+    outcome: Result<R, RetryError<Lost<R>>>,
     target: &Target,
     max_attempts: u32,
     ceiling: Duration,
@@ -247,7 +249,7 @@ pub(crate) fn finish<R: Answer>(
     match failure.what {
         What::Response(mut response, _) => {
             response.report(RetryReport::new(attempts, Some(reason)));
-            Ok(*response)
+            Ok(response)
         }
         What::Error(cause) => {
             Err(Error::new(Some(failure.target), attempts, reason).with_cause(Some(cause)))
@@ -284,7 +286,7 @@ fn stopped<R>(failure: &Failure<R>, max_attempts: u32, ceiling: Duration) -> Sto
 }
 
 /// The error of a call a limit ended, naming the last failure if there was one.
-fn limit<R>(target: &Target, last: Option<Failure<R>>, attempts: u32, reason: StopReason) -> Error {
+fn limit<R>(target: &Target, last: Option<Lost<R>>, attempts: u32, reason: StopReason) -> Error {
     let Some(failure) = last else {
         gave_up(target, None, attempts, reason);
         return Error::new(Some(target.clone()), attempts, reason);
@@ -327,14 +329,14 @@ pub(crate) fn reported<R: Answer>(mut response: R, attempt: u32) -> R {
 }
 
 /// The failure of a retry that could not be sent: its body gave no copy.
-pub(crate) fn refused<R>(call: &Call, attempt: u32) -> Failure<R> {
-    Failure {
+pub(crate) fn refused<R>(call: &Call, attempt: u32) -> Lost<R> {
+    Box::new(Failure {
         attempt,
         what: What::Error(Box::new(NotReplayed)),
         verdict: Err(StopReason::NotReplayable),
         retry_after: None,
         target: call.target.clone(),
-    }
+    })
 }
 
 /// The body of a request to send again gave no copy.

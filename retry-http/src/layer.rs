@@ -24,7 +24,7 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{BoxError, Error, StopReason};
 use crate::judge::{
-    Call, Failure, HintFn, NotifyFn, TARGET, WhenFn, finish, hint, may_retry, retrying,
+    Call, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, hint, may_retry, retrying,
 };
 use crate::method::{Safety, apply_key};
 use crate::target::Target;
@@ -119,7 +119,7 @@ impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
 type Loop<S, B, ResB, P, C> = Retry<
     Attempts<S, B, P, C>,
     AttemptFuture<S, B, ResB, P, C>,
-    Failure<LayerResponse<ResB>>,
+    Lost<LayerResponse<ResB>>,
     C,
     FromPolicy,
     WhenFn<LayerResponse<ResB>>,

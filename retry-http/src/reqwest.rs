@@ -16,7 +16,7 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::HttpRetry;
 use crate::error::{Error, RetryReport};
 use crate::judge::{
-    Answer, Call, Failed, Failure, TARGET, finish, hint, may_retry, refused, reported, retrying,
+    Answer, Call, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported, retrying,
 };
 use crate::layer::Cancel;
 use crate::method::{Safety, apply_key};
@@ -173,9 +173,9 @@ where
                 }
             }
         };
-        let when: fn(&Failure<Response>, u32) -> bool = may_retry;
-        let notify: fn(&Failure<Response>, u32, std::time::Duration) = retrying;
-        let hint: fn(&Failure<Response>) -> Option<std::time::Duration> = hint;
+        let when: fn(&Lost<Response>, u32) -> bool = may_retry;
+        let notify: fn(&Lost<Response>, u32, std::time::Duration) = retrying;
+        let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
         let run = shared
             .policy
             .retry(op)
