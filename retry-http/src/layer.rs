@@ -14,7 +14,7 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use retry_core::effects::IdempotencyKey;
 use retry_core::middleware::WaitForCancellation;
-use retry_core::{CancelToken, Clock, DefaultClock, FromPolicy, Limited, Retry};
+use retry_core::{CancelToken, Clock, DefaultClock, FromPolicy, Limited, NamedOp, Retry};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -117,7 +117,7 @@ impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
 
 /// The loop one call runs.
 type Loop<S, B, ResB, P, C> = Retry<
-    Attempts<S, B, P, C>,
+    NamedOp<Attempts<S, B, P, C>>,
     AttemptFuture<S, B, ResB, P, C>,
     Lost<LayerResponse<ResB>>,
     C,

@@ -94,3 +94,29 @@ where
         self(attempt)
     }
 }
+
+/// An [`Operation`] of a type of its own, as
+/// [`RetryPolicy::retry_operation`](crate::RetryPolicy::retry_operation) runs it: it judges no
+/// successful value ([`Retry::when_ok`](crate::Retry::when_ok) still can), as a closure
+/// does not. Part of the loop's type name: `Retry<NamedOp<MyOperation>, …>`.
+#[derive(Clone, Copy, Debug)]
+pub struct NamedOp<Op>(pub Op);
+
+impl<Op: Operation> Operation for NamedOp<Op> {
+    type Attempt = Op::Attempt;
+
+    #[inline]
+    fn start(&mut self, attempt: u32) -> Op::Attempt {
+        self.0.start(attempt)
+    }
+}
+
+impl<T, Op> super::value::JudgeOk<T> for NamedOp<Op> {}
+
+impl<Op: Operation> super::value::Unjudged for NamedOp<Op> {
+    type Plain = Self;
+
+    fn unjudged(self) -> Self {
+        self
+    }
+}
