@@ -149,8 +149,9 @@ pub use policy::{
     RetryPolicy,
 };
 pub use retry::{
-    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter,
-    RetryError, RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, WhenOk,
+    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NamedOp, NoHint, OnRetry,
+    Operation, Retry, RetryAfter, RetryError, RetrySummary, ShouldRetry, Silent, Summarized,
+    Unlimited, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -167,7 +168,7 @@ pub use time::{Clock, DefaultClock, DefaultSleep, Scope, TokioClock};
 pub use retry_macros::{retry, tool};
 
 #[doc(hidden)]
-pub use retry::{Forget, IntoLimited, Memory, NoTimer, Operation, Recall, TimerSlot};
+pub use retry::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
 #[doc(hidden)]
 pub use retry::{Inline, JudgeOk, OnThread, Preemptible, Summed, Tally, ThreadWait, Unjudged};
 #[doc(hidden)]

@@ -184,7 +184,7 @@ fn r4_r8_a_value_retried_and_a_deadline_before_the_next_are_traced() {
     // makes its deadline timers lazily, so only its waits move the time.
     let (result, lines) = traced(async {
         policy
-            .retry_blocking(|attempt| Ok::<u32, String>(attempt))
+            .retry_blocking(Ok::<u32, String>)
             .when_ok(|_, _| true)
             .deadline(std::time::Duration::from_millis(500))
             .call()
