@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use retry_core::effects::{
-    CallKey, CallResponse, CallState, FailureKind, MemoryLedger, ReconcileReason, RecoveryAction,
-    Ledger, RecoveryPolicy, Resolution, RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolRunner,
-    ToolSpec, Toolbox,
+    CallKey, CallResponse, CallState, FailureKind, Ledger, MemoryLedger, ReconcileReason,
+    RecoveryAction, RecoveryPolicy, Resolution, RunnerError, Tool, ToolCall, ToolContext,
+    ToolEffect, ToolRunner, ToolSpec, Toolbox,
 };
 use serde_json::{Value, json};
 
@@ -97,7 +97,10 @@ async fn a7_a_side_effect_whose_answer_was_lost_goes_to_reconciliation_and_is_no
     let RunnerError::NeedsReconciliation { key, reason } = &error else {
         panic!("{error:?}")
     };
-    assert_eq!((key.call_id(), *reason), ("c1", ReconcileReason::AnswerLost));
+    assert_eq!(
+        (key.call_id(), *reason),
+        ("c1", ReconcileReason::AnswerLost)
+    );
     assert!(
         error.to_string().contains("whether it acted is unknown"),
         "{error}"
@@ -129,7 +132,10 @@ async fn a7_a_side_effect_whose_answer_was_lost_goes_to_reconciliation_and_is_no
         )
         .await
         .unwrap();
-    assert_eq!(record.result().map(|r| &r.outcome), Some(&Ok(json!("sent"))));
+    assert_eq!(
+        record.result().map(|r| &r.outcome),
+        Some(&Ok(json!("sent")))
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
@@ -168,7 +174,10 @@ async fn a7_a_read_whose_answer_was_lost_ends_with_the_failure_as_its_result() {
     let response = runner.call(call("c1")).await.unwrap();
     let failure = response.result().unwrap().outcome.clone().unwrap_err();
     assert_eq!(failure.kind, FailureKind::Tool);
-    assert_eq!(failure.message, "connection reset after the request was sent");
+    assert_eq!(
+        failure.message,
+        "connection reset after the request was sent"
+    );
     assert!(failure.retryable, "the diagnosis is kept");
     // Committed: asking again answers from the ledger.
     let again = runner.call(call("c1")).await.unwrap();

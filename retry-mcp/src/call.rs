@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use retry_core::Clock;
 use rmcp::ServiceError;
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, MetaObject, RequestMetaObject};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, JsonObject, MetaObject, RequestMetaObject,
+};
 use rmcp::model::{CallToolResponse, ContentBlock};
 
 use crate::error::CallError;
@@ -81,7 +83,8 @@ where
             .connection(out.connect_by)
             .await
             .map_err(CallError::Unreachable)?;
-        let mut params = CallToolRequestParams::new(out.tool.to_owned()).with_arguments(out.arguments);
+        let mut params =
+            CallToolRequestParams::new(out.tool.to_owned()).with_arguments(out.arguments);
         if !out.meta.is_empty() {
             params.meta = Some(RequestMetaObject(MetaObject(out.meta)));
         }

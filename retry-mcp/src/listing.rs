@@ -98,7 +98,11 @@ impl From<&ToolAnnotations> for ToolHints {
 impl From<Tool> for ListedTool {
     fn from(tool: Tool) -> Self {
         ListedTool {
-            hints: tool.annotations.as_ref().map(ToolHints::from).unwrap_or_default(),
+            hints: tool
+                .annotations
+                .as_ref()
+                .map(ToolHints::from)
+                .unwrap_or_default(),
             name: tool.name.into_owned(),
             title: tool.title,
             description: tool.description.map(|d| d.into_owned()),
@@ -119,7 +123,10 @@ where
     /// [`ListError`]: no connection, a connection lost while listing (it is dropped), a
     /// refusal, or too many pages.
     pub async fn list_tools(&self) -> Result<Vec<ListedTool>, ListError> {
-        let live = self.connection(None).await.map_err(ListError::Unreachable)?;
+        let live = self
+            .connection(None)
+            .await
+            .map_err(ListError::Unreachable)?;
         let server = || self.name().to_owned();
         let mut tools = Vec::new();
         let mut cursor = None;

@@ -88,7 +88,12 @@ impl ConnectOptions {
     /// Sets how long one attempt may take, in whole milliseconds (a part of one rounds up).
     pub const fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         let nanos = timeout.as_nanos();
-        let ms = nanos / 1_000_000 + if nanos.is_multiple_of(1_000_000) { 0 } else { 1 };
+        let ms = nanos / 1_000_000
+            + if nanos.is_multiple_of(1_000_000) {
+                0
+            } else {
+                1
+            };
         self.connect_timeout_ms = Some(if ms > u64::MAX as u128 {
             u64::MAX
         } else {

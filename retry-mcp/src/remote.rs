@@ -92,10 +92,7 @@ impl<C> ToolServer<C> {
     /// # Errors
     /// [`ToolNameError`] if `name` breaks the runner's rule for tool names (1 to 64 of
     /// `A-Za-z0-9_-`); use [`tool_as`](ToolServer::tool_as) then.
-    pub fn tool(
-        &self,
-        name: impl Into<Cow<'static, str>>,
-    ) -> Result<RemoteTool<C>, ToolNameError> {
+    pub fn tool(&self, name: impl Into<Cow<'static, str>>) -> Result<RemoteTool<C>, ToolNameError> {
         let name = name.into();
         let remote = name.to_string();
         self.tool_as(name, remote)
@@ -304,7 +301,11 @@ mod tests {
     fn a_bad_name_is_refused_before_it_is_kept() {
         let long = "x".repeat(65);
         let error = intern(Cow::Owned(long)).unwrap_err();
-        assert!(error.to_string().starts_with(&format!("`{}`", "x".repeat(65))));
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("`{}`", "x".repeat(65)))
+        );
         assert!(intern(Cow::Borrowed("files.read")).is_err());
         assert!(intern(Cow::Borrowed("")).is_err());
         let huge = "y".repeat(10_000);

@@ -258,7 +258,10 @@ impl<C> ToolServer<C> {
     }
 
     fn slot(&self) -> MutexGuard<'_, Slot> {
-        self.inner.slot.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The open connection, if it is still open; a connection found closed is dropped here.
@@ -446,8 +449,7 @@ where
                 Ok(live)
             }
             Err((mut gave_up, last)) => {
-                if gave_up == GaveUp::Exhausted
-                    && last.as_ref().is_some_and(|l| !l.is_retryable())
+                if gave_up == GaveUp::Exhausted && last.as_ref().is_some_and(|l| !l.is_retryable())
                 {
                     gave_up = GaveUp::NotRetryable;
                 }
@@ -499,7 +501,10 @@ fn client_config() -> ClientConfig {
 }
 
 /// `work`'s output, or `None` if `timer` finishes first (`work` is then dropped).
-pub(crate) async fn race<T>(work: impl Future<Output = T>, timer: impl Future<Output = ()>) -> Option<T> {
+pub(crate) async fn race<T>(
+    work: impl Future<Output = T>,
+    timer: impl Future<Output = ()>,
+) -> Option<T> {
     let (mut work, mut timer) = (pin!(work), pin!(timer));
     poll_fn(|cx| {
         if let Poll::Ready(output) = work.as_mut().poll(cx) {

@@ -15,7 +15,10 @@ use support::{Answer, Event, InProcess, order};
 use tokio::time::Instant;
 
 /// A server over `shop`, recording the waits between connection attempts.
-fn server(shop: &Arc<InProcess>, options: ConnectOptions) -> (ToolServer, Arc<Mutex<Vec<Duration>>>) {
+fn server(
+    shop: &Arc<InProcess>,
+    options: ConnectOptions,
+) -> (ToolServer, Arc<Mutex<Vec<Duration>>>) {
     let waits = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&waits);
     let server = ToolServer::builder("shop", shop.connector())
@@ -73,9 +76,17 @@ async fn c1_three_refused_connects_fail_the_call_without_sending_it() {
 
     let error = server.call("refund", order(7)).await.unwrap_err();
 
-    let CallError::Unreachable(connect) = &error else { panic!("{error:?}") };
-    assert_eq!((connect.attempts(), connect.gave_up()), (3, GaveUp::Exhausted));
-    assert!(matches!(connect.last_failure(), Some(ConnectFailure::Open(_))));
+    let CallError::Unreachable(connect) = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(
+        (connect.attempts(), connect.gave_up()),
+        (3, GaveUp::Exhausted)
+    );
+    assert!(matches!(
+        connect.last_failure(),
+        Some(ConnectFailure::Open(_))
+    ));
     assert_eq!(
         error.to_string(),
         "could not connect to tool server `shop` after 3 attempts: could not open the connection: connection refused"
@@ -83,7 +94,10 @@ async fn c1_three_refused_connects_fail_the_call_without_sending_it() {
     assert!(!error.was_sent() && !error.answer_lost() && error.is_retryable());
     assert_eq!(shop.connects(), 3);
     assert_eq!(waits(&seen).len(), 2);
-    assert!(shop.journal.events().is_empty(), "nothing reached the server");
+    assert!(
+        shop.journal.events().is_empty(),
+        "nothing reached the server"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -101,7 +115,10 @@ async fn c1_the_servers_own_options_decide_the_attempts_and_waits() {
     assert_eq!(shop.connects(), 5);
     let waits = waits(&seen);
     assert_eq!(waits.len(), 4);
-    assert!(waits.iter().all(|w| *w < Duration::from_millis(40)), "{waits:?}");
+    assert!(
+        waits.iter().all(|w| *w < Duration::from_millis(40)),
+        "{waits:?}"
+    );
     assert_eq!(server.options(), options, "kept as given, to persist");
 }
 
@@ -150,7 +167,10 @@ fn c1_bad_options_are_refused_when_the_server_is_built() {
     );
     // The connection ceiling is 5 s: a base above it is refused, as for any retry options.
     let above = build(retry(RetryOptions::new().with_base_delay_ms(6_000)));
-    assert_eq!(above.to_string(), "retry.base_delay_ms must be <= retry.max_delay_ms");
+    assert_eq!(
+        above.to_string(),
+        "retry.base_delay_ms must be <= retry.max_delay_ms"
+    );
     assert_eq!(
         build(ConnectOptions::new().with_connect_timeout(Duration::ZERO)).to_string(),
         "connect_timeout_ms must be > 0"
@@ -171,21 +191,34 @@ fn c1_options_are_persisted_with_the_registration_and_checked_when_read_back() {
         name: "shop".into(),
         command: vec!["shop-server".into(), "--stdio".into()],
         connect: ConnectOptions::new()
-            .with_retry(RetryOptions::new().with_max_attempts(5).with_base_delay_ms(250))
+            .with_retry(
+                RetryOptions::new()
+                    .with_max_attempts(5)
+                    .with_base_delay_ms(250),
+            )
             .with_connect_timeout(Duration::from_secs(30)),
     };
     let toml_text = toml::to_string(&registration).unwrap();
-    assert_eq!(toml::from_str::<Registration>(&toml_text).unwrap(), registration);
+    assert_eq!(
+        toml::from_str::<Registration>(&toml_text).unwrap(),
+        registration
+    );
     let json_text = serde_json::to_string(&registration.connect).unwrap();
     assert_eq!(
         json_text,
         r#"{"retry":{"max_attempts":5,"base_delay_ms":250},"connect_timeout_ms":30000}"#
     );
-    assert_eq!(serde_json::from_str::<ConnectOptions>(&json_text).unwrap(), registration.connect);
+    assert_eq!(
+        serde_json::from_str::<ConnectOptions>(&json_text).unwrap(),
+        registration.connect
+    );
 
     // Nothing set: the defaults, written as nothing.
     assert_eq!(serde_json::to_string(&ConnectOptions::new()).unwrap(), "{}");
-    let defaults = serde_json::from_str::<ConnectOptions>("{}").unwrap().resolve().unwrap();
+    let defaults = serde_json::from_str::<ConnectOptions>("{}")
+        .unwrap()
+        .resolve()
+        .unwrap();
     assert_eq!(defaults.retry().max_attempts(), 3);
     assert_eq!(defaults.retry().base_delay(), Duration::from_millis(500));
     assert_eq!(defaults.retry().max_delay(), Duration::from_secs(5));
@@ -194,9 +227,16 @@ fn c1_options_are_persisted_with_the_registration_and_checked_when_read_back() {
     assert_eq!(defaults.to_options().resolve(), Ok(defaults));
 
     // Read back, the rules apply with their usual messages.
-    let refused = |text: &str| serde_json::from_str::<ConnectOptions>(text).unwrap_err().to_string();
+    let refused = |text: &str| {
+        serde_json::from_str::<ConnectOptions>(text)
+            .unwrap_err()
+            .to_string()
+    };
     assert!(refused(r#"{"retry":{"max_attempts":0}}"#).contains("retry.max_attempts must be >= 1"));
-    assert!(refused(r#"{"retry":{"max_attempts":2.5}}"#).contains("retry.max_attempts must be an integer"));
+    assert!(
+        refused(r#"{"retry":{"max_attempts":2.5}}"#)
+            .contains("retry.max_attempts must be an integer")
+    );
     assert!(
         refused(r#"{"retry":{"base_delay_ms":6000}}"#)
             .contains("retry.base_delay_ms must be <= retry.max_delay_ms")
@@ -204,10 +244,12 @@ fn c1_options_are_persisted_with_the_registration_and_checked_when_read_back() {
     assert!(refused(r#"{"connect_timeout_ms":0}"#).contains("connect_timeout_ms must be > 0"));
     assert!(refused(r#"{"retries":3}"#).contains("unknown field `retries`"));
     assert!(
-        toml::from_str::<Registration>("name = \"s\"\ncommand = []\n[connect.retry]\nmax_delay_ms = -1\n")
-            .unwrap_err()
-            .to_string()
-            .contains("retry.max_delay_ms must be > 0")
+        toml::from_str::<Registration>(
+            "name = \"s\"\ncommand = []\n[connect.retry]\nmax_delay_ms = -1\n"
+        )
+        .unwrap_err()
+        .to_string()
+        .contains("retry.max_delay_ms must be > 0")
     );
 }
 
@@ -224,10 +266,15 @@ async fn c2_a_call_in_flight_when_the_connection_fails_is_not_sent_again() {
     shop.cut();
 
     let error = call.await.unwrap().unwrap_err();
-    assert!(matches!(error, CallError::ConnectionLost { .. }), "{error:?}");
+    assert!(
+        matches!(error, CallError::ConnectionLost { .. }),
+        "{error:?}"
+    );
     assert!(error.answer_lost() && error.was_sent());
     assert!(
-        error.to_string().contains("whether the call acted is unknown, and it was not sent again"),
+        error
+            .to_string()
+            .contains("whether the call acted is unknown, and it was not sent again"),
         "{error}"
     );
     assert!(!server.is_connected(), "the failed connection is dropped");
@@ -282,7 +329,10 @@ async fn c2_a_server_gone_between_calls_is_reconnected_before_the_next_call_is_s
         }
         tokio::task::yield_now().await;
     }
-    assert!(!server.is_connected(), "the client saw the connection close");
+    assert!(
+        !server.is_connected(),
+        "the client saw the connection close"
+    );
 
     // Not a failed call: nothing was in flight, so the call connects first and goes through.
     server.call("refund", order(3)).await.unwrap();
@@ -333,7 +383,11 @@ async fn c1_calls_waiting_for_a_failing_connect_share_its_failure() {
         let error = call.await.unwrap().unwrap_err();
         assert!(matches!(error, CallError::Unreachable(_)), "{error:?}");
     }
-    assert_eq!(shop.connects(), 3, "one round of attempts, not one per waiting call");
+    assert_eq!(
+        shop.connects(),
+        3,
+        "one round of attempts, not one per waiting call"
+    );
 
     // A call made afterwards is a new decision: a round of its own.
     assert!(server.call("refund", order(9)).await.is_err());
@@ -346,7 +400,9 @@ async fn the_servers_answers_are_failures_that_say_so() {
     let (server, _) = server(&shop, ConnectOptions::new());
 
     let declined = server.call("decline", order(1)).await.unwrap_err();
-    assert!(matches!(&declined, CallError::ToolFailed { message, .. } if message == "card declined"));
+    assert!(
+        matches!(&declined, CallError::ToolFailed { message, .. } if message == "card declined")
+    );
     assert!(!declined.answer_lost() && !declined.is_retryable());
 
     let crashed = server.call("crash", order(1)).await.unwrap_err();
@@ -355,9 +411,16 @@ async fn the_servers_answers_are_failures_that_say_so() {
         "tool server `shop` refused the call of `crash`: the database is down (error -32603)"
     );
     let unknown = server.call("nope", order(1)).await.unwrap_err();
-    assert!(matches!(unknown, CallError::Refused { code: -32602, .. }), "{unknown:?}");
+    assert!(
+        matches!(unknown, CallError::Refused { code: -32602, .. }),
+        "{unknown:?}"
+    );
     assert!(!unknown.answer_lost());
-    assert_eq!(server.connections(), 1, "answers do not cost the connection");
+    assert_eq!(
+        server.connections(),
+        1,
+        "answers do not cost the connection"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -366,7 +429,17 @@ async fn listing_gives_the_servers_hints_untrusted() {
     let (server, _) = server(&shop, ConnectOptions::new());
     let tools = server.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["lookup_order", "tag_order", "refund", "charge", "decline", "crash"]);
+    assert_eq!(
+        names,
+        [
+            "lookup_order",
+            "tag_order",
+            "refund",
+            "charge",
+            "decline",
+            "crash"
+        ]
+    );
     assert_eq!(tools[0].hints, ToolHints::new(Some(true), None, None, None));
     assert_eq!(tools[0].description.as_deref(), Some("Looks an order up"));
     assert_eq!(tools[2].hints, ToolHints::default());
@@ -377,10 +450,21 @@ async fn listing_stops_at_a_server_that_pages_forever() {
     let shop = InProcess::with_pages(true);
     let (server, _) = server(&shop, ConnectOptions::new());
     let error = server.list_tools().await.unwrap_err();
-    assert!(matches!(error, ListError::TooManyPages { pages: MAX_TOOL_PAGES, .. }), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            ListError::TooManyPages {
+                pages: MAX_TOOL_PAGES,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
     assert_eq!(
         error.to_string(),
-        format!("tool server `shop` listed more than {MAX_TOOL_PAGES} pages of tools; stopped there")
+        format!(
+            "tool server `shop` listed more than {MAX_TOOL_PAGES} pages of tools; stopped there"
+        )
     );
 }
 

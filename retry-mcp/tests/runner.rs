@@ -7,12 +7,12 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use retry_core::RetryOptions;
 use retry_core::effects::{
     CallKey, CallLimits, CallResponse, CallState, FailureKind, Ledger, MemoryLedger,
     ReconcileReason, RecoveryAction, RecoveryPolicy, Resolution, Review, RunnerError, Timestamp,
     ToolCall, ToolEffect, ToolRunner, Toolbox,
 };
-use retry_core::RetryOptions;
 use retry_mcp::{ConnectOptions, RemoteTool, ToolHints, ToolServer};
 use serde_json::{Value, json};
 use support::{Answer, Event, InProcess};
@@ -74,10 +74,18 @@ async fn c3_a_remote_tool_is_a_side_effect_unless_declared_and_hints_count_only_
 
     let effect = |tool: RemoteTool| tool.effect_in_use();
     // Undeclared: a side effect, whatever the server says.
-    assert_eq!(effect(server.tool("lookup_order").unwrap()), ToolEffect::SideEffect);
+    assert_eq!(
+        effect(server.tool("lookup_order").unwrap()),
+        ToolEffect::SideEffect
+    );
     // Opted in: the server's word.
     assert_eq!(
-        effect(server.tool("lookup_order").unwrap().trust_hints(&lookup_hints)),
+        effect(
+            server
+                .tool("lookup_order")
+                .unwrap()
+                .trust_hints(&lookup_hints)
+        ),
         ToolEffect::Read
     );
     assert_eq!(
@@ -91,21 +99,47 @@ async fn c3_a_remote_tool_is_a_side_effect_unless_declared_and_hints_count_only_
     );
     // A declaration wins over hints, in either order.
     assert_eq!(
-        effect(server.tool("lookup_order").unwrap().trust_hints(&lookup_hints).effect(ToolEffect::SideEffect)),
+        effect(
+            server
+                .tool("lookup_order")
+                .unwrap()
+                .trust_hints(&lookup_hints)
+                .effect(ToolEffect::SideEffect)
+        ),
         ToolEffect::SideEffect
     );
     assert_eq!(
-        effect(server.tool("lookup_order").unwrap().effect(ToolEffect::IdempotentWrite).trust_hints(&lookup_hints)),
+        effect(
+            server
+                .tool("lookup_order")
+                .unwrap()
+                .effect(ToolEffect::IdempotentWrite)
+                .trust_hints(&lookup_hints)
+        ),
         ToolEffect::IdempotentWrite
     );
 
     // What the toolbox sees is the same.
     let tools = Toolbox::new()
-        .with(server.tool(listed[0].name.clone()).unwrap().trust_hints(&lookup_hints))
+        .with(
+            server
+                .tool(listed[0].name.clone())
+                .unwrap()
+                .trust_hints(&lookup_hints),
+        )
         .unwrap()
-        .with(server.tool("refund").unwrap().with_approval().with_timeout(Duration::from_secs(5)))
+        .with(
+            server
+                .tool("refund")
+                .unwrap()
+                .with_approval()
+                .with_timeout(Duration::from_secs(5)),
+        )
         .unwrap();
-    assert_eq!(tools.spec("lookup_order").map(|s| s.effect()), Some(ToolEffect::Read));
+    assert_eq!(
+        tools.spec("lookup_order").map(|s| s.effect()),
+        Some(ToolEffect::Read)
+    );
     let refund = tools.spec("refund").unwrap();
     assert_eq!(refund.effect(), ToolEffect::SideEffect);
     assert!(refund.requires_approval());
@@ -129,27 +163,47 @@ fn c3_names_the_runner_cannot_take_are_refused_with_the_fix() {
         .unwrap()
         .with(server.tool_as("billing_refund", "refund").unwrap())
         .unwrap();
-    assert_eq!(tools.names().collect::<Vec<_>>(), ["billing_refund", "refund"]);
+    assert_eq!(
+        tools.names().collect::<Vec<_>>(),
+        ["billing_refund", "refund"]
+    );
 }
 
 #[tokio::test(start_paused = true)]
-async fn a7_a_remote_side_effect_whose_connection_failed_goes_to_reconciliation_never_to_a_replay() {
+async fn a7_a_remote_side_effect_whose_connection_failed_goes_to_reconciliation_never_to_a_replay()
+{
     let shop = InProcess::new();
     let server = server(&shop);
     let runner = Arc::new(runner(vec![
         server.tool("refund").unwrap(),
-        server.tool("lookup_order").unwrap().effect(ToolEffect::Read),
+        server
+            .tool("lookup_order")
+            .unwrap()
+            .effect(ToolEffect::Read),
     ]));
 
-    let error = cut_mid_call(&shop, &runner, "refund", call("c1", "refund", json!({ "order": 7 })))
-        .await
-        .unwrap_err();
-    let RunnerError::NeedsReconciliation { reason, .. } = &error else { panic!("{error:?}") };
+    let error = cut_mid_call(
+        &shop,
+        &runner,
+        "refund",
+        call("c1", "refund", json!({ "order": 7 })),
+    )
+    .await
+    .unwrap_err();
+    let RunnerError::NeedsReconciliation { reason, .. } = &error else {
+        panic!("{error:?}")
+    };
     assert_eq!(*reason, ReconcileReason::AnswerLost);
-    assert!(error.to_string().contains("whether it acted is unknown"), "{error}");
+    assert!(
+        error.to_string().contains("whether it acted is unknown"),
+        "{error}"
+    );
 
     // Submitted again, recovered with a policy that re-runs what it may: not sent again.
-    let again = runner.call(call("c1", "refund", json!({ "order": 7 }))).await.unwrap_err();
+    let again = runner
+        .call(call("c1", "refund", json!({ "order": 7 })))
+        .await
+        .unwrap_err();
     assert!(matches!(again, RunnerError::NeedsReconciliation { .. }));
     let policy = RecoveryPolicy::new()
         .rerun(ToolEffect::Read)
@@ -158,21 +212,33 @@ async fn a7_a_remote_side_effect_whose_connection_failed_goes_to_reconciliation_
     let report = runner.recover("run-1", &policy, |_| false).await.unwrap();
     assert!(matches!(
         report.calls[0].action,
-        RecoveryAction::NeedsReconciliation { reason: ReconcileReason::AnswerLost, .. }
+        RecoveryAction::NeedsReconciliation {
+            reason: ReconcileReason::AnswerLost,
+            ..
+        }
     ));
 
     // The next call reconnects, as a new decision; the refund reached the server once.
-    let lookup = runner.call(call("c2", "lookup_order", json!({ "order": 7 }))).await.unwrap();
+    let lookup = runner
+        .call(call("c2", "lookup_order", json!({ "order": 7 })))
+        .await
+        .unwrap();
     assert!(lookup.result().unwrap().outcome.is_ok());
     assert_eq!(server.connections(), 2);
     assert_eq!(shop.journal.calls("refund"), 1);
 
     // A person checks the shop and records what happened.
     let resolved = runner
-        .resolve(key("c1"), Resolution::Happened(Ok(json!("refunded order 7"))))
+        .resolve(
+            key("c1"),
+            Resolution::Happened(Ok(json!("refunded order 7"))),
+        )
         .await
         .unwrap();
-    assert_eq!(resolved.result().unwrap().outcome, Ok(json!("refunded order 7")));
+    assert_eq!(
+        resolved.result().unwrap().outcome,
+        Ok(json!("refunded order 7"))
+    );
     assert_eq!(shop.journal.calls("refund"), 1);
 }
 
@@ -180,14 +246,30 @@ async fn a7_a_remote_side_effect_whose_connection_failed_goes_to_reconciliation_
 async fn a7_a_remote_read_whose_connection_failed_ends_with_the_failure() {
     let shop = InProcess::new();
     let server = server(&shop);
-    let runner = Arc::new(runner(vec![server.tool("lookup_order").unwrap().effect(ToolEffect::Read)]));
-    let response = cut_mid_call(&shop, &runner, "lookup_order", call("c1", "lookup_order", json!({ "order": 1 })))
-        .await
-        .unwrap();
+    let runner = Arc::new(runner(vec![
+        server
+            .tool("lookup_order")
+            .unwrap()
+            .effect(ToolEffect::Read),
+    ]));
+    let response = cut_mid_call(
+        &shop,
+        &runner,
+        "lookup_order",
+        call("c1", "lookup_order", json!({ "order": 1 })),
+    )
+    .await
+    .unwrap();
     let failure = response.result().unwrap().outcome.clone().unwrap_err();
     assert_eq!(failure.kind, FailureKind::Tool);
     assert!(failure.retryable, "a new call may well succeed");
-    assert!(failure.message.contains("was lost during the call of `lookup_order`"), "{}", failure.message);
+    assert!(
+        failure
+            .message
+            .contains("was lost during the call of `lookup_order`"),
+        "{}",
+        failure.message
+    );
     let record = runner.ledger().get(key("c1")).await.unwrap().unwrap();
     assert!(matches!(record.state, CallState::Committed { .. }));
 }
@@ -199,15 +281,30 @@ async fn c3_without_opting_in_a_tool_the_server_calls_read_only_is_reconciled_li
     let hints = server.list_tools().await.unwrap()[0].hints;
 
     let untrusted = Arc::new(runner(vec![server.tool("lookup_order").unwrap()]));
-    let error = cut_mid_call(&shop, &untrusted, "lookup_order", call("c1", "lookup_order", json!({})))
-        .await
-        .unwrap_err();
-    assert!(matches!(error, RunnerError::NeedsReconciliation { .. }), "{error:?}");
+    let error = cut_mid_call(
+        &shop,
+        &untrusted,
+        "lookup_order",
+        call("c1", "lookup_order", json!({})),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(error, RunnerError::NeedsReconciliation { .. }),
+        "{error:?}"
+    );
 
-    let trusted = Arc::new(runner(vec![server.tool("lookup_order").unwrap().trust_hints(&hints)]));
-    let response = cut_mid_call(&shop, &trusted, "lookup_order", call("c1", "lookup_order", json!({})))
-        .await
-        .unwrap();
+    let trusted = Arc::new(runner(vec![
+        server.tool("lookup_order").unwrap().trust_hints(&hints),
+    ]));
+    let response = cut_mid_call(
+        &shop,
+        &trusted,
+        "lookup_order",
+        call("c1", "lookup_order", json!({})),
+    )
+    .await
+    .unwrap();
     assert!(response.result().unwrap().outcome.is_err());
 }
 
@@ -229,7 +326,11 @@ async fn a4_the_stable_key_reaches_the_server_and_a_recovered_rerun_carries_the_
     shop.journal.hang_next("tag_order");
     let running = tokio::spawn({
         let first = Arc::clone(&first);
-        async move { first.call(call("c1", "tag_order", json!({ "order": 4 }))).await }
+        async move {
+            first
+                .call(call("c1", "tag_order", json!({ "order": 4 })))
+                .await
+        }
     });
     shop.journal.wait_hanging().await;
     running.abort();
@@ -237,18 +338,26 @@ async fn a4_the_stable_key_reaches_the_server_and_a_recovered_rerun_carries_the_
 
     // A new runner, after the lease ran out, re-runs the idempotent write: same key.
     let later = runner_on(ledger, vec![tag()]).with_epoch(T0 + Duration::from_secs(3_600));
-    let policy = RecoveryPolicy::new().rerun(ToolEffect::IdempotentWrite).unwrap();
+    let policy = RecoveryPolicy::new()
+        .rerun(ToolEffect::IdempotentWrite)
+        .unwrap();
     let report = later.recover("run-1", &policy, |_| false).await.unwrap();
-    assert!(matches!(report.calls[0].action, RecoveryAction::Rerun(Ok(_))), "{:?}", report.calls[0].action);
+    assert!(
+        matches!(report.calls[0].action, RecoveryAction::Rerun(Ok(_))),
+        "{:?}",
+        report.calls[0].action
+    );
 
     let keys: Vec<(Option<String>, Value)> = shop
         .journal
         .events()
         .into_iter()
         .filter_map(|e| match e {
-            Event::Called { tool, key, arguments } if tool == "tag_order" => {
-                Some((key, arguments["idempotency_key"].clone()))
-            }
+            Event::Called {
+                tool,
+                key,
+                arguments,
+            } if tool == "tag_order" => Some((key, arguments["idempotency_key"].clone())),
             _ => None,
         })
         .collect();
@@ -263,7 +372,10 @@ async fn a5_a_remote_call_that_needs_approval_is_not_sent_before_it() {
     let shop = InProcess::new();
     let server = server(&shop);
     let runner = runner(vec![server.tool("refund").unwrap().with_approval()]);
-    let waiting = runner.call(call("c1", "refund", json!({ "order": 2 }))).await.unwrap();
+    let waiting = runner
+        .call(call("c1", "refund", json!({ "order": 2 })))
+        .await
+        .unwrap();
     assert_eq!(waiting, CallResponse::AwaitingApproval(key("c1")));
     assert!(shop.journal.events().is_empty());
     assert_eq!(shop.connects(), 0, "not even connected");
@@ -280,7 +392,10 @@ async fn c1_an_unreachable_server_fails_a_side_effect_plainly_since_nothing_was_
     shop.then(&[Answer::Refuse; 3]);
     let server = server(&shop);
     let runner = runner(vec![server.tool("refund").unwrap()]);
-    let response = runner.call(call("c1", "refund", json!({ "order": 2 }))).await.unwrap();
+    let response = runner
+        .call(call("c1", "refund", json!({ "order": 2 })))
+        .await
+        .unwrap();
     let failure = response.result().unwrap().outcome.clone().unwrap_err();
     assert_eq!(failure.kind, FailureKind::Tool);
     assert!(failure.retryable);
@@ -307,10 +422,22 @@ async fn c1_connecting_stops_before_the_calls_deadline_so_nothing_is_left_unknow
         .await
         .unwrap();
     let failure = response.result().unwrap().outcome.clone().unwrap_err();
-    assert!(failure.message.starts_with("could not connect to tool server `shop` before the deadline"), "{}", failure.message);
-    assert!(shop.connects() < 10, "the waits would have crossed the deadline");
+    assert!(
+        failure
+            .message
+            .starts_with("could not connect to tool server `shop` before the deadline"),
+        "{}",
+        failure.message
+    );
+    assert!(
+        shop.connects() < 10,
+        "the waits would have crossed the deadline"
+    );
     let record = runner.ledger().get(key("c1")).await.unwrap().unwrap();
-    assert!(matches!(record.state, CallState::Committed { .. }), "not left for reconciliation");
+    assert!(
+        matches!(record.state, CallState::Committed { .. }),
+        "not left for reconciliation"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -319,7 +446,11 @@ async fn a3_a_slow_remote_call_past_its_deadline_is_cancelled_and_a_write_is_rec
     let server = server(&shop);
     let runner = runner(vec![
         server.tool("refund").unwrap(),
-        server.tool("lookup_order").unwrap().effect(ToolEffect::Read).with_timeout(Duration::from_secs(2)),
+        server
+            .tool("lookup_order")
+            .unwrap()
+            .effect(ToolEffect::Read)
+            .with_timeout(Duration::from_secs(2)),
     ]);
 
     shop.journal.hang_next("refund");
@@ -329,12 +460,21 @@ async fn a3_a_slow_remote_call_past_its_deadline_is_cancelled_and_a_write_is_rec
         .await
         .unwrap_err();
     assert!(
-        matches!(error, RunnerError::NeedsReconciliation { reason: ReconcileReason::DeadlineExceeded, .. }),
+        matches!(
+            error,
+            RunnerError::NeedsReconciliation {
+                reason: ReconcileReason::DeadlineExceeded,
+                ..
+            }
+        ),
         "{error:?}"
     );
 
     shop.journal.hang_next("lookup_order");
-    let response = runner.call(call("c2", "lookup_order", json!({ "order": 2 }))).await.unwrap();
+    let response = runner
+        .call(call("c2", "lookup_order", json!({ "order": 2 })))
+        .await
+        .unwrap();
     let failure = response.result().unwrap().outcome.clone().unwrap_err();
     assert_eq!(failure.kind, FailureKind::DeadlineExceeded);
 
@@ -345,7 +485,13 @@ async fn a3_a_slow_remote_call_past_its_deadline_is_cancelled_and_a_write_is_rec
         }
         tokio::task::yield_now().await;
     }
-    assert_eq!((shop.journal.cancelled("refund"), shop.journal.cancelled("lookup_order")), (1, 1));
+    assert_eq!(
+        (
+            shop.journal.cancelled("refund"),
+            shop.journal.cancelled("lookup_order")
+        ),
+        (1, 1)
+    );
     assert_eq!(server.connections(), 1);
 }
 
@@ -357,10 +503,16 @@ async fn a3_arguments_that_are_not_an_object_are_refused_before_anything_is_sent
     let response = runner.call(call("c1", "refund", json!([7]))).await.unwrap();
     let failure = response.result().unwrap().outcome.clone().unwrap_err();
     assert_eq!(failure.kind, FailureKind::InvalidInput);
-    assert_eq!(failure.message, "the arguments must be a JSON object, not an array");
+    assert_eq!(
+        failure.message,
+        "the arguments must be a JSON object, not an array"
+    );
     assert_eq!(shop.connects(), 0);
     // No arguments at all is an empty object.
-    let none = runner.call(call("c2", "refund", Value::Null)).await.unwrap();
+    let none = runner
+        .call(call("c2", "refund", Value::Null))
+        .await
+        .unwrap();
     assert!(none.result().unwrap().outcome.is_ok());
 }
 
@@ -369,24 +521,39 @@ async fn the_servers_answers_are_committed_as_results() {
     let shop = InProcess::new();
     let server = server(&shop);
     let runner = runner(vec![
-        server.tool("lookup_order").unwrap().effect(ToolEffect::Read),
+        server
+            .tool("lookup_order")
+            .unwrap()
+            .effect(ToolEffect::Read),
         server.tool("decline").unwrap(),
         server.tool("crash").unwrap(),
     ]);
 
-    let lookup = runner.call(call("c1", "lookup_order", json!({ "order": 5 }))).await.unwrap();
+    let lookup = runner
+        .call(call("c1", "lookup_order", json!({ "order": 5 })))
+        .await
+        .unwrap();
     let output = lookup.result().unwrap().outcome.clone().unwrap();
-    assert_eq!(output["structuredContent"], json!({ "order": 5, "status": "shipped" }));
+    assert_eq!(
+        output["structuredContent"],
+        json!({ "order": 5, "status": "shipped" })
+    );
 
     let declined = runner.call(call("c2", "decline", json!({}))).await.unwrap();
     let failure = declined.result().unwrap().outcome.clone().unwrap_err();
-    assert_eq!((failure.kind, failure.message.as_str(), failure.retryable), (FailureKind::Tool, "card declined", false));
+    assert_eq!(
+        (failure.kind, failure.message.as_str(), failure.retryable),
+        (FailureKind::Tool, "card declined", false)
+    );
 
     let crashed = runner.call(call("c3", "crash", json!({}))).await.unwrap();
     let failure = crashed.result().unwrap().outcome.clone().unwrap_err();
     assert!(failure.message.contains("the database is down"));
     // Answers are final: asking again reads the ledger.
     let again = runner.call(call("c2", "decline", json!({}))).await.unwrap();
-    assert_eq!(again.result().unwrap().source, retry_core::effects::ResultSource::Ledger);
+    assert_eq!(
+        again.result().unwrap().source,
+        retry_core::effects::ResultSource::Ledger
+    );
     assert_eq!(shop.journal.calls("decline"), 1);
 }

@@ -235,7 +235,10 @@ async fn c1_a_server_that_exits_at_its_first_two_starts_is_reached_on_the_third(
         fx.clock.advance(delay);
     }
     let result = call.await.unwrap().unwrap();
-    assert_eq!(result.structured_content, Some(json!({ "order": 7, "status": "shipped" })));
+    assert_eq!(
+        result.structured_content,
+        Some(json!({ "order": 7, "status": "shipped" }))
+    );
     assert_eq!(fx.starts(), 3);
     assert_eq!(fx.calls("lookup_order"), 1);
     for n in 1..=3 {
@@ -246,7 +249,7 @@ async fn c1_a_server_that_exits_at_its_first_two_starts_is_reached_on_the_third(
 }
 
 async fn a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_server_never_sees_it()
-{
+ {
     let mut fx = Fixture::new().await;
     let server = ToolServer::builder("shop", Connector::command(fx.command(0, Some("refund"))))
         .clock(fx.clock.clone())
@@ -255,7 +258,12 @@ async fn a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_s
     let tools = Toolbox::new()
         .with(server.tool("refund").unwrap())
         .unwrap()
-        .with(server.tool("lookup_order").unwrap().effect(ToolEffect::Read))
+        .with(
+            server
+                .tool("lookup_order")
+                .unwrap()
+                .effect(ToolEffect::Read),
+        )
         .unwrap();
     let runner = Arc::new(ToolRunner::new(MemoryLedger::new(), tools).with_clock(fx.clock.clone()));
     let key = CallKey::new("run-1", "c1").unwrap();
@@ -271,14 +279,36 @@ async fn a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_s
 
     let error = running.await.unwrap().unwrap_err();
     assert!(
-        matches!(error, RunnerError::NeedsReconciliation { reason: ReconcileReason::AnswerLost, .. }),
+        matches!(
+            error,
+            RunnerError::NeedsReconciliation {
+                reason: ReconcileReason::AnswerLost,
+                ..
+            }
+        ),
         "{error:?}"
     );
     // The next call starts a new server process; the refund is not sent to it, now or when
     // submitted again.
-    let lookup = ToolCall::new(CallKey::new("run-1", "c2").unwrap(), "lookup_order", json!({ "order": 7 }));
-    assert!(runner.call(lookup).await.unwrap().result().unwrap().outcome.is_ok());
-    assert!(matches!(runner.call(refund).await, Err(RunnerError::NeedsReconciliation { .. })));
+    let lookup = ToolCall::new(
+        CallKey::new("run-1", "c2").unwrap(),
+        "lookup_order",
+        json!({ "order": 7 }),
+    );
+    assert!(
+        runner
+            .call(lookup)
+            .await
+            .unwrap()
+            .result()
+            .unwrap()
+            .outcome
+            .is_ok()
+    );
+    assert!(matches!(
+        runner.call(refund).await,
+        Err(RunnerError::NeedsReconciliation { .. })
+    ));
     assert_eq!(fx.starts(), 2);
     assert_eq!(server.connections(), 2);
     assert_eq!(fx.calls("refund"), 1, "across both server processes");
@@ -294,7 +324,11 @@ async fn a3_a_server_slower_than_the_deadline_is_told_to_cancel_and_the_write_is
         .unwrap();
     let tools = Toolbox::new().with(server.tool("refund").unwrap()).unwrap();
     let runner = Arc::new(ToolRunner::new(MemoryLedger::new(), tools).with_clock(fx.clock.clone()));
-    let refund = ToolCall::new(CallKey::new("run-1", "c1").unwrap(), "refund", json!({ "order": 9 }));
+    let refund = ToolCall::new(
+        CallKey::new("run-1", "c1").unwrap(),
+        "refund",
+        json!({ "order": 9 }),
+    );
 
     let running = tokio::spawn({
         let runner = Arc::clone(&runner);
@@ -309,7 +343,13 @@ async fn a3_a_server_slower_than_the_deadline_is_told_to_cancel_and_the_write_is
 
     let error = running.await.unwrap().unwrap_err();
     assert!(
-        matches!(error, RunnerError::NeedsReconciliation { reason: ReconcileReason::DeadlineExceeded, .. }),
+        matches!(
+            error,
+            RunnerError::NeedsReconciliation {
+                reason: ReconcileReason::DeadlineExceeded,
+                ..
+            }
+        ),
         "{error:?}"
     );
     fx.expect("cancelled refund").await; // the server was told, over the same connection
@@ -334,10 +374,23 @@ async fn c1_a_program_that_does_not_exist_is_not_retried() {
         .build()
         .unwrap();
     let error = server.call("refund", order(1)).await.unwrap_err();
-    let CallError::Unreachable(connect) = &error else { panic!("{error:?}") };
-    assert_eq!((connect.attempts(), connect.gave_up()), (1, GaveUp::NotRetryable));
-    assert!(matches!(connect.last_failure(), Some(ConnectFailure::Open(_))));
-    assert!(error.to_string().ends_with("(not retried: waiting would not fix it)"), "{error}");
+    let CallError::Unreachable(connect) = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(
+        (connect.attempts(), connect.gave_up()),
+        (1, GaveUp::NotRetryable)
+    );
+    assert!(matches!(
+        connect.last_failure(),
+        Some(ConnectFailure::Open(_))
+    ));
+    assert!(
+        error
+            .to_string()
+            .ends_with("(not retried: waiting would not fix it)"),
+        "{error}"
+    );
     // The only timer was the attempt's own connect timeout, dropped when it failed: no wait.
     let log = fx.clock.sleep_log();
     assert_eq!(log.len(), 1, "{log:?}");
@@ -357,16 +410,22 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ),
     (
         "a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_server_never_sees_it",
-        || Box::pin(a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_server_never_sees_it()),
+        || {
+            Box::pin(a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_server_never_sees_it())
+        },
     ),
     (
         "a3_a_server_slower_than_the_deadline_is_told_to_cancel_and_the_write_is_reconciled",
-        || Box::pin(a3_a_server_slower_than_the_deadline_is_told_to_cancel_and_the_write_is_reconciled()),
+        || {
+            Box::pin(
+                a3_a_server_slower_than_the_deadline_is_told_to_cancel_and_the_write_is_reconciled(
+                ),
+            )
+        },
     ),
-    (
-        "c1_a_program_that_does_not_exist_is_not_retried",
-        || Box::pin(c1_a_program_that_does_not_exist_is_not_retried()),
-    ),
+    ("c1_a_program_that_does_not_exist_is_not_retried", || {
+        Box::pin(c1_a_program_that_does_not_exist_is_not_retried())
+    }),
 ];
 
 fn main() -> ExitCode {
@@ -395,7 +454,10 @@ fn main() -> ExitCode {
                 .unwrap()
                 .block_on(scenario())
         });
-        println!("test {name} ... {}", if outcome.is_ok() { "ok" } else { "FAILED" });
+        println!(
+            "test {name} ... {}",
+            if outcome.is_ok() { "ok" } else { "FAILED" }
+        );
         if outcome.is_err() {
             failed.push(*name);
         }
@@ -406,5 +468,9 @@ fn main() -> ExitCode {
         if failed.is_empty() { "ok" } else { "FAILED" },
         failed.len()
     );
-    if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

@@ -119,7 +119,10 @@ impl<J: Journal> ServerHandler for Shop<J> {
             .and_then(Value::as_str)
             .map(str::to_owned);
         if !catalogue().iter().any(|t| t.name == tool) {
-            return Err(ErrorData::invalid_params(format!("no tool named `{tool}`"), None));
+            return Err(ErrorData::invalid_params(
+                format!("no tool named `{tool}`"),
+                None,
+            ));
         }
         self.journal.record(Event::Called {
             tool: tool.clone(),
@@ -134,10 +137,18 @@ impl<J: Journal> ServerHandler for Shop<J> {
         }
         let order = arguments.get("order").cloned().unwrap_or(Value::Null);
         let result = match tool.as_str() {
-            "lookup_order" => CallToolResult::structured(json!({ "order": order, "status": "shipped" })),
-            "tag_order" => CallToolResult::success(vec![ContentBlock::text(format!("tagged order {order}"))]),
-            "refund" => CallToolResult::success(vec![ContentBlock::text(format!("refunded order {order}"))]),
-            "charge" => CallToolResult::success(vec![ContentBlock::text(format!("charged order {order}"))]),
+            "lookup_order" => {
+                CallToolResult::structured(json!({ "order": order, "status": "shipped" }))
+            }
+            "tag_order" => {
+                CallToolResult::success(vec![ContentBlock::text(format!("tagged order {order}"))])
+            }
+            "refund" => {
+                CallToolResult::success(vec![ContentBlock::text(format!("refunded order {order}"))])
+            }
+            "charge" => {
+                CallToolResult::success(vec![ContentBlock::text(format!("charged order {order}"))])
+            }
             "decline" => CallToolResult::error(vec![ContentBlock::text("card declined")]),
             _ => return Err(ErrorData::internal_error("the database is down", None)),
         };
@@ -270,12 +281,19 @@ impl InProcess {
         self.connects.fetch_add(1, Ordering::SeqCst);
         let answer = {
             let mut script = lock(&self.script);
-            if script.is_empty() { Answer::Serve } else { script.remove(0) }
+            if script.is_empty() {
+                Answer::Serve
+            } else {
+                script.remove(0)
+            }
         };
         let (client, mut near) = tokio::io::duplex(64 * 1024);
         match answer {
             Answer::Refuse => {
-                return Err(io::Error::new(io::ErrorKind::ConnectionRefused, "connection refused"));
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    "connection refused",
+                ));
             }
             Answer::Silent => lock(&self.silent).push(near),
             Answer::Serve => {
