@@ -103,3 +103,8 @@ pub use server::{CLOSE_GRACE, ConnectRetry, ToolServer, ToolServerBuilder};
 
 /// The protocol SDK this crate is built on, at the version it uses.
 pub use rmcp;
+
+/// The crate README's example, compiled with the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
