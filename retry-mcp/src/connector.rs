@@ -47,8 +47,9 @@ impl Stream {
     }
 
     /// The standard output and input of `child`, which must have been spawned with both
-    /// piped. The child lives as long as the connection: it is killed when the connection is
-    /// dropped (a connection that failed, or a closed server).
+    /// piped. The child is kept as long as the connection and dropped with it (a connection
+    /// that failed, a closed server): spawn it with `kill_on_drop(true)` so that dropping it
+    /// ends the process, as [`Connector::command`] does.
     ///
     /// # Errors
     /// [`io::ErrorKind::InvalidInput`] if the child's stdout or stdin is not piped.
