@@ -2,11 +2,10 @@
 //! reached through `ToolServer`, its tools registered in a `Toolbox` with declared effects.
 //! Time is tokio's paused clock.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{Answer, Event, InProcess};
 use retry_core::RetryOptions;
 use retry_core::effects::{
     CallKey, CallLimits, CallResponse, CallState, FailureKind, Ledger, MemoryLedger,
@@ -15,7 +14,6 @@ use retry_core::effects::{
 };
 use retry_mcp::{ConnectOptions, RemoteTool, ToolHints, ToolServer};
 use serde_json::{Value, json};
-use support::{Answer, Event, InProcess};
 
 const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
 

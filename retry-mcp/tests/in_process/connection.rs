@@ -1,17 +1,15 @@
 //! Connecting to a real rmcp server in process, over an in-memory pipe, with faults (SPEC C1,
 //! C2). Time is tokio's paused clock: every wait is virtual and exact.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{Answer, Event, InProcess, order};
 use retry_core::{OptionsError, RetryOptions};
 use retry_mcp::{
     CallError, ConnectFailure, ConnectOptions, ConnectOptionsError, GaveUp, ListError,
     MAX_TOOL_PAGES, ToolHints, ToolServer,
 };
-use support::{Answer, Event, InProcess, order};
 use tokio::time::Instant;
 
 /// A server over `shop`, recording the waits between connection attempts.
@@ -24,7 +22,7 @@ fn server(
     let server = ToolServer::builder("shop", shop.connector())
         .options(options)
         .seed(7)
-        .on_retry(move |retry| support::lock(&seen).push(retry.delay))
+        .on_retry(move |retry| crate::support::lock(&seen).push(retry.delay))
         .build()
         .unwrap();
     (server, waits)
@@ -40,7 +38,7 @@ fn assert_about(elapsed: Duration, expected: Duration) {
 }
 
 fn waits(waits: &Mutex<Vec<Duration>>) -> Vec<Duration> {
-    support::lock(waits).clone()
+    crate::support::lock(waits).clone()
 }
 
 #[tokio::test(start_paused = true)]
