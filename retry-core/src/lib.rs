@@ -165,8 +165,9 @@ pub use protection::{
     Permit, RetryBudget, StateChange,
 };
 pub use retry::{
-    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter,
-    RetryError, RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, Unprotected, WhenOk,
+    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NamedOp, NoHint, OnRetry,
+    Operation, Retry, RetryAfter, RetryError, RetrySummary, ShouldRetry, Silent, Summarized,
+    Unlimited, Unprotected, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -185,8 +186,8 @@ pub use retry_macros::{retry, tool};
 #[doc(hidden)]
 pub use retry::{
     AsError, BreakerSlot, BudgetSlot, Counts, Ending, Ends, EveryError, Forget, Handle,
-    IntoLimited, IntoProtected, Memory, NoBreaker, NoBudget, NoTimer, Operation, Protected,
-    Protection, Recall, Refusal, TimerSlot, Typed,
+    IntoLimited, IntoProtected, Memory, NoBreaker, NoBudget, NoTimer, Protected, Protection,
+    Recall, Refusal, TimerSlot, Typed,
 };
 #[doc(hidden)]
 pub use retry::{Inline, JudgeOk, OnThread, Preemptible, Summed, Tally, ThreadWait, Unjudged};

@@ -18,7 +18,16 @@ use super::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use super::tool::{Tool, ToolContext, ToolSpec};
 
 /// A boxed tool future, as the erased tool hands it out.
-pub(crate) type BoxOutcome<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
+pub(crate) type BoxOutcome<'a> = Pin<Box<dyn Future<Output = Ran> + Send + 'a>>;
+
+/// How a started tool ended, as the runner needs to know it.
+pub(crate) enum Ran {
+    /// The tool answered: its output, or the failure it reported.
+    Finished(ToolOutcome),
+    /// The tool's request went out and its answer was lost ([`Tool::answer_lost`]): whether
+    /// it acted is unknown. The failure says why, for a read's result and for the log.
+    AnswerLost(ToolFailure),
+}
 
 /// A call whose arguments parsed and passed the tool's validation; its tool has not been
 /// called.
@@ -49,16 +58,25 @@ fn parse<T: Tool>(tool: &T, args: &Value) -> Result<T::Args, ToolFailure> {
 }
 
 /// Runs `tool` once on parsed arguments and turns its result into JSON.
-async fn run<T: Tool>(tool: &T, args: T::Args, ctx: ToolContext) -> ToolOutcome {
+async fn run<T: Tool>(tool: &T, args: T::Args, ctx: ToolContext) -> Ran {
     match tool.call(args, ctx).await {
-        Ok(output) => {
+        Ok(output) => Ran::Finished(
             tool.validate_output(&output)
-                .map_err(|why| ToolFailure::new(FailureKind::InvalidOutput, why))?;
-            serde_json::to_value(output)
-                .map_err(|e| ToolFailure::new(FailureKind::InvalidOutput, e.to_string()))
+                .map_err(|why| ToolFailure::new(FailureKind::InvalidOutput, why))
+                .and_then(|()| {
+                    serde_json::to_value(output)
+                        .map_err(|e| ToolFailure::new(FailureKind::InvalidOutput, e.to_string()))
+                }),
+        ),
+        Err(error) => {
+            let failure = ToolFailure::new(FailureKind::Tool, error.to_string())
+                .retryable(tool.retryable(&error));
+            if tool.answer_lost(&error) {
+                Ran::AnswerLost(failure)
+            } else {
+                Ran::Finished(Err(failure))
+            }
         }
-        Err(error) => Err(ToolFailure::new(FailureKind::Tool, error.to_string())
-            .retryable(tool.retryable(&error))),
     }
 }
 
@@ -97,7 +115,7 @@ where
 impl<'a, F, Fut> Start<'a> for Invocation<F, Fut>
 where
     F: FnOnce(ToolContext) -> Fut + Send + 'a,
-    Fut: Future<Output = ToolOutcome> + Send + 'a,
+    Fut: Future<Output = Ran> + Send + 'a,
 {
     fn start(mut self: Box<Self>, ctx: ToolContext) -> BoxOutcome<'a> {
         if let Some(make) = self.make.take() {
@@ -107,17 +125,17 @@ where
     }
 }
 
-impl<F, Fut: Future<Output = ToolOutcome>> Future for Invocation<F, Fut> {
-    type Output = ToolOutcome;
+impl<F, Fut: Future<Output = Ran>> Future for Invocation<F, Fut> {
+    type Output = Ran;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ToolOutcome> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ran> {
         match self.project().work.as_pin_mut() {
             Some(work) => work.poll(cx),
             // Unreachable: only `start` hands the future out, and it fills `work` first.
-            None => Poll::Ready(Err(ToolFailure::new(
+            None => Poll::Ready(Ran::Finished(Err(ToolFailure::new(
                 FailureKind::Tool,
                 "the tool was never started",
-            ))),
+            )))),
         }
     }
 }

@@ -138,6 +138,10 @@ pub enum ReconcileReason {
     DeadlineExceeded,
     /// The call was cancelled while the tool was running.
     Cancelled,
+    /// The tool sent its request and lost the answer: its connection failed mid-call (see
+    /// [`Tool::answer_lost`](super::Tool::answer_lost)), so the system it called may have
+    /// acted.
+    AnswerLost,
 }
 
 impl fmt::Display for ReconcileReason {
@@ -148,6 +152,9 @@ impl fmt::Display for ReconcileReason {
             }
             ReconcileReason::DeadlineExceeded => "its deadline passed while the tool was running",
             ReconcileReason::Cancelled => "it was cancelled while the tool was running",
+            ReconcileReason::AnswerLost => {
+                "the tool's connection failed after its request went out, so whether it acted is unknown"
+            }
         })
     }
 }

@@ -246,6 +246,18 @@ pub trait Tool: Send + Sync + 'static {
         false
     }
 
+    /// Whether `error` means that the tool's request went out and its answer was lost — a
+    /// connection that failed mid-call — so that the system it called may have acted.
+    ///
+    /// The runner then treats the call like one interrupted by its deadline: a
+    /// [`Read`](ToolEffect::Read) ends with this error as its result, a write goes to
+    /// reconciliation and is never run again on its own. `false` (the default) means the
+    /// error is the call's result, as for any failure the tool reports.
+    fn answer_lost(&self, error: &Self::Error) -> bool {
+        let _ = error;
+        false
+    }
+
     /// Runs the tool once.
     fn call(
         &self,

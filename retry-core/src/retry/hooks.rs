@@ -71,9 +71,10 @@ impl<E> RetryAfter<E> for NoHint {
 
 /// What the loop runs: called with the attempt number (from 1), it starts one attempt.
 ///
-/// Every `FnMut(u32) -> Fut` is one; the retry middleware implements it for a named type, so
-/// that its loop's future type can be named too.
-#[doc(hidden)]
+/// Every `FnMut(u32) -> Fut` is one. Implement it for a type of your own, and start the loop
+/// with [`RetryPolicy::retry_operation`](crate::RetryPolicy::retry_operation), when the loop's
+/// future type must be named (an adapter's associated `Future` type): the retry middleware
+/// and the HTTP layer do.
 pub trait Operation {
     /// One attempt.
     type Attempt;
@@ -91,5 +92,31 @@ where
     #[inline]
     fn start(&mut self, attempt: u32) -> Fut {
         self(attempt)
+    }
+}
+
+/// An [`Operation`] of a type of its own, as
+/// [`RetryPolicy::retry_operation`](crate::RetryPolicy::retry_operation) runs it: it judges no
+/// successful value ([`Retry::when_ok`](crate::Retry::when_ok) still can), as a closure
+/// does not. Part of the loop's type name: `Retry<NamedOp<MyOperation>, …>`.
+#[derive(Clone, Copy, Debug)]
+pub struct NamedOp<Op>(pub Op);
+
+impl<Op: Operation> Operation for NamedOp<Op> {
+    type Attempt = Op::Attempt;
+
+    #[inline]
+    fn start(&mut self, attempt: u32) -> Op::Attempt {
+        self.0.start(attempt)
+    }
+}
+
+impl<T, Op> super::value::JudgeOk<T> for NamedOp<Op> {}
+
+impl<Op: Operation> super::value::Unjudged for NamedOp<Op> {
+    type Plain = Self;
+
+    fn unjudged(self) -> Self {
+        self
     }
 }

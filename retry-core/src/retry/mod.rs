@@ -55,9 +55,7 @@ pub use driver::{
 };
 pub use error::{LimitExceeded, RetryError};
 use future::State;
-#[doc(hidden)]
-pub use hooks::Operation;
-pub use hooks::{Always, NoHint, OnRetry, RetryAfter, ShouldRetry, Silent};
+pub use hooks::{Always, NamedOp, NoHint, OnRetry, Operation, RetryAfter, ShouldRetry, Silent};
 
 pub(crate) use limits::Timer;
 #[doc(hidden)]
@@ -188,6 +186,46 @@ impl<C: Clock> RetryPolicy<C> {
         Fut: Future<Output = Result<T, E>>,
     {
         Retry::new(self.clone(), op)
+    }
+
+    /// Retries `op`, an [`Operation`] of a type of its own, under this policy: the same loop
+    /// as [`retry`](RetryPolicy::retry), for adapters whose future type must be named.
+    ///
+    /// A closure's type has no name, so a loop around one cannot be the associated `Future`
+    /// type of a trait impl (a tower `Service`, say) without boxing it. An adapter implements
+    /// [`Operation`] for a struct of its own instead, and its loop is then a nameable
+    /// `Retry<MyOperation, …>`.
+    ///
+    /// ```
+    /// use std::future::{Ready, ready};
+    /// use retry_core::{NamedOp, Operation, Retry, RetryPolicy};
+    ///
+    /// /// Fails until attempt `succeed_at`.
+    /// struct Flaky { succeed_at: u32 }
+    ///
+    /// impl Operation for Flaky {
+    ///     type Attempt = Ready<Result<u32, String>>;
+    ///     fn start(&mut self, attempt: u32) -> Self::Attempt {
+    ///         ready(if attempt < self.succeed_at { Err(format!("try {attempt}")) } else { Ok(attempt) })
+    ///     }
+    /// }
+    ///
+    /// // A type that a trait impl can name.
+    /// type FlakyLoop = Retry<NamedOp<Flaky>, Ready<Result<u32, String>>, String, retry_core::DefaultClock>;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let run: FlakyLoop = RetryPolicy::DEFAULT.retry_operation(Flaky { succeed_at: 2 });
+    /// assert_eq!(run.await, Ok(2));
+    /// # }
+    /// ```
+    #[inline]
+    pub fn retry_operation<Op, T, E>(&self, op: Op) -> Retry<NamedOp<Op>, Op::Attempt, E, C>
+    where
+        C: Clock + Clone,
+        Op: Operation,
+        Op::Attempt: Future<Output = Result<T, E>>,
+    {
+        Retry::new(self.clone(), NamedOp(op))
     }
 }
 

@@ -9,8 +9,8 @@
 //! 3. if the tool requires approval, the call waits in `awaiting_approval`;
 //! 4. **start** — persisted *before* the tool is invoked, with a lease;
 //! 5. the tool runs once, raced against the deadline and the cancellation signal;
-//! 6. **commit** — the result is stored, or, if the tool was interrupted and may have done
-//!    something, the call goes to `needs_reconciliation`.
+//! 6. **commit** — the result is stored, or, if the tool was interrupted or lost its answer
+//!    and may have done something, the call goes to `needs_reconciliation`.
 //!
 //! The runner never retries: a failure is a result. Whether to try again is the
 //! caller's decision ([`decide_retry`](crate::effects::decide_retry)), made with a new call
@@ -30,7 +30,7 @@ use serde_json::Value;
 use super::error::KeyConflict;
 use super::{LEASE_MARGIN, RunnerError, TARGET, ToolRunner, read_back};
 use crate::effects::effect::ToolEffect;
-use crate::effects::erased::DynTool;
+use crate::effects::erased::{DynTool, Ran};
 use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
 use crate::effects::ledger::{Insert, Ledger, LedgerError, Prepared};
@@ -316,8 +316,11 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         let timer = remaining.map(|r| self.clock.sleep(r));
         let (mut work, mut timer) = (pin!(work), pin!(timer));
         let ended = poll_fn(|cx| {
-            if let Poll::Ready(outcome) = work.as_mut().poll(cx) {
-                return Poll::Ready(Ended::Finished(outcome));
+            if let Poll::Ready(ran) = work.as_mut().poll(cx) {
+                return Poll::Ready(match ran {
+                    Ran::Finished(outcome) => Ended::Finished(outcome),
+                    Ran::AnswerLost(failure) => Ended::AnswerLost(failure),
+                });
             }
             if let Some(signal) = cancel.as_mut().as_pin_mut() {
                 if signal.poll(cx).is_ready() {
@@ -346,6 +349,20 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             }
             // A write that was cut short may have happened: a person has to find out.
             Ended::Interrupted(reason) => self.reconcile(record, effect, reason).await,
+            // A read whose answer was lost did nothing: its result is the failure.
+            Ended::AnswerLost(failure) if effect == ToolEffect::Read => {
+                self.commit(record, Err(failure)).await
+            }
+            // A write whose answer was lost may have happened, like one cut short.
+            Ended::AnswerLost(failure) => {
+                tracing::warn!(
+                    target: TARGET,
+                    call = %record.key, tool = %record.tool, error = %failure.message,
+                    "the tool's answer was lost after its request went out"
+                );
+                self.reconcile(record, effect, ReconcileReason::AnswerLost)
+                    .await
+            }
         }
     }
 
@@ -446,6 +463,8 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
 enum Ended {
     Finished(ToolOutcome),
     Interrupted(ReconcileReason),
+    /// The tool said its answer was lost ([`Tool::answer_lost`](crate::effects::Tool::answer_lost)).
+    AnswerLost(ToolFailure),
 }
 
 /// A tool's `outcome`, unless its output is nested too deep to record: then an invalid-output

@@ -1,0 +1,296 @@
+//! [`HttpRetry`]: the one policy the tower layer and the reqwest middleware share, and its
+//! builder.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use retry_core::{CancelToken, Clock, DefaultClock, OptionsError, RetryOptions, RetryPolicy};
+
+use crate::classify::{Classify, DefaultClassify};
+use crate::layer::RetryLayer;
+
+/// How HTTP calls are retried: the retry options (validated as everywhere), what is worth
+/// retrying, the time limits and the clock. Build one with [`HttpRetry::builder`], then
+/// wrap a client with [`layer`](HttpRetry::layer) (tower, hyper-util) or
+/// `middleware` (reqwest, feature `reqwest`). Cheap to clone: clones share one policy.
+///
+/// Defaults: 3 attempts (2 retries), 100 ms base, 3 s ceiling, full jitter; a server's
+/// `Retry-After` honoured up to 60 s; no attempt timeout, no deadline.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::RetryOptions;
+/// use retry_http::HttpRetry;
+///
+/// let retry = HttpRetry::builder()
+///     .options(RetryOptions::new().with_max_attempts(4).with_base_delay_ms(200))
+///     .attempt_timeout(Duration::from_secs(10))
+///     .deadline(Duration::from_secs(30))
+///     .build()?;
+/// assert_eq!(retry.policy().max_attempts(), 4);
+///
+/// let bad = HttpRetry::builder().options(RetryOptions::new().with_max_attempts(0)).build();
+/// assert_eq!(bad.unwrap_err().to_string(), "retry.max_attempts must be >= 1");
+/// # Ok::<(), retry_http::BuildError>(())
+/// ```
+pub struct HttpRetry<P = DefaultClassify, C = DefaultClock> {
+    pub(crate) shared: Arc<Shared<P, C>>,
+}
+
+impl<P, C> Clone for HttpRetry<P, C> {
+    fn clone(&self) -> Self {
+        HttpRetry {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<P, C: std::fmt::Debug> std::fmt::Debug for HttpRetry<P, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.shared;
+        f.debug_struct("HttpRetry")
+            .field("policy", &s.policy)
+            .field("attempt_timeout", &s.attempt_timeout)
+            .field("deadline", &s.deadline)
+            .field("first_event", &s.first_event)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every call of one policy reads.
+pub(crate) struct Shared<P, C> {
+    pub(crate) policy: RetryPolicy<C>,
+    pub(crate) classify: P,
+    pub(crate) attempt_timeout: Option<Duration>,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) cancel: Option<CancelToken>,
+    pub(crate) wall_clock: fn() -> SystemTime,
+    pub(crate) first_event: bool,
+}
+
+impl HttpRetry {
+    /// A builder with the defaults.
+    pub fn builder() -> HttpRetryBuilder {
+        HttpRetryBuilder {
+            options: RetryOptions::new(),
+            policy: None,
+            max_retry_after: None,
+            classify: DefaultClassify,
+            clock: DefaultClock,
+            attempt_timeout: None,
+            deadline: None,
+            cancel: None,
+            wall_clock: SystemTime::now,
+            first_event: true,
+        }
+    }
+}
+
+impl Default for HttpRetry {
+    fn default() -> Self {
+        // The defaults are valid: `build` cannot fail on them.
+        from_parts(HttpRetry::builder(), RetryPolicy::DEFAULT)
+    }
+}
+
+/// The policy of a builder whose options resolved to `policy`.
+fn from_parts<P, C: Clock>(b: HttpRetryBuilder<P, C>, policy: RetryPolicy) -> HttpRetry<P, C> {
+    {
+        let mut policy = policy.with_clock(b.clock);
+        if let Some(ceiling) = b.max_retry_after {
+            policy = policy.with_max_retry_after(ceiling);
+        }
+        HttpRetry {
+            shared: Arc::new(Shared {
+                policy,
+                classify: b.classify,
+                attempt_timeout: b.attempt_timeout,
+                deadline: b.deadline,
+                cancel: b.cancel,
+                wall_clock: b.wall_clock,
+                first_event: b.first_event,
+            }),
+        }
+    }
+}
+
+impl<P, C> HttpRetry<P, C> {
+    /// The retry policy: attempts, delays, the `Retry-After` ceiling, the clock.
+    pub fn policy(&self) -> &RetryPolicy<C> {
+        &self.shared.policy
+    }
+
+    /// The per-attempt timeout, if any.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.shared.attempt_timeout
+    }
+
+    /// The overall deadline of a call, if any.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.shared.deadline
+    }
+
+    /// The tower [`Layer`](tower_layer::Layer) that retries calls of the service it wraps
+    /// under this policy.
+    pub fn layer(&self) -> RetryLayer<P, C> {
+        RetryLayer::new(self.clone())
+    }
+}
+
+/// Builds an [`HttpRetry`]; [`build`](HttpRetryBuilder::build) checks everything at once.
+#[must_use = "call `build` to get the policy"]
+pub struct HttpRetryBuilder<P = DefaultClassify, C = DefaultClock> {
+    options: RetryOptions,
+    policy: Option<RetryPolicy>,
+    max_retry_after: Option<Duration>,
+    classify: P,
+    clock: C,
+    attempt_timeout: Option<Duration>,
+    deadline: Option<Duration>,
+    cancel: Option<CancelToken>,
+    wall_clock: fn() -> SystemTime,
+    first_event: bool,
+}
+
+impl<P, C> HttpRetryBuilder<P, C> {
+    /// Retry options (attempts, base delay, ceiling, jitter), layered over the built-in
+    /// defaults and validated by [`build`](HttpRetryBuilder::build) with the same rules
+    /// and messages as everywhere.
+    pub fn options(mut self, options: RetryOptions) -> Self {
+        self.options = options;
+        self.policy = None;
+        self
+    }
+
+    /// A policy resolved already (with a seed, a `Retry-After` ceiling or a clock of its
+    /// own), instead of [`options`](Self::options).
+    pub fn policy<C2: Clock + Clone>(self, policy: RetryPolicy<C2>) -> HttpRetryBuilder<P, C2> {
+        let clock = policy.clock().clone();
+        HttpRetryBuilder {
+            options: self.options,
+            policy: Some(policy.with_clock(DefaultClock)),
+            max_retry_after: self.max_retry_after,
+            classify: self.classify,
+            clock,
+            attempt_timeout: self.attempt_timeout,
+            deadline: self.deadline,
+            cancel: self.cancel,
+            wall_clock: self.wall_clock,
+            first_event: self.first_event,
+        }
+    }
+
+    /// The longest `Retry-After` a server may ask for (default 60 s): a longer hint ends
+    /// the call at once with that response, instead of parking the caller.
+    pub fn max_retry_after(mut self, ceiling: Duration) -> Self {
+        self.max_retry_after = Some(ceiling);
+        self
+    }
+
+    /// Gives each attempt at most `timeout` to be established: its response head (for an
+    /// event stream, its first event). An attempt that runs out is retried like a lost
+    /// connection, if its method allows. Must be above zero.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// Gives each call at most `budget`, attempts and waits together, to get its response
+    /// established; a wait that would end past it is not started. Must be above zero.
+    pub fn deadline(mut self, budget: Duration) -> Self {
+        self.deadline = Some(budget);
+        self
+    }
+
+    /// Cancels every call of this policy when `token` is cancelled (a shutdown). A call's
+    /// own token, a [`CancelToken`] in its request's extensions, replaces this one.
+    pub fn cancel_on(mut self, token: CancelToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Whether an event stream counts as established only at its first event (the default,
+    /// `true`) or already at its head (`false`).
+    pub fn first_event(mut self, wait: bool) -> Self {
+        self.first_event = wait;
+        self
+    }
+
+    /// The wall clock an HTTP-date `Retry-After` is measured from when the response has no
+    /// valid `Date` header (default [`SystemTime::now`]).
+    pub fn wall_clock(mut self, now: fn() -> SystemTime) -> Self {
+        self.wall_clock = now;
+        self
+    }
+
+    /// Replaces the default classification of what is worth retrying (see
+    /// [`Classify`]). Method safety still applies on top of it.
+    pub fn classify<P2: Classify>(self, classify: P2) -> HttpRetryBuilder<P2, C> {
+        HttpRetryBuilder {
+            options: self.options,
+            policy: self.policy,
+            max_retry_after: self.max_retry_after,
+            classify,
+            clock: self.clock,
+            attempt_timeout: self.attempt_timeout,
+            deadline: self.deadline,
+            cancel: self.cancel,
+            wall_clock: self.wall_clock,
+            first_event: self.first_event,
+        }
+    }
+
+    /// Runs waits, timeouts and deadlines on `clock` (the testkit's `MockClock` in tests).
+    pub fn clock<C2: Clock>(self, clock: C2) -> HttpRetryBuilder<P, C2> {
+        HttpRetryBuilder {
+            options: self.options,
+            policy: self.policy,
+            max_retry_after: self.max_retry_after,
+            classify: self.classify,
+            clock,
+            attempt_timeout: self.attempt_timeout,
+            deadline: self.deadline,
+            cancel: self.cancel,
+            wall_clock: self.wall_clock,
+            first_event: self.first_event,
+        }
+    }
+
+    /// The policy.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Options`] for options that break a rule (the message is the rule's),
+    /// [`BuildError::ZeroAttemptTimeout`], [`BuildError::ZeroDeadline`].
+    pub fn build(self) -> Result<HttpRetry<P, C>, BuildError>
+    where
+        C: Clock,
+    {
+        let policy = match self.policy {
+            Some(policy) => policy,
+            None => self.options.resolve()?,
+        };
+        if self.attempt_timeout == Some(Duration::ZERO) {
+            return Err(BuildError::ZeroAttemptTimeout);
+        }
+        if self.deadline == Some(Duration::ZERO) {
+            return Err(BuildError::ZeroDeadline);
+        }
+        Ok(from_parts(self, policy))
+    }
+}
+
+/// Why an [`HttpRetry`] could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The retry options break a rule.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// An attempt timeout of zero would fail every attempt.
+    #[error("http.attempt_timeout must be > 0")]
+    ZeroAttemptTimeout,
+    /// A deadline of zero would fail every call.
+    #[error("http.deadline must be > 0")]
+    ZeroDeadline,
+}

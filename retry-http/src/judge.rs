@@ -1,0 +1,353 @@
+//! What an attempt's outcome means for the loop, written once for the tower layer and the
+//! reqwest middleware: a [`Failure`] carries the diagnosis and the verdict the loop's hooks
+//! read, and [`finish`] turns the loop's end into a response or an [`Error`].
+//!
+//! The loop is retry-core's (`RetryPolicy::retry_operation`, `RetryPolicy::retry`); its hooks
+//! are the plain functions here, so that the layer's future type can name them.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderMap, StatusCode};
+use retry_core::RetryError;
+
+use crate::classify::{Classify, Kind, Outcome, never_sent};
+use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, write_chain};
+use crate::method::Safety;
+use crate::retry_after::response_hint;
+use crate::target::Target;
+
+/// Where the events of this crate go.
+pub(crate) const TARGET: &str = "retry_http";
+
+/// What a call's attempts share: its target, its method's safety, whether its body can be
+/// sent again.
+#[derive(Clone, Debug)]
+pub(crate) struct Call {
+    pub(crate) target: Target,
+    pub(crate) safety: Safety,
+    pub(crate) replayable: bool,
+}
+
+/// An attempt worth retrying, or a failure the caller must see: what the loop calls an
+/// error, always boxed (`Lost`): the loop keeps its last failure during a backoff and the
+/// success path moves the loop's future by value several times, so the rare case takes one
+/// pointer there, not 200 bytes.
+pub(crate) struct Failure<R> {
+    /// The attempt, from 1.
+    pub(crate) attempt: u32,
+    pub(crate) what: What<R>,
+    /// `Ok` if another attempt may follow; otherwise why not.
+    pub(crate) verdict: Result<(), StopReason>,
+    /// The server's `Retry-After`, when the verdict allows a retry.
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) target: Target,
+}
+
+pub(crate) type Lost<R> = Box<Failure<R>>;
+
+/// What went wrong in an attempt.
+pub(crate) enum What<R> {
+    /// A response worth retrying (a 503).
+    Response(R, StatusCode),
+    /// The exchange failed before the response was established.
+    Error(BoxError),
+}
+
+impl<R> fmt::Debug for Failure<R> {
+    /// The loop's own events print this: short, with the target.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.target)?;
+        match &self.what {
+            What::Response(_, status) => write!(f, "{status}"),
+            What::Error(e) => write!(f, "{}", Chain(&**e)),
+        }
+    }
+}
+
+/// An error and its causes, as one line.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_chain(f, self.0)
+    }
+}
+
+impl Call {
+    /// Judges a response head: `Ok` if the response is the answer (not worth retrying).
+    pub(crate) fn judge_response<P: Classify, R: Answer>(
+        &self,
+        classify: &P,
+        wall_clock: fn() -> SystemTime,
+        attempt: u32,
+        response: R,
+    ) -> Result<R, Lost<R>> {
+        let (status, headers) = (response.status(), response.headers());
+        let outcome = Outcome::new(&self.target.method, Kind::Response(status, headers));
+        if !classify.is_retryable(&outcome) {
+            return Ok(response);
+        }
+        let verdict = self.verdict(true, false);
+        let retry_after = match verdict {
+            Ok(()) => response_hint(headers, wall_clock),
+            Err(_) => None,
+        };
+        Err(Box::new(Failure {
+            attempt,
+            what: What::Response(response, status),
+            verdict,
+            retry_after,
+            target: self.target.clone(),
+        }))
+    }
+
+    /// Judges a failure before the response was established.
+    pub(crate) fn judge_error<P: Classify, R>(
+        &self,
+        classify: &P,
+        attempt: u32,
+        error: Failed,
+    ) -> Lost<R> {
+        let (kind, sent) = match &error {
+            Failed::Transport(e) => (Kind::Transport(&**e), !never_sent(&**e)),
+            Failed::Stream(e) => (Kind::Stream(&**e), true),
+            Failed::TimedOut(t) => (Kind::TimedOut(*t), true),
+        };
+        let retryable = classify.is_retryable(&Outcome::new(&self.target.method, kind));
+        Box::new(Failure {
+            attempt,
+            what: What::Error(error.into_box()),
+            verdict: self.verdict(retryable, !sent),
+            retry_after: None,
+            target: self.target.clone(),
+        })
+    }
+
+    /// The classification first, then the method's safety, then the body.
+    fn verdict(&self, retryable: bool, never_sent: bool) -> Result<(), StopReason> {
+        self.safety
+            .decide(retryable, never_sent, &self.target.uri)?;
+        if !self.replayable {
+            return Err(StopReason::NotReplayable);
+        }
+        Ok(())
+    }
+}
+
+/// How an attempt failed before its response was established.
+pub(crate) enum Failed {
+    /// Before the response head.
+    Transport(BoxError),
+    /// An event stream, after its head, before its first event.
+    Stream(BoxError),
+    /// The attempt timeout ran out.
+    TimedOut(Duration),
+}
+
+impl Failed {
+    fn into_box(self) -> BoxError {
+        match self {
+            Failed::Transport(e) | Failed::Stream(e) => e,
+            Failed::TimedOut(t) => Box::new(AttemptTimedOut(t)),
+        }
+    }
+}
+
+// ------------------------------------------------------------------ the loop's hooks
+
+/// The loop's `when`: the verdict, decided when the attempt ended.
+pub(crate) type WhenFn<R> = fn(&Lost<R>, u32) -> bool;
+/// The loop's `notify`: the event of a retry.
+pub(crate) type NotifyFn<R> = fn(&Lost<R>, u32, Duration);
+/// The loop's `retry_after`: the server's hint.
+pub(crate) type HintFn<R> = fn(&Lost<R>) -> Option<Duration>;
+
+pub(crate) fn may_retry<R>(failure: &Lost<R>, _next_attempt: u32) -> bool {
+    failure.verdict.is_ok()
+}
+
+pub(crate) fn hint<R>(failure: &Lost<R>) -> Option<Duration> {
+    failure.retry_after
+}
+
+pub(crate) fn retrying<R>(failure: &Lost<R>, attempt: u32, delay: Duration) {
+    let (method, host) = (&failure.target.method, failure.target.host());
+    match &failure.what {
+        What::Response(_, status) => tracing::warn!(
+            target: TARGET,
+            %method,
+            %host,
+            status = status.as_u16(),
+            attempt,
+            ?delay,
+            "http attempt failed; retrying"
+        ),
+        What::Error(e) => tracing::warn!(
+            target: TARGET,
+            %method,
+            %host,
+            attempt,
+            ?delay,
+            error = %Chain(&**e),
+            "http attempt failed; retrying"
+        ),
+    }
+}
+
+// ------------------------------------------------------------------ the loop's end
+
+/// A response as the judge reads it, and where its [`RetryReport`] goes.
+pub(crate) trait Answer {
+    fn status(&self) -> StatusCode;
+    fn headers(&self) -> &HeaderMap;
+    fn report(&mut self, report: RetryReport);
+}
+
+impl<B> Answer for http::Response<B> {
+    fn status(&self) -> StatusCode {
+        self.status()
+    }
+
+    fn headers(&self) -> &HeaderMap {
+        self.headers()
+    }
+
+    fn report(&mut self, report: RetryReport) {
+        self.extensions_mut().insert(report);
+    }
+}
+
+/// Turns the loop's end into the call's answer: the value; the last response worth retrying
+/// with a report of why the retries stopped; or an [`Error`].
+pub(crate) fn finish<R: Answer>(
+    outcome: Result<R, RetryError<Lost<R>>>,
+    target: &Target,
+    max_attempts: u32,
+    ceiling: Duration,
+) -> Result<R, Error> {
+    let (failure, reason, attempts) = match outcome {
+        Ok(response) => return Ok(response),
+        Err(RetryError::Operation(failure)) => {
+            let reason = stopped(&failure, max_attempts, ceiling);
+            let attempts = failure.attempt;
+            (failure, reason, attempts)
+        }
+        Err(RetryError::DeadlineExceeded { attempts, last }) => {
+            return Err(limit(target, last, attempts, StopReason::DeadlineExceeded));
+        }
+        Err(RetryError::Cancelled { attempts, last }) => {
+            return Err(limit(target, last, attempts, StopReason::Cancelled));
+        }
+        // The layer times attempts itself (a timeout is judged like any failure), so the
+        // loop has no attempt timeout of its own; should one end it, it is exhaustion.
+        Err(RetryError::AttemptTimeout { attempts, last, .. }) => {
+            return Err(limit(target, last, attempts, StopReason::Exhausted));
+        }
+        // The layer's loop is given no retry budget or circuit breaker (yet): should a
+        // refusal end it, the retries stopped as if exhausted.
+        Err(
+            RetryError::BudgetExhausted { attempts, last, .. }
+            | RetryError::CircuitOpen { attempts, last, .. },
+        ) => {
+            return Err(limit(target, last, attempts, StopReason::Exhausted));
+        }
+    };
+    gave_up(&failure.target, failure.status(), attempts, reason);
+    match failure.what {
+        What::Response(mut response, _) => {
+            response.report(RetryReport::new(attempts, Some(reason)));
+            Ok(response)
+        }
+        What::Error(cause) => {
+            Err(Error::new(Some(failure.target), attempts, reason).with_cause(Some(cause)))
+        }
+    }
+}
+
+impl<R> Failure<R> {
+    fn status(&self) -> Option<StatusCode> {
+        match &self.what {
+            What::Response(_, status) => Some(*status),
+            What::Error(_) => None,
+        }
+    }
+}
+
+/// Why the loop returned this failure: the verdict's refusal, or else which of the loop's
+/// own rules ended it (attempts, the hint's ceiling, the deadline against the hint).
+fn stopped<R>(failure: &Failure<R>, max_attempts: u32, ceiling: Duration) -> StopReason {
+    if let Err(reason) = failure.verdict {
+        return reason;
+    }
+    if failure.attempt >= max_attempts {
+        return StopReason::Exhausted;
+    }
+    match failure.retry_after {
+        Some(retry_after) if retry_after > ceiling => StopReason::RetryAfterAboveCeiling {
+            retry_after,
+            ceiling,
+        },
+        Some(retry_after) => StopReason::RetryAfterBeyondDeadline { retry_after },
+        None => StopReason::Exhausted,
+    }
+}
+
+/// The error of a call a limit ended, naming the last failure if there was one.
+fn limit<R>(target: &Target, last: Option<Lost<R>>, attempts: u32, reason: StopReason) -> Error {
+    let Some(failure) = last else {
+        gave_up(target, None, attempts, reason);
+        return Error::new(Some(target.clone()), attempts, reason);
+    };
+    gave_up(&failure.target, failure.status(), attempts, reason);
+    let status = failure.status();
+    let cause = match failure.what {
+        What::Error(e) => Some(e),
+        What::Response(..) => None,
+    };
+    Error::new(Some(failure.target), attempts, reason)
+        .with_status(status)
+        .with_cause(cause)
+}
+
+fn gave_up(target: &Target, status: Option<StatusCode>, attempts: u32, reason: StopReason) {
+    let (method, host) = (&target.method, target.host());
+    match status {
+        Some(status) => tracing::info!(
+            target: TARGET,
+            %method,
+            %host,
+            status = status.as_u16(),
+            attempts,
+            %reason,
+            "http retry gave up"
+        ),
+        None => {
+            tracing::info!(target: TARGET, %method, %host, attempts, %reason, "http retry gave up")
+        }
+    }
+}
+
+/// A retried call's answer says how many attempts it took.
+pub(crate) fn reported<R: Answer>(mut response: R, attempt: u32) -> R {
+    if attempt > 1 {
+        response.report(RetryReport::new(attempt, None));
+    }
+    response
+}
+
+/// The failure of a retry that could not be sent: its body gave no copy.
+pub(crate) fn refused<R>(call: &Call, attempt: u32) -> Lost<R> {
+    Box::new(Failure {
+        attempt,
+        what: What::Error(Box::new(NotReplayed)),
+        verdict: Err(StopReason::NotReplayable),
+        retry_after: None,
+        target: call.target.clone(),
+    })
+}
+
+/// The body of a request to send again gave no copy.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body gave no copy to send again")]
+struct NotReplayed;

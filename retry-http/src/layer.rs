@@ -1,0 +1,290 @@
+//! The tower layer: [`RetryLayer`] wraps any `Service<http::Request<B>>` (hyper-util's
+//! client, a tower HTTP stack) in [`RetryService`], whose calls run retry-core's loop over
+//! [`Attempts`](crate::attempt::Attempts).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body::Body;
+use pin_project_lite::pin_project;
+use retry_core::effects::IdempotencyKey;
+use retry_core::middleware::WaitForCancellation;
+use retry_core::{CancelToken, Clock, DefaultClock, FromPolicy, Limited, NamedOp, Retry};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::attempt::{AttemptFuture, Attempts, LayerResponse, copy};
+use crate::body::{ReplayBody, ResponseBody};
+use crate::classify::{Classify, DefaultClassify};
+use crate::config::{HttpRetry, Shared};
+use crate::error::{BoxError, Error, StopReason};
+use crate::judge::{
+    Call, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, hint, may_retry, retrying,
+};
+use crate::method::{Safety, apply_key};
+use crate::target::Target;
+
+/// Retries the calls of the service it wraps under an [`HttpRetry`] policy. Made by
+/// [`HttpRetry::layer`].
+///
+/// ```no_run
+/// use bytes::Bytes;
+/// use http_body_util::Full;
+/// use hyper_util::client::legacy::Client;
+/// use hyper_util::rt::TokioExecutor;
+/// use retry_http::HttpRetry;
+/// use tower::{Service, ServiceBuilder, ServiceExt};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+/// let mut client = ServiceBuilder::new().layer(HttpRetry::default().layer()).service(client);
+///
+/// let request = http::Request::get("http://127.0.0.1:8080/").body(Full::new(Bytes::new()))?;
+/// let response = client.ready().await?.call(request).await?;
+/// println!("{}", response.status());
+/// # Ok(()) }
+/// ```
+pub struct RetryLayer<P = DefaultClassify, C = DefaultClock> {
+    retry: HttpRetry<P, C>,
+}
+
+impl<P, C> RetryLayer<P, C> {
+    pub(crate) fn new(retry: HttpRetry<P, C>) -> Self {
+        RetryLayer { retry }
+    }
+}
+
+impl<P, C> Clone for RetryLayer<P, C> {
+    fn clone(&self) -> Self {
+        RetryLayer {
+            retry: self.retry.clone(),
+        }
+    }
+}
+
+impl<P, C: fmt::Debug> fmt::Debug for RetryLayer<P, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayer")
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+impl<S, P, C> Layer<S> for RetryLayer<P, C> {
+    type Service = RetryService<S, P, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RetryService {
+            inner,
+            shared: Arc::clone(&self.retry.shared),
+        }
+    }
+}
+
+/// A service whose calls are retried: statuses and transport errors worth retrying, a
+/// server's `Retry-After`, method safety, replayable bodies, event streams until their first
+/// event, attempt timeouts, a deadline and cancellation.
+///
+/// A request's own [`CancelToken`] (in its extensions) cancels its call; an
+/// [`IdempotencyKey`] in its extensions becomes its `Idempotency-Key` header, which makes a
+/// POST or PATCH retryable and stays the same on every attempt.
+pub struct RetryService<S, P = DefaultClassify, C = DefaultClock> {
+    inner: S,
+    shared: Arc<Shared<P, C>>,
+}
+
+impl<S: Clone, P, C> Clone for RetryService<S, P, C> {
+    fn clone(&self) -> Self {
+        RetryService {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryService")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The loop one call runs.
+type Loop<S, B, ResB, P, C> = Retry<
+    NamedOp<Attempts<S, B, P, C>>,
+    AttemptFuture<S, B, ResB, P, C>,
+    Lost<LayerResponse<ResB>>,
+    C,
+    FromPolicy,
+    WhenFn<LayerResponse<ResB>>,
+    NotifyFn<LayerResponse<ResB>>,
+    HintFn<LayerResponse<ResB>>,
+    Limited<Cancel>,
+>;
+
+impl<S, B, ResB, P, C> Service<Request<B>> for RetryService<S, P, C>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    B: ReplayBody,
+    ResB: Body,
+    ResB::Error: Into<BoxError>,
+    P: Classify,
+    C: Clock + Clone,
+{
+    type Response = LayerResponse<ResB>;
+    type Error = Error;
+    type Future = ResponseFuture<S, B, ResB, P, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx).map_err(|e| {
+            tracing::info!(target: TARGET, "http service not ready");
+            Error::new(None, 0, StopReason::NotRetryable).with_cause(Some(e.into()))
+        })
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        // The service made ready goes to this call's first attempt; a clone stays (tower's
+        // rule: a call may only use a service that `poll_ready` approved).
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let target = Target::of(&request);
+        if let Some(key) = request.extensions().get::<IdempotencyKey>().cloned() {
+            if let Err(reason) = apply_key(request.headers_mut(), &key) {
+                tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
+                return ResponseFuture::refused(Error::new(Some(target), 0, reason));
+            }
+        }
+        let shared = &self.shared;
+        let cancel = request
+            .extensions()
+            .get::<CancelToken>()
+            .or(shared.cancel.as_ref())
+            .map(CancelToken::cancelled);
+        let max_attempts = shared.policy.max_attempts();
+        let spare = if max_attempts > 1 {
+            copy(&request).map(|request| (ready.clone(), request))
+        } else {
+            None
+        };
+        let call = Call {
+            safety: Safety::of(request.method(), request.headers()),
+            // One attempt allowed: nothing needs replaying.
+            replayable: spare.is_some() || max_attempts <= 1,
+            target: target.clone(),
+        };
+        let attempts = Attempts::new(ready, spare, request, Arc::clone(shared), call);
+        let when: WhenFn<LayerResponse<ResB>> = may_retry;
+        let notify: NotifyFn<LayerResponse<ResB>> = retrying;
+        let hint: HintFn<LayerResponse<ResB>> = hint;
+        let run = shared
+            .policy
+            .retry_operation(attempts)
+            .when(when)
+            .notify(notify)
+            .retry_after(hint)
+            .cancel_on(Cancel(cancel));
+        let run = match shared.deadline {
+            Some(budget) => run.deadline(budget),
+            None => run,
+        };
+        ResponseFuture {
+            state: State::Running {
+                run,
+                target,
+                max_attempts,
+                ceiling: shared.policy.max_retry_after(),
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// The future of a call through [`RetryService`].
+    pub struct ResponseFuture<S, B, ResB, P, C>
+    where
+        S: Service<Request<B>>,
+        ResB: Body,
+        C: Clock,
+    {
+        #[pin]
+        state: State<Loop<S, B, ResB, P, C>>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<L> {
+        // The loop is running.
+        Running { #[pin] run: L, target: Target, max_attempts: u32, ceiling: Duration },
+        // The request was refused before anything was sent.
+        Refused { error: Option<Error> },
+    }
+}
+
+impl<S, B, ResB, P, C> ResponseFuture<S, B, ResB, P, C>
+where
+    S: Service<Request<B>>,
+    ResB: Body,
+    C: Clock,
+{
+    fn refused(error: Error) -> Self {
+        ResponseFuture {
+            state: State::Refused { error: Some(error) },
+        }
+    }
+}
+
+impl<S, B, ResB, P, C> Future for ResponseFuture<S, B, ResB, P, C>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    B: ReplayBody,
+    ResB: Body,
+    ResB::Error: Into<BoxError>,
+    P: Classify,
+    C: Clock,
+{
+    type Output = Result<Response<ResponseBody<ResB>>, Error>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Running {
+                run,
+                target,
+                max_attempts,
+                ceiling,
+            } => match run.poll(cx) {
+                Poll::Ready(outcome) => {
+                    Poll::Ready(finish(outcome, target, *max_attempts, *ceiling))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            StateProj::Refused { error } => match error.take() {
+                Some(error) => Poll::Ready(Err(error)),
+                None => Poll::Pending,
+            },
+        }
+    }
+}
+
+/// The call's cancellation signal: its token's, or none.
+pub(crate) struct Cancel(pub(crate) Option<WaitForCancellation>);
+
+impl Future for Cancel {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match &mut self.get_mut().0 {
+            Some(wait) => Pin::new(wait).poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}

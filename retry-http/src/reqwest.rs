@@ -1,0 +1,260 @@
+//! The reqwest-middleware middleware: the same policy, judge and loop as the tower layer,
+//! around `Next::run`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{Extensions, Uri};
+use pin_project_lite::pin_project;
+use reqwest::{Request, Response, ResponseBuilderExt};
+use reqwest_middleware::{Middleware, Next};
+use retry_core::effects::IdempotencyKey;
+use retry_core::{CancelToken, Clock, DefaultClock};
+
+use crate::classify::{Classify, DefaultClassify};
+use crate::config::HttpRetry;
+use crate::error::{Error, RetryReport};
+use crate::judge::{
+    Answer, Call, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported, retrying,
+};
+use crate::layer::Cancel;
+use crate::method::{Safety, apply_key};
+use crate::sse::{FirstEvent, is_event_stream};
+use crate::target::Target;
+
+/// Retries the calls of a reqwest-middleware `ClientWithMiddleware` under an [`HttpRetry`]
+/// policy, with the same rules as the tower layer. Made by [`HttpRetry::middleware`].
+///
+/// A request's [`IdempotencyKey`] and [`CancelToken`] go in its extensions
+/// (`RequestBuilder::with_extension`). A call that ends without a response fails with
+/// `reqwest_middleware::Error::Middleware` holding this crate's [`Error`] (downcast it to
+/// read the attempts and the reason).
+///
+/// ```no_run
+/// use retry_core::effects::IdempotencyKey;
+/// use retry_http::HttpRetry;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(HttpRetry::default().middleware())
+///     .build();
+/// let response = client
+///     .post("http://127.0.0.1:8080/orders")
+///     .body("{\"sku\":42}")
+///     .with_extension(IdempotencyKey::new("order-42")?)
+///     .send()
+///     .await?;
+/// println!("{}", response.status());
+/// # Ok(()) }
+/// ```
+pub struct RetryMiddleware<P = DefaultClassify, C = DefaultClock> {
+    retry: HttpRetry<P, C>,
+}
+
+impl<P, C> Clone for RetryMiddleware<P, C> {
+    fn clone(&self) -> Self {
+        RetryMiddleware {
+            retry: self.retry.clone(),
+        }
+    }
+}
+
+impl<P, C: std::fmt::Debug> std::fmt::Debug for RetryMiddleware<P, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryMiddleware")
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+impl<P, C> HttpRetry<P, C> {
+    /// The reqwest-middleware [`Middleware`] that retries calls under this policy.
+    #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+    pub fn middleware(&self) -> RetryMiddleware<P, C> {
+        RetryMiddleware {
+            retry: self.clone(),
+        }
+    }
+}
+
+impl Answer for Response {
+    fn status(&self) -> http::StatusCode {
+        self.status()
+    }
+
+    fn headers(&self) -> &http::HeaderMap {
+        self.headers()
+    }
+
+    fn report(&mut self, report: RetryReport) {
+        self.extensions_mut().insert(report);
+    }
+}
+
+#[async_trait::async_trait]
+impl<P, C> Middleware for RetryMiddleware<P, C>
+where
+    P: Classify,
+    C: Clock + Clone + Send + Sync + 'static,
+    C::Sleep: Send,
+{
+    async fn handle(
+        &self,
+        mut request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let shared = &*self.retry.shared;
+        let target = Target {
+            method: request.method().clone(),
+            uri: Uri::try_from(request.url().as_str()).unwrap_or_default(),
+        };
+        if let Some(key) = extensions.get::<IdempotencyKey>() {
+            if let Err(reason) = apply_key(request.headers_mut(), key) {
+                tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
+                return Err(reqwest_middleware::Error::middleware(Error::new(
+                    Some(target),
+                    0,
+                    reason,
+                )));
+            }
+        }
+        let cancel = extensions
+            .get::<CancelToken>()
+            .or(shared.cancel.as_ref())
+            .map(CancelToken::cancelled);
+        let max_attempts = shared.policy.max_attempts();
+        let spare = if max_attempts > 1 {
+            request.try_clone()
+        } else {
+            None
+        };
+        let call = Call {
+            safety: Safety::of(request.method(), request.headers()),
+            replayable: spare.is_some() || max_attempts <= 1,
+            target: target.clone(),
+        };
+        let mut first = Some(request);
+        let extensions = &*extensions;
+        let (call, next) = (&call, &next);
+        let op = move |attempt: u32| {
+            let request = first
+                .take()
+                .or_else(|| spare.as_ref().and_then(Request::try_clone));
+            let timer = shared
+                .attempt_timeout
+                .map(|timeout| (timeout, shared.policy.clock().sleep(timeout)));
+            let mut extensions = extensions.clone();
+            let next = next.clone();
+            async move {
+                let Some(request) = request else {
+                    return Err(refused(call, attempt));
+                };
+                let exchange = exchange(shared, call, attempt, next, request, &mut extensions);
+                let (timeout, sleep) = match timer {
+                    Some((timeout, sleep)) => (Some(timeout), Some(sleep)),
+                    None => (None, None),
+                };
+                let outcome = match (Timed {
+                    future: exchange,
+                    timer: sleep,
+                })
+                .await
+                {
+                    Some(outcome) => outcome,
+                    None => Err(Failed::TimedOut(timeout.unwrap_or_default())),
+                };
+                match outcome {
+                    Ok(response) => call
+                        .judge_response(&shared.classify, shared.wall_clock, attempt, response)
+                        .map(|response| reported(response, attempt)),
+                    Err(failed) => Err(call.judge_error(&shared.classify, attempt, failed)),
+                }
+            }
+        };
+        let when: fn(&Lost<Response>, u32) -> bool = may_retry;
+        let notify: fn(&Lost<Response>, u32, std::time::Duration) = retrying;
+        let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
+        let run = shared
+            .policy
+            .retry(op)
+            .when(when)
+            .notify(notify)
+            .retry_after(hint)
+            .cancel_on(Cancel(cancel));
+        let outcome = match shared.deadline {
+            Some(budget) => run.deadline(budget).await,
+            None => run.await,
+        };
+        finish(
+            outcome,
+            &target,
+            max_attempts,
+            shared.policy.max_retry_after(),
+        )
+        .map_err(reqwest_middleware::Error::middleware)
+    }
+}
+
+/// One exchange: the rest of the chain, then, for an event stream, its first event.
+async fn exchange<P, C>(
+    shared: &crate::config::Shared<P, C>,
+    call: &Call,
+    attempt: u32,
+    next: Next<'_>,
+    request: Request,
+    extensions: &mut Extensions,
+) -> Result<Response, Failed> {
+    let response = match next.run(request, extensions).await {
+        Ok(response) => response,
+        Err(reqwest_middleware::Error::Reqwest(e)) => return Err(Failed::Transport(Box::new(e))),
+        Err(reqwest_middleware::Error::Middleware(e)) => return Err(Failed::Transport(e.into())),
+    };
+    let wait_for_event =
+        shared.first_event && response.status().is_success() && is_event_stream(response.headers());
+    if !wait_for_event {
+        return Ok(response);
+    }
+    let url = response.url().clone();
+    let response: http::Response<reqwest::Body> = response.into();
+    let waited = FirstEvent::new(response, call.target.clone(), attempt)
+        .await
+        .map_err(|e| Failed::Stream(Box::new(e)))?;
+    let (mut head, body) = waited.into_parts();
+    // The conversion from `http::Response` keeps the URL only in an extension that
+    // reqwest's own builder method sets.
+    let (with_url, ()) = http::Response::builder()
+        .url(url)
+        .body(())
+        .map(http::Response::into_parts)
+        .unwrap_or_else(|_| (http::Response::new(()).into_parts().0, ()));
+    head.extensions.extend(with_url.extensions);
+    let body = reqwest::Body::wrap(body);
+    Ok(Response::from(http::Response::from_parts(head, body)))
+}
+
+pin_project! {
+    /// `future`, unless `timer` ends first (then `None`).
+    struct Timed<F, S> {
+        #[pin]
+        future: F,
+        #[pin]
+        timer: Option<S>,
+    }
+}
+
+impl<F: Future, S: Future<Output = ()>> Future for Timed<F, S> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(out) = this.future.poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        match this.timer.as_pin_mut().map(|t| t.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(None),
+            _ => Poll::Pending,
+        }
+    }
+}
