@@ -25,7 +25,10 @@ pub use std::borrow::ToOwned;
 pub use crate::jitter::Jitter;
 pub use crate::options::{OptionsError, RetryDefaults, RetryOptions};
 pub use crate::policy::RetryPolicy;
-pub use crate::retry::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
+pub use crate::retry::{
+    AsBreaker, AsBudget, Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit,
+    WithLimits,
+};
 
 // `#[tool]`: the arguments are a `#[derive(Deserialize)]` struct with
 // `#[serde(crate = "…::__private::serde")]`, so a user crate needs no serde dependency.

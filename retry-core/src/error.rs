@@ -36,6 +36,7 @@ use std::time::Duration;
 #[cfg(feature = "serde")]
 use serde::{Deserialize, Serialize};
 
+use crate::protection::CircuitOpen;
 #[cfg(feature = "serde")]
 use crate::time::millis;
 use crate::time::{Millis, saturating_ms};
@@ -62,6 +63,11 @@ pub enum TaskFailure {
         /// How many tasks the pending queue holds.
         capacity: usize,
     },
+    /// A circuit breaker refused the run: the dependency behind it is failing, and the task
+    /// was not run ([`with_breaker`](crate::middleware::with_breaker)). Not retryable by
+    /// classification: the circuit stays open for a while, and retrying at once would only
+    /// be refused again.
+    CircuitOpen(CircuitOpen),
     /// The task's own structured error.
     Task(TaskError),
     /// Any other error the task returned.
@@ -96,6 +102,11 @@ impl TaskFailure {
         matches!(self, Self::Timeout(_))
     }
 
+    /// Whether this is [`TaskFailure::CircuitOpen`].
+    pub const fn is_circuit_open(&self) -> bool {
+        matches!(self, Self::CircuitOpen(_))
+    }
+
     /// The task's own structured error, if that is what this is.
     pub const fn as_task_error(&self) -> Option<&TaskError> {
         match self {
@@ -109,7 +120,7 @@ impl TaskFailure {
 ///
 /// | failure                                 | retryable        |
 /// |-----------------------------------------|------------------|
-/// | `QueueFull`, `QueueStopped`, `Timeout`  | `false`          |
+/// | `QueueFull`, `QueueStopped`, `Timeout`, `CircuitOpen` | `false` |
 /// | `TaskError`                             | its own field    |
 /// | anything else (`Other`, `Cancelled`)    | `true`           |
 ///
@@ -127,6 +138,7 @@ impl TaskFailure {
 pub fn classify(failure: &TaskFailure) -> bool {
     match failure {
         TaskFailure::QueueFull { .. } | TaskFailure::QueueStopped => false,
+        TaskFailure::CircuitOpen(_) => false,
         TaskFailure::Timeout(t) => t.retryable(),
         TaskFailure::Task(e) => e.retryable(),
         TaskFailure::Other(_) | TaskFailure::Cancelled => true,
@@ -143,6 +155,7 @@ impl fmt::Display for TaskFailure {
                 f,
                 "scheduler queue full ({capacity} pending): the task was not run"
             ),
+            Self::CircuitOpen(open) => open.fmt(f),
             Self::Task(e) => e.fmt(f),
             Self::Other(e) => e.fmt(f),
         }
@@ -155,6 +168,12 @@ impl Error for TaskFailure {
             Self::Other(e) => e.source(),
             _ => None,
         }
+    }
+}
+
+impl From<CircuitOpen> for TaskFailure {
+    fn from(open: CircuitOpen) -> Self {
+        Self::CircuitOpen(open)
     }
 }
 

@@ -54,6 +54,9 @@
 //! | `retry gave up: deadline exceeded; the last value is returned` | INFO | `attempts` |
 //! | `retry gave up: attempt timed out` | INFO | `attempts`, `timeout` |
 //! | `retry gave up: cancelled` | INFO | `attempts` |
+//! | `retry gave up: retry budget exhausted` | INFO | `attempts`, `requests`, `retries`, `error` |
+//! | `retry gave up: circuit open` | INFO | `attempts`, `breaker`, `state`, `error` |
+//! | `call refused: circuit open` | DEBUG | `attempts` (0), `breaker`, `state` |
 //! | `retry gave up: error not retryable` | DEBUG | `attempts`, `error` |
 //!
 //! A retry is a warning, as in Polly: something failed and is being papered over, which is
@@ -61,7 +64,10 @@
 //! error and decides how loud to be. A predicate's "not retryable" is routine, so it is debug.
 //! `error` is the error's `Debug` form (the loop asks only `E: Debug` of it); delays and
 //! timeouts are `Duration`s. The middleware adds its own events under `retry_core::middleware`,
-//! the scheduler under `retry_core::scheduler`.
+//! the scheduler under `retry_core::scheduler`. A circuit breaker reports each change of state
+//! under `retry_core::breaker`: `circuit opened` and `circuit isolated` are WARN, `circuit
+//! half-open` and `circuit closed` INFO (fields `breaker`, `from`, `to`, `reason`, and
+//! `open_for`). A call refused by an open circuit is routine, so it is DEBUG.
 //!
 //! # Features
 //!
@@ -73,8 +79,8 @@
 //! | `scheduler`  | yes     | the in-process scheduler (implies `middleware`) |
 //! | `effects`    | no      | the tool-call runner, ledger and recovery (implies `serde`) |
 //!
-//! Without any feature the crate is the retry loop, its options and policy, the clock and the
-//! error model.
+//! Without any feature the crate is the retry loop, its options and policy, the clock, the
+//! error model, and the retry budget and circuit breaker.
 //!
 //! # Where things are
 //!
@@ -87,12 +93,16 @@
 //!   [`summarize`](Retry::summarize) (what the loop did, as a [`RetrySummary`]).
 //! - [`RetryPolicy::retry_blocking`] and [`Retry::call`]: the same loop for blocking code, on
 //!   the calling thread, waiting through [`Clock::sleep_blocking`].
+//! - [`Retry::budget`], [`Retry::breaker`]: a [`RetryBudget`] (retries as a fraction of recent
+//!   requests plus a floor per second) and a [`CircuitBreaker`] (stop calling a dependency that
+//!   keeps failing, probe it after a break) shared by every call to a dependency; a refusal ends
+//!   the loop at once as [`RetryError::BudgetExhausted`] or [`RetryError::CircuitOpen`].
 //! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`], [`Fibonacci`], [`Linear`],
 //!   [`Constant`]: delay schedules.
 //! - [`Clock`], [`Scope`]: injectable time and seeded randomness.
 //! - [`TaskFailure`], [`TaskError`], [`classify`]: the task error model.
-//! - `middleware` (feature `middleware`, on by default): `with_retry`, `with_timeout`,
-//!   `with_activity_timeout`, `with_fallback` — stackable `Task` transforms.
+//! - `middleware` (feature `middleware`, on by default): `with_retry`, `with_breaker`,
+//!   `with_timeout`, `with_activity_timeout`, `with_fallback` — stackable `Task` transforms.
 //! - `Scheduler` (feature `scheduler`, on by default): runs tasks with a concurrency limit, a
 //!   bounded queue and an on-error policy, and reports their lifecycle.
 //! - [`effects`]: agent tool calls that are never replayed blindly — declared effects,
@@ -127,6 +137,7 @@ pub mod middleware;
 mod number;
 mod options;
 mod policy;
+mod protection;
 mod retry;
 mod rng;
 mod schedule;
@@ -148,10 +159,15 @@ pub use policy::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, DEFAULT_MAX_RETRY_AFTER,
     RetryPolicy,
 };
+pub use protection::{
+    BreakerBuilder, BreakerConfig, BreakerError, BudgetBuilder, BudgetConfig, BudgetError,
+    BudgetExhausted, BudgetSnapshot, ChangeReason, CircuitBreaker, CircuitOpen, CircuitState,
+    Permit, RetryBudget, StateChange,
+};
 pub use retry::{
     Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NamedOp, NoHint, OnRetry,
     Operation, Retry, RetryAfter, RetryError, RetrySummary, ShouldRetry, Silent, Summarized,
-    Unlimited, WhenOk,
+    Unlimited, Unprotected, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -168,7 +184,11 @@ pub use time::{Clock, DefaultClock, DefaultSleep, Scope, TokioClock};
 pub use retry_macros::{retry, tool};
 
 #[doc(hidden)]
-pub use retry::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
+pub use retry::{
+    AsError, BreakerSlot, BudgetSlot, Counts, Ending, Ends, EveryError, Forget, Handle,
+    IntoLimited, IntoProtected, Memory, NoBreaker, NoBudget, NoTimer, Protected, Protection,
+    Recall, Refusal, TimerSlot, Typed,
+};
 #[doc(hidden)]
 pub use retry::{Inline, JudgeOk, OnThread, Preemptible, Summed, Tally, ThreadWait, Unjudged};
 #[doc(hidden)]

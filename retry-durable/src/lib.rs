@@ -17,6 +17,11 @@
 //!   [`DeadLetter`] that can be listed, re-driven and purged.
 //! - **What runs is what was validated.** Retry options are resolved and checked when work is
 //!   scheduled and stored on the row; a later change of defaults does not change stored work.
+//! - **A dependency that is down does not burn the queue.** A handler may share a
+//!   [`CircuitBreaker`](retry_core::CircuitBreaker) and a
+//!   [`RetryBudget`](retry_core::RetryBudget) with other callers
+//!   ([`JobsBuilder::breaker`], [`JobsBuilder::budget`]): an attempt either refuses is not
+//!   run, and its item waits until it would be admitted with the attempts it had.
 //!
 //! Not promised: exactly once.
 //!

@@ -244,6 +244,14 @@ pub(crate) fn finish<R: Answer>(
         Err(RetryError::AttemptTimeout { attempts, last, .. }) => {
             return Err(limit(target, last, attempts, StopReason::Exhausted));
         }
+        // The layer's loop is given no retry budget or circuit breaker (yet): should a
+        // refusal end it, the retries stopped as if exhausted.
+        Err(
+            RetryError::BudgetExhausted { attempts, last, .. }
+            | RetryError::CircuitOpen { attempts, last, .. },
+        ) => {
+            return Err(limit(target, last, attempts, StopReason::Exhausted));
+        }
     };
     gave_up(&failure.target, failure.status(), attempts, reason);
     match failure.what {

@@ -94,6 +94,9 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// | `retry_after`        | path of a `fn(&E) -> Option<Duration>`         | no hints |
 /// | `deadline_ms`        | integer literal or `const` path, `> 0`         | none    |
 /// | `attempt_timeout_ms` | integer literal or `const` path, `> 0`         | none    |
+/// | `budget`             | path of a `static` `RetryBudget` shared by every call | none |
+/// | `breaker`            | path of a `static` `CircuitBreaker` shared by every call | none |
+/// | `breaker_counts`     | path of a `fn(&E) -> bool`                     | every error counts |
 /// | `defaults`           | path of a `const` [`RetryOptions`] layer        | none    |
 /// | `crate`              | string with the path of `retry_core`           | `"::retry_core"` |
 ///
@@ -186,6 +189,59 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let error = fetch().await.unwrap_err();
 /// assert!(matches!(error, FetchError::Limit(LimitExceeded::DeadlineExceeded { .. })));
+/// # }
+/// ```
+///
+/// # A budget and a breaker shared by every call
+///
+/// `budget = STATIC` spends retries from a `retry_core::RetryBudget` that every call of the
+/// function (and anything else given it) shares: each call is a request, each retry must be
+/// admitted, and a refused retry returns the last error at once. `breaker = STATIC` sends
+/// every attempt through a `retry_core::CircuitBreaker`: an attempt it refuses — the first of
+/// a call while the circuit is open, or one whose wait ended in a break — becomes the
+/// function's error through `From<CircuitOpen>` (so `E` must implement it), and a retry it
+/// refuses returns the last error. `breaker_counts = f` says which errors count against the
+/// breaker (the others are successes: the dependency answered). The `static`s are built in
+/// `const` (`RetryBudget::with_config(…)`, where invalid settings do not compile), or are a
+/// `LazyLock` of one for settings known only at run time.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_core::{CircuitBreaker, CircuitOpen, RetryBudget, retry};
+///
+/// #[derive(Debug)]
+/// enum PaymentError {
+///     Declined,
+///     Unavailable,
+///     Refused(CircuitOpen),
+/// }
+///
+/// impl From<CircuitOpen> for PaymentError {
+///     fn from(open: CircuitOpen) -> Self {
+///         PaymentError::Refused(open)
+///     }
+/// }
+///
+/// static PAYMENTS_BUDGET: RetryBudget = RetryBudget::new(); // 20 % + 10/s over 10 s
+/// static PAYMENTS: CircuitBreaker = CircuitBreaker::with_config(
+///     match CircuitBreaker::builder().name("payments").consecutive_failures(3).validate() {
+///         Ok(config) => config,
+///         Err(e) => panic!("{}", e.message()),
+///     },
+/// );
+///
+/// fn is_outage(error: &PaymentError) -> bool {
+///     matches!(error, PaymentError::Unavailable)
+/// }
+///
+/// #[retry(budget = PAYMENTS_BUDGET, breaker = PAYMENTS, breaker_counts = is_outage)]
+/// async fn charge(cents: u64) -> Result<(), PaymentError> {
+///     if cents > 0 { Err(PaymentError::Unavailable) } else { Err(PaymentError::Declined) }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// assert!(matches!(charge(100).await, Err(PaymentError::Unavailable))); // 3 failures: open
+/// assert!(matches!(charge(100).await, Err(PaymentError::Refused(_)))); // not sent
 /// # }
 /// ```
 ///

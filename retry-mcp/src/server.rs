@@ -430,6 +430,10 @@ where
                     RetryError::DeadlineExceeded { last, .. }
                     | RetryError::AttemptTimeout { last, .. }
                     | RetryError::Cancelled { last, .. } => (GaveUp::Deadline, last),
+                    // This loop is given no retry budget or circuit breaker: should a refusal
+                    // end it, the retries stopped as if exhausted.
+                    RetryError::BudgetExhausted { last, .. }
+                    | RetryError::CircuitOpen { last, .. } => (GaveUp::Exhausted, last),
                 })
             }
         };

@@ -88,10 +88,13 @@
 //!   [`join_all`] to run several tasks deterministically.
 //! - [`FaultScript`], [`Step`], [`Fault`]: scripted failures.
 //! - [`Timeline`]: a recorder rendering text for snapshots and SVG for docs.
+//! - [`Journal`]: a log of many calls and the breaker they share, stamped on virtual time.
 //! - [`strategy`] (feature `proptest`, on by default): proptest strategies for options,
 //!   policies and fault scripts.
 //! - [`sim`]: the contention simulator of the AWS Architecture Blog's "Exponential Backoff
-//!   And Jitter", on the real retry loop and virtual time.
+//!   And Jitter", on the real retry loop and virtual time; and [`sim::outage`], the load
+//!   that retries, a retry budget and a circuit breaker send a dependency that is down or
+//!   overloaded.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -102,6 +105,7 @@ mod clock;
 mod drive;
 mod fault;
 mod format;
+mod journal;
 pub mod postgres;
 pub mod sim;
 #[cfg(feature = "proptest")]
@@ -116,4 +120,5 @@ pub use fault::{
     AttemptEnd, AttemptRecord, Fault, FaultScript, Outcome, Scripted, ScriptedAttempt, Step,
     Unconsumed,
 };
+pub use journal::Journal;
 pub use timeline::{Recorded, RowOutcome, Timeline, TimelineRow};

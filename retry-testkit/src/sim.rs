@@ -17,6 +17,9 @@
 //! Two numbers come out, as in the blog: **calls** (conditional writes sent — the work the
 //! row's server does) and **time** (virtual time until the last client is done).
 //!
+//! [`outage`] is its sibling for a dependency that is down or overloaded: how much load
+//! retries add, and how much a retry budget and a circuit breaker take away.
+//!
 //! ```
 //! use retry_testkit::sim::{Contention, Strategy};
 //!
@@ -27,6 +30,8 @@
 //! assert_eq!(full, sim.run(Strategy::FullJitter)?); // same seed, same run
 //! # Ok::<(), retry_testkit::sim::SimError>(())
 //! ```
+
+pub mod outage;
 
 use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};

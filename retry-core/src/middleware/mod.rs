@@ -9,6 +9,7 @@
 //! | transform                 | handles                                   |
 //! |---------------------------|-------------------------------------------|
 //! | [`with_retry()`]               | transient failures, with a delay          |
+//! | [`with_breaker`]          | a dependency that keeps failing: stop calling it for a while |
 //! | [`with_timeout`]          | a budget for the whole run                |
 //! | [`with_activity_timeout`] | a budget since the last progress report   |
 //! | [`with_fallback`]         | business failures, answered second-best   |
@@ -19,9 +20,12 @@
 //! # Order matters
 //!
 //! `with_timeout(with_retry(f))` gives the whole retry chain one budget; `with_retry(with_timeout(f))`
-//! gives each attempt its own. The recommended stack is
-//! `with_fallback(with_timeout(with_retry(f)))`: retry transient failures, bound the caller's
-//! wait around all of it, and answer a business failure with the fallback.
+//! gives each attempt its own. Likewise `with_retry(with_breaker(f, &B))` sends every attempt
+//! through the breaker (an open circuit ends the loop at once: `CircuitOpen` is not retried by
+//! default), where `with_breaker(with_retry(f), &B)` counts a whole retried run as one call.
+//! The recommended stack is `with_fallback(with_timeout(with_retry(f)))`: retry transient
+//! failures, bound the caller's wait around all of it, and answer a business failure with the
+//! fallback.
 //!
 //! ```
 //! use std::time::Duration;
@@ -93,6 +97,7 @@
 //! timer — so `#[tokio::test(start_paused = true)]` makes them instant — or the clock of the
 //! surrounding [`Scope`](crate::Scope), such as a test's mock clock.
 
+mod breaker;
 mod cancel;
 mod context;
 mod delay;
@@ -102,6 +107,9 @@ mod retry;
 mod task;
 mod timeout;
 
+pub use breaker::{
+    BreakerFuture, BreakerTask, CountsAgainst, Transient, with_breaker, with_breaker_when,
+};
 pub use cancel::{CancelToken, WaitForCancellation};
 pub use context::TaskContext;
 pub use delay::{TaskDelay, exponential_backoff};

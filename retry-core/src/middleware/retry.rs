@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -12,7 +13,11 @@ use pin_project_lite::pin_project;
 use crate::error::{TaskFailure, classify};
 use crate::jitter::Jitter;
 use crate::policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
-use crate::retry::{Limited, OnRetry, Operation, Retry, RetryAfter, RetryError, ShouldRetry};
+use crate::protection::RetryBudget;
+use crate::retry::{
+    BudgetSlot, EveryError, Handle, Limited, NoBreaker, NoBudget, OnRetry, Operation, Protected,
+    Retry, RetryAfter, RetryError, ShouldRetry, Typed,
+};
 use crate::rng::LoopRng;
 use crate::schedule::{Drawn, Follow, Start};
 use crate::time::DefaultClock;
@@ -104,13 +109,14 @@ impl OnAttempt for Unobserved {
 /// ```
 #[derive(Clone, Copy)]
 #[must_use = "pass the config to `retry`"]
-pub struct RetryConfig<D = Option<Duration>, P = Classified, A = Unobserved> {
+pub struct RetryConfig<D = Option<Duration>, P = Classified, A = Unobserved, R = NoBudget> {
     retries: u32,
     delay: D,
     predicate: P,
     on_attempt: A,
     seed: Option<u64>,
     max_retry_after: Duration,
+    budget: R,
 }
 
 impl RetryConfig {
@@ -124,6 +130,7 @@ impl RetryConfig {
             on_attempt: Unobserved,
             seed: None,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            budget: NoBudget,
         }
     }
 }
@@ -134,7 +141,7 @@ impl Default for RetryConfig {
     }
 }
 
-impl<D, P, A> RetryConfig<D, P, A> {
+impl<D, P, A, R> RetryConfig<D, P, A, R> {
     /// Allows `retries` retries after the first run: `1 + retries` attempts in all. `0`
     /// disables retrying.
     pub const fn retries(mut self, retries: u32) -> Self {
@@ -150,7 +157,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
     /// Waits `delay` before each retry: a [`Duration`], an
     /// [`ExponentialBackoff`](crate::ExponentialBackoff), or anything else that is a
     /// [`TaskDelay`]. For a closure, [`delay_fn`](RetryConfig::delay_fn) infers its types.
-    pub fn delay<D2: TaskDelay>(self, delay: D2) -> RetryConfig<D2, P, A> {
+    pub fn delay<D2: TaskDelay>(self, delay: D2) -> RetryConfig<D2, P, A, R> {
         RetryConfig {
             retries: self.retries,
             delay,
@@ -158,6 +165,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
             on_attempt: self.on_attempt,
             seed: self.seed,
             max_retry_after: self.max_retry_after,
+            budget: self.budget,
         }
     }
 
@@ -170,7 +178,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
     /// let linear = RetryConfig::new().delay_fn(|i, _error| Duration::from_millis(50) * (i + 1));
     /// # let _ = linear;
     /// ```
-    pub fn delay_fn<D2>(self, delay: D2) -> RetryConfig<D2, P, A>
+    pub fn delay_fn<D2>(self, delay: D2) -> RetryConfig<D2, P, A, R>
     where
         D2: Fn(u32, &TaskFailure) -> Duration,
     {
@@ -179,7 +187,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
 
     /// Retries exactly the failures for which `predicate` is true — every failure but
     /// [`TaskFailure::Cancelled`] is put to it, a `Timeout` included.
-    pub fn retryable<P2>(self, predicate: P2) -> RetryConfig<D, P2, A>
+    pub fn retryable<P2>(self, predicate: P2) -> RetryConfig<D, P2, A, R>
     where
         P2: Fn(&TaskFailure) -> bool,
     {
@@ -190,12 +198,13 @@ impl<D, P, A> RetryConfig<D, P, A> {
             on_attempt: self.on_attempt,
             seed: self.seed,
             max_retry_after: self.max_retry_after,
+            budget: self.budget,
         }
     }
 
     /// Calls `observer` before each retry's wait. The transform has no other channel: a
     /// scheduler sees one task however often it is retried.
-    pub fn on_attempt<A2>(self, observer: A2) -> RetryConfig<D, P, A2>
+    pub fn on_attempt<A2>(self, observer: A2) -> RetryConfig<D, P, A2, R>
     where
         A2: Fn(&RetryAttempt<'_>),
     {
@@ -206,6 +215,7 @@ impl<D, P, A> RetryConfig<D, P, A> {
             on_attempt: observer,
             seed: self.seed,
             max_retry_after: self.max_retry_after,
+            budget: self.budget,
         }
     }
 
@@ -249,9 +259,49 @@ impl<D, P, A> RetryConfig<D, P, A> {
     pub const fn retry_after_ceiling(&self) -> Duration {
         self.max_retry_after
     }
+
+    /// Spends retries from a [`RetryBudget`] shared with other tasks: each run counts as a
+    /// request, and each retry must be admitted by the budget. A refused retry ends the run
+    /// at once with its last failure, as if it had been the last attempt (the loop's
+    /// `tracing` event, "retry gave up: retry budget exhausted", says why).
+    ///
+    /// `budget` is anything that derefs to the budget and can be cloned into each run:
+    /// `&BUDGET` for a `static`, an `Arc<RetryBudget>`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use retry_core::middleware::{with_retry, RetryConfig};
+    /// use retry_core::{RetryBudget, Task, TaskContext, TaskError, TaskFailure};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // No floor: retries only as a fifth of the runs.
+    /// let budget = Arc::new(RetryBudget::builder().ratio(0.2).min_per_sec(0).build()?);
+    /// let down = |_: TaskContext| async { Err::<(), TaskFailure>(TaskError::new("503").with_retryable(true).into()) };
+    /// let task = with_retry(down, RetryConfig::new().retries(3).budget(Arc::clone(&budget)));
+    /// for _ in 0..10 {
+    ///     assert!(task.run().await.is_err());
+    /// }
+    /// // Ten runs earned two retries between them, not thirty.
+    /// assert_eq!(budget.snapshot(tokio::time::Instant::now().into_std()).retries, 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn budget<R2>(self, budget: R2) -> RetryConfig<D, P, A, Handle<R2>>
+    where
+        R2: Deref<Target = RetryBudget> + Clone,
+    {
+        RetryConfig {
+            retries: self.retries,
+            delay: self.delay,
+            predicate: self.predicate,
+            on_attempt: self.on_attempt,
+            seed: self.seed,
+            max_retry_after: self.max_retry_after,
+            budget: Handle(budget),
+        }
+    }
 }
 
-impl<D, P, A> fmt::Debug for RetryConfig<D, P, A> {
+impl<D, P, A, R> fmt::Debug for RetryConfig<D, P, A, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryConfig")
             .field("retries", &self.retries)
@@ -295,12 +345,16 @@ impl<D, P, A> fmt::Debug for RetryConfig<D, P, A> {
 /// assert_eq!(CALLS.load(Ordering::SeqCst), 3);
 /// # }
 /// ```
-pub fn with_retry<F, D, P, A>(task: F, config: RetryConfig<D, P, A>) -> RetryTask<F, D, P, A>
+pub fn with_retry<F, D, P, A, R>(
+    task: F,
+    config: RetryConfig<D, P, A, R>,
+) -> RetryTask<F, D, P, A, R>
 where
     F: Task,
     D: TaskDelay,
     P: RetryPredicate,
     A: OnAttempt,
+    R: BudgetSlot + Clone,
 {
     RetryTask {
         shared: Arc::new(Shared { task, config }),
@@ -308,16 +362,16 @@ where
 }
 
 /// A task wrapped by [`with_retry`](crate::middleware::with_retry()).
-pub struct RetryTask<F, D = Option<Duration>, P = Classified, A = Unobserved> {
-    shared: Arc<Shared<F, D, P, A>>,
+pub struct RetryTask<F, D = Option<Duration>, P = Classified, A = Unobserved, R = NoBudget> {
+    shared: Arc<Shared<F, D, P, A, R>>,
 }
 
-struct Shared<F, D, P, A> {
+struct Shared<F, D, P, A, R> {
     task: F,
-    config: RetryConfig<D, P, A>,
+    config: RetryConfig<D, P, A, R>,
 }
 
-impl<F, D, P, A> Clone for RetryTask<F, D, P, A> {
+impl<F, D, P, A, R> Clone for RetryTask<F, D, P, A, R> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
@@ -325,7 +379,7 @@ impl<F, D, P, A> Clone for RetryTask<F, D, P, A> {
     }
 }
 
-impl<F, D, P, A> fmt::Debug for RetryTask<F, D, P, A> {
+impl<F, D, P, A, R> fmt::Debug for RetryTask<F, D, P, A, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryTask")
             .field("config", &self.shared.config)
@@ -333,15 +387,16 @@ impl<F, D, P, A> fmt::Debug for RetryTask<F, D, P, A> {
     }
 }
 
-impl<F, D, P, A> Task for RetryTask<F, D, P, A>
+impl<F, D, P, A, R> Task for RetryTask<F, D, P, A, R>
 where
     F: Task,
     D: TaskDelay,
     P: RetryPredicate,
     A: OnAttempt,
+    R: BudgetSlot + Clone,
 {
     type Output = F::Output;
-    type Future = RetryFuture<F, D, P, A>;
+    type Future = RetryFuture<F, D, P, A, R>;
 
     fn call(&self, cx: TaskContext) -> Self::Future {
         let config = &self.shared.config;
@@ -368,20 +423,25 @@ where
             shared: Arc::clone(&self.shared),
             cx: attempts.cx.clone(),
         };
+        let budget = config.budget.clone();
         RetryFuture {
             inner: Retry::with_every_hook(policy, attempts, rules(), when, rules(), rules())
-                .cancel_on(signal),
+                .cancel_on(signal)
+                .protected(
+                    |limits| limits,
+                    |_| Protected::new(budget, NoBreaker, EveryError, Typed),
+                ),
         }
     }
 }
 
 /// The operation of the core loop: one call of the wrapped task per attempt.
-struct Attempts<F, D, P, A> {
-    shared: Arc<Shared<F, D, P, A>>,
+struct Attempts<F, D, P, A, R> {
+    shared: Arc<Shared<F, D, P, A, R>>,
     cx: TaskContext,
 }
 
-impl<F: Task, D, P, A> Operation for Attempts<F, D, P, A> {
+impl<F: Task, D, P, A, R> Operation for Attempts<F, D, P, A, R> {
     type Attempt = F::Future;
 
     fn start(&mut self, _attempt: u32) -> F::Future {
@@ -390,16 +450,16 @@ impl<F: Task, D, P, A> Operation for Attempts<F, D, P, A> {
 }
 
 // A task's successful output is never judged: its failures are `TaskFailure`s.
-impl<T, F, D, P, A> crate::retry::JudgeOk<T> for Attempts<F, D, P, A> {}
+impl<T, F, D, P, A, R> crate::retry::JudgeOk<T> for Attempts<F, D, P, A, R> {}
 
 /// The core loop's predicate: cancellation is never retried, nor is anything once the task
 /// has been asked to stop; every other failure is put to the caller's predicate.
-struct Stops<F, D, P, A> {
-    shared: Arc<Shared<F, D, P, A>>,
+struct Stops<F, D, P, A, R> {
+    shared: Arc<Shared<F, D, P, A, R>>,
     cx: TaskContext,
 }
 
-impl<F, D, P: RetryPredicate, A> ShouldRetry<TaskFailure> for Stops<F, D, P, A> {
+impl<F, D, P: RetryPredicate, A, R> ShouldRetry<TaskFailure> for Stops<F, D, P, A, R> {
     fn should_retry(&mut self, error: &TaskFailure, _next_attempt: u32) -> bool {
         !error.is_cancelled()
             && !self.cx.is_cancelled()
@@ -408,9 +468,9 @@ impl<F, D, P: RetryPredicate, A> ShouldRetry<TaskFailure> for Stops<F, D, P, A> 
 }
 
 /// The config's delay, hint and observer, as the core loop's schedule, hint and notifier.
-struct Rules<F, D, P, A>(Arc<Shared<F, D, P, A>>);
+struct Rules<F, D, P, A, R>(Arc<Shared<F, D, P, A, R>>);
 
-impl<F, D: TaskDelay, P, A> Follow<TaskFailure> for Rules<F, D, P, A> {
+impl<F, D: TaskDelay, P, A, R> Follow<TaskFailure> for Rules<F, D, P, A, R> {
     type Kept = Drawn;
 
     fn kept(start: Start) -> Drawn {
@@ -439,13 +499,13 @@ impl<F, D: TaskDelay, P, A> Follow<TaskFailure> for Rules<F, D, P, A> {
     }
 }
 
-impl<F, D: TaskDelay, P, A> RetryAfter<TaskFailure> for Rules<F, D, P, A> {
+impl<F, D: TaskDelay, P, A, R> RetryAfter<TaskFailure> for Rules<F, D, P, A, R> {
     fn retry_after(&mut self, error: &TaskFailure) -> Option<Duration> {
         self.0.config.delay.retry_after(error)
     }
 }
 
-impl<F, D, P, A: OnAttempt> OnRetry<TaskFailure> for Rules<F, D, P, A> {
+impl<F, D, P, A: OnAttempt, R> OnRetry<TaskFailure> for Rules<F, D, P, A, R> {
     fn notify(&mut self, error: &TaskFailure, failed_attempt: u32, delay: Duration) {
         let config = &self.0.config;
         config.on_attempt.on_attempt(&RetryAttempt {
@@ -458,40 +518,42 @@ impl<F, D, P, A: OnAttempt> OnRetry<TaskFailure> for Rules<F, D, P, A> {
 }
 
 /// The core loop behind one run of a [`RetryTask`].
-type Inner<F, D, P, A> = Retry<
-    Attempts<F, D, P, A>,
+type Inner<F, D, P, A, R> = Retry<
+    Attempts<F, D, P, A, R>,
     <F as Task>::Future,
     TaskFailure,
     DefaultClock,
-    Rules<F, D, P, A>,
-    Stops<F, D, P, A>,
-    Rules<F, D, P, A>,
-    Rules<F, D, P, A>,
+    Rules<F, D, P, A, R>,
+    Stops<F, D, P, A, R>,
+    Rules<F, D, P, A, R>,
+    Rules<F, D, P, A, R>,
     Limited<WaitForCancellation>,
+    Protected<R, NoBreaker, EveryError>,
 >;
 
 pin_project! {
     /// The future of one run of a [`RetryTask`]: the crate's retry loop, its outcome told as
     /// a [`TaskFailure`].
     #[must_use = "futures do nothing unless polled"]
-    pub struct RetryFuture<F: Task, D: TaskDelay, P, A> {
+    pub struct RetryFuture<F: Task, D: TaskDelay, P, A, R = NoBudget> {
         #[pin]
-        inner: Inner<F, D, P, A>,
+        inner: Inner<F, D, P, A, R>,
     }
 }
 
-impl<F: Task, D: TaskDelay, P, A> fmt::Debug for RetryFuture<F, D, P, A> {
+impl<F: Task, D: TaskDelay, P, A, R> fmt::Debug for RetryFuture<F, D, P, A, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryFuture").finish_non_exhaustive()
     }
 }
 
-impl<F, D, P, A> Future for RetryFuture<F, D, P, A>
+impl<F, D, P, A, R> Future for RetryFuture<F, D, P, A, R>
 where
     F: Task,
     D: TaskDelay,
     P: RetryPredicate,
     A: OnAttempt,
+    R: BudgetSlot,
 {
     type Output = Result<F::Output, TaskFailure>;
 
@@ -503,6 +565,12 @@ where
             RetryError::Cancelled { .. }
             | RetryError::DeadlineExceeded { .. }
             | RetryError::AttemptTimeout { .. } => TaskFailure::Cancelled,
+            // A refused retry returns the last failure, as the loop without a budget would
+            // after its last attempt; every failure here has one (no attempt timer).
+            RetryError::BudgetExhausted {
+                last, exhausted, ..
+            } => last.unwrap_or_else(|| TaskFailure::other(exhausted)),
+            RetryError::CircuitOpen { open, .. } => TaskFailure::CircuitOpen(open),
         }))
     }
 }

@@ -52,7 +52,7 @@ where
 
 // Each builder changes one type parameter, and the return type says which.
 #[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L> Retry<Op, Fut, E, C, B, W, N, H, L>
+impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
@@ -91,7 +91,7 @@ where
     /// assert_eq!(waits, [800, 400]);
     /// # }
     /// ```
-    pub fn adjust<F>(self, adjust: F) -> Retry<Op, Fut, E, C, Adjusted<B, F>, W, N, H, L>
+    pub fn adjust<F>(self, adjust: F) -> Retry<Op, Fut, E, C, Adjusted<B, F>, W, N, H, L, G>
     where
         F: FnMut(Duration, u32, Option<&E>) -> Duration,
     {
@@ -107,6 +107,7 @@ where
             hint: self.hint,
             progress: self.progress,
             limits: self.limits,
+            protection: self.protection,
             state: State::Start,
         }
     }

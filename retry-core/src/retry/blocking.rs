@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::hooks::Operation;
 use super::limits::Limits;
+use super::protect::Protection;
 use super::value::{JudgeOk, Unjudged};
 use super::{OnRetry, Retry, RetryAfter, RetryPolicy, ShouldRetry};
 use crate::schedule::Follow;
@@ -119,7 +120,7 @@ impl<C: Clock + Clone> RetryPolicy<C> {
     }
 }
 
-impl<Op, T, E, C, B, W, N, H, L> Retry<Op, Ready<Result<T, E>>, E, C, B, W, N, H, L>
+impl<Op, T, E, C, B, W, N, H, L, G> Retry<Op, Ready<Result<T, E>>, E, C, B, W, N, H, L, G>
 where
     Op: Operation<Attempt = Ready<Result<T, E>>> + JudgeOk<T> + Inline,
     E: fmt::Debug,
@@ -129,6 +130,7 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
+    G: Protection<E>,
 {
     /// Runs this blocking loop on the calling thread to its end: the value, or the **last**
     /// error (or, with limits, a [`RetryError`](crate::RetryError)).

@@ -13,6 +13,7 @@ use tracing::Level;
 use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
 use super::limits::{Exit, Limits, Memory, StopReason};
+use super::protect::{Ending, Protection, Refusal};
 use super::value::JudgeOk;
 use super::{OnRetry, Progress, RetryAfter, ShouldRetry, Timer};
 use crate::policy::Plan;
@@ -64,12 +65,13 @@ pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exi
 
 /// Counts the next attempt and says which timer, if any, races it: the time left before the
 /// deadline or the attempt timeout, whichever is shorter. Stops the loop instead when
-/// the deadline has already passed.
+/// the deadline has already passed, or when the loop's breaker refuses the attempt.
 #[inline]
-pub(super) fn start_attempt<E, C: Clock, L: Limits, K>(
+pub(super) fn start_attempt<E, C: Clock, L: Limits, K, G: Protection<E>>(
     plan: &Plan<C>,
     limits: &L,
     progress: &mut Progress<L::Memory<E>, K>,
+    guard: &mut G,
 ) -> Started<E, L::Token> {
     let mut timer = None;
     if let Some((budget, token)) = limits.deadline() {
@@ -80,6 +82,14 @@ pub(super) fn start_attempt<E, C: Clock, L: Limits, K>(
             return Err(deadline_exit(token, progress));
         }
         timer = Some((left, Timer::Deadline(token)));
+    }
+    // After the deadline's check, so that an attempt that does not start holds no place in
+    // the breaker.
+    if let Err(refusal) = guard.admit(progress.attempt + 1, plan.clock()) {
+        trace_refusal_before_attempt(progress.attempt, &refusal);
+        if let Some(exit) = refused_without_error(guard, refusal, limits, progress) {
+            return Err(exit);
+        }
     }
     if let Some((limit, token)) = limits.attempt_timeout() {
         if timer.is_none_or(|(left, _)| limit < left) {
@@ -147,7 +157,7 @@ fn scheduled_delay<E, B: Follow<E>, M>(
 /// needs, not a call with eight arguments.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn after_failure<E, C, B, W, N, H, L>(
+pub(super) fn after_failure<E, C, B, W, N, H, L, G>(
     error: E,
     plan: &Plan<C>,
     checks: &Checks,
@@ -156,6 +166,7 @@ pub(super) fn after_failure<E, C, B, W, N, H, L>(
     notify: &mut N,
     hint: &mut H,
     limits: &L,
+    guard: &mut G,
     progress: &mut Progress<L::Memory<E>, B::Kept>,
 ) -> Next<E, L::Token>
 where
@@ -165,8 +176,10 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
+    G: Protection<E>,
     E: fmt::Debug,
 {
+    guard.failed(Some(&error), plan.clock());
     let attempt = progress.attempt;
     if attempt >= checks.max_attempts {
         tracing::info!(target: TARGET, attempts = attempt, ?error, "retry gave up: attempts exhausted");
@@ -203,6 +216,20 @@ where
             return Next::Stop(deadline_exit(token, progress));
         }
     }
+    // Last, because the budget counts an admitted retry.
+    if let Err(refusal) = guard.retry(delay, plan.clock()) {
+        trace_refused_retry(attempt, &refusal, &error);
+        return Next::Stop(match guard.ending(refusal, limits.token(), true) {
+            Ending::Stop(token, reason) => Exit::Stopped {
+                token,
+                reason,
+                attempts: attempt,
+                last: Some(error),
+            },
+            Ending::Error(error) => Exit::Failed(error),
+            Ending::Last => Exit::Failed(error),
+        });
+    }
     notify.notify(&error, attempt, delay);
     if checks.warns {
         warn_retrying(attempt, delay, &error);
@@ -221,23 +248,30 @@ fn warn_retrying<E: fmt::Debug>(attempt: u32, delay: Duration, error: &E) {
 }
 
 /// Decides what follows an attempt cut off by its timer.
-pub(super) fn after_timer<E, C, B, L>(
+pub(super) fn after_timer<E, C, B, L, G>(
     kind: Timer<L::Token>,
     plan: &Plan<C>,
     checks: &Checks,
     backoff: &mut B,
     limits: &L,
+    guard: &mut G,
     progress: &mut Progress<L::Memory<E>, B::Kept>,
 ) -> Next<E, L::Token>
 where
     C: Clock,
     B: Follow<E>,
     L: Limits,
+    G: Protection<E>,
 {
     let (token, timeout) = match kind {
-        Timer::Deadline(token) => return Next::Stop(deadline_exit(token, progress)),
+        Timer::Deadline(token) => {
+            // The attempt is dropped unfinished: no outcome for the breaker.
+            guard.abandon();
+            return Next::Stop(deadline_exit(token, progress));
+        }
         Timer::AttemptTimeout(token, timeout) => (token, timeout),
     };
+    guard.failed(None, plan.clock());
     let attempt = progress.attempt;
     if attempt >= checks.max_attempts {
         tracing::info!(target: TARGET, attempts = attempt, ?timeout, "retry gave up: attempt timed out");
@@ -254,9 +288,70 @@ where
             return Next::Stop(deadline_exit(token, progress));
         }
     }
+    if let Err(refusal) = guard.retry(delay, plan.clock()) {
+        trace_refusal_before_attempt(attempt, &refusal);
+        if let Some(exit) = refused_without_error(guard, refusal, limits, progress) {
+            return Next::Stop(exit);
+        }
+    }
     tracing::warn!(target: TARGET, attempt, ?timeout, ?delay, "attempt timed out; retrying");
     progress.waited::<E>(delay);
     Next::Wait(delay)
+}
+
+/// How a refusal ends the loop when no error is in hand (before an attempt, after a
+/// timeout): with the last error the loop remembers. `None` if this loop cannot end with a
+/// refusal (it has neither a way to say so nor an error to return); it goes on.
+fn refused_without_error<E, L: Limits, K, G: Protection<E>>(
+    guard: &G,
+    refusal: Refusal,
+    limits: &L,
+    progress: &mut Progress<L::Memory<E>, K>,
+) -> Option<Exit<E, L::Token>> {
+    match guard.ending(refusal, limits.token(), false) {
+        Ending::Stop(token, reason) => Some(Exit::Stopped {
+            token,
+            reason,
+            attempts: progress.attempt,
+            last: progress.memory.take_last(),
+        }),
+        Ending::Error(error) => Some(Exit::Failed(error)),
+        Ending::Last => progress.memory.take_last().map(Exit::Failed),
+    }
+}
+
+/// The event of a refused attempt. Refusing the first attempt of a call is what an open
+/// circuit is for, so that is a debug line; refusing a retry ends a loop that would have
+/// gone on, which is information.
+fn trace_refusal_before_attempt(attempts: u32, refusal: &Refusal) {
+    match refusal {
+        Refusal::CircuitOpen(open) if attempts == 0 => tracing::debug!(
+            target: TARGET, attempts, breaker = open.breaker(), state = open.state().name(),
+            "call refused: circuit open"
+        ),
+        Refusal::CircuitOpen(open) => tracing::info!(
+            target: TARGET, attempts, breaker = open.breaker(), state = open.state().name(),
+            "retry gave up: circuit open"
+        ),
+        Refusal::BudgetExhausted(exhausted) => tracing::info!(
+            target: TARGET, attempts, requests = exhausted.requests(), retries = exhausted.retries(),
+            "retry gave up: retry budget exhausted"
+        ),
+    }
+}
+
+/// The event of a refused retry after a failure.
+fn trace_refused_retry<E: fmt::Debug>(attempts: u32, refusal: &Refusal, error: &E) {
+    match refusal {
+        Refusal::CircuitOpen(open) => tracing::info!(
+            target: TARGET, attempts, breaker = open.breaker(), state = open.state().name(), ?error,
+            "retry gave up: circuit open"
+        ),
+        Refusal::BudgetExhausted(exhausted) => tracing::info!(
+            target: TARGET, attempts, requests = exhausted.requests(), retries = exhausted.retries(), ?error,
+            "retry gave up: retry budget exhausted"
+        ),
+    }
 }
 
 /// Immediate retries (zero waits) in a row before the loop yields to its executor once.
@@ -276,14 +371,20 @@ pub(super) fn yields_after(failed_attempt: u32) -> bool {
 /// is a constant `false` of its type, so the success path keeps the code it had.
 ///
 /// [`when_ok`]: super::Retry::when_ok
+///
+/// For the loop's breaker, a value judged a failure counts as one (as a timed-out attempt
+/// does); any other value is a success. A retry the budget or the breaker refuses returns the
+/// value, as running out of attempts does.
 #[inline(always)]
-pub(super) fn after_value<T, E, Op, C, B, L>(
+#[allow(clippy::too_many_arguments)]
+pub(super) fn after_value<T, E, Op, C, B, L, G>(
     value: T,
     op: &mut Op,
     plan: &Plan<C>,
     checks: &Checks,
     backoff: &mut B,
     limits: &L,
+    guard: &mut G,
     progress: &mut Progress<L::Memory<E>, B::Kept>,
 ) -> Result<Duration, T>
 where
@@ -291,21 +392,29 @@ where
     C: Clock,
     B: Follow<E>,
     L: Limits,
+    G: Protection<E>,
 {
     if !Op::JUDGES {
+        guard.succeeded(plan.clock());
         return Err(value);
     }
     let attempt = progress.attempt;
     // As for errors, the predicate is never asked after the final attempt.
     if attempt >= checks.max_attempts || !op.retry_ok(&value, attempt + 1) {
+        guard.succeeded(plan.clock());
         return Err(value);
     }
+    guard.failed(None, plan.clock());
     let delay = scheduled_delay::<E, _, _>(checks, backoff, None, progress);
     if let Some((left, _)) = deadline_left(plan, limits, progress) {
         if delay >= left {
             tracing::info!(target: TARGET, attempts = attempt, "retry gave up: deadline exceeded; the last value is returned");
             return Err(value);
         }
+    }
+    if let Err(refusal) = guard.retry(delay, plan.clock()) {
+        trace_refusal_before_attempt(attempt, &refusal);
+        return Err(value);
     }
     if checks.warns {
         warn_retrying_value(attempt, delay);

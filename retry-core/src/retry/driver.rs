@@ -17,6 +17,7 @@ use std::convert::Infallible;
 use std::future::{Future, Pending};
 use std::ops::ControlFlow;
 use std::pin::Pin;
+use std::sync::LazyLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -25,22 +26,42 @@ use pin_project_lite::pin_project;
 use super::decide::{Checks, Next, after_failure, after_timer, start_attempt, yields_after};
 use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, TimerSlot, Unlimited};
+use super::protect::{AsError, Handle, Protected, Protection, Unprotected};
 use super::{Always, NoHint, OnRetry, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
 use crate::policy::{Plan, RetryPolicy};
+use crate::protection::{CircuitBreaker, CircuitOpen, RetryBudget};
 use crate::schedule::PolicyKept;
 use crate::time::{Clock, DefaultClock, DefaultSleep};
 
 /// Runs the attempts of one call of a `#[retry]` function. Not public API: the macro's
 /// expansion is its only caller.
-pub struct Driver<E, W = Always, N = Silent, L: DriverLimits<E> = Unlimited, H = NoHint> {
+pub struct Driver<
+    E,
+    W = Always,
+    N = Silent,
+    L: DriverLimits<E> = Unlimited,
+    H = NoHint,
+    G = Unprotected,
+> {
     plan: Plan<DefaultClock>,
     when: W,
     notify: N,
     hint: H,
     limits: L,
+    protection: G,
     progress: Progress<<L::Limits as Limits>::Memory<E>, PolicyKept>,
 }
+
+/// A `#[retry]` function's budget and breaker: `static`s, each optional; which errors count
+/// against the breaker (all, without `breaker_counts`); a refused attempt as
+/// `E::from(CircuitOpen)`, a refused retry as the last error.
+pub type DriverGuard<E> = Protected<
+    Option<Handle<&'static RetryBudget>>,
+    Option<Handle<&'static CircuitBreaker>>,
+    Option<fn(&E) -> bool>,
+    AsError<E>,
+>;
 
 impl<E> Driver<E> {
     /// A driver for one call under `policy`, without hooks or limits.
@@ -52,6 +73,7 @@ impl<E> Driver<E> {
             notify: Silent,
             hint: NoHint,
             limits: Unlimited,
+            protection: Unprotected,
             progress,
         }
     }
@@ -84,12 +106,51 @@ impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
                 budget: deadline.unwrap_or(Duration::ZERO),
                 to_error,
             },
+            protection: self.protection,
             progress: self.progress.remembering::<E, _>(),
         }
     }
 }
 
-impl<E, W, N, L: DriverLimits<E>, H> std::fmt::Debug for Driver<E, W, N, L, H> {
+impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
+    /// Adds a shared retry budget and/or circuit breaker (`static`s named by the attribute);
+    /// every error counts against the breaker unless
+    /// [`breaker_counts`](Driver::breaker_counts) says otherwise. An attempt the breaker refuses becomes the
+    /// function's error through `open_to_error` (`<E as FromCircuitOpen>::from_circuit_open`,
+    /// named by the expansion where a missing `From<CircuitOpen>` is best reported); a retry
+    /// the budget or breaker refuses returns the last error.
+    #[allow(clippy::type_complexity)]
+    pub fn protect(
+        self,
+        budget: Option<&'static RetryBudget>,
+        breaker: Option<(&'static CircuitBreaker, fn(CircuitOpen) -> E)>,
+    ) -> Driver<E, W, N, L, H, DriverGuard<E>> {
+        let (breaker, open_to_error) = match breaker {
+            Some((breaker, to_error)) => (Some(Handle(breaker)), Some(to_error)),
+            None => (None, None),
+        };
+        Driver {
+            plan: self.plan,
+            when: self.when,
+            notify: self.notify,
+            hint: self.hint,
+            limits: self.limits,
+            protection: Protected::new(budget.map(Handle), breaker, None, AsError(open_to_error)),
+            progress: self.progress,
+        }
+    }
+}
+
+impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H, DriverGuard<E>> {
+    /// Counts only the errors for which `counts(&error)` is true against the breaker; any
+    /// other error is a success for it. A function pointer, as for [`when`](Driver::when).
+    pub fn breaker_counts(mut self, counts: fn(&E) -> bool) -> Self {
+        self.protection.count_with(Some(counts));
+        self
+    }
+}
+
+impl<E, W, N, L: DriverLimits<E>, H, G> std::fmt::Debug for Driver<E, W, N, L, H, G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
             .field("plan", &self.plan)
@@ -98,19 +159,23 @@ impl<E, W, N, L: DriverLimits<E>, H> std::fmt::Debug for Driver<E, W, N, L, H> {
     }
 }
 
-impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
+impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
     /// Retries only errors for which `predicate(&error, next_attempt)` is true.
     ///
     /// A function pointer, not a generic: the option names a function, and a function of the
     /// wrong signature is then one type error at the option instead of one per use.
     #[allow(clippy::type_complexity)]
-    pub fn when(self, predicate: fn(&E, u32) -> bool) -> Driver<E, fn(&E, u32) -> bool, N, L, H> {
+    pub fn when(
+        self,
+        predicate: fn(&E, u32) -> bool,
+    ) -> Driver<E, fn(&E, u32) -> bool, N, L, H, G> {
         Driver {
             plan: self.plan,
             when: predicate,
             notify: self.notify,
             hint: self.hint,
             limits: self.limits,
+            protection: self.protection,
             progress: self.progress,
         }
     }
@@ -120,13 +185,14 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     pub fn notify(
         self,
         observer: fn(&E, u32, Duration),
-    ) -> Driver<E, W, fn(&E, u32, Duration), L, H> {
+    ) -> Driver<E, W, fn(&E, u32, Duration), L, H, G> {
         Driver {
             plan: self.plan,
             when: self.when,
             notify: observer,
             hint: self.hint,
             limits: self.limits,
+            protection: self.protection,
             progress: self.progress,
         }
     }
@@ -137,13 +203,14 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     pub fn retry_after(
         self,
         hint: fn(&E) -> Option<Duration>,
-    ) -> Driver<E, W, N, L, fn(&E) -> Option<Duration>> {
+    ) -> Driver<E, W, N, L, fn(&E) -> Option<Duration>, G> {
         Driver {
             plan: self.plan,
             when: self.when,
             notify: self.notify,
             hint,
             limits: self.limits,
+            protection: self.protection,
             progress: self.progress,
         }
     }
@@ -154,25 +221,28 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     /// into `E`. `Continue` means: build the body's future again and call this once more.
     /// The attempt is counted (and its limits' timer armed) by this call; the returned future
     /// runs it.
-    pub fn attempt<T, F>(&mut self, body: F) -> Attempt<'_, E, W, N, L, H, F>
+    pub fn attempt<T, F>(&mut self, body: F) -> Attempt<'_, E, W, N, L, H, G, F>
     where
         F: Future<Output = Result<T, E>>,
+        G: Protection<E>,
     {
-        let phase = match start_attempt(&self.plan, self.limits.limits(), &mut self.progress) {
-            // The limits' timer slot, raced in place: zero-sized without limits, so the body
-            // is the only thing this future holds during an attempt.
-            Ok(Some((limit, kind))) => Phase::Racing {
-                body,
-                timer: SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
-            },
-            Ok(None) => Phase::Racing {
-                body,
-                timer: SlotOf::<L, E>::idle(),
-            },
-            Err(exit) => Phase::Stopped {
-                error: Some(self.limits.error(exit)),
-            },
-        };
+        let limits = self.limits.limits();
+        let phase =
+            match start_attempt(&self.plan, limits, &mut self.progress, &mut self.protection) {
+                // The limits' timer slot, raced in place: zero-sized without limits, so the body
+                // is the only thing this future holds during an attempt.
+                Ok(Some((limit, kind))) => Phase::Racing {
+                    body,
+                    timer: SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
+                },
+                Ok(None) => Phase::Racing {
+                    body,
+                    timer: SlotOf::<L, E>::idle(),
+                },
+                Err(exit) => Phase::Stopped {
+                    error: Some(self.limits.error(exit)),
+                },
+            };
         Attempt {
             driver: self,
             phase,
@@ -195,8 +265,12 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         W: ShouldRetry<E>,
         N: OnRetry<E>,
         H: RetryAfter<E>,
+        G: Protection<E>,
     {
-        if let Err(exit) = start_attempt(&self.plan, self.limits.limits(), &mut self.progress) {
+        let limits = self.limits.limits();
+        if let Err(exit) =
+            start_attempt(&self.plan, limits, &mut self.progress, &mut self.protection)
+        {
             return ControlFlow::Break(Err(self.limits.error(exit)));
         }
         match self.decide(Ok(body())) {
@@ -220,9 +294,13 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         W: ShouldRetry<E>,
         N: OnRetry<E>,
         H: RetryAfter<E>,
+        G: Protection<E>,
     {
         let next = match outcome {
-            Ok(Ok(value)) => return ControlFlow::Break(Ok(value)),
+            Ok(Ok(value)) => {
+                self.protection.succeeded(self.plan.clock());
+                return ControlFlow::Break(Ok(value));
+            }
             Ok(Err(error)) => self.after_failure(error),
             Err(Timer::AttemptTimeout(token, timeout)) => {
                 let error = self.limits.error(Exit::Stopped {
@@ -239,6 +317,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
                 &Checks::new::<_, _, E>(&self.plan, &FromPolicy),
                 &mut FromPolicy,
                 self.limits.limits(),
+                &mut self.protection,
                 &mut self.progress,
             ),
         };
@@ -255,6 +334,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         N: OnRetry<E>,
         H: RetryAfter<E>,
         L: DriverLimits<E>,
+        G: Protection<E>,
     {
         after_failure(
             error,
@@ -265,6 +345,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
             &mut self.notify,
             &mut self.hint,
             self.limits.limits(),
+            &mut self.protection,
             &mut self.progress,
         )
     }
@@ -277,8 +358,8 @@ pin_project! {
     /// One attempt of a `#[retry]` call and the wait after it: the future of
     /// [`Driver::attempt`]. Hand-written so that the body's future is stored once, in place.
     #[must_use = "an attempt does nothing unless `.await`ed"]
-    pub struct Attempt<'a, E, W, N, L: DriverLimits<E>, H, F> {
-        driver: &'a mut Driver<E, W, N, L, H>,
+    pub struct Attempt<'a, E, W, N, L: DriverLimits<E>, H, G, F> {
+        driver: &'a mut Driver<E, W, N, L, H, G>,
         #[pin]
         phase: Phase<F, SlotOf<L, E>, E>,
     }
@@ -302,7 +383,7 @@ pin_project! {
     }
 }
 
-impl<E, W, N, L, H, F, T> Future for Attempt<'_, E, W, N, L, H, F>
+impl<E, W, N, L, H, G, F, T> Future for Attempt<'_, E, W, N, L, H, G, F>
 where
     F: Future<Output = Result<T, E>>,
     E: std::fmt::Debug,
@@ -310,6 +391,7 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: DriverLimits<E>,
+    G: Protection<E>,
 {
     type Output = ControlFlow<Result<T, E>>;
 
@@ -427,12 +509,80 @@ impl<E> DriverLimits<E> for WithLimits<E> {
                 attempt: attempts,
                 timeout,
             },
-            // A driver has no cancellation signal: every other stop is the deadline's.
-            StopReason::Deadline | StopReason::Cancelled => LimitExceeded::DeadlineExceeded {
-                attempts,
-                budget: self.budget,
-            },
+            // A driver has no cancellation signal, and its protection ends the loop with an
+            // error of the function's own (`AsError`): every other stop is the deadline's.
+            StopReason::Deadline | StopReason::Cancelled | StopReason::Refused(_) => {
+                LimitExceeded::DeadlineExceeded {
+                    attempts,
+                    budget: self.budget,
+                }
+            }
         })
+    }
+}
+
+/// What `#[retry(budget = …)]` may name: a `static` [`RetryBudget`], or a `LazyLock` of one
+/// (for settings read at run time).
+#[diagnostic::on_unimplemented(
+    message = "`#[retry(budget = …)]` names a `static` of type `retry_core::RetryBudget`, and this one is of type `{Self}`",
+    label = "not a `retry_core::RetryBudget`",
+    note = "declare it as `static NAME: RetryBudget = RetryBudget::with_config(…);`, or as a `LazyLock<RetryBudget>`"
+)]
+pub trait AsBudget {
+    /// The budget.
+    fn budget(&'static self) -> &'static RetryBudget;
+}
+
+impl AsBudget for RetryBudget {
+    fn budget(&'static self) -> &'static RetryBudget {
+        self
+    }
+}
+
+impl<F: FnOnce() -> RetryBudget> AsBudget for LazyLock<RetryBudget, F> {
+    fn budget(&'static self) -> &'static RetryBudget {
+        LazyLock::force(self)
+    }
+}
+
+/// What `#[retry(breaker = …)]` may name: a `static` [`CircuitBreaker`], or a `LazyLock` of
+/// one.
+#[diagnostic::on_unimplemented(
+    message = "`#[retry(breaker = …)]` names a `static` of type `retry_core::CircuitBreaker`, and this one is of type `{Self}`",
+    label = "not a `retry_core::CircuitBreaker`",
+    note = "declare it as `static NAME: CircuitBreaker = CircuitBreaker::with_config(…);`, or as a `LazyLock<CircuitBreaker>`"
+)]
+pub trait AsBreaker {
+    /// The breaker.
+    fn breaker(&'static self) -> &'static CircuitBreaker;
+}
+
+impl AsBreaker for CircuitBreaker {
+    fn breaker(&'static self) -> &'static CircuitBreaker {
+        self
+    }
+}
+
+impl<F: FnOnce() -> CircuitBreaker> AsBreaker for LazyLock<CircuitBreaker, F> {
+    fn breaker(&'static self) -> &'static CircuitBreaker {
+        LazyLock::force(self)
+    }
+}
+
+/// `E: From<CircuitOpen>`, under a name whose error message explains why `#[retry]` asks.
+#[diagnostic::on_unimplemented(
+    message = "`#[retry]` with `breaker` returns a refused call as `{Self}`, which does not implement `From<retry_core::CircuitOpen>`",
+    label = "this breaker needs `{Self}: From<retry_core::CircuitOpen>`",
+    note = "add a variant such as `Unavailable(#[from] retry_core::CircuitOpen)` to the error type, or implement `From<retry_core::CircuitOpen>` for it"
+)]
+pub trait FromCircuitOpen {
+    /// `E::from(open)`.
+    fn from_circuit_open(open: CircuitOpen) -> Self;
+}
+
+impl<E: From<CircuitOpen>> FromCircuitOpen for E {
+    fn from_circuit_open(open: CircuitOpen) -> Self {
+        E::from(open)
     }
 }
 

@@ -4,15 +4,20 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
+use crate::protection::{BudgetExhausted, CircuitOpen};
+
 /// The outcome of a failed retry loop that had limits ([`Retry::deadline`],
-/// [`Retry::attempt_timeout`], [`Retry::cancel_on`]): the operation's own error, or one of the
-/// limits, told apart by type.
+/// [`Retry::attempt_timeout`], [`Retry::cancel_on`]) or shared protection ([`Retry::budget`],
+/// [`Retry::breaker`]): the operation's own error, or what else ended the loop, told apart by
+/// type.
 ///
-/// A loop without limits resolves to the operation's error type unchanged.
+/// A loop without either resolves to the operation's error type unchanged.
 ///
 /// [`Retry::deadline`]: crate::Retry::deadline
 /// [`Retry::attempt_timeout`]: crate::Retry::attempt_timeout
 /// [`Retry::cancel_on`]: crate::Retry::cancel_on
+/// [`Retry::budget`]: crate::Retry::budget
+/// [`Retry::breaker`]: crate::Retry::breaker
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetryError<E> {
     /// The operation's last error: attempts exhausted, the predicate said no, or a retry-after
@@ -41,6 +46,26 @@ pub enum RetryError<E> {
         /// The last error seen before cancellation, if an attempt had failed.
         last: Option<E>,
     },
+    /// The circuit breaker refused the next attempt (open, isolated, or half-open with its
+    /// probes taken), or its break outlasted the wait before the retry. Nothing more was sent.
+    CircuitOpen {
+        /// Attempts started: 0 when the first was refused.
+        attempts: u32,
+        /// The last error, if an attempt had failed.
+        last: Option<E>,
+        /// What the breaker said.
+        open: CircuitOpen,
+    },
+    /// The retry budget refused the retry: retries of recent calls already used up its
+    /// allowance. The loop ended at once, without waiting.
+    BudgetExhausted {
+        /// Attempts started.
+        attempts: u32,
+        /// The last error (`None` only after an attempt that timed out).
+        last: Option<E>,
+        /// What the budget said.
+        exhausted: BudgetExhausted,
+    },
 }
 
 impl<E> RetryError<E> {
@@ -51,7 +76,9 @@ impl<E> RetryError<E> {
             Self::Operation(e) => Some(e),
             Self::AttemptTimeout { last, .. }
             | Self::DeadlineExceeded { last, .. }
-            | Self::Cancelled { last, .. } => last.as_ref(),
+            | Self::Cancelled { last, .. }
+            | Self::CircuitOpen { last, .. }
+            | Self::BudgetExhausted { last, .. } => last.as_ref(),
         }
     }
 
@@ -61,13 +88,24 @@ impl<E> RetryError<E> {
             Self::Operation(e) => Some(e),
             Self::AttemptTimeout { last, .. }
             | Self::DeadlineExceeded { last, .. }
-            | Self::Cancelled { last, .. } => last,
+            | Self::Cancelled { last, .. }
+            | Self::CircuitOpen { last, .. }
+            | Self::BudgetExhausted { last, .. } => last,
         }
     }
 
-    /// Whether a limit (timeout, deadline, cancellation) ended the loop.
+    /// Whether anything but the operation's own error ended the loop: a limit (timeout,
+    /// deadline, cancellation) or a refusal (open circuit, exhausted budget).
     pub fn is_limit(&self) -> bool {
         !matches!(self, Self::Operation(_))
+    }
+
+    /// Whether a shared budget or breaker refused the next attempt.
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            Self::CircuitOpen { .. } | Self::BudgetExhausted { .. }
+        )
     }
 }
 
@@ -93,6 +131,18 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
             }
             Self::Cancelled { attempts, last: l } => {
                 write!(f, "retry cancelled after {}", Attempts(*attempts))?;
+                last(f, l)
+            }
+            Self::CircuitOpen { open, last: l, .. } => {
+                write!(f, "{open}")?;
+                last(f, l)
+            }
+            Self::BudgetExhausted {
+                attempts,
+                last: l,
+                exhausted,
+            } => {
+                write!(f, "{exhausted}; gave up after {}", Attempts(*attempts))?;
                 last(f, l)
             }
         }

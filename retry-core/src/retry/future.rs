@@ -11,6 +11,7 @@ use super::decide::{
     Checks, Next, TARGET, after_failure, after_timer, after_value, start_attempt, yields_after,
 };
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
+use super::protect::Protection;
 use super::value::JudgeOk;
 use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry};
 use crate::policy::Plan;
@@ -33,7 +34,7 @@ pin_project! {
     }
 }
 
-impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H, L>
+impl<Op, Fut, T, E, C, B, W, N, H, L, G> Future for Retry<Op, Fut, E, C, B, W, N, H, L, G>
 where
     Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
@@ -44,6 +45,7 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
+    G: Protection<E>,
 {
     type Output = L::Output<T, E>;
 
@@ -59,12 +61,13 @@ where
             return drive(self, cx, Resume::Dispatch);
         }
         // R6: cancellation wins over everything; no attempt starts after the signal.
-        if let Some(exit) = cancelled(this.limits.as_mut(), cx, this.progress) {
+        if let Some(exit) = cancelled(this.limits.as_mut(), cx, this.progress, this.protection) {
             this.state.set(State::Done);
             return Poll::Ready(L::finish(Err(exit)));
         }
         let state = this.state.as_mut();
-        if let Err(exit) = begin(this.plan, this.op, &*this.limits, this.progress, state) {
+        let (limits, guard) = (&*this.limits, &mut *this.protection);
+        if let Err(exit) = begin(this.plan, this.op, limits, guard, this.progress, state) {
             return Poll::Ready(L::finish(Err(exit)));
         }
         let polled = match this.state.as_mut().project() {
@@ -76,6 +79,7 @@ where
             // A value to judge (`when_ok`): out of line; the check is a constant.
             Poll::Ready(Ok(value)) if Op::JUDGES => judge_first(self, cx, value),
             Poll::Ready(Ok(value)) => {
+                this.protection.succeeded(this.plan.clock());
                 this.state.set(State::Done);
                 Poll::Ready(L::finish(Ok(value)))
             }
@@ -98,8 +102,8 @@ enum Resume<E> {
 /// The loop's body: every transition but the first attempt's start and success.
 #[inline(never)]
 #[allow(clippy::type_complexity)]
-fn drive<Op, Fut, T, E, C, B, W, N, H, L>(
-    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L>>,
+fn drive<Op, Fut, T, E, C, B, W, N, H, L, G>(
+    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L, G>>,
     cx: &mut Context<'_>,
     resume: Resume<E>,
 ) -> Poll<L::Output<T, E>>
@@ -113,9 +117,11 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
+    G: Protection<E>,
 {
     let mut this = retry.project();
     let progress = this.progress;
+    let guard = this.protection;
     let checks = Checks::new::<_, _, E>(this.plan, &*this.backoff);
     // Whether the signal was polled since this poll last ran user code (an attempt, the
     // hooks).
@@ -129,7 +135,7 @@ where
                 return Poll::Pending;
             }
             // R6: cancellation wins over everything, including a wait in progress.
-            if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+            if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress, guard) {
                 this.state.set(State::Done);
                 return Poll::Ready(L::finish(Err(exit)));
             }
@@ -164,7 +170,8 @@ where
                 Poll::Ready(Ok(value)) => {
                     let limits = &*this.limits;
                     let (plan, backoff) = (&*this.plan, &mut *this.backoff);
-                    match after_value(value, this.op, plan, &checks, backoff, limits, progress) {
+                    let op = &mut *this.op;
+                    match after_value(value, op, plan, &checks, backoff, limits, guard, progress) {
                         Ok(delay) => Next::Wait(delay),
                         Err(value) => {
                             this.state.set(State::Done);
@@ -181,6 +188,7 @@ where
                     this.notify,
                     this.hint,
                     &*this.limits,
+                    guard,
                     progress,
                 ),
                 Poll::Pending => {
@@ -190,8 +198,8 @@ where
                     };
                     match timer.poll_fired(cx) {
                         Some(kind) => {
-                            let limits = &*this.limits;
-                            after_timer(kind, this.plan, &checks, this.backoff, limits, progress)
+                            let (plan, limits) = (&*this.plan, &*this.limits);
+                            after_timer(kind, plan, &checks, this.backoff, limits, guard, progress)
                         }
                         None => return Poll::Pending,
                     }
@@ -212,12 +220,13 @@ where
                     }
                     // Straight to the next attempt, polled right here: R6 first (the signal
                     // may have fired during the attempt or inside `notify`).
-                    if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+                    if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress, guard) {
                         this.state.set(State::Done);
                         return Poll::Ready(L::finish(Err(exit)));
                     }
                     let state = this.state.as_mut();
-                    if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state) {
+                    let limits = &*this.limits;
+                    if let Err(exit) = begin(this.plan, this.op, limits, guard, progress, state) {
                         return Poll::Ready(L::finish(Err(exit)));
                     }
                     if let StateProj::Attempt { fut, .. } = this.state.as_mut().project() {
@@ -236,14 +245,15 @@ where
             // R6: no attempt starts after the signal, not even straight after a zero wait
             // (the signal may have fired during the attempt or inside `notify`).
             if !signal_checked {
-                if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress) {
+                if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress, guard) {
                     this.state.set(State::Done);
                     return Poll::Ready(L::finish(Err(exit)));
                 }
             }
             signal_checked = true;
             let state = this.state.as_mut();
-            if let Err(exit) = begin(this.plan, this.op, &*this.limits, progress, state) {
+            let limits = &*this.limits;
+            if let Err(exit) = begin(this.plan, this.op, limits, guard, progress, state) {
                 return Poll::Ready(L::finish(Err(exit)));
             }
         }
@@ -255,8 +265,8 @@ where
 /// that judge values have this function; later values are judged inside `drive`.
 #[inline(never)]
 #[allow(clippy::type_complexity)]
-fn judge_first<Op, Fut, T, E, C, B, W, N, H, L>(
-    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L>>,
+fn judge_first<Op, Fut, T, E, C, B, W, N, H, L, G>(
+    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L, G>>,
     cx: &mut Context<'_>,
     value: T,
 ) -> Poll<L::Output<T, E>>
@@ -270,6 +280,7 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
+    G: Protection<E>,
 {
     let mut retry = retry;
     let mut this = retry.as_mut().project();
@@ -282,6 +293,7 @@ where
         &checks,
         this.backoff,
         limits,
+        this.protection,
         progress,
     ) {
         Err(value) => {
@@ -306,12 +318,15 @@ where
 
 /// How the loop ends when its cancellation signal has fired; `None` while it has not (or the
 /// loop has no signal).
-fn cancelled<E, L: Limits, K>(
+fn cancelled<E, L: Limits, K, G: Protection<E>>(
     limits: Pin<&mut L>,
     cx: &mut Context<'_>,
     progress: &mut Progress<L::Memory<E>, K>,
+    guard: &mut G,
 ) -> Option<Exit<E, L::Token>> {
     let token = limits.poll_cancelled(cx)?;
+    // A running attempt is dropped unfinished: no outcome for the breaker.
+    guard.abandon();
     tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: cancelled");
     Some(Exit::Stopped {
         token,
@@ -323,10 +338,11 @@ fn cancelled<E, L: Limits, K>(
 
 /// Starts the next attempt (raced against its limits' timer, if any) in `state`; or, when the
 /// deadline has already passed, leaves the loop `Done` and returns how it ended.
-fn begin<Op, Fut, T, E, C, L, K>(
+fn begin<Op, Fut, T, E, C, L, K, G>(
     plan: &Plan<C>,
     op: &mut Op,
     limits: &L,
+    guard: &mut G,
     progress: &mut Progress<L::Memory<E>, K>,
     mut state: Pin<&mut AttemptState<Fut, C, L>>,
 ) -> Result<(), Exit<E, L::Token>>
@@ -335,8 +351,9 @@ where
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
     L: Limits,
+    G: Protection<E>,
 {
-    let timer = match start_attempt(plan, limits, progress) {
+    let timer = match start_attempt(plan, limits, progress, guard) {
         Ok(timer) => timer,
         Err(exit) => {
             state.set(State::Done);

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use pin_project_lite::pin_project;
 
 use super::error::RetryError;
+use super::protect::Refusal;
 
 /// Why a limit stopped the loop.
 #[doc(hidden)]
@@ -23,6 +24,8 @@ pub enum StopReason {
     AttemptTimeout(Duration),
     Deadline,
     Cancelled,
+    /// A shared budget or breaker refused the next attempt.
+    Refused(Refusal),
 }
 
 /// How a loop ended without a value.
@@ -58,6 +61,9 @@ pub trait Limits: sealed::Sealed {
     /// The timer racing each attempt (none, for [`Unlimited`]).
     #[doc(hidden)]
     type Timer<S: Future<Output = ()>>: TimerSlot<S, Self::Token>;
+    /// The proof, if these limits hand one out (a refusal needs it to end the loop).
+    #[doc(hidden)]
+    fn token(&self) -> Option<Self::Token>;
     #[doc(hidden)]
     fn deadline(&self) -> Option<(Duration, Self::Token)>;
     #[doc(hidden)]
@@ -80,6 +86,10 @@ impl Limits for Unlimited {
     type Output<T, E> = Result<T, E>;
     type Memory<E> = Forget;
     type Timer<S: Future<Output = ()>> = NoTimer;
+
+    fn token(&self) -> Option<Infallible> {
+        None
+    }
 
     fn deadline(&self) -> Option<(Duration, Infallible)> {
         None
@@ -127,6 +137,10 @@ impl<S: Future> Limits for Limited<S> {
     type Memory<E> = Recall<E>;
     type Timer<T: Future<Output = ()>> = ArmedTimer<T>;
 
+    fn token(&self) -> Option<Limit> {
+        Some(Limit(()))
+    }
+
     fn deadline(&self) -> Option<(Duration, Limit)> {
         self.deadline.map(|d| (d, Limit(())))
     }
@@ -159,6 +173,18 @@ impl<S: Future> Limits for Limited<S> {
                 },
                 StopReason::Deadline => RetryError::DeadlineExceeded { attempts, last },
                 StopReason::Cancelled => RetryError::Cancelled { attempts, last },
+                StopReason::Refused(Refusal::CircuitOpen(open)) => RetryError::CircuitOpen {
+                    attempts,
+                    last,
+                    open,
+                },
+                StopReason::Refused(Refusal::BudgetExhausted(exhausted)) => {
+                    RetryError::BudgetExhausted {
+                        attempts,
+                        last,
+                        exhausted,
+                    }
+                }
             },
         })
     }

@@ -13,6 +13,8 @@
 //! - `limits.rs`: deadline, attempt timeout and cancellation, and all the type-level
 //!   machinery that lets a loop without limits return the operation's own error type.
 //! - `hooks.rs`: the caller's predicate, observer, hint reader and the operation itself.
+//! - `protect.rs`: the shared retry budget and circuit breaker, as the loop consults them,
+//!   and the builder methods that add them.
 //! - `driver.rs`: the plain loop behind `#[retry]`; `error.rs`: [`RetryError`] and
 //!   [`LimitExceeded`].
 //! - `value.rs`: retrying a value judged a failure ([`Retry::when_ok`]); `adjust.rs`: a hook
@@ -28,6 +30,7 @@ mod error;
 mod future;
 mod hooks;
 mod limits;
+mod protect;
 mod summary;
 mod value;
 
@@ -46,7 +49,10 @@ pub use blocking::Blocking;
 #[doc(hidden)]
 pub use blocking::{Inline, OnThread, Preemptible, ThreadWait};
 #[doc(hidden)]
-pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
+pub use driver::{
+    AsBreaker, AsBudget, Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit,
+    WithLimits,
+};
 pub use error::{LimitExceeded, RetryError};
 use future::State;
 pub use hooks::{Always, NamedOp, NoHint, OnRetry, Operation, RetryAfter, ShouldRetry, Silent};
@@ -55,6 +61,12 @@ pub(crate) use limits::Timer;
 #[doc(hidden)]
 pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
 pub use limits::{Limited, Limits, Unlimited};
+pub use protect::Unprotected;
+#[doc(hidden)]
+pub use protect::{
+    AsError, BreakerSlot, BudgetSlot, Counts, Ending, Ends, EveryError, Handle, IntoProtected,
+    NoBreaker, NoBudget, Protected, Protection, Refusal, Typed,
+};
 pub use summary::{RetrySummary, Summarized};
 #[doc(hidden)]
 pub use summary::{Summed, Tally};
@@ -133,7 +145,7 @@ pin_project! {
     /// blocking code ([`RetryPolicy::retry_blocking`]) is run with [`call`](Retry::call)
     /// instead of `.await`.
     #[must_use = "a retry loop does nothing unless `.await`ed"]
-    pub struct Retry<Op, Fut, E, C: Clock, B: Follow<E> = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
+    pub struct Retry<Op, Fut, E, C: Clock, B: Follow<E> = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited, G = Unprotected> {
         plan: Plan<C>,
         op: Op,
         backoff: B,
@@ -143,6 +155,7 @@ pin_project! {
         progress: Progress<L::Memory<E>, B::Kept>,
         #[pin]
         limits: L,
+        protection: G,
         #[pin]
         state: State<Fut, C::Sleep, L::Timer<C::Sleep>>,
     }
@@ -229,6 +242,7 @@ impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
             hint: NoHint,
             progress,
             limits: Unlimited,
+            protection: Unprotected,
             state: State::Start,
         }
     }
@@ -256,6 +270,7 @@ impl<Op, Fut, E, C: Clock, B: Follow<E>, W, N, H> Retry<Op, Fut, E, C, B, W, N, 
             hint,
             progress,
             limits: Unlimited,
+            protection: Unprotected,
             state: State::Start,
         }
     }
@@ -263,7 +278,7 @@ impl<Op, Fut, E, C: Clock, B: Follow<E>, W, N, H> Retry<Op, Fut, E, C, B, W, N, 
 
 // The return types spell out every type parameter on purpose: each builder changes one.
 #[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L> Retry<Op, Fut, E, C, B, W, N, H, L>
+impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
@@ -289,7 +304,7 @@ where
     /// assert_eq!(result, Err(ApiError::NotFound)); // attempt 2; not retried
     /// # }
     /// ```
-    pub fn when<F>(self, predicate: F) -> Retry<Op, Fut, E, C, B, F, N, H, L>
+    pub fn when<F>(self, predicate: F) -> Retry<Op, Fut, E, C, B, F, N, H, L, G>
     where
         F: FnMut(&E, u32) -> bool,
     {
@@ -307,7 +322,7 @@ where
     /// assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2]); // 3 attempts, 2 waits
     /// # }
     /// ```
-    pub fn notify<F>(self, observer: F) -> Retry<Op, Fut, E, C, B, W, F, H, L>
+    pub fn notify<F>(self, observer: F) -> Retry<Op, Fut, E, C, B, W, F, H, L, G>
     where
         F: FnMut(&E, u32, Duration),
     {
@@ -336,7 +351,7 @@ where
     /// assert_eq!(waits, [Duration::from_secs(2); 2]);
     /// # }
     /// ```
-    pub fn retry_after<F>(self, hint: F) -> Retry<Op, Fut, E, C, B, W, N, F, L>
+    pub fn retry_after<F>(self, hint: F) -> Retry<Op, Fut, E, C, B, W, N, F, L, G>
     where
         F: FnMut(&E) -> Option<Duration>,
     {
@@ -347,7 +362,7 @@ where
     /// [`ExponentialBackoff`](crate::ExponentialBackoff), a [`Constant`](crate::Constant)).
     /// Its delays are still clamped to the policy's `max_delay`. The loop's generator (and
     /// its seed) carries over to a schedule that draws.
-    pub fn backoff<B2: Schedule<E>>(self, backoff: B2) -> Retry<Op, Fut, E, C, B2, W, N, H, L> {
+    pub fn backoff<B2: Schedule<E>>(self, backoff: B2) -> Retry<Op, Fut, E, C, B2, W, N, H, L, G> {
         let progress = self
             .progress
             .following(|kept| B2::kept_after(kept.into_rng()));
@@ -360,12 +375,13 @@ where
             hint: self.hint,
             progress,
             limits: self.limits,
+            protection: self.protection,
             state: State::Start,
         }
     }
 
     /// Runs this loop on `clock` instead of the policy's.
-    pub fn clock<C2: Clock>(self, clock: C2) -> Retry<Op, Fut, E, C2, B, W, N, H, L> {
+    pub fn clock<C2: Clock>(self, clock: C2) -> Retry<Op, Fut, E, C2, B, W, N, H, L, G> {
         Retry {
             plan: self.plan.with_clock(clock),
             op: self.op,
@@ -375,6 +391,7 @@ where
             hint: self.hint,
             progress: self.progress,
             limits: self.limits,
+            protection: self.protection,
             state: State::Start,
         }
     }
@@ -389,7 +406,7 @@ where
     fn with_hooks<W2, N2, H2>(
         self,
         replace: impl FnOnce(W, N, H) -> (W2, N2, H2),
-    ) -> Retry<Op, Fut, E, C, B, W2, N2, H2, L> {
+    ) -> Retry<Op, Fut, E, C, B, W2, N2, H2, L, G> {
         let (when, notify, hint) = replace(self.when, self.notify, self.hint);
         Retry {
             plan: self.plan,
@@ -400,6 +417,7 @@ where
             hint,
             progress: self.progress,
             limits: self.limits,
+            protection: self.protection,
             state: State::Start,
         }
     }
@@ -407,7 +425,17 @@ where
     fn limited<S: Future>(
         self,
         f: impl FnOnce(L) -> Limited<S>,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>> {
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>, G> {
+        // Limits remember more (start instant, last error); nothing has run yet.
+        self.protected(f, |g| g)
+    }
+
+    /// The same loop under other limits and protection (see `protect.rs`); nothing has run.
+    pub(crate) fn protected<L2: Limits, G2>(
+        self,
+        limits: impl FnOnce(L) -> L2,
+        protection: impl FnOnce(G) -> G2,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, L2, G2> {
         Retry {
             plan: self.plan,
             op: self.op,
@@ -415,9 +443,9 @@ where
             when: self.when,
             notify: self.notify,
             hint: self.hint,
-            // Limits remember more (start instant, last error); nothing has run yet.
             progress: self.progress.remembering::<E, _>(),
-            limits: f(self.limits),
+            limits: limits(self.limits),
+            protection: protection(self.protection),
             state: State::Start,
         }
     }
@@ -437,7 +465,10 @@ where
     /// assert!(matches!(result, Err(RetryError::DeadlineExceeded { attempts: 1, last: None })));
     /// # }
     /// ```
-    pub fn deadline(self, budget: Duration) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
+    pub fn deadline(
+        self,
+        budget: Duration,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, G>
     where
         L: IntoLimited,
     {
@@ -472,7 +503,7 @@ where
     pub fn attempt_timeout(
         self,
         timeout: Duration,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, G>
     where
         L: IntoLimited,
         Op: Preemptible,
@@ -497,7 +528,7 @@ where
     /// assert!(matches!(result, Err(RetryError::Cancelled { attempts: 0, .. })));
     /// # }
     /// ```
-    pub fn cancel_on<S: Future>(self, signal: S) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>>
+    pub fn cancel_on<S: Future>(self, signal: S) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>, G>
     where
         L: IntoLimited,
     {

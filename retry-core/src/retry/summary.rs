@@ -17,6 +17,7 @@ use pin_project_lite::pin_project;
 use super::blocking::{Inline, OnThread};
 use super::hooks::Operation;
 use super::limits::Limits;
+use super::protect::Protection;
 use super::value::JudgeOk;
 use super::{OnRetry, Retry, RetryAfter, ShouldRetry, State};
 use crate::rng::LoopRng;
@@ -152,7 +153,7 @@ impl<R> fmt::Debug for Summarized<R> {
 
 // Each builder changes one type parameter, and the return type says which.
 #[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L> Retry<Op, Fut, E, C, B, W, N, H, L>
+impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
@@ -166,7 +167,7 @@ where
     ///
     /// The counts live in the loop only when asked for; a loop without `summarize` keeps none
     /// of them. See [`RetrySummary`] for an example.
-    pub fn summarize(self) -> Summarized<Retry<Op, Fut, E, C, Summed<B>, W, N, H, L>> {
+    pub fn summarize(self) -> Summarized<Retry<Op, Fut, E, C, Summed<B>, W, N, H, L, G>> {
         Summarized {
             inner: Retry {
                 plan: self.plan,
@@ -177,6 +178,7 @@ where
                 hint: self.hint,
                 progress: self.progress.following(Tally::new),
                 limits: self.limits,
+                protection: self.protection,
                 state: State::Start,
             },
             started: None,
@@ -184,8 +186,8 @@ where
     }
 }
 
-impl<Op, Fut, T, E, C, B, W, N, H, L> Future
-    for Summarized<Retry<Op, Fut, E, C, Summed<B>, W, N, H, L>>
+impl<Op, Fut, T, E, C, B, W, N, H, L, G> Future
+    for Summarized<Retry<Op, Fut, E, C, Summed<B>, W, N, H, L, G>>
 where
     Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
@@ -196,6 +198,7 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
+    G: Protection<E>,
 {
     type Output = (L::Output<T, E>, RetrySummary);
 
@@ -218,8 +221,8 @@ where
     }
 }
 
-impl<Op, T, E, C, B, W, N, H, L>
-    Summarized<Retry<Op, Ready<Result<T, E>>, E, C, Summed<B>, W, N, H, L>>
+impl<Op, T, E, C, B, W, N, H, L, G>
+    Summarized<Retry<Op, Ready<Result<T, E>>, E, C, Summed<B>, W, N, H, L, G>>
 where
     Op: Operation<Attempt = Ready<Result<T, E>>> + JudgeOk<T> + Inline,
     E: fmt::Debug,
@@ -229,6 +232,7 @@ where
     N: OnRetry<E>,
     H: RetryAfter<E>,
     L: Limits,
+    G: Protection<E>,
 {
     /// Runs this blocking loop on the calling thread, as [`Retry::call`] does, and reports
     /// what it did.

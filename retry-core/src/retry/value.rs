@@ -96,7 +96,7 @@ impl<Op: super::blocking::Preemptible, F> super::blocking::Preemptible for WhenO
 
 // Each builder changes one type parameter, and the return type says which.
 #[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L> Retry<Op, Fut, E, C, B, W, N, H, L>
+impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
 where
     Op: Unjudged<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
@@ -134,7 +134,10 @@ where
     /// assert_eq!(response.status, 200); // the third attempt
     /// # }
     /// ```
-    pub fn when_ok<F>(self, predicate: F) -> Retry<WhenOk<Op::Plain, F>, Fut, E, C, B, W, N, H, L>
+    pub fn when_ok<F>(
+        self,
+        predicate: F,
+    ) -> Retry<WhenOk<Op::Plain, F>, Fut, E, C, B, W, N, H, L, G>
     where
         F: FnMut(&T, u32) -> bool,
     {
@@ -150,6 +153,7 @@ where
             hint: self.hint,
             progress: self.progress,
             limits: self.limits,
+            protection: self.protection,
             state: State::Start,
         }
     }

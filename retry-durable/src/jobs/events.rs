@@ -64,6 +64,16 @@ pub enum What {
         /// The missed tick.
         missed: Timestamp,
     },
+    /// The attempt was not run: the handler's circuit breaker is open, or its retry budget
+    /// has no retry to spare. The work waits until `until` with the attempts it had.
+    Deferred {
+        /// The number the attempt would have had (it was not spent).
+        attempt: u32,
+        /// When the work is due again.
+        until: Timestamp,
+        /// What refused it, in words.
+        reason: String,
+    },
     /// A running attempt was cancelled.
     Cancelled,
     /// The attempt's claim was lost (the lease expired and another worker took the work, or it

@@ -10,6 +10,7 @@ use retry_core::effects::Timestamp;
 use retry_core::{CancelToken, TaskFailure};
 use serde::de::DeserializeOwned;
 
+use super::protect::Protection;
 use crate::record::WorkId;
 
 /// What a handler knows about the attempt it runs.
@@ -72,6 +73,8 @@ pub(crate) type Predicate = Arc<dyn Fn(&TaskFailure) -> bool + Send + Sync>;
 pub(crate) struct Registry {
     pub(crate) handlers: BTreeMap<String, Arc<dyn Erased>>,
     pub(crate) predicates: BTreeMap<String, Predicate>,
+    /// The breakers and budgets of handlers that have one.
+    pub(crate) protection: BTreeMap<String, Protection>,
 }
 
 impl Registry {

@@ -3,6 +3,7 @@
 
 mod events;
 mod handler;
+mod protect;
 mod schedule;
 mod worker;
 
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use retry_core::effects::{Epoch, Timestamp};
 use retry_core::{
-    CancelToken, Clock, DefaultClock, JitterRng, OptionsError, RetryOptions, TaskFailure,
+    CancelToken, CircuitBreaker, Clock, DefaultClock, JitterRng, OptionsError, RetryBudget,
+    RetryOptions, TaskFailure,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -114,6 +116,16 @@ pub enum BuildError {
     /// A setting out of its range.
     #[error("{0}")]
     Setting(&'static str),
+    /// A breaker or a budget was given for a handler that is not registered.
+    #[error(
+        "a breaker or budget is given for handler `{handler}`, which is not registered (registered: {registered})"
+    )]
+    ProtectionForUnknownHandler {
+        /// The name given.
+        handler: String,
+        /// The handlers registered, listed.
+        registered: String,
+    },
 }
 
 /// Builds a [`Jobs`]: see [`Jobs::builder`].
@@ -181,6 +193,58 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         if !self.registry.add_handler(name, handler) && self.error.is_none() {
             self.error = Some(BuildError::DuplicateHandler(name.to_owned()));
         }
+        self
+    }
+
+    /// Sends every attempt of handler `handler`'s work through `breaker`, shared with whatever
+    /// else calls the same dependency. While the circuit is open, a due item is not run and
+    /// its attempt is not spent: it waits until the break is over ([`What::Deferred`]). A
+    /// failure counts against the breaker when the work's retry rule would retry it (its
+    /// named predicate, or [`retry_core::classify`]); any other failure is the dependency
+    /// answering, a success for the breaker.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use retry_core::{CircuitBreaker, TaskError};
+    /// use retry_durable::{Jobs, JobContext, MemoryStore, WorkOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let breaker = Arc::new(CircuitBreaker::builder().name("mail").consecutive_failures(1).build()?);
+    /// let jobs = Jobs::builder(MemoryStore::new())
+    ///     .handler("send", |_: (), _: JobContext| async {
+    ///         Err(TaskError::new("smtp down").with_retryable(true).into())
+    ///     })
+    ///     .breaker("send", Arc::clone(&breaker))
+    ///     .concurrency(1)
+    ///     .build()?;
+    /// jobs.enqueue("send", &(), WorkOptions::new()).await?;
+    /// let second = jobs.enqueue("send", &(), WorkOptions::new()).await?;
+    /// jobs.run_due().await?; // the first fails and opens the circuit
+    /// jobs.run_due().await?; // the second is deferred to the end of the break
+    /// assert_eq!(jobs.get(second.id).await?.map(|w| w.attempt), Some(0), "no attempt spent");
+    /// # Ok(()) }
+    /// ```
+    pub fn breaker(mut self, handler: &str, breaker: Arc<CircuitBreaker>) -> Self {
+        let entry = self
+            .registry
+            .protection
+            .entry(handler.to_owned())
+            .or_default();
+        entry.breaker = Some(breaker);
+        self
+    }
+
+    /// Spends the retries of handler `handler`'s work from `budget`, shared with whatever
+    /// else calls the same dependency: each item's first attempt counts as a request, and a
+    /// retry the budget refuses is not run and not spent — the item waits until the budget
+    /// would admit it ([`What::Deferred`]).
+    pub fn budget(mut self, handler: &str, budget: Arc<RetryBudget>) -> Self {
+        let entry = self
+            .registry
+            .protection
+            .entry(handler.to_owned())
+            .or_default();
+        entry.budget = Some(budget);
         self
     }
 
@@ -302,6 +366,17 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         }
         if self.settings.poll_interval < Duration::from_millis(1) {
             return Err(BuildError::Setting("poll interval must be >= 1 ms"));
+        }
+        if let Some(name) = self
+            .registry
+            .protection
+            .keys()
+            .find(|name| !self.registry.handlers.contains_key(*name))
+        {
+            return Err(BuildError::ProtectionForUnknownHandler {
+                handler: name.clone(),
+                registered: self.registry.handler_names(),
+            });
         }
         let epoch = Epoch::anchor(
             &self.clock,

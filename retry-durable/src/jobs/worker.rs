@@ -10,6 +10,7 @@ use retry_core::{Backoff, CancelToken, Clock, TaskFailure, classify};
 use tokio::task::JoinSet;
 
 use super::handler::JobContext;
+use super::protect::{self, Admission};
 use super::{Inner, Jobs, What, lock};
 use crate::record::{DeadReason, NewDeadLetter, WorkRecord, WorkState};
 use crate::store::{Finish, Store, StoreError, Then};
@@ -209,6 +210,16 @@ where
         },
     };
 
+    // An open breaker or an exhausted budget defers the item, its attempt not spent.
+    let guard = inner.registry.protection.get(&record.handler);
+    let permit = match protect::admit(guard, &record, inner.clock.now(), now) {
+        Admission::Run(permit) => permit,
+        Admission::Defer { then, what } => {
+            inner.emit(&record, what);
+            return finish(&inner, &record, then, None, now).await;
+        }
+    };
+
     let cancel = CancelToken::new();
     let context = JobContext {
         id: record.id,
@@ -250,6 +261,8 @@ where
     let Some(outcome) = outcome else {
         return claim_lost(&inner, &record).await;
     };
+    let counts = |f: &TaskFailure| predicate.as_ref().map_or_else(|| classify(f), |p| p(f));
+    protect::settle(permit, &outcome, counts, inner.clock.now());
     let now = inner.now();
     match outcome {
         Ok(()) => {

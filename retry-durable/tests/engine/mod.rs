@@ -976,6 +976,144 @@ pub async fn listing_reads_every_page<S: Store>(store: S) {
     assert_eq!(listed, ids, "three pages of 500, in id order");
 }
 
+/// S13, B3: while the handler's breaker is open, due work is deferred to the end of the break
+/// and keeps its attempts; once the dependency answers again, the work runs.
+pub async fn s13_an_open_breaker_defers_work_without_spending_attempts<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let breaker = Arc::new(
+        retry_core::CircuitBreaker::builder()
+            .name("mail")
+            .consecutive_failures(2)
+            .break_duration(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    );
+    let flaky = Flaky::default();
+    let log = Log::default();
+    let jobs = builder(store, &clock)
+        .handler("mail", flaky.handler(2))
+        .breaker("mail", Arc::clone(&breaker))
+        .subscribe(log.subscriber())
+        .concurrency(1)
+        .build()
+        .unwrap();
+    let first = jobs.enqueue("mail", &1u32, none()).await.unwrap();
+    let second = jobs.enqueue("mail", &2u32, none()).await.unwrap();
+    jobs.run_due().await.unwrap(); // first: failure 1
+    jobs.run_due().await.unwrap(); // second: failure 2, the circuit opens
+    assert_eq!(breaker.state(clock.now()), retry_core::CircuitState::Open);
+
+    // The first item's retry is due before the break ends: deferred, its attempt kept.
+    advance_to_due(&jobs, &clock).await;
+    let due = jobs.now();
+    jobs.run_due().await.unwrap();
+    assert_eq!(flaky.calls(), 2, "nothing sent while the circuit is open");
+    let waiting = jobs.get(first.id).await.unwrap().unwrap();
+    assert_eq!((waiting.state, waiting.attempt), (WorkState::Waiting, 1));
+    assert_eq!(waiting.last_error.as_deref(), Some("failure 1"));
+    let deferred = log
+        .whats()
+        .into_iter()
+        .find_map(|w| match w {
+            What::Deferred {
+                attempt,
+                until,
+                reason,
+            } => Some((attempt, until, reason)),
+            _ => None,
+        })
+        .expect("a deferral event");
+    assert_eq!(deferred.0, 2);
+    assert_eq!(deferred.1, waiting.due_at);
+    assert!(
+        deferred.1.as_millis() > due.as_millis(),
+        "deferred to the end of the break"
+    );
+    assert!(
+        deferred
+            .2
+            .starts_with("circuit `mail` is open: calls are refused for another "),
+        "{}",
+        deferred.2
+    );
+
+    // After the break the first item is the probe; it succeeds and closes the circuit.
+    while jobs.get(first.id).await.unwrap().is_some() {
+        advance_to_due(&jobs, &clock).await;
+        jobs.run_due().await.unwrap();
+    }
+    while jobs.get(second.id).await.unwrap().is_some() {
+        advance_to_due(&jobs, &clock).await;
+        jobs.run_due().await.unwrap();
+    }
+    assert_eq!(breaker.state(clock.now()), retry_core::CircuitState::Closed);
+    assert_eq!(flaky.calls(), 4, "two failures, then each item once");
+    assert!(
+        jobs.dead_letters().await.unwrap().is_empty(),
+        "no attempt was burnt"
+    );
+}
+
+/// S13, B1: a retry the handler's budget refuses is deferred, its attempt kept, until the
+/// budget has a retry to spare (here: once more work has come in).
+pub async fn s13_an_exhausted_budget_defers_retries_without_spending_attempts<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let budget = Arc::new(
+        retry_core::RetryBudget::builder()
+            .ratio(0.5)
+            .min_per_sec(0)
+            .window(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    );
+    let flaky = Flaky::default();
+    let log = Log::default();
+    let jobs = builder(store, &clock)
+        .handler("sync", flaky.handler(1))
+        .budget("sync", Arc::clone(&budget))
+        .subscribe(log.subscriber())
+        .concurrency(1)
+        .build()
+        .unwrap();
+    let first = jobs.enqueue("sync", &1u32, none()).await.unwrap();
+    jobs.run_due().await.unwrap(); // failure 1: one request, half a retry
+    advance_to_due(&jobs, &clock).await;
+    jobs.run_due().await.unwrap(); // its retry: refused by the budget, deferred
+    let waiting = jobs.get(first.id).await.unwrap().unwrap();
+    assert_eq!(waiting.attempt, 1, "the refused retry was not spent");
+    assert_eq!(flaky.calls(), 1);
+    assert!(log.whats().iter().any(|w| matches!(
+        w,
+        What::Deferred { attempt: 2, reason, .. }
+            if reason == "retry budget exhausted: 0 retries for 1 request in the last 60s"
+    )));
+
+    // A second item is a second request: now one retry fits.
+    jobs.enqueue("sync", &2u32, none()).await.unwrap();
+    while !jobs.list().await.unwrap().is_empty() {
+        advance_to_due(&jobs, &clock).await;
+        jobs.run_due().await.unwrap();
+    }
+    assert_eq!(flaky.calls(), 3);
+    assert_eq!(budget.snapshot(clock.now()).retries, 1);
+    assert!(jobs.dead_letters().await.unwrap().is_empty());
+}
+
+/// B3: a breaker or budget for a handler that does not exist is a build error.
+pub async fn b3_protection_for_an_unknown_handler_is_refused_when_built<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let err = builder(store, &clock)
+        .handler("mail", Flaky::default().handler(0))
+        .budget("mial", Arc::new(retry_core::RetryBudget::new()))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "a breaker or budget is given for handler `mial`, which is not registered (registered: `mail`)"
+    );
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1002,6 +1140,9 @@ macro_rules! engine_suite {
             s12_a_long_handler_keeps_its_lease,
             the_worker_loop_runs_work_as_it_falls_due,
             listing_reads_every_page,
+            s13_an_open_breaker_defers_work_without_spending_attempts,
+            s13_an_exhausted_budget_defers_retries_without_spending_attempts,
+            b3_protection_for_an_unknown_handler_is_refused_when_built,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {

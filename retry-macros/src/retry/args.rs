@@ -12,7 +12,7 @@ use crate::number::{Number, number};
 use crate::options::{self, Opt, krate};
 
 /// Every option, in the order the docs list them.
-pub(crate) const OPTIONS: [&str; 11] = [
+pub(crate) const OPTIONS: [&str; 14] = [
     "max_attempts",
     "base_delay_ms",
     "max_delay_ms",
@@ -22,6 +22,9 @@ pub(crate) const OPTIONS: [&str; 11] = [
     "retry_after",
     "deadline_ms",
     "attempt_timeout_ms",
+    "budget",
+    "breaker",
+    "breaker_counts",
     "defaults",
     "crate",
 ];
@@ -30,6 +33,7 @@ pub(crate) const OPTIONS: [&str; 11] = [
 const WHEN: &str = "fn(&E, u32) -> bool";
 const NOTIFY: &str = "fn(&E, u32, std::time::Duration)";
 const RETRY_AFTER: &str = "fn(&E) -> Option<std::time::Duration>";
+const BREAKER_COUNTS: &str = "fn(&E) -> bool";
 
 /// The jitter names, as `retry_core::Jitter` spells them (a test keeps the two in step).
 pub(crate) const JITTERS: [&str; 4] = ["full", "equal", "decorrelated", "none"];
@@ -46,6 +50,9 @@ pub(crate) struct Args {
     pub(crate) retry_after: Option<Opt<ExprPath>>,
     pub(crate) deadline_ms: Option<Opt<Number>>,
     pub(crate) attempt_timeout_ms: Option<Opt<Number>>,
+    pub(crate) budget: Option<Opt<ExprPath>>,
+    pub(crate) breaker: Option<Opt<ExprPath>>,
+    pub(crate) breaker_counts: Option<Opt<ExprPath>>,
     pub(crate) defaults: Option<Opt<ExprPath>>,
     pub(crate) krate: Option<Opt<Path>>,
 }
@@ -64,6 +71,12 @@ impl Args {
             "when" => at.set(&mut args.when, function(name, WHEN, value)),
             "notify" => at.set(&mut args.notify, function(name, NOTIFY, value)),
             "retry_after" => at.set(&mut args.retry_after, function(name, RETRY_AFTER, value)),
+            "budget" => at.set(&mut args.budget, shared(name, "RetryBudget", value)),
+            "breaker" => at.set(&mut args.breaker, shared(name, "CircuitBreaker", value)),
+            "breaker_counts" => at.set(
+                &mut args.breaker_counts,
+                function(name, BREAKER_COUNTS, value),
+            ),
             "defaults" => at.set(&mut args.defaults, defaults(value)),
             _ => at.set(&mut args.krate, krate(value)),
         });
@@ -127,6 +140,19 @@ fn function(name: &str, signature: &str, value: Expr) -> syn::Result<ExprPath> {
             other,
             format!(
                 "`{name}` takes the path of a function `{signature}`, such as `{name} = is_transient`"
+            ),
+        )),
+    }
+}
+
+/// `budget` and `breaker`: the path of a `static` shared by every call.
+fn shared(name: &str, ty: &str, value: Expr) -> syn::Result<ExprPath> {
+    match value {
+        Expr::Path(path) => Ok(path),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!(
+                "`{name}` takes the path of a `static` of type `retry_core::{ty}`, shared by every call, such as `{name} = PAYMENTS`"
             ),
         )),
     }

@@ -103,7 +103,52 @@ fn driver(
         .iter()
         .map(|path| quote!(.retry_after(#path)));
     let limits = limits(options, private, generics, error.as_ref());
-    quote!(#new #(#when)* #(#notify)* #(#hint)* #limits)
+    let protection = protection(options, private, error.as_ref());
+    quote!(#new #(#when)* #(#notify)* #(#hint)* #limits #protection)
+}
+
+/// `.protect(budget, breaker)` and `.breaker_counts(…)` when a budget or a breaker is named. Each
+/// `static` is read through a trait spanned at its path, so that a `static` of another type is
+/// reported there, with a message that says what `#[retry]` expected; the conversion of a
+/// refused call into `E` is spanned at the `breaker` key, where a missing
+/// `From<CircuitOpen>` is reported.
+fn protection(
+    options: &Options,
+    private: &TokenStream,
+    error: Option<&TokenStream>,
+) -> TokenStream {
+    let p = &options.protection;
+    if p.budget.is_none() && p.breaker.is_none() {
+        return TokenStream::new();
+    }
+    let shared =
+        |getter: TokenStream, path: &syn::ExprPath| must_call(getter, quote!(&#path), path);
+    let budget = match &p.budget {
+        Some(path) => {
+            let get = shared(quote!(#private::AsBudget::budget), path);
+            quote!(#private::Some(#get))
+        }
+        None => quote!(#private::None),
+    };
+    let breaker = match &p.breaker {
+        Some((key, path)) => {
+            let get = shared(quote!(#private::AsBreaker::breaker), path);
+            let to_error = match error {
+                Some(error) => quote!(<#error as #private::FromCircuitOpen>::from_circuit_open),
+                None => quote!(#private::FromCircuitOpen::from_circuit_open),
+            };
+            let to_error = respan(to_error, key.span());
+            quote!(#private::Some((#get, #to_error)))
+        }
+        None => quote!(#private::None),
+    };
+    // A method of its own, like `when`: a function of the wrong signature is one type error
+    // at the option.
+    let counts = p
+        .breaker_counts
+        .iter()
+        .map(|path| quote!(.breaker_counts(#path)));
+    quote!(.protect(#budget, #breaker) #(#counts)*)
 }
 
 /// The declared return type, unless it cannot be written in the body (an `impl Trait` inside

@@ -26,6 +26,15 @@ pub(crate) const MAX_DELAY_NOT_POSITIVE: &str = "retry.max_delay_ms must be > 0"
 pub(crate) const MAX_DELAY_NOT_INTEGER: &str = "retry.max_delay_ms must be an integer";
 pub(crate) const BASE_ABOVE_MAX: &str = "retry.base_delay_ms must be <= retry.max_delay_ms";
 
+/// The shared protection: a budget's and a breaker's `static`, which errors count against
+/// the breaker, and the key to report a missing `From<CircuitOpen>` at.
+#[derive(Default)]
+pub(crate) struct Protection {
+    pub(crate) budget: Option<ExprPath>,
+    pub(crate) breaker: Option<(Ident, ExprPath)>,
+    pub(crate) breaker_counts: Option<ExprPath>,
+}
+
 /// A limit (`deadline_ms`, `attempt_timeout_ms`): its key, for spans, and its value.
 pub(crate) struct Limit {
     pub(crate) key: Ident,
@@ -43,6 +52,7 @@ pub(crate) struct Options {
     pub(crate) retry_after: Option<ExprPath>,
     pub(crate) deadline: Option<Limit>,
     pub(crate) attempt_timeout: Option<Limit>,
+    pub(crate) protection: Protection,
     pub(crate) defaults: Option<ConstPath>,
     pub(crate) krate: Option<Path>,
 }
@@ -98,6 +108,7 @@ impl Options {
         let max_delay_ms = field(args.max_delay_ms, &MAX_DELAY, errors);
         let deadline = limit(args.deadline_ms, &DEADLINE, errors);
         let attempt_timeout = limit(args.attempt_timeout_ms, &ATTEMPT_TIMEOUT, errors);
+        let protection = protection(args.budget, args.breaker, args.breaker_counts, errors);
         if errors.len() > before {
             return None;
         }
@@ -116,9 +127,33 @@ impl Options {
             retry_after: args.retry_after.map(|o| o.value),
             deadline,
             attempt_timeout,
+            protection,
             defaults,
             krate: args.krate.map(|o| o.value),
         })
+    }
+}
+
+/// `breaker_counts` says which errors count against a breaker: without one it means nothing.
+fn protection(
+    budget: Option<Opt<ExprPath>>,
+    breaker: Option<Opt<ExprPath>>,
+    counts: Option<Opt<ExprPath>>,
+    errors: &mut Errors,
+) -> Protection {
+    if let (Some(counts), None) = (&counts, &breaker) {
+        errors.push_at(
+            counts.index,
+            syn::Error::new(
+                counts.key.span(),
+                "`breaker_counts` says which errors count against a `breaker`, and there is none: add `breaker = …` or remove it",
+            ),
+        );
+    }
+    Protection {
+        budget: budget.map(|o| o.value),
+        breaker: breaker.map(|o| (o.key, o.value)),
+        breaker_counts: counts.map(|o| o.value),
     }
 }
 

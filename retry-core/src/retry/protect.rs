@@ -1,0 +1,530 @@
+//! The loop and shared protection: a [`RetryBudget`] and a [`CircuitBreaker`] consulted around
+//! each attempt, and the builder methods that add them to a [`Retry`].
+//!
+//! What the loop asks, and when:
+//! - before each attempt, the breaker (an open circuit refuses it); before the first, the
+//!   budget too, which counts it as a request;
+//! - after each attempt, the breaker is told the outcome: a success, a failure (an error the
+//!   caller's predicate counts, or a timed-out attempt), or nothing (an attempt dropped by
+//!   cancellation or the deadline, whose probe place is given back);
+//! - before a retry is scheduled, the breaker (open past the wait: refused at once, rather
+//!   than waiting to be refused) and then the budget, which admits or refuses it.
+//!
+//! A refusal ends the loop at once. How depends on the loop: a [`Retry`] with a budget or a
+//! breaker resolves to [`RetryError`](super::RetryError), whose `CircuitOpen` and
+//! `BudgetExhausted` variants carry the last error; the driver behind `#[retry]` returns the
+//! last error for a refused retry, and `E::from(CircuitOpen)` for a refused attempt.
+
+use std::future::Future;
+use std::ops::Deref;
+use std::time::Duration;
+
+use super::limits::{IntoLimited, Limited, Limits, StopReason};
+use super::{Operation, Retry};
+use crate::protection::{BudgetExhausted, CircuitBreaker, CircuitOpen, RetryBudget, Ticket};
+use crate::schedule::Follow;
+use crate::time::Clock;
+
+/// Why shared protection stopped a loop.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    CircuitOpen(CircuitOpen),
+    BudgetExhausted(BudgetExhausted),
+}
+
+/// How a refusal ends a loop.
+#[doc(hidden)]
+pub enum Ending<E, Token> {
+    /// As a limit's outcome, with this proof that the loop's output can say so.
+    Stop(Token, StopReason),
+    /// With this error.
+    Error(E),
+    /// With the last error seen; a loop that has none goes on (it cannot say "refused").
+    Last,
+}
+
+/// What a loop consults besides its own rules. [`Unprotected`] consults nothing, and every
+/// call on it folds away; [`Protected`] holds a budget and/or a breaker.
+#[doc(hidden)]
+pub trait Protection<E> {
+    /// Attempt number `attempt` (1-based) is about to start.
+    fn admit<C: Clock>(&mut self, attempt: u32, clock: &C) -> Result<(), Refusal>;
+    /// The running attempt succeeded.
+    fn succeeded<C: Clock>(&mut self, clock: &C);
+    /// The running attempt failed with `error`, or timed out (`None`).
+    fn failed<C: Clock>(&mut self, error: Option<&E>, clock: &C);
+    /// The running attempt was dropped without an outcome.
+    fn abandon(&mut self);
+    /// Another attempt would follow after `delay`.
+    fn retry<C: Clock>(&mut self, delay: Duration, clock: &C) -> Result<(), Refusal>;
+    /// How `refusal` ends a loop whose limits hand out `token` (`None`: the loop's output is
+    /// the operation's own error type): a retry refused after a failure (`after_failure`,
+    /// the error in hand), or an attempt refused as it was about to start.
+    fn ending<T>(&self, refusal: Refusal, token: Option<T>, after_failure: bool) -> Ending<E, T>;
+}
+
+/// No budget, no breaker.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unprotected;
+
+impl<E> Protection<E> for Unprotected {
+    #[inline(always)]
+    fn admit<C: Clock>(&mut self, _: u32, _: &C) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn succeeded<C: Clock>(&mut self, _: &C) {}
+
+    #[inline(always)]
+    fn failed<C: Clock>(&mut self, _: Option<&E>, _: &C) {}
+
+    #[inline(always)]
+    fn abandon(&mut self) {}
+
+    #[inline(always)]
+    fn retry<C: Clock>(&mut self, _: Duration, _: &C) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    fn ending<T>(&self, _: Refusal, _: Option<T>, _: bool) -> Ending<E, T> {
+        Ending::Last
+    }
+}
+
+/// A handle to a shared budget or breaker: `&'static T`, `Arc<T>`, anything that derefs to it.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Handle<R>(pub(crate) R);
+
+/// No budget.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoBudget;
+
+/// No breaker.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoBreaker;
+
+/// Where a [`Protected`] loop finds its budget.
+#[doc(hidden)]
+pub trait BudgetSlot {
+    fn budget(&self) -> Option<&RetryBudget>;
+}
+
+impl BudgetSlot for NoBudget {
+    #[inline(always)]
+    fn budget(&self) -> Option<&RetryBudget> {
+        None
+    }
+}
+
+impl<R: Deref<Target = RetryBudget>> BudgetSlot for Handle<R> {
+    #[inline(always)]
+    fn budget(&self) -> Option<&RetryBudget> {
+        Some(&self.0)
+    }
+}
+
+impl<S: BudgetSlot> BudgetSlot for Option<S> {
+    #[inline(always)]
+    fn budget(&self) -> Option<&RetryBudget> {
+        self.as_ref()?.budget()
+    }
+}
+
+/// Where a [`Protected`] loop finds its breaker.
+#[doc(hidden)]
+pub trait BreakerSlot {
+    fn breaker(&self) -> Option<&CircuitBreaker>;
+}
+
+impl BreakerSlot for NoBreaker {
+    #[inline(always)]
+    fn breaker(&self) -> Option<&CircuitBreaker> {
+        None
+    }
+}
+
+impl<R: Deref<Target = CircuitBreaker>> BreakerSlot for Handle<R> {
+    #[inline(always)]
+    fn breaker(&self) -> Option<&CircuitBreaker> {
+        Some(&self.0)
+    }
+}
+
+impl<S: BreakerSlot> BreakerSlot for Option<S> {
+    #[inline(always)]
+    fn breaker(&self) -> Option<&CircuitBreaker> {
+        self.as_ref()?.breaker()
+    }
+}
+
+/// Which errors count against the breaker.
+#[doc(hidden)]
+pub trait Counts<E> {
+    fn counts(&mut self, error: &E) -> bool;
+}
+
+/// The default: every error counts.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EveryError;
+
+impl<E> Counts<E> for EveryError {
+    #[inline(always)]
+    fn counts(&mut self, _: &E) -> bool {
+        true
+    }
+}
+
+impl<E, F: FnMut(&E) -> bool> Counts<E> for F {
+    fn counts(&mut self, error: &E) -> bool {
+        self(error)
+    }
+}
+
+impl<E, F: Counts<E>> Counts<E> for Option<F> {
+    fn counts(&mut self, error: &E) -> bool {
+        self.as_mut().is_none_or(|f| f.counts(error))
+    }
+}
+
+/// How a [`Protected`] loop's refusals end it (see [`Protection::ending`]).
+#[doc(hidden)]
+pub trait Ends<E> {
+    fn ending<T>(&self, refusal: Refusal, token: Option<T>, after_failure: bool) -> Ending<E, T>;
+}
+
+/// A [`Retry`]'s: as [`RetryError`](super::RetryError)'s `CircuitOpen` or `BudgetExhausted`.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Typed;
+
+impl<E> Ends<E> for Typed {
+    fn ending<T>(&self, refusal: Refusal, token: Option<T>, _: bool) -> Ending<E, T> {
+        match token {
+            Some(token) => Ending::Stop(token, StopReason::Refused(refusal)),
+            None => Ending::Last,
+        }
+    }
+}
+
+/// The `#[retry]` driver's: a refused retry returns the last error; an attempt the breaker
+/// refuses as it starts (the first, or one whose wait ended in a break that began meanwhile)
+/// is the function's error `E::from(CircuitOpen)`.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct AsError<E>(pub(crate) Option<fn(CircuitOpen) -> E>);
+
+impl<E> Ends<E> for AsError<E> {
+    fn ending<T>(&self, refusal: Refusal, _: Option<T>, after_failure: bool) -> Ending<E, T> {
+        match (refusal, self.0) {
+            (Refusal::CircuitOpen(open), Some(to_error)) if !after_failure => {
+                Ending::Error(to_error(open))
+            }
+            _ => Ending::Last,
+        }
+    }
+}
+
+/// A budget, a breaker (each possibly absent), which errors count against the breaker, and
+/// how refusals end the loop.
+#[doc(hidden)]
+pub struct Protected<B, K: BreakerSlot, F, X = Typed> {
+    budget: B,
+    counts: F,
+    ends: X,
+    armed: Armed<K>,
+}
+
+/// The breaker and the running attempt's place in it, given back if the loop is dropped
+/// mid-attempt (so a cancelled probe does not hold a half-open circuit's place).
+struct Armed<K: BreakerSlot> {
+    breaker: K,
+    ticket: Option<Ticket>,
+}
+
+impl<K: BreakerSlot> Drop for Armed<K> {
+    fn drop(&mut self) {
+        if let (Some(breaker), Some(ticket)) = (self.breaker.breaker(), self.ticket.take()) {
+            breaker.release(ticket);
+        }
+    }
+}
+
+impl<B, K: BreakerSlot, F, X> Protected<B, K, F, X> {
+    pub(crate) fn new(budget: B, breaker: K, counts: F, ends: X) -> Self {
+        Protected {
+            budget,
+            counts,
+            ends,
+            armed: Armed {
+                breaker,
+                ticket: None,
+            },
+        }
+    }
+}
+
+impl<B, K: BreakerSlot, F, X> Protected<B, K, F, X> {
+    /// Replaces which errors count against the breaker; nothing is running yet.
+    pub(crate) fn count_with(&mut self, counts: F) {
+        self.counts = counts;
+    }
+}
+
+impl<B, K: BreakerSlot, F, X> std::fmt::Debug for Protected<B, K, F, X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Protected")
+            .field(
+                "breaker",
+                &self.armed.breaker.breaker().map(CircuitBreaker::name),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E, B, K, F, X> Protection<E> for Protected<B, K, F, X>
+where
+    B: BudgetSlot,
+    K: BreakerSlot,
+    F: Counts<E>,
+    X: Ends<E>,
+{
+    #[inline]
+    fn admit<C: Clock>(&mut self, attempt: u32, clock: &C) -> Result<(), Refusal> {
+        let armed = &mut self.armed;
+        if let Some(breaker) = armed.breaker.breaker() {
+            if let Some(old) = armed.ticket.take() {
+                breaker.release(old);
+            }
+            let ticket = breaker
+                .admit(|| clock.now())
+                .map_err(Refusal::CircuitOpen)?;
+            armed.ticket = Some(ticket);
+        }
+        if attempt == 1 {
+            if let Some(budget) = self.budget.budget() {
+                budget.deposit(clock.now());
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn succeeded<C: Clock>(&mut self, clock: &C) {
+        let armed = &mut self.armed;
+        if let (Some(breaker), Some(ticket)) = (armed.breaker.breaker(), armed.ticket.take()) {
+            breaker.succeeded(ticket, || clock.now());
+        }
+    }
+
+    fn failed<C: Clock>(&mut self, error: Option<&E>, clock: &C) {
+        let armed = &mut self.armed;
+        let (Some(breaker), Some(ticket)) = (armed.breaker.breaker(), armed.ticket.take()) else {
+            return;
+        };
+        // A timed-out attempt counts: a dependency that hangs is failing.
+        if error.is_none_or(|e| self.counts.counts(e)) {
+            breaker.failed(ticket, clock.now());
+        } else {
+            // The dependency answered; the error is the caller's business.
+            breaker.succeeded(ticket, || clock.now());
+        }
+    }
+
+    fn abandon(&mut self) {
+        let armed = &mut self.armed;
+        if let (Some(breaker), Some(ticket)) = (armed.breaker.breaker(), armed.ticket.take()) {
+            breaker.release(ticket);
+        }
+    }
+
+    fn retry<C: Clock>(&mut self, delay: Duration, clock: &C) -> Result<(), Refusal> {
+        let (budget, breaker) = (self.budget.budget(), self.armed.breaker.breaker());
+        if budget.is_none() && breaker.is_none() {
+            return Ok(());
+        }
+        let now = clock.now();
+        if let Some(breaker) = breaker {
+            let at = now.checked_add(delay).unwrap_or(now);
+            if let Some(open) = breaker.refuses_until(now, at) {
+                return Err(Refusal::CircuitOpen(open));
+            }
+        }
+        if let Some(budget) = budget {
+            budget.try_withdraw(now).map_err(Refusal::BudgetExhausted)?;
+        }
+        Ok(())
+    }
+
+    fn ending<T>(&self, refusal: Refusal, token: Option<T>, after_failure: bool) -> Ending<E, T> {
+        self.ends.ending(refusal, token, after_failure)
+    }
+}
+
+/// Turns any protection into [`Protected`], keeping what was already set.
+#[doc(hidden)]
+pub trait IntoProtected {
+    type Budget: BudgetSlot;
+    type Breaker: BreakerSlot;
+    type Counts;
+    fn into_protected(self) -> Protected<Self::Budget, Self::Breaker, Self::Counts>;
+}
+
+impl IntoProtected for Unprotected {
+    type Budget = NoBudget;
+    type Breaker = NoBreaker;
+    type Counts = EveryError;
+
+    fn into_protected(self) -> Protected<NoBudget, NoBreaker, EveryError> {
+        Protected::new(NoBudget, NoBreaker, EveryError, Typed)
+    }
+}
+
+impl<B: BudgetSlot, K: BreakerSlot, F> IntoProtected for Protected<B, K, F> {
+    type Budget = B;
+    type Breaker = K;
+    type Counts = F;
+
+    fn into_protected(self) -> Protected<B, K, F> {
+        self
+    }
+}
+
+/// A protection of type `P` with its budget replaced by `R`'s.
+type WithBudget<P, R> =
+    Protected<Handle<R>, <P as IntoProtected>::Breaker, <P as IntoProtected>::Counts>;
+/// A protection of type `P` with its breaker replaced by `R`'s.
+type WithBreaker<P, R> =
+    Protected<<P as IntoProtected>::Budget, Handle<R>, <P as IntoProtected>::Counts>;
+/// A protection of type `P` counting the errors `F` counts.
+type WithCounts<P, F> = Protected<<P as IntoProtected>::Budget, <P as IntoProtected>::Breaker, F>;
+
+// The return types spell out every type parameter on purpose: each builder changes one or two.
+#[allow(clippy::type_complexity)]
+impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+where
+    Op: Operation<Attempt = Fut>,
+    Fut: Future<Output = Result<T, E>>,
+    C: Clock,
+    B: Follow<E>,
+    L: Limits,
+    G: IntoProtected,
+{
+    /// Spends retries from a [`RetryBudget`] shared with other calls: the first attempt
+    /// counts as a request, and each retry must be admitted by the budget. A refused retry
+    /// ends the loop at once with [`RetryError::BudgetExhausted`](super::RetryError), which
+    /// carries the last error. The output becomes `Result<T, RetryError<E>>`.
+    ///
+    /// `budget` is anything that derefs to the budget: `&BUDGET` for a `static`, an
+    /// `Arc<RetryBudget>`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_core::{RetryBudget, RetryError, RetryPolicy};
+    ///
+    /// static BUDGET: RetryBudget = RetryBudget::with_config(
+    ///     match RetryBudget::builder().ratio(0.0).min_per_sec(0).validate() {
+    ///         Ok(config) => config,
+    ///         Err(e) => panic!("{}", e.message()),
+    ///     },
+    /// );
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let result = RetryPolicy::DEFAULT
+    ///     .retry(|_| async { Err::<(), _>("503") })
+    ///     .budget(&BUDGET)
+    ///     .await;
+    /// // A budget without ratio or floor admits no retry: one attempt, the last error.
+    /// let Err(RetryError::BudgetExhausted { attempts: 1, last: Some("503"), .. }) = result else {
+    ///     panic!("{result:?}");
+    /// };
+    /// # }
+    /// ```
+    pub fn budget<R: Deref<Target = RetryBudget>>(
+        self,
+        budget: R,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, WithBudget<G, R>>
+    where
+        L: IntoLimited,
+    {
+        self.protected(
+            |l| l.into_limited(),
+            |g| {
+                let p = g.into_protected();
+                Protected {
+                    budget: Handle(budget),
+                    counts: p.counts,
+                    ends: Typed,
+                    armed: p.armed,
+                }
+            },
+        )
+    }
+
+    /// Sends every attempt through a [`CircuitBreaker`] shared with other calls: an open
+    /// circuit refuses the attempt, and each attempt's outcome is reported to it (which
+    /// errors count: [`breaker_counts`](Retry::breaker_counts); by default all). A refusal
+    /// ends the loop at once with [`RetryError::CircuitOpen`](super::RetryError), carrying
+    /// the last error if an attempt had failed; so does a retry whose wait would end inside
+    /// the break. The output becomes `Result<T, RetryError<E>>`.
+    ///
+    /// `breaker` is anything that derefs to the breaker: `&BREAKER` for a `static`, an
+    /// `Arc<CircuitBreaker>`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use retry_core::{CircuitBreaker, RetryError, RetryPolicy};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let breaker = Arc::new(CircuitBreaker::builder().consecutive_failures(2).build()?);
+    /// let call = || RetryPolicy::DEFAULT.retry(|_| async { Err::<(), _>("503") }).breaker(Arc::clone(&breaker));
+    ///
+    /// // Two failures open the circuit: the second retry is refused, not sent.
+    /// let Err(RetryError::CircuitOpen { attempts: 2, last: Some("503"), .. }) = call().await else { panic!() };
+    /// // The next call is refused before its first attempt.
+    /// let Err(RetryError::CircuitOpen { attempts: 0, last: None, .. }) = call().await else { panic!() };
+    /// # Ok(()) }
+    /// ```
+    pub fn breaker<R: Deref<Target = CircuitBreaker>>(
+        self,
+        breaker: R,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, WithBreaker<G, R>>
+    where
+        L: IntoLimited,
+    {
+        self.protected(
+            |l| l.into_limited(),
+            |g| {
+                let p = g.into_protected();
+                // The old slot holds no attempt yet: dropping it gives nothing back.
+                Protected::new(p.budget, Handle(breaker), p.counts, Typed)
+            },
+        )
+    }
+
+    /// Counts only the errors for which `counts(&error)` is true as failures of the
+    /// [`breaker`](Retry::breaker); any other error is a success for it (the dependency
+    /// answered: a 404, a validation error). A timed-out attempt always counts.
+    pub fn breaker_counts<F: FnMut(&E) -> bool>(
+        self,
+        counts: F,
+    ) -> Retry<Op, Fut, E, C, B, W, N, H, L, WithCounts<G, F>> {
+        self.protected(
+            |l| l,
+            |g| {
+                let p = g.into_protected();
+                Protected {
+                    budget: p.budget,
+                    counts,
+                    ends: Typed,
+                    armed: p.armed,
+                }
+            },
+        )
+    }
+}

@@ -1,0 +1,10 @@
+use retry_core::retry;
+
+static LIMIT: u32 = 10;
+
+#[retry(budget = LIMIT)]
+async fn fetch() -> Result<(), String> {
+    Err("down".to_owned())
+}
+
+fn main() {}
