@@ -139,7 +139,10 @@ mod tests {
         let conn = Connection::open(dir.path().join("t.db")).expect("open");
         conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x INTEGER);")
             .expect("the table");
-        (ConnectionThread::start(conn, "t.db").expect("the thread"), dir)
+        (
+            ConnectionThread::start(conn, "t.db").expect("the thread"),
+            dir,
+        )
     }
 
     fn rows(conn: &Connection) -> Result<i64, StoreError> {
@@ -231,7 +234,10 @@ mod tests {
             .run(|c| Ok((!c.is_autocommit(), rows(c)?)))
             .await
             .expect("the next call");
-        assert!(!open, "the next call began inside the panicked one's transaction");
+        assert!(
+            !open,
+            "the next call began inside the panicked one's transaction"
+        );
         assert_eq!(count, 0, "the panicked call's insert was committed");
     }
 
