@@ -67,8 +67,8 @@ impl ConnectionThread {
                     panic_message(&*panic)
                 )))
             });
-            // The caller may have stopped waiting (its future dropped): the call still ran,
-            // as a statement handed to the blocking pool did.
+            // The caller may have stopped waiting (its future dropped): the call ran all the
+            // same, so a cancelled write may have committed; its answer is dropped here.
             let _ = reply.send(result);
         });
         self.jobs
