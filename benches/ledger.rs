@@ -215,9 +215,10 @@ const SQL_UPDATE_CALL: &str =
 const SQL_HISTORY: &str = "INSERT INTO call_history (run_id, call_id, revision, state, record)
      VALUES (?1, ?2, ?3, ?4, ?5)";
 
-fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates) -> Duration {
+/// A connection to a fresh file with the store's schema, as the floor uses it.
+fn floor_connection(path: &Path, durability: Durability) -> Connection {
     drop(SqliteStore::open_with(path, sqlite_options(durability)).expect("the schema"));
-    let mut conn = Connection::open(path).expect("open");
+    let conn = Connection::open(path).expect("open");
     let _: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .expect("WAL");
@@ -227,51 +228,121 @@ fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates
     };
     conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
         .expect("synchronous");
+    conn
+}
+
+/// One write of a call by hand: the row at `revision` (1: insert, else the conditional
+/// update from the one before) and its history row, in one transaction.
+fn write_revision(
+    conn: &mut Connection,
+    call_id: &str,
+    revision: i64,
+    (state, lease): (&str, Option<i64>),
+    args_hash: &str,
+    record: &str,
+) {
+    let tx = conn.transaction().expect("begin");
+    let changed = if revision == 1 {
+        tx.prepare_cached(SQL_INSERT_CALL)
+            .and_then(|mut s| {
+                s.execute(params![
+                    RUN_ID, call_id, revision, state, lease, args_hash, record
+                ])
+            })
+            .expect("insert")
+    } else {
+        tx.prepare_cached(SQL_UPDATE_CALL)
+            .and_then(|mut s| {
+                s.execute(params![
+                    RUN_ID,
+                    call_id,
+                    revision,
+                    state,
+                    lease,
+                    record,
+                    revision - 1,
+                    args_hash
+                ])
+            })
+            .expect("update")
+    };
+    assert_eq!(changed, 1);
+    tx.prepare_cached(SQL_HISTORY)
+        .and_then(|mut s| s.execute(params![RUN_ID, call_id, revision, state, record]))
+        .expect("history");
+    tx.commit().expect("commit");
+}
+
+fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates) -> Duration {
+    let mut conn = floor_connection(path, durability);
     let start = Instant::now();
     for i in 0..calls {
         let call_id = format!("call-{i}");
         let records = t.records(&call_id);
         for (n, ((state, lease, _), record)) in t.revisions.iter().zip(&records).enumerate() {
             let revision = n as i64 + 1;
-            let tx = conn.transaction().expect("begin");
-            let changed = if revision == 1 {
-                tx.prepare_cached(SQL_INSERT_CALL)
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            RUN_ID,
-                            call_id,
-                            revision,
-                            state,
-                            lease,
-                            t.args_hash,
-                            record
-                        ])
-                    })
-                    .expect("insert")
-            } else {
-                tx.prepare_cached(SQL_UPDATE_CALL)
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            RUN_ID,
-                            call_id,
-                            revision,
-                            state,
-                            lease,
-                            record,
-                            revision - 1,
-                            t.args_hash
-                        ])
-                    })
-                    .expect("update")
-            };
-            assert_eq!(changed, 1);
-            tx.prepare_cached(SQL_HISTORY)
-                .and_then(|mut s| s.execute(params![RUN_ID, call_id, revision, state, record]))
-                .expect("history");
-            tx.commit().expect("commit");
+            write_revision(
+                &mut conn,
+                &call_id,
+                revision,
+                (state, *lease),
+                &t.args_hash,
+                record,
+            );
         }
     }
     start.elapsed()
+}
+
+/// The floor as async code has to run it: the same transactions on a thread that owns the
+/// connection, each a round trip from a task on a current-thread runtime (a channel there, a
+/// oneshot back), so that no statement blocks the executor.
+fn sqlite_floor_async(
+    rt: &Runtime,
+    path: &Path,
+    durability: Durability,
+    calls: usize,
+    t: &Templates,
+) -> Duration {
+    type Write = Box<dyn FnOnce(&mut Connection) + Send>;
+    let mut conn = floor_connection(path, durability);
+    let (writes, queue) = std::sync::mpsc::channel::<Write>();
+    let thread = std::thread::spawn(move || {
+        while let Ok(write) = queue.recv() {
+            write(&mut conn);
+        }
+    });
+    let elapsed = rt.block_on(async {
+        let start = Instant::now();
+        for i in 0..calls {
+            let call_id = format!("call-{i}");
+            let records = t.records(&call_id);
+            for (n, ((state, lease, _), record)) in t.revisions.iter().zip(records).enumerate() {
+                let revision = n as i64 + 1;
+                let (state, lease, args_hash) = (state.clone(), *lease, t.args_hash.clone());
+                let call_id = call_id.clone();
+                let (done, answer) = tokio::sync::oneshot::channel();
+                writes
+                    .send(Box::new(move |conn| {
+                        write_revision(
+                            conn,
+                            &call_id,
+                            revision,
+                            (&state, lease),
+                            &args_hash,
+                            &record,
+                        );
+                        let _ = done.send(());
+                    }))
+                    .expect("the floor's thread");
+                answer.await.expect("the write");
+            }
+        }
+        start.elapsed()
+    });
+    drop(writes);
+    thread.join().expect("the floor's thread");
+    elapsed
 }
 
 fn run_calls<L: retry_core::effects::Ledger>(
@@ -542,7 +613,7 @@ fn main() {
         .collect();
     let sides: Vec<&str> = match args.side.as_deref() {
         Some(side) => vec![side],
-        None => vec!["sql", "ledger", "multi", "bare"],
+        None => vec!["sql", "sql-async", "ledger", "multi", "bare"],
     };
     let dir = tempfile::tempdir().expect("a temp dir");
     let t = templates(dir.path());
@@ -566,7 +637,10 @@ fn main() {
         let sides: Vec<&str> = sides
             .iter()
             .copied()
-            .filter(|side| *side != "bare" || matches!(config.backend, Backend::Sqlite(_)))
+            .filter(|side| {
+                !matches!(*side, "bare" | "sql-async")
+                    || matches!(config.backend, Backend::Sqlite(_))
+            })
             .collect();
         let mut samples: Vec<Vec<Sample>> = sides.iter().map(|_| Vec::new()).collect();
         for round in 0..args.runs {
@@ -586,6 +660,9 @@ fn main() {
                         cpu -= cpu_seconds();
                         let elapsed = match side {
                             "sql" => sqlite_floor(&path, durability, config.calls, &t),
+                            "sql-async" => {
+                                sqlite_floor_async(&rt, &path, durability, config.calls, &t)
+                            }
                             "bare" => sqlite_ledger_bare(&path, durability, config.calls),
                             "multi" => sqlite_ledger(&multi, &path, durability, config.calls),
                             _ => sqlite_ledger(&rt, &path, durability, config.calls),
@@ -645,6 +722,7 @@ fn main() {
     );
     let label = |side: &str| match side {
         "sql" => "raw SQL",
+        "sql-async" => "raw SQL from async (its own thread)",
         "multi" => "ToolRunner, multi-thread",
         "bare" => "ToolRunner, no tokio runtime",
         _ => "ToolRunner",
@@ -669,31 +747,41 @@ fn main() {
                 loads.join(", ")
             );
         }
-        let Some(sql) = sides.iter().position(|s| *s == "sql") else {
-            continue;
+        // Of each side against a floor: the median over the rounds, and each round's ratio
+        // (the two ran back to back), of wall time and of CPU time.
+        let ratio = |floor: usize, k: usize, of: fn(&Sample) -> f64| {
+            let floor: Vec<f64> = samples[floor].iter().map(of).collect();
+            let ours: Vec<f64> = samples[k].iter().map(of).collect();
+            let per_round: Vec<f64> = floor.iter().zip(&ours).map(|(f, o)| o / f).collect();
+            let (_, min, max) = median(per_round);
+            (median(ours).0 / median(floor).0, min, max)
         };
-        for (k, side) in sides.iter().enumerate().filter(|(k, _)| *k != sql) {
-            // Of each side against the floor: the median over the rounds, and each round's
-            // ratio (the two ran back to back), of wall time and of CPU time.
-            let ratio = |of: fn(&Sample) -> f64| {
-                let floor: Vec<f64> = samples[sql].iter().map(of).collect();
-                let ours: Vec<f64> = samples[k].iter().map(of).collect();
-                let per_round: Vec<f64> = floor.iter().zip(&ours).map(|(f, o)| o / f).collect();
-                let (_, min, max) = median(per_round);
-                (median(ours).0 / median(floor).0, min, max)
+        for (against, floor_side) in [(0, "sql"), (1, "sql-async")] {
+            let Some(floor) = sides.iter().position(|s| *s == floor_side) else {
+                continue;
             };
-            ratios.push((
-                format!("{} | {}", config.name, label(side)),
-                ratio(|s| s.secs),
-                ratio(|s| s.cpu),
-            ));
+            for (k, side) in sides.iter().enumerate() {
+                if k == floor || side.starts_with("sql") && against == 1 {
+                    continue;
+                }
+                ratios.push((
+                    against,
+                    format!("{} | {}", config.name, label(side)),
+                    ratio(floor, k, |s| s.secs),
+                    ratio(floor, k, |s| s.cpu),
+                ));
+            }
         }
     }
-    if !ratios.is_empty() {
+    for (against, floor) in [(0, "raw SQL"), (1, "raw SQL from async")] {
+        if !ratios.iter().any(|r| r.0 == against) {
+            continue;
+        }
         println!(
-            "\n| backend | side | time / raw SQL time, medians (per-round min–max) | CPU / raw SQL CPU |\n|---|---|---:|---:|"
+            "\n| backend | side | time / {floor} time, medians (per-round min–max) | CPU / {floor} CPU |\n|---|---|---:|---:|"
         );
-        for (name, (t, tmin, tmax), (c, cmin, cmax)) in ratios {
+        for (_, name, (t, tmin, tmax), (c, cmin, cmax)) in ratios.iter().filter(|r| r.0 == against)
+        {
             println!(
                 "| {name} | **{t:.2}** ({tmin:.2}–{tmax:.2}) | {c:.2} ({cmin:.2}–{cmax:.2}) |"
             );
