@@ -18,8 +18,10 @@
 //!   VmRSS before, along the way and after — nothing run: the items live in the file.
 //!
 //! Rounds alternate the contestants (`RUNS` rounds); each row reports items/s over the whole
-//! enqueue + run (median, min–max), the ratio to the floor of the same durability, and the
-//! load average when it ran. Flags (after `--`): `--items N`, `--runs N`, `--only SUBSTRING`
+//! enqueue + run (median, min–max), the ratio to the floor of the same durability, the CPU
+//! time per item (user + system of every thread, and of the waited-for peer process with the
+//! `cargo run` around it; it moves much less with the load of a shared machine than wall time
+//! does), and the load average when it ran. Flags (after `--`): `--items N`, `--runs N`, `--only SUBSTRING`
 //! (rows whose name contains it), `--no-peer`, `--no-memory`.
 
 use std::path::{Path, PathBuf};
@@ -100,6 +102,22 @@ struct Sample {
     enqueue: Duration,
     total: Duration,
     load: f64,
+    /// CPU seconds of the run (filled in by `main`, around the whole row).
+    cpu: f64,
+}
+
+/// CPU time of this process and of its waited-for children (the apalis peer, through
+/// `cargo run`), in seconds: `/proc/self/stat` utime + stime + cutime + cstime.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime is field 14 of the line, that is index 11 after the name and state.
+    let ticks: u64 = (11..15)
+        .filter_map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    ticks as f64 / 100.0 // USER_HZ
 }
 
 fn load() -> f64 {
@@ -195,6 +213,7 @@ fn floor(dir: &Path, durability: Durability, items: usize) -> Sample {
         enqueue,
         total: start.elapsed(),
         load,
+        cpu: 0.0,
     }
 }
 
@@ -257,6 +276,7 @@ fn durable(dir: &Path, durability: Durability, items: usize) -> Sample {
             enqueue,
             total,
             load,
+            cpu: 0.0,
         }
     })
 }
@@ -288,6 +308,7 @@ fn durable_interleaved(dir: &Path, durability: Durability, items: usize) -> Samp
             enqueue,
             total,
             load,
+            cpu: 0.0,
         }
     })
 }
@@ -357,6 +378,7 @@ fn apalis(dir: &Path, mode: &str, items: usize) -> Sample {
         enqueue: Duration::from_secs_f64(field(line, "enqueue_s").unwrap()),
         total: Duration::from_secs_f64(field(line, "total_s").unwrap()),
         load,
+        cpu: 0.0,
     }
 }
 
@@ -532,14 +554,17 @@ fn main() {
             // build): on ext4 an fsync commits the journal with whatever else is dirty, so
             // the row after apalis (about 22 page writes per job) paid for its flush.
             let _ = Command::new("sync").status();
-            let sample = (row.run)(dir.path());
+            let cpu = cpu_seconds();
+            let mut sample = (row.run)(dir.path());
+            sample.cpu = cpu_seconds() - cpu;
             println!(
-                "  round {} {:<34} {:>8.0} items/s (enqueue {:.2} s, run {:.2} s, load {:.2})",
+                "  round {} {:<34} {:>8.0} items/s (enqueue {:.2} s, run {:.2} s, CPU {:.0} µs per item, load {:.2})",
                 round + 1,
                 row.name,
                 items as f64 / sample.total.as_secs_f64(),
                 sample.enqueue.as_secs_f64(),
                 (sample.total - sample.enqueue.min(sample.total)).as_secs_f64(),
+                sample.cpu * 1e6 / items as f64,
                 sample.load
             );
             row.samples.push(sample);
@@ -547,8 +572,8 @@ fn main() {
     }
 
     println!(
-        "\n{:<34} {:>9} {:>17} {:>9} {:>11} {:>9} {:>10}",
-        "contestant", "items/s", "min–max", "% floor", "enqueue/s", "run/s", "load"
+        "\n{:<34} {:>9} {:>17} {:>9} {:>11} {:>9} {:>13} {:>10}",
+        "contestant", "items/s", "min–max", "% floor", "enqueue/s", "run/s", "CPU µs/item", "load"
     );
     let floor_of = |rows: &[Row], durability: Durability| {
         rows.iter()
@@ -582,6 +607,12 @@ fn main() {
                 .collect(),
         );
         let (lmed, lmin, lmax) = median(row.samples.iter().map(|s| s.load).collect());
+        let (cpu, _, _) = median(
+            row.samples
+                .iter()
+                .map(|s| s.cpu * 1e6 / items as f64)
+                .collect(),
+        );
         let pct = if row.name.starts_with("apalis default") {
             floor_of(&rows, Durability::Full)
                 .map_or("".to_owned(), |f| format!("{:.0} %F", 100.0 * med / f))
@@ -591,7 +622,7 @@ fn main() {
         };
         let interleaved = row.name.ends_with("interleaved");
         println!(
-            "{:<34} {:>9.0} {:>17} {:>9} {:>11.0} {:>9} {:>4.2} ({:.2}–{:.2})",
+            "{:<34} {:>9.0} {:>17} {:>9} {:>11.0} {:>9} {:>13.0} {:>4.2} ({:.2}–{:.2})",
             row.name,
             med,
             format!("({min:.0}–{max:.0})"),
@@ -602,6 +633,7 @@ fn main() {
             } else {
                 format!("{run:.0}")
             },
+            cpu,
             lmed,
             lmin,
             lmax

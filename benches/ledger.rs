@@ -17,7 +17,8 @@
 //!   `SqliteStore::open_with` (WAL, the same `synchronous`), PostgreSQL databases migrated by
 //!   `PostgresStore`.
 //! - **ToolRunner**: `ToolRunner::new(store, toolbox).call(…)` on a current-thread tokio
-//!   runtime, sequential calls.
+//!   runtime, sequential calls; **ToolRunner, multi-thread**: the same on tokio's multi-thread
+//!   runtime (a worker per core, as `#[tokio::main]` builds).
 //!
 //! PostgreSQL: the bench starts a throwaway cluster of its own (`initdb` + `pg_ctl` in a temp
 //! dir, as the `postgres` user when run as root, unix socket only) with **`fsync` on** and
@@ -27,14 +28,18 @@
 //! each after a `sync` (and, on PostgreSQL, a `CHECKPOINT`), so that no run pays for the dirty
 //! pages of the one before it.
 //!
-//! - **ToolRunner, no runtime** (SQLite only, a diagnostic): the same `ToolRunner` polled by a
-//!   bare thread-parking executor. Outside a tokio runtime `SqliteStore` runs its statements
-//!   inline rather than on tokio's blocking pool: the difference to the `ToolRunner` row is what
-//!   the three `spawn_blocking` hops per call cost.
+//! - **ToolRunner, no tokio runtime** (SQLite only): the same `ToolRunner` polled by a bare
+//!   thread-parking executor on the bench's thread, as from code with no tokio runtime; the
+//!   store's statements run on its connection thread either way.
 //!
-//! Flags (after `--`): `--multi-thread` (tokio's multi-thread runtime instead), `--runs N` (3), `--calls N` (every row; default 2,000 for SQLite FULL
+//! Each row reports wall time and the process's CPU time per call (user + system, every
+//! thread: the store's connection thread and tokio's are counted with the caller's), which
+//! moves much less with the load of a shared machine than wall time does.
+//!
+//! Flags (after `--`): `--runs N` (3), `--calls N` (every row; default 2,000 for SQLite FULL
 //! and PostgreSQL on, 10,000 for NORMAL and PostgreSQL off), `--only SUBSTRING` (rows whose
-//! name contains it), `--side sql|ledger|inline` (one side only, for `strace -c -f`).
+//! name contains it), `--side sql|ledger|multi|bare` (one side only, for `strace -c -f` or
+//! `perf stat`).
 
 use std::path::Path;
 use std::process::Command;
@@ -104,15 +109,34 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// A current-thread runtime, or with `--multi-thread` tokio's default multi-thread one (a
-/// worker per core, as `#[tokio::main]` builds).
+/// CPU time of this process so far, every thread, in seconds: `/proc/self/stat` utime +
+/// stime (clock ticks of 10 ms: a run takes seconds).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: indexes 11 and 12 after the name.
+    let ticks: u64 = (11..13)
+        .filter_map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    ticks as f64 / 100.0 // USER_HZ
+}
+
+/// A current-thread runtime.
 fn runtime() -> Runtime {
-    let mut builder = if std::env::args().any(|a| a == "--multi-thread") {
-        Builder::new_multi_thread()
-    } else {
-        Builder::new_current_thread()
-    };
-    builder.enable_all().build().expect("a runtime")
+    Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// tokio's multi-thread runtime, a worker per core, as `#[tokio::main]` builds.
+fn multi_thread_runtime() -> Runtime {
+    Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
 }
 
 fn toolbox() -> Toolbox {
@@ -191,9 +215,10 @@ const SQL_UPDATE_CALL: &str =
 const SQL_HISTORY: &str = "INSERT INTO call_history (run_id, call_id, revision, state, record)
      VALUES (?1, ?2, ?3, ?4, ?5)";
 
-fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates) -> Duration {
+/// A connection to a fresh file with the store's schema, as the floor uses it.
+fn floor_connection(path: &Path, durability: Durability) -> Connection {
     drop(SqliteStore::open_with(path, sqlite_options(durability)).expect("the schema"));
-    let mut conn = Connection::open(path).expect("open");
+    let conn = Connection::open(path).expect("open");
     let _: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .expect("WAL");
@@ -203,51 +228,121 @@ fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates
     };
     conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
         .expect("synchronous");
+    conn
+}
+
+/// One write of a call by hand: the row at `revision` (1: insert, else the conditional
+/// update from the one before) and its history row, in one transaction.
+fn write_revision(
+    conn: &mut Connection,
+    call_id: &str,
+    revision: i64,
+    (state, lease): (&str, Option<i64>),
+    args_hash: &str,
+    record: &str,
+) {
+    let tx = conn.transaction().expect("begin");
+    let changed = if revision == 1 {
+        tx.prepare_cached(SQL_INSERT_CALL)
+            .and_then(|mut s| {
+                s.execute(params![
+                    RUN_ID, call_id, revision, state, lease, args_hash, record
+                ])
+            })
+            .expect("insert")
+    } else {
+        tx.prepare_cached(SQL_UPDATE_CALL)
+            .and_then(|mut s| {
+                s.execute(params![
+                    RUN_ID,
+                    call_id,
+                    revision,
+                    state,
+                    lease,
+                    record,
+                    revision - 1,
+                    args_hash
+                ])
+            })
+            .expect("update")
+    };
+    assert_eq!(changed, 1);
+    tx.prepare_cached(SQL_HISTORY)
+        .and_then(|mut s| s.execute(params![RUN_ID, call_id, revision, state, record]))
+        .expect("history");
+    tx.commit().expect("commit");
+}
+
+fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates) -> Duration {
+    let mut conn = floor_connection(path, durability);
     let start = Instant::now();
     for i in 0..calls {
         let call_id = format!("call-{i}");
         let records = t.records(&call_id);
         for (n, ((state, lease, _), record)) in t.revisions.iter().zip(&records).enumerate() {
             let revision = n as i64 + 1;
-            let tx = conn.transaction().expect("begin");
-            let changed = if revision == 1 {
-                tx.prepare_cached(SQL_INSERT_CALL)
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            RUN_ID,
-                            call_id,
-                            revision,
-                            state,
-                            lease,
-                            t.args_hash,
-                            record
-                        ])
-                    })
-                    .expect("insert")
-            } else {
-                tx.prepare_cached(SQL_UPDATE_CALL)
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            RUN_ID,
-                            call_id,
-                            revision,
-                            state,
-                            lease,
-                            record,
-                            revision - 1,
-                            t.args_hash
-                        ])
-                    })
-                    .expect("update")
-            };
-            assert_eq!(changed, 1);
-            tx.prepare_cached(SQL_HISTORY)
-                .and_then(|mut s| s.execute(params![RUN_ID, call_id, revision, state, record]))
-                .expect("history");
-            tx.commit().expect("commit");
+            write_revision(
+                &mut conn,
+                &call_id,
+                revision,
+                (state, *lease),
+                &t.args_hash,
+                record,
+            );
         }
     }
     start.elapsed()
+}
+
+/// The floor as async code has to run it: the same transactions on a thread that owns the
+/// connection, each a round trip from a task on a current-thread runtime (a channel there, a
+/// oneshot back), so that no statement blocks the executor.
+fn sqlite_floor_async(
+    rt: &Runtime,
+    path: &Path,
+    durability: Durability,
+    calls: usize,
+    t: &Templates,
+) -> Duration {
+    type Write = Box<dyn FnOnce(&mut Connection) + Send>;
+    let mut conn = floor_connection(path, durability);
+    let (writes, queue) = std::sync::mpsc::channel::<Write>();
+    let thread = std::thread::spawn(move || {
+        while let Ok(write) = queue.recv() {
+            write(&mut conn);
+        }
+    });
+    let elapsed = rt.block_on(async {
+        let start = Instant::now();
+        for i in 0..calls {
+            let call_id = format!("call-{i}");
+            let records = t.records(&call_id);
+            for (n, ((state, lease, _), record)) in t.revisions.iter().zip(records).enumerate() {
+                let revision = n as i64 + 1;
+                let (state, lease, args_hash) = (state.clone(), *lease, t.args_hash.clone());
+                let call_id = call_id.clone();
+                let (done, answer) = tokio::sync::oneshot::channel();
+                writes
+                    .send(Box::new(move |conn| {
+                        write_revision(
+                            conn,
+                            &call_id,
+                            revision,
+                            (&state, lease),
+                            &args_hash,
+                            &record,
+                        );
+                        let _ = done.send(());
+                    }))
+                    .expect("the floor's thread");
+                answer.await.expect("the write");
+            }
+        }
+        start.elapsed()
+    });
+    drop(writes);
+    thread.join().expect("the floor's thread");
+    elapsed
 }
 
 fn run_calls<L: retry_core::effects::Ledger>(
@@ -268,15 +363,13 @@ fn run_calls<L: retry_core::effects::Ledger>(
     })
 }
 
-fn sqlite_ledger(path: &Path, durability: Durability, calls: usize) -> Duration {
+fn sqlite_ledger(rt: &Runtime, path: &Path, durability: Durability, calls: usize) -> Duration {
     let store = SqliteStore::open_with(path, sqlite_options(durability)).expect("open");
     let runner = ToolRunner::new(store, toolbox());
-    run_calls(&runtime(), &runner, calls)
+    run_calls(rt, &runner, calls)
 }
 
-/// A minimal executor: the current thread, parked until woken. Outside a tokio runtime
-/// `SqliteStore` runs each statement inline instead of on tokio's blocking pool, so the
-/// `inline` rows are the ledger without the three thread hops per call.
+/// A minimal executor: the current thread, parked until woken; no tokio runtime anywhere.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
@@ -295,7 +388,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
-fn sqlite_ledger_inline(path: &Path, durability: Durability, calls: usize) -> Duration {
+fn sqlite_ledger_bare(path: &Path, durability: Durability, calls: usize) -> Duration {
     let store = SqliteStore::open_with(path, sqlite_options(durability)).expect("open");
     let runner = ToolRunner::new(store, toolbox());
     block_on(async {
@@ -481,6 +574,7 @@ fn median(mut xs: Vec<f64>) -> (f64, f64, f64) {
 
 struct Sample {
     secs: f64,
+    cpu: f64,
     load: String,
 }
 
@@ -519,7 +613,7 @@ fn main() {
         .collect();
     let sides: Vec<&str> = match args.side.as_deref() {
         Some(side) => vec![side],
-        None => vec!["sql", "ledger", "inline"],
+        None => vec!["sql", "sql-async", "ledger", "multi", "bare"],
     };
     let dir = tempfile::tempdir().expect("a temp dir");
     let t = templates(dir.path());
@@ -535,6 +629,7 @@ fn main() {
         .any(|c| matches!(c.backend, Backend::Postgres { .. }))
         .then(Server::start);
     let rt = runtime();
+    let multi = multi_thread_runtime();
     let started = loadavg();
     let mut table = Vec::new();
     let mut database = 0;
@@ -542,7 +637,10 @@ fn main() {
         let sides: Vec<&str> = sides
             .iter()
             .copied()
-            .filter(|side| *side != "inline" || matches!(config.backend, Backend::Sqlite(_)))
+            .filter(|side| {
+                !matches!(*side, "bare" | "sql-async")
+                    || matches!(config.backend, Backend::Sqlite(_))
+            })
             .collect();
         let mut samples: Vec<Vec<Sample>> = sides.iter().map(|_| Vec::new()).collect();
         for round in 0..args.runs {
@@ -554,15 +652,22 @@ fn main() {
                     sides.len() - 1 - k
                 };
                 let side = sides[k];
+                let mut cpu = 0.0;
                 let elapsed = match config.backend {
                     Backend::Sqlite(durability) => {
                         let path = dir.path().join(format!("{side}-{round}.db"));
                         settle();
+                        cpu -= cpu_seconds();
                         let elapsed = match side {
                             "sql" => sqlite_floor(&path, durability, config.calls, &t),
-                            "inline" => sqlite_ledger_inline(&path, durability, config.calls),
-                            _ => sqlite_ledger(&path, durability, config.calls),
+                            "sql-async" => {
+                                sqlite_floor_async(&rt, &path, durability, config.calls, &t)
+                            }
+                            "bare" => sqlite_ledger_bare(&path, durability, config.calls),
+                            "multi" => sqlite_ledger(&multi, &path, durability, config.calls),
+                            _ => sqlite_ledger(&rt, &path, durability, config.calls),
                         };
+                        cpu += cpu_seconds();
                         for suffix in ["", "-wal", "-shm"] {
                             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
                         }
@@ -571,28 +676,36 @@ fn main() {
                     Backend::Postgres { synchronous_commit } => {
                         let server = server.as_ref().expect("the server");
                         database += 1;
-                        rt.block_on(async {
+                        let url = rt.block_on(async {
                             let url = server
                                 .database(&format!("bench_{database}"), synchronous_commit)
                                 .await;
                             server.checkpoint().await;
-                            settle();
-                            match side {
-                                "sql" => postgres_floor(&url, config.calls, &t).await,
-                                _ => postgres_ledger(&url, config.calls).await,
-                            }
-                        })
+                            url
+                        });
+                        settle();
+                        // The server's CPU is not counted: it is another process.
+                        cpu -= cpu_seconds();
+                        let elapsed = match side {
+                            "sql" => rt.block_on(postgres_floor(&url, config.calls, &t)),
+                            "multi" => multi.block_on(postgres_ledger(&url, config.calls)),
+                            _ => rt.block_on(postgres_ledger(&url, config.calls)),
+                        };
+                        cpu += cpu_seconds();
+                        elapsed
                     }
                 };
                 let sample = Sample {
                     secs: elapsed.as_secs_f64(),
+                    cpu,
                     load: loadavg(),
                 };
                 eprintln!(
-                    "ledger: {} / {side} / round {round}: {:.0} calls/s ({:.1} µs per call), load {}",
+                    "ledger: {} / {side} / round {round}: {:.0} calls/s ({:.1} µs per call, CPU {:.1} µs), load {}",
                     config.name,
                     config.calls as f64 / sample.secs,
                     sample.secs * 1e6 / config.calls as f64,
+                    sample.cpu * 1e6 / config.calls as f64,
                     sample.load
                 );
                 samples[k].push(sample);
@@ -604,64 +717,74 @@ fn main() {
         server.stop();
     }
     println!(
-        "\n| backend | calls | side | calls/s, median (min–max) | µs per call, median | load (1 min) at each run |\n\
-         |---|---:|---|---:|---:|---|"
+        "\n| backend | calls | side | calls/s, median (min–max) | µs per call, median | CPU µs per call, median | load (1 min) at each run |\n\
+         |---|---:|---|---:|---:|---:|---|"
     );
+    let label = |side: &str| match side {
+        "sql" => "raw SQL",
+        "sql-async" => "raw SQL from async (its own thread)",
+        "multi" => "ToolRunner, multi-thread",
+        "bare" => "ToolRunner, no tokio runtime",
+        _ => "ToolRunner",
+    };
     let mut ratios = Vec::new();
     for (config, sides, samples) in &table {
-        let mut times = Vec::new();
+        let per_call = |x: f64| x * 1e6 / config.calls as f64;
         for (side, runs) in sides.iter().zip(samples) {
             let rates: Vec<f64> = runs.iter().map(|s| config.calls as f64 / s.secs).collect();
             let (med, min, max) = median(rates);
-            let (us, _, _) = median(
-                runs.iter()
-                    .map(|s| s.secs * 1e6 / config.calls as f64)
-                    .collect(),
-            );
+            let (us, _, _) = median(runs.iter().map(|s| per_call(s.secs)).collect());
+            let (cpu, _, _) = median(runs.iter().map(|s| per_call(s.cpu)).collect());
             let loads: Vec<&str> = runs
                 .iter()
                 .map(|s| s.load.split(' ').next().unwrap_or(""))
                 .collect();
-            let label = match *side {
-                "sql" => "raw SQL",
-                "inline" => "ToolRunner, no runtime (statements inline)",
-                _ => "ToolRunner",
-            };
             println!(
-                "| {} | {} | {label} | {med:.0} ({min:.0}–{max:.0}) | {us:.1} | {} |",
+                "| {} | {} | {} | {med:.0} ({min:.0}–{max:.0}) | {us:.1} | {cpu:.1} | {} |",
                 config.name,
                 config.calls,
+                label(side),
                 loads.join(", ")
             );
-            times.push(runs.iter().map(|s| s.secs).collect::<Vec<_>>());
         }
-        let sql = sides.iter().position(|s| *s == "sql");
-        for (k, side) in sides.iter().enumerate() {
-            let Some(sql) = sql.filter(|&sql| sql != k) else {
+        // Of each side against a floor: the median over the rounds, and each round's ratio
+        // (the two ran back to back), of wall time and of CPU time.
+        let ratio = |floor: usize, k: usize, of: fn(&Sample) -> f64| {
+            let floor: Vec<f64> = samples[floor].iter().map(of).collect();
+            let ours: Vec<f64> = samples[k].iter().map(of).collect();
+            let per_round: Vec<f64> = floor.iter().zip(&ours).map(|(f, o)| o / f).collect();
+            let (_, min, max) = median(per_round);
+            (median(ours).0 / median(floor).0, min, max)
+        };
+        for (against, floor_side) in [(0, "sql"), (1, "sql-async")] {
+            let Some(floor) = sides.iter().position(|s| *s == floor_side) else {
                 continue;
             };
-            let (s, _, _) = median(times[sql].clone());
-            let (l, _, _) = median(times[k].clone());
-            let per_round: Vec<f64> = times[sql]
-                .iter()
-                .zip(&times[k])
-                .map(|(s, l)| l / s)
-                .collect();
-            let (_, min, max) = median(per_round);
-            let name = if *side == "inline" {
-                format!("{}, no runtime", config.name)
-            } else {
-                config.name.to_owned()
-            };
-            ratios.push((name, l / s, min, max));
+            for (k, side) in sides.iter().enumerate() {
+                if k == floor || side.starts_with("sql") && against == 1 {
+                    continue;
+                }
+                ratios.push((
+                    against,
+                    format!("{} | {}", config.name, label(side)),
+                    ratio(floor, k, |s| s.secs),
+                    ratio(floor, k, |s| s.cpu),
+                ));
+            }
         }
     }
-    if !ratios.is_empty() {
+    for (against, floor) in [(0, "raw SQL"), (1, "raw SQL from async")] {
+        if !ratios.iter().any(|r| r.0 == against) {
+            continue;
+        }
         println!(
-            "\n| backend | ToolRunner time / raw SQL time, medians (per-round min–max) |\n|---|---:|"
+            "\n| backend | side | time / {floor} time, medians (per-round min–max) | CPU / {floor} CPU |\n|---|---|---:|---:|"
         );
-        for (name, ratio, min, max) in ratios {
-            println!("| {name} | **{ratio:.2}** ({min:.2}–{max:.2}) |");
+        for (_, name, (t, tmin, tmax), (c, cmin, cmax)) in ratios.iter().filter(|r| r.0 == against)
+        {
+            println!(
+                "| {name} | **{t:.2}** ({tmin:.2}–{tmax:.2}) | {c:.2} ({cmin:.2}–{cmax:.2}) |"
+            );
         }
     }
     println!(

@@ -1,14 +1,16 @@
 //! The embedded [`Store`]: one SQLite file, no server. WAL journal, `synchronous=FULL` unless
 //! a faster [`Durability`] is chosen.
 //!
-//! SQLite calls block, so inside a tokio runtime each runs on tokio's blocking pool and the
-//! executor's threads never wait for a disk flush; outside one they run on the caller's thread.
+//! SQLite calls block, so every statement runs on the store's own connection thread
+//! ([`thread`]): an async worker never waits for a disk flush, and the store works the same
+//! inside a tokio runtime, under another executor, or from plain blocking code.
 
 mod rows;
 mod schema;
+mod thread;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use retry_core::effects::{Revision, Timestamp};
@@ -54,6 +56,9 @@ impl Default for SqliteOptions {
 
 /// Durable work in one SQLite file.
 ///
+/// Clones share one connection, owned by a thread of the store's own that runs their calls
+/// in order; the thread ends, and the file is closed, when the last clone drops.
+///
 /// ```
 /// use retry_durable::SqliteStore;
 ///
@@ -64,7 +69,7 @@ impl Default for SqliteOptions {
 /// ```
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    conn: Arc<thread::ConnectionThread>,
 }
 
 impl SqliteStore {
@@ -104,31 +109,18 @@ impl SqliteStore {
         conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
             .map_err(|e| schema::open_error(&name, &e))?;
         Ok(SqliteStore {
-            conn: Arc::new(Mutex::new(conn)),
+            conn: Arc::new(thread::ConnectionThread::start(conn, &name)?),
         })
     }
 
-    /// Runs `job` on the connection: on tokio's blocking pool inside a runtime, inline
-    /// outside one.
+    /// Runs `job` on the connection's thread, after the calls sent before it; a panic inside
+    /// `job` is a [`StoreError::Backend`] for this call only.
     pub(crate) async fn with<T, F>(&self, job: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        let run = move || {
-            let mut guard = conn
-                .lock()
-                .map_err(|_| StoreError::Backend("a previous statement panicked".to_owned()))?;
-            job(&mut guard)
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => handle
-                .spawn_blocking(run)
-                .await
-                .map_err(|e| StoreError::Backend(format!("statement did not finish: {e}")))?,
-            Err(_) => run(),
-        }
+        self.conn.run(job).await
     }
 }
 
