@@ -75,7 +75,7 @@ pub use record::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
-pub use store::{Claim, Finish, Inserted, Store, StoreError, Then};
+pub use store::{Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then};
 pub use timing::{MAX_INTERVAL, Misfire, Timing, TimingError};
 
 /// The crate README's example, compiled with the doc tests.
