@@ -6,101 +6,193 @@ use std::sync::LazyLock;
 
 use retry_core::effects::Timestamp;
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
+use super::schema::READY_AT;
 use super::{failed, work_row};
 use crate::sql::{WORK_COLUMNS, i64_of};
 use crate::store::{Claim, Finished, StoreError, Then};
 
+/// `sql` with every run of whitespace made one space: the statement cache hashes and compares
+/// the text on every call, and the server parses it on every connection.
+pub(super) fn compact(sql: &str) -> String {
+    sql.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Takes up to `$4` due rows of owner `$1` at `$2`, oldest first, and makes them running under
 /// a lease until `$3`, returning [`WORK_COLUMNS`]; every taken row also passes `exclude`.
 ///
-/// Each kind of due row (waiting and due; running with its lease over) is taken from its own
-/// partial index, already in order, `$4` at most of each: one query over both (an `OR` with a
-/// `CASE` order) reads and sorts every due row of the owner on every claim. Rows locked by the
-/// branch whose rows are not taken are free again at the end of the statement.
+/// Due rows are waiting ones whose time has come and running ones whose lease is over, both
+/// read in [`READY_AT`] order from the one index that holds them: a plan as simple as a plain
+/// queue's (one ordered index scan, then the rows by id).
 fn claim_sql(exclude: &str) -> String {
     format!(
         "UPDATE retry_durable_work SET state = 'running', attempt = attempt + 1,
              lease_until = $3, updated_at = $2, revision = revision + 1
-         WHERE id IN (
-             SELECT id FROM (
-                 SELECT * FROM (
-                     SELECT id, due_at AS at FROM retry_durable_work
-                     WHERE owner = $1 AND state = 'waiting' AND due_at <= $2{exclude}
-                     ORDER BY due_at, id LIMIT $4
-                     FOR UPDATE SKIP LOCKED) waiting
-                 UNION ALL
-                 SELECT * FROM (
-                     SELECT id, lease_until AS at FROM retry_durable_work
-                     WHERE owner = $1 AND state = 'running' AND lease_until <= $2{exclude}
-                     ORDER BY lease_until, id LIMIT $4
-                     FOR UPDATE SKIP LOCKED) expired
-             ) due
-             ORDER BY at, id
-             LIMIT $4)
+         WHERE id = ANY(ARRAY(
+             SELECT id FROM retry_durable_work
+             WHERE owner = $1 AND state IN ('waiting', 'running') AND ({READY_AT}) <= $2{exclude}
+             ORDER BY ({READY_AT}), id
+             LIMIT $4
+             FOR UPDATE SKIP LOCKED))
          RETURNING {WORK_COLUMNS}"
     )
 }
 
 /// The claim alone: `$1` owner, `$2` now, `$3` lease end, `$4` limit.
-pub(super) static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql(""));
+pub(super) static CLAIM: LazyLock<String> = LazyLock::new(|| compact(&claim_sql("")));
 
-/// Ends the attempts of the batch (`$5`…`$16`, one array per column of [`Batch`]) and claims
-/// as [`CLAIM`] does, in one statement. Returns the claimed rows (one row of NULLs if none),
-/// each followed by the ids and revisions of the attempts that were written.
+/// What a batch holds, which decides the statement and its parameters: attempts that end
+/// removed, attempts that wait again (a retry, a schedule's next tick), dead letters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    removes: bool,
+    waits: bool,
+    dead: bool,
+}
+
+impl Shape {
+    /// Every shape a non-empty batch can have, in [`index`](Self::index) order.
+    const ALL: [Shape; 8] = {
+        let mut all = [Shape {
+            removes: false,
+            waits: false,
+            dead: false,
+        }; 8];
+        let mut i = 0;
+        while i < 8 {
+            all[i] = Shape {
+                removes: i & 4 != 0,
+                waits: i & 2 != 0,
+                dead: i & 1 != 0,
+            };
+            i += 1;
+        }
+        all
+    };
+
+    fn index(self) -> usize {
+        usize::from(self.removes) * 4 + usize::from(self.waits) * 2 + usize::from(self.dead)
+    }
+}
+
+/// The columns of a batch of `shape`, as `unnest` arguments from `$5` on and their names: the
+/// fence always; what a wait writes only if the batch has waits (then `due_at` NULL means
+/// removed); the dead letter's only if it has dead letters (`reason` NULL means none).
+fn batch_columns(shape: Shape) -> (String, String) {
+    let mut columns = vec![("id", "int8"), ("revision", "int8")];
+    if shape.waits {
+        columns.extend([
+            ("due_at", "int8"),
+            ("fire_at", "int8"),
+            ("attempt", "int8"),
+            ("last_error", "text"),
+            ("last_delay_ms", "int8"),
+            ("now", "int8"),
+        ]);
+    }
+    if shape.dead {
+        columns.extend([
+            ("reason", "text"),
+            ("attempts", "int8"),
+            ("dead_error", "text"),
+            ("failed_at", "int8"),
+        ]);
+    }
+    let arguments: Vec<String> = (5..)
+        .zip(&columns)
+        .map(|(n, (_, kind))| format!("${n}::{kind}[]"))
+        .collect();
+    let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+    (arguments.join(", "), names.join(", "))
+}
+
+/// Ends the attempts of a batch of `shape` and claims as [`CLAIM`] does, in one statement.
+/// Returns the claimed rows (one row of NULLs if none), each followed by the ids and
+/// revisions of the attempts that were written.
 ///
-/// `fenced` locks the batch's rows that still carry their claim's revision (in id order: the
-/// batch is sorted, so two workers never wait for each other in a cycle); a row whose claim
-/// was lost is not in it, and nothing below touches it. The dead letters are copied from the
-/// locked rows, then each is removed or made to wait, all within this statement: a row's dead
-/// letter and its end are written together or not at all. The claim skips the batch's rows:
-/// their old claims are this transaction's own locks, which `SKIP LOCKED` does not skip, and
-/// one statement must not change a row twice.
-pub(super) static FINISH_AND_CLAIM: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH batch AS (
-             SELECT * FROM unnest($5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
-                 $10::text[], $11::int8[], $12::int8[], $13::text[], $14::int8[], $15::text[],
-                 $16::int8[])
-             AS b(id, revision, due_at, fire_at, attempt, last_error, last_delay_ms, now,
-                 reason, attempts, dead_error, failed_at)
-         ),
-         fenced AS (
-             SELECT b.*, w.owner, w.handler, w.payload, w.options, w.retry_if, w.kind,
-                 w.created_at, w.fire_at AS ran_fire_at
-             FROM batch b JOIN retry_durable_work w ON w.id = b.id AND w.revision = b.revision
-             FOR UPDATE OF w
-         ),
-         dead AS (
-             INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload, options,
-                 retry_if, kind, reason, attempts, last_error, created_at, fire_at, failed_at,
-                 redriven_as)
-             SELECT id, owner, handler, payload, options, retry_if, kind, reason, attempts,
-                 dead_error, created_at, ran_fire_at, failed_at, NULL
-             FROM fenced WHERE reason IS NOT NULL
-         ),
-         removed AS (
-             DELETE FROM retry_durable_work w USING fenced f
-             WHERE w.id = f.id AND f.due_at IS NULL
-             RETURNING w.id, f.revision
-         ),
-         requeued AS (
-             UPDATE retry_durable_work w SET state = 'waiting', lease_until = NULL,
-                 due_at = f.due_at, fire_at = f.fire_at, attempt = f.attempt,
-                 last_error = f.last_error, last_delay_ms = f.last_delay_ms,
-                 updated_at = f.now, revision = w.revision + 1
-             FROM fenced f WHERE w.id = f.id AND f.due_at IS NOT NULL
-             RETURNING w.id, f.revision
-         ),
-         done AS (SELECT id, revision FROM removed UNION ALL SELECT id, revision FROM requeued),
-         claimed AS ({claim})
+/// Each row is removed or made to wait only where it still carries its claim's revision (the
+/// fence, re-checked on the newest version of a row changed meanwhile); a row whose claim was
+/// lost is left alone. The dead letters are written for the rows that were, copied from the
+/// rows as they were when the statement began: every sub-statement sees that snapshot, and a
+/// row whose revision still matched then had the same values (every change of them bumps the
+/// revision). So a row's dead letter and its end are written together or not at all. The claim
+/// skips the batch's rows: one statement must not change a row twice, and the rows of claims
+/// being ended are still running with leases that may have run out.
+///
+/// The statement names only what the batch needs: every table and index a statement writes is
+/// opened, and every parameter encoded, on each execution, and most batches only remove rows.
+fn finish_and_claim_sql(shape: Shape) -> String {
+    let (arguments, names) = batch_columns(shape);
+    let mut parts = vec![format!(
+        "batch AS (SELECT * FROM unnest({arguments}) AS b({names}))"
+    )];
+    let mut done = Vec::new();
+    if shape.removes {
+        let only = if shape.waits {
+            " AND b.due_at IS NULL"
+        } else {
+            ""
+        };
+        parts.push(format!(
+            "removed AS (
+                 DELETE FROM retry_durable_work w USING batch b
+                 WHERE w.id = b.id AND w.revision = b.revision{only}
+                 RETURNING w.id, b.revision
+             )"
+        ));
+        done.push("SELECT id, revision FROM removed");
+    }
+    if shape.waits {
+        parts.push(
+            "requeued AS (
+                 UPDATE retry_durable_work w SET state = 'waiting', lease_until = NULL,
+                     due_at = b.due_at, fire_at = b.fire_at, attempt = b.attempt,
+                     last_error = b.last_error, last_delay_ms = b.last_delay_ms,
+                     updated_at = b.now, revision = w.revision + 1
+                 FROM batch b
+                 WHERE w.id = b.id AND w.revision = b.revision AND b.due_at IS NOT NULL
+                 RETURNING w.id, b.revision
+             )"
+            .to_owned(),
+        );
+        done.push("SELECT id, revision FROM requeued");
+    }
+    if done.is_empty() {
+        done.push("SELECT id, revision FROM batch WHERE false");
+    }
+    parts.push(format!("done AS ({})", done.join(" UNION ALL ")));
+    if shape.dead {
+        parts.push(
+            "dead AS (
+                 INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
+                     options, retry_if, kind, reason, attempts, last_error, created_at, fire_at,
+                     failed_at, redriven_as)
+                 SELECT w.id, w.owner, w.handler, w.payload, w.options, w.retry_if, w.kind,
+                     b.reason, b.attempts, b.dead_error, w.created_at, w.fire_at, b.failed_at,
+                     NULL
+                 FROM batch b
+                 JOIN done d ON d.id = b.id AND d.revision = b.revision
+                 JOIN retry_durable_work w ON w.id = b.id
+                 WHERE b.reason IS NOT NULL
+             )"
+            .to_owned(),
+        );
+    }
+    parts.push(format!("claimed AS ({})", claim_sql(" AND id <> ALL($5)")));
+    compact(&format!(
+        "WITH {}
          SELECT claimed.*, (SELECT array_agg(id) FROM done), (SELECT array_agg(revision) FROM done)
          FROM (VALUES (1)) one LEFT JOIN claimed ON true",
-        claim = claim_sql(" AND id <> ALL($5)")
-    )
-});
+        parts.join(", ")
+    ))
+}
 
-/// Where [`FINISH_AND_CLAIM`] puts the ids and revisions of the attempts it wrote.
+/// [`finish_and_claim_sql`] for every [`Shape`], by [`Shape::index`].
+static FINISH_AND_CLAIM: LazyLock<[String; 8]> =
+    LazyLock::new(|| Shape::ALL.map(finish_and_claim_sql));
+
+/// Where the statement puts the ids and revisions of the attempts it wrote.
 const DONE_IDS: usize = 22;
 const DONE_REVISIONS: usize = 23;
 
@@ -185,8 +277,16 @@ impl Batch {
         Ok(())
     }
 
-    /// Runs [`FINISH_AND_CLAIM`] for this batch: the `(id, revision)` of each attempt written,
-    /// and the claim. `Err` when the statement failed (nothing is known to be written).
+    fn shape(&self) -> Shape {
+        Shape {
+            removes: self.due_at.iter().any(Option::is_none),
+            waits: self.due_at.iter().any(Option::is_some),
+            dead: self.reason.iter().any(Option::is_some),
+        }
+    }
+
+    /// Runs the statement for this batch: the `(id, revision)` of each attempt written, and the
+    /// claim. `Err` when the statement failed (nothing is known to be written).
     pub(super) async fn run(
         &self,
         client: &deadpool_postgres::Object,
@@ -195,32 +295,36 @@ impl Batch {
         lease_until: Timestamp,
         limit: u32,
     ) -> Result<(Vec<(i64, i64)>, Result<Claim, StoreError>), StoreError> {
+        let shape = self.shape();
         let statement = client
-            .prepare_cached(&FINISH_AND_CLAIM)
+            .prepare_cached(&FINISH_AND_CLAIM[shape.index()])
             .await
             .map_err(failed)?;
+        let (now, lease_until) = (i64_of(now.as_millis())?, i64_of(lease_until.as_millis())?);
+        let limit = i64::from(limit);
+        // In `batch_columns`' order.
+        let mut parameters: Vec<&(dyn ToSql + Sync)> =
+            vec![&owner, &now, &lease_until, &limit, &self.id, &self.revision];
+        if shape.waits {
+            parameters.extend::<[&(dyn ToSql + Sync); 6]>([
+                &self.due_at,
+                &self.fire_at,
+                &self.attempt,
+                &self.last_error,
+                &self.last_delay_ms,
+                &self.now,
+            ]);
+        }
+        if shape.dead {
+            parameters.extend::<[&(dyn ToSql + Sync); 4]>([
+                &self.reason,
+                &self.attempts,
+                &self.dead_error,
+                &self.failed_at,
+            ]);
+        }
         let rows = client
-            .query(
-                &statement,
-                &[
-                    &owner,
-                    &i64_of(now.as_millis())?,
-                    &i64_of(lease_until.as_millis())?,
-                    &i64::from(limit),
-                    &self.id,
-                    &self.revision,
-                    &self.due_at,
-                    &self.fire_at,
-                    &self.attempt,
-                    &self.last_error,
-                    &self.last_delay_ms,
-                    &self.now,
-                    &self.reason,
-                    &self.attempts,
-                    &self.dead_error,
-                    &self.failed_at,
-                ],
-            )
+            .query(&statement, &parameters)
             .await
             .map_err(failed)?;
         // Committed from here on: a failure to read the answer is the claim's, or leaves the
@@ -241,5 +345,32 @@ impl Batch {
                 .filter(|row| matches!(row.try_get::<_, Option<i64>>(0), Ok(Some(_)))),
         );
         Ok((done, claim))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every statement numbers its parameters `$1`…`$n` without a gap (the server refuses a
+    /// parameter it cannot type) and is one line.
+    #[test]
+    fn every_shape_has_dense_parameters_and_compact_text() {
+        for shape in Shape::ALL {
+            let sql = finish_and_claim_sql(shape);
+            let columns = 2 + if shape.waits { 6 } else { 0 } + if shape.dead { 4 } else { 0 };
+            for n in 1..=4 + columns {
+                assert!(
+                    sql.contains(&format!("${n}")),
+                    "{shape:?} lacks ${n}: {sql}"
+                );
+            }
+            assert!(
+                !sql.contains(&format!("${}", 5 + columns)),
+                "{shape:?}: {sql}"
+            );
+            assert_eq!(sql, compact(&sql));
+            assert_eq!(Shape::ALL[shape.index()], shape);
+        }
     }
 }

@@ -7,9 +7,10 @@ mod claim;
 mod schema;
 
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use retry_core::effects::{Revision, Timestamp};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
@@ -80,6 +81,14 @@ impl PostgresStore {
             },
         );
         let pool = Pool::builder(manager)
+            .post_create(Hook::async_fn(|client, _| {
+                Box::pin(async move {
+                    client
+                        .batch_execute(GENERIC_PLANS)
+                        .await
+                        .map_err(HookError::Backend)
+                })
+            }))
             .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)
             .create_timeout(Some(options.connect_timeout))
@@ -99,6 +108,17 @@ impl PostgresStore {
             .map_err(|e| StoreError::Backend(format!("no PostgreSQL connection: {e}")))
     }
 }
+
+/// Run on every new connection: plan each prepared statement once, not on every execution.
+///
+/// PostgreSQL plans a prepared statement anew on each execution while that looks cheaper than
+/// its generic plan, and with a `LIMIT $4` the claims always look so; planning them then costs
+/// more than running them (measured: 0.22 ms of planning per claim against 0.06 ms of
+/// execution, growing as a drained queue leaves dead index entries for the planner's probes of
+/// the lease index). Every statement here is a lookup or an ordered index scan whose generic
+/// plan is the one it would get anyway. Set per connection, not in the startup options, which
+/// poolers such as PgBouncer refuse.
+const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
 
 /// `user@host:port/database`, for messages (never the password).
 fn describe(config: &tokio_postgres::Config) -> String {
@@ -197,8 +217,30 @@ const INSERT: &str = "INSERT INTO retry_durable_work (owner, key, handler, paylo
         retry_if, kind, cron, zone, interval_ms, misfire, state, attempt, due_at, fire_at,
         lease_until, last_error, last_delay_ms, created_at, updated_at, revision)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'waiting', 0, $12, $12, NULL, NULL, 0,
-        $13, $13, 1)
-    ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING";
+        $13, $13, 1)";
+
+/// The earliest time a row of owner `$1` becomes claimable, from the claims' own index.
+static NEXT_DUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT min({}) FROM retry_durable_work
+         WHERE owner = $1 AND state IN ('waiting', 'running')",
+        schema::READY_AT
+    )
+});
+
+/// [`INSERT`] of work without a key, returning the id (compacted: the statement cache hashes
+/// the text on every call).
+static INSERT_RETURNING_ID: LazyLock<String> =
+    LazyLock::new(|| claim::compact(&format!("{INSERT} RETURNING id")));
+
+/// [`INSERT`] of work with a key, which writes nothing when the owner already uses the key.
+/// Only then: `ON CONFLICT` is a speculative insertion, one more WAL record per row, and a
+/// row without a key can conflict with nothing (the key index holds only rows with one).
+static INSERT_KEYED_RETURNING_ID: LazyLock<String> = LazyLock::new(|| {
+    claim::compact(&format!(
+        "{INSERT} ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING RETURNING id"
+    ))
+});
 
 /// Writes `work`; its id, or `None` when its key is taken. Only the id is read back: the
 /// row is the written values under that id ([`NewWork::into_record`]), and reading all of
@@ -210,10 +252,12 @@ async fn insert_work(
     {
         let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
         let options = sql::options_json(&work.options)?;
-        let statement = client
-            .prepare_cached(&format!("{INSERT} RETURNING id"))
-            .await
-            .map_err(failed)?;
+        let sql = if work.key.is_some() {
+            &INSERT_KEYED_RETURNING_ID
+        } else {
+            &INSERT_RETURNING_ID
+        };
+        let statement = client.prepare_cached(sql).await.map_err(failed)?;
         let row = client
             .query_opt(
                 &statement,
@@ -577,16 +621,7 @@ impl Store for PostgresStore {
 
     async fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
-                "SELECT least(
-                     (SELECT min(due_at) FROM retry_durable_work
-                      WHERE owner = $1 AND state = 'waiting'),
-                     (SELECT min(lease_until) FROM retry_durable_work
-                      WHERE owner = $1 AND state = 'running'))",
-            )
-            .await
-            .map_err(failed)?;
+        let statement = client.prepare_cached(&NEXT_DUE).await.map_err(failed)?;
         let row = client
             .query_one(&statement, &[&owner])
             .await

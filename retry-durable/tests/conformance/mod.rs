@@ -774,24 +774,35 @@ pub async fn p2_an_empty_batch_claims_as_claim_does<S: Store>(store: S) {
 
 pub async fn p2_a_batch_and_the_next_claim_in_one_call<S: Store>(store: S) {
     let first = new(store.insert(work("o", "a", 0)).await.unwrap());
+    let succeeded = new(store.insert(work("o", "a", 0)).await.unwrap());
     let second = new(store.insert(work("o", "a", 5)).await.unwrap());
     let third = new(store.insert(work("o", "a", 6)).await.unwrap());
-    let running = claim_one(&store, 0, 10).await;
-    assert_eq!(running.id, first.id);
+    let running = store.claim("o", at(0), at(10), 2).await.unwrap().work;
+    let ids: Vec<_> = running.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [first.id, succeeded.id]);
+    let remove = Finish {
+        dead_letter: None,
+        then: Then::Remove,
+        now: at(1),
+    };
 
     // Its lease is over by now, so the claim alone would take it back; the retry that the
     // call writes is due at once. The call may claim it again, but only as a new claim —
     // never under the claim that just ended.
+    let batch = vec![
+        ending(&running[0], wait(15, 1)),
+        ending(&running[1], remove),
+    ];
     let done = store
-        .finish_and_claim(
-            vec![ending(&running, wait(15, 1))],
-            "o",
-            at(20),
-            at(1_020),
-            3,
-        )
+        .finish_and_claim(batch, "o", at(20), at(1_020), 3)
         .await;
-    assert!(done.finished.into_iter().map(Result::unwrap).eq([true]));
+    assert!(
+        done.finished
+            .into_iter()
+            .map(Result::unwrap)
+            .eq([true, true])
+    );
+    assert_eq!(store.get(succeeded.id).await.unwrap(), None);
     let claimed = done.claim.unwrap().work;
     let mut ids: Vec<_> = claimed.iter().map(|r| r.id).collect();
     assert!(ids.starts_with(&[second.id, third.id]), "{claimed:?}");
@@ -809,7 +820,7 @@ pub async fn p2_a_batch_and_the_next_claim_in_one_call<S: Store>(store: S) {
     match claimed.iter().find(|r| r.id == first.id) {
         Some(again) => {
             assert_eq!(again.attempt, 2, "the retry is the next attempt");
-            assert!(again.revision > running.revision);
+            assert!(again.revision > running[0].revision);
         }
         None => {
             let waiting = store.get(first.id).await.unwrap().unwrap();
