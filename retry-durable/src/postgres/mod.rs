@@ -43,7 +43,8 @@ impl Default for PostgresOptions {
 ///
 /// The tables are `retry_durable_work`, `retry_durable_dead_letter` and
 /// `retry_durable_schema`, created on first connect; they can live beside an application's own
-/// tables.
+/// tables. Each connection of the pool sets `plan_cache_mode = force_generic_plan` for itself:
+/// its statements are then planned once, not on every execution.
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
