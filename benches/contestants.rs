@@ -591,3 +591,100 @@ pub(crate) fn tower_capturing(
     };
     called_once(policy, service)
 }
+
+// ---------------------------------------------------------------------------------------
+// Blocking retry (`RetryPolicy::retry_blocking`, backon's `BlockingRetryable`), and the loop
+// options of issue 21 as the success path sees them.
+
+/// A blocking operation that succeeds from attempt `succeed_at` on.
+pub(crate) fn blocking_op(attempt: u32, succeed_at: u32) -> Result<u64, Fail> {
+    if black_box(attempt) >= succeed_at {
+        Ok(black_box(42))
+    } else {
+        Err(Fail)
+    }
+}
+
+/// The blocking call, no wrapper.
+pub(crate) fn direct_blocking() -> Result<u64, Fail> {
+    blocking_op(FIRST, FIRST)
+}
+
+/// retry-core's blocking loop around it, default policy.
+pub(crate) fn retry_core_blocking(succeed_at: u32) -> Result<u64, Fail> {
+    RetryPolicy::DEFAULT
+        .retry_blocking(|attempt| blocking_op(attempt, succeed_at))
+        .call()
+}
+
+/// The same with zero waits, for the fail path.
+pub(crate) fn retry_core_blocking_zero(succeed_at: u32) -> Result<u64, Fail> {
+    RetryPolicy::DEFAULT
+        .with_seed(1)
+        .retry_blocking(|attempt| blocking_op(attempt, succeed_at))
+        .backoff(Constant(Duration::ZERO))
+        .call()
+}
+
+/// backon's blocking retry, configured like our default, sleeping the thread.
+pub(crate) fn backon_blocking(succeed_at: u32) -> Result<u64, Fail> {
+    use backon::BlockingRetryable;
+    let attempt = Cell::new(0);
+    (|| {
+        attempt.set(attempt.get() + 1);
+        blocking_op(attempt.get(), succeed_at)
+    })
+    .retry(backon_builder())
+    .sleep(std::thread::sleep)
+    .call()
+}
+
+/// backon's blocking retry with zero waits.
+pub(crate) fn backon_blocking_zero(succeed_at: u32) -> Result<u64, Fail> {
+    use backon::BlockingRetryable;
+    let attempt = Cell::new(0);
+    (|| {
+        attempt.set(attempt.get() + 1);
+        blocking_op(attempt.get(), succeed_at)
+    })
+    .retry(
+        backon::ConstantBuilder::default()
+            .with_delay(Duration::ZERO)
+            .with_max_times(ATTEMPTS as usize - 1),
+    )
+    .sleep(std::thread::sleep)
+    .call()
+}
+
+/// The hand-written blocking loop, zero waits.
+pub(crate) fn hand_loop_blocking(succeed_at: u32) -> Result<u64, Fail> {
+    let mut attempt = 1;
+    loop {
+        match blocking_op(attempt, succeed_at) {
+            Err(_) if attempt < ATTEMPTS => attempt += 1,
+            outcome => return outcome,
+        }
+    }
+}
+
+/// retry-core's success path with a value predicate that never retries (`when_ok`).
+pub(crate) fn retry_core_when_ok() -> impl Future<Output = Result<u64, Fail>> {
+    RetryPolicy::DEFAULT
+        .retry(|_| op())
+        .when_ok(|value, _| *value == 0)
+}
+
+/// retry-core's success path with a summary.
+pub(crate) fn retry_core_summarized()
+-> impl Future<Output = (Result<u64, Fail>, retry_core::RetrySummary)> {
+    RetryPolicy::DEFAULT.retry(|_| op()).summarize()
+}
+
+/// retry-core's Fibonacci schedule from `BASE` to `cap`, full jitter.
+pub(crate) fn fibonacci(cap: Duration) -> retry_core::Fibonacci {
+    retry_core::Fibonacci::builder()
+        .base(BASE)
+        .cap(cap)
+        .build()
+        .expect("a valid backoff")
+}

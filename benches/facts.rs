@@ -359,7 +359,7 @@ fn sizes(out: &mut String) {
 
     // The same with the operations users write: the issue's `async fn op()`, the fail path's
     // `async fn flaky(attempt, succeed_at)`, and a closure capturing a `&Cell`.
-    let async_rows: [(&str, usize); 15] = [
+    let async_rows: [(&str, usize); 17] = [
         ("direct call, `op()`", size(&c::direct_async())),
         (
             "hand-written loop around `flaky`",
@@ -408,6 +408,14 @@ fn sizes(out: &mut String) {
         (
             "tower `Retry`, capturing closure",
             size(&c::tower_capturing(&calls, 1)),
+        ),
+        (
+            "retry-core `.when_ok(…)` around `op()`",
+            size(&c::retry_core_when_ok()),
+        ),
+        (
+            "retry-core `.summarize()` around `op()`",
+            size(&c::retry_core_summarized()),
         ),
         ("`op()`'s own future", size(&c::op())),
         ("`flaky(a, s)`'s own future", size(&c::flaky(1, 1))),
@@ -539,6 +547,28 @@ fn jitter_audit(out: &mut String) {
             Audit::run(|i| {
                 let mut rng = JitterRng::seeded(i);
                 policy.delays(&mut rng).collect::<Vec<_>>().into_iter()
+            }),
+        ));
+    }
+    for jitter in [Jitter::Full, Jitter::None] {
+        let fib = retry_core::Fibonacci::builder()
+            .base(AUDIT_BASE)
+            .cap(AUDIT_MAX)
+            .jitter(jitter)
+            .build()
+            .expect("valid settings");
+        rows.push((
+            format!("retry-core `Fibonacci`, `{jitter}`"),
+            Audit::run(|i| {
+                let mut rng = JitterRng::seeded(i);
+                let mut previous = std::time::Duration::ZERO;
+                (0..RETRIES_PER_SEQUENCE as u32)
+                    .map(|k| {
+                        previous = fib.delay_at(k, previous, &mut rng);
+                        previous
+                    })
+                    .collect::<Vec<_>>()
+                    .into_iter()
             }),
         ));
     }

@@ -35,6 +35,8 @@ const WITH_RATIOS: &[&str] = &[
     "zero_delay_async_awaited",
     "success",
     "success_runtime",
+    "success_blocking",
+    "zero_delay_blocking",
     "zero_delay",
     "retry_macro",
     "retry_macro_runtime",
@@ -170,6 +172,14 @@ contestants! {
     "zero_delay_async_awaited" / "retry-core" => awaited(|| contestants::retry_core_zero_async(THIRD));
     "zero_delay_async_awaited" / "tower" => awaited(|| contestants::tower_async(THIRD));
 
+    "success_blocking" / "direct call" => contestants::direct_blocking;
+    "success_blocking" / "retry-core" => || contestants::retry_core_blocking(FIRST);
+    "success_blocking" / "backon" => || contestants::backon_blocking(FIRST);
+
+    "zero_delay_blocking" / "hand-written loop" => || contestants::hand_loop_blocking(THIRD);
+    "zero_delay_blocking" / "retry-core" => || contestants::retry_core_blocking_zero(THIRD);
+    "zero_delay_blocking" / "backon" => || contestants::backon_blocking_zero(THIRD);
+
     "success" / "direct call" => || poll_once(contestants::direct::<1>());
     "success" / "retry-core" => || poll_once(contestants::retry_core::<1>(FIRST));
     "success" / "backon" => || poll_once(contestants::backon::<1>(FIRST));
@@ -217,6 +227,8 @@ contestants! {
             .backoff(Constant(Duration::ZERO))
             .clock(contestants::ReadyClock)
     );
+    "retry-core parts" / "success, `when_ok` (never retries)" => || poll_once(contestants::retry_core_when_ok());
+    "retry-core parts" / "success, `summarize()`" => || poll_once(contestants::retry_core_summarized());
     "retry-core parts" / "JitterRng::from_entropy()" => JitterRng::from_entropy;
     "retry-core parts" / "JitterRng::seeded(1)" => || JitterRng::seeded(black_box(1));
     "retry-core parts" / "JitterRng::below(1 s)" => {
@@ -230,6 +242,8 @@ contestants! {
     "jitter_draw" / "retry-core Jitter::None.draw" => draw(Jitter::None);
     "jitter_draw" / "retry-core ExponentialBackoff, one retry-loop step" =>
         contestants::loop_step(contestants::exponential(CAP));
+    "jitter_draw" / "retry-core Fibonacci, one retry-loop step" =>
+        contestants::loop_step(contestants::fibonacci(CAP));
     "jitter_draw" / "retry-core default policy, one retry-loop step" =>
         contestants::loop_step(contestants::d1_schedule(CAP));
     "jitter_draw" / "retry-core ExponentialBackoff::delays() (full)" => {
@@ -239,6 +253,13 @@ contestants! {
     "jitter_draw" / "backon ExponentialBackoff" => {
         let mut delays = at_cap(backon::BackoffBuilder::build(
             contestants::backon_builder().with_max_delay(CAP).without_max_times(),
+        ));
+        move || delays.next()
+    };
+    "jitter_draw" / "backon Fibonacci" => {
+        let mut delays = at_cap(backon::BackoffBuilder::build(
+            backon::FibonacciBuilder::default().with_jitter().with_min_delay(contestants::BASE)
+                .with_max_delay(CAP).without_max_times(),
         ));
         move || delays.next()
     };

@@ -16,13 +16,13 @@ use crate::rng::JitterRng;
 /// use retry_core::{Backoff, JitterRng};
 ///
 /// /// Wait 10 ms per failed attempt so far.
-/// struct Linear;
-/// impl Backoff for Linear {
+/// struct TenPerFailure;
+/// impl Backoff for TenPerFailure {
 ///     fn delay(&mut self, failed_attempt: u32, _previous: Duration, _rng: &mut JitterRng) -> Duration {
 ///         Duration::from_millis(10) * failed_attempt
 ///     }
 /// }
-/// assert_eq!(Linear.delay(3, Duration::ZERO, &mut JitterRng::seeded(0)), Duration::from_millis(30));
+/// assert_eq!(TenPerFailure.delay(3, Duration::ZERO, &mut JitterRng::seeded(0)), Duration::from_millis(30));
 /// ```
 pub trait Backoff {
     /// The wait after attempt `failed_attempt` (1-based) failed. `previous` is the wait drawn
@@ -49,7 +49,7 @@ pub(crate) const fn doubling_cap_ms(base_ms: u64, max_ms: u64, exponent: u32) ->
 }
 
 /// `nanos` as a [`Duration`], saturating at [`Duration::MAX`].
-fn from_nanos_u128(nanos: u128) -> Duration {
+pub(crate) fn from_nanos_u128(nanos: u128) -> Duration {
     const NANOS_PER_SEC: u128 = 1_000_000_000;
     match u64::try_from(nanos / NANOS_PER_SEC) {
         // The remainder is below 10^9: it fits a u32.
@@ -138,7 +138,8 @@ impl<F: FnMut(u32) -> Duration> Backoff for BackoffFn<F> {
     }
 }
 
-/// Why an [`ExponentialBackoff`] could not be built.
+/// Why a schedule ([`ExponentialBackoff`], [`Fibonacci`](crate::Fibonacci),
+/// [`Linear`](crate::Linear)) could not be built.
 #[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BackoffError {
@@ -150,6 +151,14 @@ pub enum BackoffError {
     BaseAboveCap {
         /// The base delay given.
         base: Duration,
+        /// The cap given.
+        cap: Duration,
+    },
+    /// The minimum delay exceeds the cap.
+    #[error("backoff.min_delay ({min:?}) must be <= backoff.cap ({cap:?})")]
+    MinDelayAboveCap {
+        /// The minimum delay given.
+        min: Duration,
         /// The cap given.
         cap: Duration,
     },

@@ -46,10 +46,12 @@
 //! |-------|-------|--------|
 //! | `attempt failed; retrying` | WARN | `attempt` (the one that failed), `delay`, `error` |
 //! | `attempt timed out; retrying` | WARN | `attempt`, `timeout`, `delay` |
+//! | `attempt returned a value to retry; retrying` | WARN | `attempt`, `delay` |
 //! | `retry gave up: attempts exhausted` | INFO | `attempts`, `error` |
 //! | `retry gave up: retry-after hint above the policy's ceiling` | INFO | `attempts`, `retry_after`, `error` |
 //! | `retry gave up: retry-after hint beyond the deadline` | INFO | `attempts`, `retry_after`, `error` |
 //! | `retry gave up: deadline exceeded` | INFO | `attempts` |
+//! | `retry gave up: deadline exceeded; the last value is returned` | INFO | `attempts` |
 //! | `retry gave up: attempt timed out` | INFO | `attempts`, `timeout` |
 //! | `retry gave up: cancelled` | INFO | `attempts` |
 //! | `retry gave up: error not retryable` | DEBUG | `attempts`, `error` |
@@ -77,10 +79,16 @@
 //! # Where things are
 //!
 //! - [`RetryOptions`] → [`RetryPolicy`]: options in layers, validated once ([`OptionsError`]).
-//! - [`Retry`]: the loop, with [`when`](Retry::when), [`notify`](Retry::notify),
-//!   [`retry_after`](Retry::retry_after), [`deadline`](Retry::deadline),
-//!   [`attempt_timeout`](Retry::attempt_timeout), [`cancel_on`](Retry::cancel_on).
-//! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`]: delay schedules.
+//! - [`Retry`]: the loop, with [`when`](Retry::when), [`when_ok`](Retry::when_ok) (a value
+//!   that is really a failure), [`notify`](Retry::notify),
+//!   [`retry_after`](Retry::retry_after), [`backoff`](Retry::backoff),
+//!   [`adjust`](Retry::adjust), [`deadline`](Retry::deadline),
+//!   [`attempt_timeout`](Retry::attempt_timeout), [`cancel_on`](Retry::cancel_on), and
+//!   [`summarize`](Retry::summarize) (what the loop did, as a [`RetrySummary`]).
+//! - [`RetryPolicy::retry_blocking`] and [`Retry::call`]: the same loop for blocking code, on
+//!   the calling thread, waiting through [`Clock::sleep_blocking`].
+//! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`], [`Fibonacci`], [`Linear`],
+//!   [`Constant`]: delay schedules.
 //! - [`Clock`], [`Scope`]: injectable time and seeded randomness.
 //! - [`TaskFailure`], [`TaskError`], [`classify`]: the task error model.
 //! - `middleware` (feature `middleware`, on by default): `with_retry`, `with_timeout`,
@@ -91,7 +99,7 @@
 //!   stable idempotency keys, the pending-call ledger, recovery after a crash. The runner and
 //!   ledger need feature `effects` (off by default: it pulls `serde_json` and `sha2`).
 //! - `#[retry(...)]` (feature `macros`, on by default): the same loop as an attribute on an
-//!   `async fn`, its options checked at compile time; limits reach the function's own error
+//!   `async fn` or a plain blocking `fn`, its options checked at compile time; limits reach the function's own error
 //!   type through [`LimitExceeded`].
 //! - `#[tool(effect = "...")]` (features `macros` and `effects`): an `async fn` declared as an agent tool
 //!   for the [`effects`] runner; an idempotent write without its key, or `#[retry]` around a
@@ -124,6 +132,7 @@ mod rng;
 mod schedule;
 #[cfg(feature = "scheduler")]
 mod scheduler;
+mod shapes;
 mod time;
 
 pub use backoff::{
@@ -140,8 +149,8 @@ pub use policy::{
     RetryPolicy,
 };
 pub use retry::{
-    Always, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter, RetryError,
-    ShouldRetry, Silent, Unlimited,
+    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NoHint, OnRetry, Retry, RetryAfter,
+    RetryError, RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -160,7 +169,10 @@ pub use retry_macros::{retry, tool};
 #[doc(hidden)]
 pub use retry::{Forget, IntoLimited, Memory, NoTimer, Operation, Recall, TimerSlot};
 #[doc(hidden)]
+pub use retry::{Inline, JudgeOk, OnThread, Preemptible, Summed, Tally, ThreadWait, Unjudged};
+#[doc(hidden)]
 pub use rng::LoopRng;
 pub use schedule::Schedule;
 #[doc(hidden)]
 pub use schedule::{Drawn, Follow, Kept, Nothing, PolicyKept, Start};
+pub use shapes::{Fibonacci, FibonacciBuilder, Linear, LinearBuilder};

@@ -174,3 +174,27 @@ fn r4_the_default_fmt_subscriber_prints_one_line_per_retry_with_the_error() {
         ]
     );
 }
+
+#[test]
+fn r4_r8_a_value_retried_and_a_deadline_before_the_next_are_traced() {
+    let policy = RetryPolicy::DEFAULT
+        .with_jitter(Jitter::None)
+        .with_clock(InstantClock::new());
+    // Blocking: this test clock moves its time when a sleep is made, and the blocking loop
+    // makes its deadline timers lazily, so only its waits move the time.
+    let (result, lines) = traced(async {
+        policy
+            .retry_blocking(|attempt| Ok::<u32, String>(attempt))
+            .when_ok(|_, _| true)
+            .deadline(std::time::Duration::from_millis(500))
+            .call()
+    });
+    assert_eq!(result, Ok(2));
+    assert_eq!(
+        lines,
+        [
+            "WARN retry_core: attempt returned a value to retry; retrying attempt=1 delay=200ms",
+            "INFO retry_core: retry gave up: deadline exceeded; the last value is returned attempts=2",
+        ]
+    );
+}

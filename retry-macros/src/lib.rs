@@ -1,4 +1,4 @@
-//! The attributes of [`retry-core`]: `#[retry(...)]`, retried `async fn`s whose options are
+//! The attributes of [`retry-core`]: `#[retry(...)]`, retried functions whose options are
 //! checked while you type, and `#[tool(...)]`, agent tools whose declared effect is checked
 //! against how they are used.
 //!
@@ -34,9 +34,9 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
     }
 }
 
-/// Retries an `async fn` returning `Result<_, _>`: the body runs again after each error,
-/// with exponential backoff and full jitter, until it succeeds or the attempts are used up;
-/// the **last** error is returned.
+/// Retries a function returning `Result<_, _>` — an `async fn`, or a plain blocking `fn` —:
+/// the body runs again after each error, with exponential backoff and full jitter, until it
+/// succeeds or the attempts are used up; the **last** error is returned.
 ///
 /// ```
 /// use retry_core::retry;
@@ -56,6 +56,28 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// assert_eq!(attempts, 3);
 /// # }
 /// ```
+///
+/// On a plain `fn` the loop blocks the calling thread: the same options and checks, with
+/// each wait a [`Clock::sleep_blocking`] of the default clock (a surrounding `Scope`'s clock,
+/// such as the testkit's mock clock, else a thread sleep). A blocking call cannot be cut
+/// short, so `attempt_timeout_ms` is refused there: use `deadline_ms`.
+///
+/// ```no_run
+/// #[derive(Debug)]
+/// struct Busy;
+///
+/// #[retry_core::retry(max_attempts = 4, base_delay_ms = 1, max_delay_ms = 2)]
+/// fn read_sensor(reads: &mut u32) -> Result<u32, Busy> {
+///     *reads += 1;
+///     if *reads < 3 { Err(Busy) } else { Ok(21) }
+/// }
+///
+/// let mut reads = 0;
+/// assert_eq!(read_sensor(&mut reads).unwrap(), 21); // after two short waits
+/// assert_eq!(reads, 3);
+/// ```
+///
+/// [`Clock::sleep_blocking`]: https://docs.rs/retry-core/latest/retry_core/trait.Clock.html#method.sleep_blocking
 ///
 /// # Options
 ///
@@ -115,8 +137,8 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// instantiated, i.e. by a build of code that calls it. Unknown
 /// or repeated options, values of the wrong kind, a suffixed literal whose value does not fit
 /// its suffix (`300u8`), two `#[retry]` on one function (they would multiply the attempts), a
-/// function that is not `async` or does not return `Result` are errors too, all reported in
-/// one compile; the function itself is kept, so that these are the only errors.
+/// function that does not return `Result`, and `attempt_timeout_ms` on a function that is not
+/// `async` are errors too, all reported in one compile; the function itself is kept, so that these are the only errors.
 ///
 /// # Signatures
 ///

@@ -595,3 +595,96 @@ async fn d5_retry_after_hint_above_the_ceiling_ends_the_call_at_once() {
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(elapsed_since(start), Duration::ZERO);
 }
+
+// R9: a plain (blocking) `fn` under `#[retry]`: the same loop, waiting by blocking on the same
+// clock (a scope's clock here, so nothing sleeps for real) ---------------------------------------
+
+static R9_LOG: Log = Mutex::new(Vec::new());
+
+fn r9_notify(_: &Error, attempt: u32, delay: Duration) {
+    R9_LOG.lock().unwrap().push((attempt, delay));
+}
+
+#[retry(max_attempts = 5, jitter = "none", notify = r9_notify)]
+fn r9_read(reads: &mut u32, input: String) -> Result<u32, Error> {
+    *reads += 1;
+    if *reads < 3 {
+        return Err(Error::Failed(*reads));
+    }
+    Ok(input.parse::<u32>()? + *reads)
+}
+
+#[tokio::test]
+async fn r9_a_blocking_fn_is_retried_with_waits_on_the_scope_clock() {
+    let clock = RecordingClock::default();
+    let mut reads = 0;
+    let result = Scope::new()
+        .clock(clock.clone())
+        .run(async { r9_read(&mut reads, "40".to_owned()) })
+        .await;
+    assert_eq!(result, Ok(43));
+    assert_eq!(reads, 3);
+    let waits = [Duration::from_millis(200), Duration::from_millis(400)];
+    assert_eq!(*clock.slept.lock().unwrap(), waits);
+    assert_eq!(take(&R9_LOG), [(1, waits[0]), (2, waits[1])]);
+}
+
+#[retry(max_attempts = 5, jitter = "none", when = r3_only_failed)]
+fn r9_fatal_second(calls: &AtomicU32) -> Result<(), Error> {
+    let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+    Err(if call == 1 {
+        Error::Failed(1)
+    } else {
+        Error::Fatal
+    })
+}
+
+#[retry(
+    max_attempts = 5,
+    base_delay_ms = 100,
+    jitter = "none",
+    deadline_ms = 250
+)]
+fn r9_overrun(calls: &AtomicU32) -> Result<(), Error> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(Error::Fatal)
+}
+
+#[tokio::test]
+async fn r9_when_and_the_deadline_hold_for_a_blocking_fn() {
+    let calls = AtomicU32::new(0);
+    let clock = RecordingClock::default();
+    let result = Scope::new()
+        .clock(clock.clone())
+        .run(async { r9_fatal_second(&calls) })
+        .await;
+    assert_eq!(result, Err(Error::Fatal));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(*clock.slept.lock().unwrap(), [Duration::from_millis(200)]);
+    // The 200 ms wait fits the 250 ms budget but ends 400 ms in: no second attempt.
+    let calls = AtomicU32::new(0);
+    let clock = LateClock {
+        origin: Instant::now(),
+        slept: Default::default(),
+    };
+    let result = Scope::new()
+        .clock(clock)
+        .run(async { r9_overrun(&calls) })
+        .await;
+    let limit = LimitExceeded::DeadlineExceeded {
+        attempts: 1,
+        budget: Duration::from_millis(250),
+    };
+    assert_eq!(result, Err(Error::Limit(limit)));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[retry(max_attempts = 3)]
+fn r9_succeeds() -> Result<u32, Error> {
+    Ok(7)
+}
+
+#[test]
+fn r9_a_blocking_fn_needs_no_runtime_and_its_success_waits_nothing() {
+    assert_eq!(r9_succeeds(), Ok(7));
+}

@@ -30,7 +30,9 @@ pub const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// The clock implements [`retry_core::Clock`], so it can be given to a policy or a single loop;
 /// [`run`](MockClock::run) and [`block_on`](MockClock::block_on) also install it as the scoped
 /// clock ([`Scope`]) so that loops the test cannot reach — a function expanded from
-/// `#[retry]`, a loop deep inside a library — use it too.
+/// `#[retry]`, a loop deep inside a library — use it too. A blocking retry
+/// ([`retry_blocking`](retry_core::RetryPolicy::retry_blocking)) given this clock waits
+/// without sleeping as well: each wait moves virtual time at once and is recorded.
 ///
 /// ```
 /// use std::time::Duration;
@@ -234,7 +236,9 @@ impl MockClock {
     /// [deadline](retry_core::Retry::deadline) or an
     /// [attempt timeout](retry_core::Retry::attempt_timeout) starts for each attempt. To see
     /// the waits alone in such a loop, record them with a [`Timeline`](crate::Timeline);
-    /// [`sleep_log`](MockClock::sleep_log) tells timers from waits by how they ended.
+    /// [`sleep_log`](MockClock::sleep_log) tells timers from waits by how they ended. A
+    /// blocking loop ([`call`](retry_core::Retry::call)) starts no timers: its sleeps are its
+    /// waits.
     pub fn sleeps(&self) -> Vec<Duration> {
         self.state().log.iter().map(|r| r.duration).collect()
     }
@@ -398,6 +402,17 @@ impl Clock for MockClock {
 
     fn sleep(&self, duration: Duration) -> MockSleep {
         MockClock::sleep(self, duration)
+    }
+
+    /// Records the sleep and moves virtual time to its deadline at once, firing every sleep
+    /// due by then: a blocking retry on this clock takes no wall time, and its waits appear
+    /// in [`sleeps`](MockClock::sleeps) like any other.
+    fn sleep_blocking(&self, duration: Duration) {
+        let sleep = MockClock::sleep(self, duration);
+        let deadline = sleep.deadline();
+        let now = self.elapsed();
+        self.advance(deadline.saturating_sub(now));
+        drop(sleep);
     }
 }
 

@@ -196,6 +196,7 @@ impl CancelToken {
     /// nothing can then observe it, and it is as good as a new child of its parent (a
     /// cancellation of an ancestor still reaches it). The scheduler reuses its tasks' tokens
     /// on that condition.
+    #[cfg(feature = "scheduler")]
     pub(crate) fn is_unshared(&self) -> bool {
         Arc::strong_count(&self.inner) == 1 && !self.inner.cancelled.load(Ordering::SeqCst)
     }

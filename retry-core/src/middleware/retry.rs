@@ -389,6 +389,9 @@ impl<F: Task, D, P, A> Operation for Attempts<F, D, P, A> {
     }
 }
 
+// A task's successful output is never judged: its failures are `TaskFailure`s.
+impl<T, F, D, P, A> crate::retry::JudgeOk<T> for Attempts<F, D, P, A> {}
+
 /// The core loop's predicate: cancellation is never retried, nor is anything once the task
 /// has been asked to stop; every other failure is put to the caller's predicate.
 struct Stops<F, D, P, A> {

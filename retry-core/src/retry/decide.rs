@@ -13,6 +13,7 @@ use tracing::Level;
 use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
 use super::limits::{Exit, Limits, Memory, StopReason};
+use super::value::JudgeOk;
 use super::{OnRetry, Progress, RetryAfter, ShouldRetry, Timer};
 use crate::policy::Plan;
 use crate::schedule::Follow;
@@ -266,4 +267,56 @@ const IMMEDIATE_RETRIES_PER_YIELD: u32 = 16;
 /// tasks of a single-threaded executor.
 pub(super) fn yields_after(failed_attempt: u32) -> bool {
     failed_attempt % IMMEDIATE_RETRIES_PER_YIELD == 0
+}
+
+/// Decides what follows an attempt that returned `value`: `Err(value)` returns it (the loop is
+/// over), `Ok(delay)` drops it and waits before the next attempt.
+///
+/// For an operation that judges no values (every one without [`when_ok`]) the first check
+/// is a constant `false` of its type, so the success path keeps the code it had.
+///
+/// [`when_ok`]: super::Retry::when_ok
+#[inline(always)]
+pub(super) fn after_value<T, E, Op, C, B, L>(
+    value: T,
+    op: &mut Op,
+    plan: &Plan<C>,
+    checks: &Checks,
+    backoff: &mut B,
+    limits: &L,
+    progress: &mut Progress<L::Memory<E>, B::Kept>,
+) -> Result<Duration, T>
+where
+    Op: JudgeOk<T>,
+    C: Clock,
+    B: Follow<E>,
+    L: Limits,
+{
+    if !Op::JUDGES {
+        return Err(value);
+    }
+    let attempt = progress.attempt;
+    // As for errors, the predicate is never asked after the final attempt.
+    if attempt >= checks.max_attempts || !op.retry_ok(&value, attempt + 1) {
+        return Err(value);
+    }
+    let delay = scheduled_delay::<E, _, _>(checks, backoff, None, progress);
+    if let Some((left, _)) = deadline_left(plan, limits, progress) {
+        if delay >= left {
+            tracing::info!(target: TARGET, attempts = attempt, "retry gave up: deadline exceeded; the last value is returned");
+            return Err(value);
+        }
+    }
+    if checks.warns {
+        warn_retrying_value(attempt, delay);
+    }
+    progress.waited::<E>(delay);
+    Ok(delay)
+}
+
+/// The event of a retry after a value judged a failure (a value need not be `Debug`).
+#[cold]
+#[inline(never)]
+fn warn_retrying_value(attempt: u32, delay: Duration) {
+    tracing::warn!(target: TARGET, attempt, ?delay, "attempt returned a value to retry; retrying");
 }

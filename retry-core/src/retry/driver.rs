@@ -7,7 +7,9 @@
 //! attempt, to run the body's future and say whether to stop or go on. What follows each
 //! attempt is decided by the shared functions of `decide.rs`, and every wait goes through
 //! [`DefaultClock`], so a [`Scope`](crate::Scope) or paused tokio time reaches these
-//! functions too.
+//! functions too. A plain (blocking) `fn` under `#[retry]` runs the same loop around a
+//! closure instead of an `async` block ([`Driver::attempt_blocking`]), and waits with
+//! [`Clock::sleep_blocking`] of the same clock (a scope's clock, else the thread sleeps).
 //!
 //! [`Retry`]: super::Retry
 
@@ -174,6 +176,38 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
         Attempt {
             driver: self,
             phase,
+        }
+    }
+
+    /// Runs one attempt of a blocking `#[retry]` function, `body`, then waits on the default
+    /// clock ([`Clock::sleep_blocking`]) if another attempt follows.
+    ///
+    /// `Break` carries the function's result; `Continue` means: call this once more. The
+    /// attempt is counted first, and the deadline checked before it starts; nothing can cut
+    /// a blocking body short, so no timer races it (the macro refuses `attempt_timeout_ms` on
+    /// a function that is not `async`).
+    pub fn attempt_blocking<T>(
+        &mut self,
+        body: impl FnOnce() -> Result<T, E>,
+    ) -> ControlFlow<Result<T, E>>
+    where
+        E: std::fmt::Debug,
+        W: ShouldRetry<E>,
+        N: OnRetry<E>,
+        H: RetryAfter<E>,
+    {
+        if let Err(exit) = start_attempt(&self.plan, self.limits.limits(), &mut self.progress) {
+            return ControlFlow::Break(Err(self.limits.error(exit)));
+        }
+        match self.decide(Ok(body())) {
+            ControlFlow::Break(result) => ControlFlow::Break(result),
+            ControlFlow::Continue(delay) => {
+                // A zero wait sleeps nothing: no executor to yield to, no timer to touch.
+                if !delay.is_zero() {
+                    self.plan.clock().sleep_blocking(delay);
+                }
+                ControlFlow::Continue(())
+            }
         }
     }
 

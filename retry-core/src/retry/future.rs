@@ -8,9 +8,10 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 
 use super::decide::{
-    Checks, Next, TARGET, after_failure, after_timer, start_attempt, yields_after,
+    Checks, Next, TARGET, after_failure, after_timer, after_value, start_attempt, yields_after,
 };
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
+use super::value::JudgeOk;
 use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry};
 use crate::policy::Plan;
 use crate::schedule::Follow;
@@ -34,7 +35,7 @@ pin_project! {
 
 impl<Op, Fut, T, E, C, B, W, N, H, L> Future for Retry<Op, Fut, E, C, B, W, N, H, L>
 where
-    Op: Operation<Attempt = Fut>,
+    Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
@@ -72,6 +73,8 @@ where
             _ => return drive(self, cx, Resume::Dispatch),
         };
         match polled {
+            // A value to judge (`when_ok`): out of line; the check is a constant.
+            Poll::Ready(Ok(value)) if Op::JUDGES => judge_first(self, cx, value),
             Poll::Ready(Ok(value)) => {
                 this.state.set(State::Done);
                 Poll::Ready(L::finish(Ok(value)))
@@ -101,7 +104,7 @@ fn drive<Op, Fut, T, E, C, B, W, N, H, L>(
     resume: Resume<E>,
 ) -> Poll<L::Output<T, E>>
 where
-    Op: Operation<Attempt = Fut>,
+    Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
@@ -159,8 +162,15 @@ where
             signal_checked = false;
             let next = match polled {
                 Poll::Ready(Ok(value)) => {
-                    this.state.set(State::Done);
-                    return Poll::Ready(L::finish(Ok(value)));
+                    let limits = &*this.limits;
+                    let (plan, backoff) = (&*this.plan, &mut *this.backoff);
+                    match after_value(value, this.op, plan, &checks, backoff, limits, progress) {
+                        Ok(delay) => Next::Wait(delay),
+                        Err(value) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(L::finish(Ok(value)));
+                        }
+                    }
                 }
                 Poll::Ready(Err(error)) => after_failure(
                     error,
@@ -238,6 +248,60 @@ where
             }
         }
     }
+}
+
+/// The first attempt returned `value` and the operation judges values ([`Retry::when_ok`]):
+/// the value is returned, or the loop sets up its wait and goes on in [`drive`]. Only loops
+/// that judge values have this function; later values are judged inside `drive`.
+#[inline(never)]
+#[allow(clippy::type_complexity)]
+fn judge_first<Op, Fut, T, E, C, B, W, N, H, L>(
+    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L>>,
+    cx: &mut Context<'_>,
+    value: T,
+) -> Poll<L::Output<T, E>>
+where
+    Op: Operation<Attempt = Fut> + JudgeOk<T>,
+    Fut: Future<Output = Result<T, E>>,
+    E: fmt::Debug,
+    C: Clock,
+    B: Follow<E>,
+    W: ShouldRetry<E>,
+    N: OnRetry<E>,
+    H: RetryAfter<E>,
+    L: Limits,
+{
+    let mut retry = retry;
+    let mut this = retry.as_mut().project();
+    let checks = Checks::new::<_, _, E>(this.plan, &*this.backoff);
+    let (plan, limits, progress) = (&*this.plan, &*this.limits, &mut *this.progress);
+    match after_value(
+        value,
+        this.op,
+        plan,
+        &checks,
+        this.backoff,
+        limits,
+        progress,
+    ) {
+        Err(value) => {
+            this.state.set(State::Done);
+            return Poll::Ready(L::finish(Ok(value)));
+        }
+        Ok(delay) if delay.is_zero() => {
+            this.state.set(State::Start);
+            if yields_after(progress.attempt) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        }
+        Ok(delay) => {
+            let sleep = plan.clock().sleep(delay);
+            this.state.set(State::Backoff { sleep });
+        }
+    }
+    // The signal is checked first there: the predicate may have fired it.
+    drive(retry, cx, Resume::Dispatch)
 }
 
 /// How the loop ends when its cancellation signal has fired; `None` while it has not (or the

@@ -15,13 +15,21 @@
 //! - `hooks.rs`: the caller's predicate, observer, hint reader and the operation itself.
 //! - `driver.rs`: the plain loop behind `#[retry]`; `error.rs`: [`RetryError`] and
 //!   [`LimitExceeded`].
+//! - `value.rs`: retrying a value judged a failure ([`Retry::when_ok`]); `adjust.rs`: a hook
+//!   on every computed wait ([`Retry::adjust`]); `summary.rs`: what a finished loop did
+//!   ([`Retry::summarize`]); `blocking.rs`: the same loop for blocking code
+//!   ([`RetryPolicy::retry_blocking`], [`Retry::call`]).
 
+mod adjust;
+mod blocking;
 mod decide;
 mod driver;
 mod error;
 mod future;
 mod hooks;
 mod limits;
+mod summary;
+mod value;
 
 use std::future::Future;
 use std::time::Duration;
@@ -33,6 +41,10 @@ use crate::policy::{Plan, RetryPolicy};
 use crate::schedule::{Follow, Kept, Schedule};
 use crate::time::Clock;
 
+pub use adjust::Adjusted;
+pub use blocking::Blocking;
+#[doc(hidden)]
+pub use blocking::{Inline, OnThread, Preemptible, ThreadWait};
 #[doc(hidden)]
 pub use driver::{Attempt, Driver, DriverLimits, FromLimit, WithLimits};
 pub use error::{LimitExceeded, RetryError};
@@ -45,6 +57,12 @@ pub(crate) use limits::Timer;
 #[doc(hidden)]
 pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
 pub use limits::{Limited, Limits, Unlimited};
+pub use summary::{RetrySummary, Summarized};
+#[doc(hidden)]
+pub use summary::{Summed, Tally};
+pub use value::WhenOk;
+#[doc(hidden)]
+pub use value::{JudgeOk, Unjudged};
 
 /// The counter and memories of one loop. Kept small: it lives inside every retry future,
 /// next to the policy's `Plan`.
@@ -113,7 +131,9 @@ pin_project! {
     /// with [`deadline`](Retry::deadline), [`attempt_timeout`](Retry::attempt_timeout) or
     /// [`cancel_on`](Retry::cancel_on); then to `Result<T, RetryError<E>>`.
     ///
-    /// Dropping it cancels the loop: no work is left running in the background.
+    /// Dropping it cancels the loop: no work is left running in the background. A loop around
+    /// blocking code ([`RetryPolicy::retry_blocking`]) is run with [`call`](Retry::call)
+    /// instead of `.await`.
     #[must_use = "a retry loop does nothing unless `.await`ed"]
     pub struct Retry<Op, Fut, E, C: Clock, B: Follow<E> = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited> {
         plan: Plan<C>,
@@ -417,6 +437,7 @@ where
     ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>>
     where
         L: IntoLimited,
+        Op: Preemptible,
     {
         self.limited(|l| l.into_limited().with_attempt_timeout(timeout))
     }

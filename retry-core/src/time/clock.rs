@@ -37,6 +37,20 @@ pub trait Clock {
 
     /// A future that completes once `duration` has passed on this clock.
     fn sleep(&self, duration: Duration) -> Self::Sleep;
+
+    /// Blocks the calling thread until `duration` has passed on this clock: how a blocking
+    /// retry ([`Retry::call`](crate::Retry::call)) waits.
+    ///
+    /// The default parks the thread until [`sleep`](Clock::sleep)'s future completes, which
+    /// suits a clock whose sleeps are woken from another thread. [`DefaultClock`] and
+    /// [`TokioClock`] sleep the thread instead (an async timer cannot be waited on from inside
+    /// its own runtime's thread); a virtual clock moves its time at once (the testkit's
+    /// `MockClock` does, and records the wait).
+    ///
+    /// [`DefaultClock`]: crate::DefaultClock
+    fn sleep_blocking(&self, duration: Duration) {
+        super::park::block_here(self.sleep(duration));
+    }
 }
 
 /// Tokio's timer, always (ignores [`Scope`](crate::Scope) overrides).
@@ -57,6 +71,12 @@ impl Clock for TokioClock {
     fn sleep(&self, duration: Duration) -> Self::Sleep {
         tokio::time::sleep(duration)
     }
+
+    /// Sleeps the thread: tokio's timer cannot be waited on outside a runtime, nor from
+    /// inside one's own thread (paused time included: it moves only while that thread idles).
+    fn sleep_blocking(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
 }
 
 /// A boxed sleep, as a scoped clock hands it out.
@@ -66,6 +86,7 @@ pub(crate) type BoxSleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub(crate) trait DynClock: Send + Sync {
     fn now(&self) -> Instant;
     fn sleep_boxed(&self, duration: Duration) -> BoxSleep;
+    fn sleep_blocking(&self, duration: Duration);
 }
 
 impl<C> DynClock for C
@@ -79,5 +100,9 @@ where
 
     fn sleep_boxed(&self, duration: Duration) -> BoxSleep {
         Box::pin(Clock::sleep(self, duration))
+    }
+
+    fn sleep_blocking(&self, duration: Duration) {
+        Clock::sleep_blocking(self, duration);
     }
 }

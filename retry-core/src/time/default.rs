@@ -53,6 +53,16 @@ impl Clock for DefaultClock {
         };
         DefaultSleep { inner }
     }
+
+    /// The surrounding scope's clock's blocking sleep if there is one (a
+    /// [`Scope`](crate::Scope) reaches blocking code called inside it); else the thread
+    /// sleeps, in or out of a tokio runtime.
+    fn sleep_blocking(&self, duration: Duration) {
+        match scope::scoped_clock() {
+            Some(clock) => clock.sleep_blocking(duration),
+            None => std::thread::sleep(duration),
+        }
+    }
 }
 
 /// Tokio's sleep on `runtime`, or `None` when that runtime was built without its timer.

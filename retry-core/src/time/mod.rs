@@ -10,13 +10,15 @@
 //!
 //! Everything about time lives here: the [`Clock`] trait and tokio's clock (`clock.rs`), the
 //! default clock that picks one (`default.rs`), the scoped override (`scope.rs`), the shared
-//! timer thread used outside tokio (`fallback.rs`), and durations as milliseconds
+//! timer thread used outside tokio (`fallback.rs`), running a future to its end on the calling
+//! thread for blocking code (`park.rs`), and durations as milliseconds
 //! (`duration.rs`).
 
 mod clock;
 mod default;
 mod duration;
 mod fallback;
+mod park;
 mod scope;
 
 #[cfg(feature = "scheduler")]
@@ -26,6 +28,7 @@ pub use default::{DefaultClock, DefaultSleep};
 #[cfg(feature = "serde")]
 pub(crate) use duration::millis;
 pub(crate) use duration::{Millis, saturating_ms};
+pub(crate) use park::block_here;
 pub use scope::Scope;
 #[cfg(feature = "scheduler")]
 pub(crate) use scope::scoped_clock;

@@ -1,14 +1,60 @@
 //! [`Ledger`] on PostgreSQL: the `retry_durable_call` and `retry_durable_call_history` tables.
 
-use deadpool_postgres::GenericClient;
+use std::fmt;
+
+use deadpool_postgres::{Client, GenericClient, Object};
 use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision};
 
 use super::{Row, backend, next_record, record_of, refused};
 use crate::PostgresStore;
 use crate::postgres::failed;
 
+/// A statement that failed, and whether its connection went with it.
+#[derive(Debug)]
+struct Failed {
+    message: String,
+    connection_lost: bool,
+}
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failed {}
+
 fn db(error: tokio_postgres::Error) -> LedgerError {
-    backend(failed(error))
+    let io = std::error::Error::source(&error).is_some_and(|s| s.is::<std::io::Error>());
+    // The server ends the session: a connection exception (class 08), an operator or a
+    // timeout stopping it (57P…), or any error it reports as fatal (the severity is localised
+    // on some servers; the codes are not).
+    let fatal = error.as_db_error().is_some_and(|e| {
+        let code = e.code().code();
+        code.starts_with("08")
+            || code.starts_with("57P")
+            || matches!(e.severity(), "FATAL" | "PANIC")
+    });
+    let connection_lost = error.is_closed() || io || fatal;
+    LedgerError::Backend(Box::new(Failed {
+        message: failed(error).to_string(),
+        connection_lost,
+    }))
+}
+
+/// Gives `client` back to the pool, unless `result` says its connection is gone. The pool
+/// tells a dead connection by `is_closed` alone, which a connection that died under our
+/// statement may not say yet: handed out again, it would fail the next statement too (the
+/// recovery right after a lost connection, say).
+fn release<T>(client: Client, result: &Result<T, LedgerError>) {
+    if let Err(LedgerError::Backend(error)) = result {
+        if error
+            .downcast_ref::<Failed>()
+            .is_some_and(|f| f.connection_lost)
+        {
+            drop(Object::take(client));
+        }
+    }
 }
 
 /// `sql` prepared once per connection (the pool's statement cache). A statement given as
@@ -72,44 +118,16 @@ impl Ledger for PostgresStore {
         record.validate()?;
         let row = Row::of(&record)?;
         let mut client = self.client().await.map_err(backend)?;
-        let tx = client.transaction().await.map_err(db)?;
-        let key = record.key.clone();
-        let inserted = tx
-            .execute(
-                &statement(
-                    &tx,
-                    "INSERT INTO retry_durable_call (run_id, call_id, revision, state, lease_until,
-                         args_hash, record)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)
-                     ON CONFLICT (run_id, call_id) DO NOTHING",
-                )
-                .await?,
-                &[
-                    &key.run_id(),
-                    &key.call_id(),
-                    &row.revision,
-                    &row.state,
-                    &row.lease_until,
-                    &row.args_hash,
-                    &row.json,
-                ],
-            )
-            .await
-            .map_err(db)?;
-        if inserted == 0 {
-            let existing = read(&tx, &key)
-                .await?
-                .ok_or_else(|| backend(format!("call {key} vanished during its insert")))?;
-            return Ok(Insert::Existing(existing));
-        }
-        history(&tx, &key, &row).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(Insert::Inserted(record))
+        let inserted = insert(&mut client, record, &row).await;
+        release(client, &inserted);
+        inserted
     }
 
     async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
         let client = self.client().await.map_err(backend)?;
-        read(&client, &key).await
+        let record = read(&client, &key).await;
+        release(client, &record);
+        record
     }
 
     async fn compare_and_swap(
@@ -121,75 +139,127 @@ impl Ledger for PostgresStore {
         let row = Row::of(&next)?;
         let expected_db = i64::try_from(expected.get()).map_err(backend)?;
         let mut client = self.client().await.map_err(backend)?;
-        let tx = client.transaction().await.map_err(db)?;
-        let key = next.key.clone();
-        let changed = tx
-            .execute(
-                &statement(
-                    &tx,
-                    "UPDATE retry_durable_call SET revision = $3, state = $4, lease_until = $5,
-                         record = $6
-                     WHERE run_id = $1 AND call_id = $2 AND revision = $7 AND args_hash = $8",
-                )
-                .await?,
-                &[
-                    &key.run_id(),
-                    &key.call_id(),
-                    &row.revision,
-                    &row.state,
-                    &row.lease_until,
-                    &row.json,
-                    &expected_db,
-                    &row.args_hash,
-                ],
-            )
-            .await
-            .map_err(db)?;
-        if changed != 1 {
-            let found = tx
-                .query_opt(
-                    &statement(
-                        &tx,
-                        "SELECT revision, args_hash FROM retry_durable_call
-                         WHERE run_id = $1 AND call_id = $2",
-                    )
-                    .await?,
-                    &[&key.run_id(), &key.call_id()],
-                )
-                .await
-                .map_err(db)?
-                .map(|r| {
-                    Ok::<_, LedgerError>((r.try_get(0).map_err(db)?, r.try_get(1).map_err(db)?))
-                })
-                .transpose()?;
-            return Err(refused(key, expected, found, &row.args_hash));
-        }
-        history(&tx, &key, &row).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(next)
+        let swapped = compare_and_swap(&mut client, expected, expected_db, next, &row).await;
+        release(client, &swapped);
+        swapped
     }
 
     async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
         let client = self.client().await.map_err(backend)?;
-        let rows = client
-            .query(
+        let records = list_run(&client, &run_id).await;
+        release(client, &records);
+        records
+    }
+}
+
+async fn insert(client: &mut Client, record: CallRecord, row: &Row) -> Result<Insert, LedgerError> {
+    let tx = client.transaction().await.map_err(db)?;
+    let key = record.key.clone();
+    let inserted = tx
+        .execute(
+            &statement(
+                &tx,
+                "INSERT INTO retry_durable_call (run_id, call_id, revision, state, lease_until,
+                         args_hash, record)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)
+                     ON CONFLICT (run_id, call_id) DO NOTHING",
+            )
+            .await?,
+            &[
+                &key.run_id(),
+                &key.call_id(),
+                &row.revision,
+                &row.state,
+                &row.lease_until,
+                &row.args_hash,
+                &row.json,
+            ],
+        )
+        .await
+        .map_err(db)?;
+    if inserted == 0 {
+        let existing = read(&tx, &key)
+            .await?
+            .ok_or_else(|| backend(format!("call {key} vanished during its insert")))?;
+        return Ok(Insert::Existing(existing));
+    }
+    history(&tx, &key, row).await?;
+    tx.commit().await.map_err(db)?;
+    Ok(Insert::Inserted(record))
+}
+
+async fn compare_and_swap(
+    client: &mut Client,
+    expected: Revision,
+    expected_db: i64,
+    next: CallRecord,
+    row: &Row,
+) -> Result<CallRecord, LedgerError> {
+    let tx = client.transaction().await.map_err(db)?;
+    let key = next.key.clone();
+    let changed = tx
+        .execute(
+            &statement(
+                &tx,
+                "UPDATE retry_durable_call SET revision = $3, state = $4, lease_until = $5,
+                         record = $6
+                     WHERE run_id = $1 AND call_id = $2 AND revision = $7 AND args_hash = $8",
+            )
+            .await?,
+            &[
+                &key.run_id(),
+                &key.call_id(),
+                &row.revision,
+                &row.state,
+                &row.lease_until,
+                &row.json,
+                &expected_db,
+                &row.args_hash,
+            ],
+        )
+        .await
+        .map_err(db)?;
+    if changed != 1 {
+        let found = tx
+            .query_opt(
                 &statement(
-                    &client,
-                    "SELECT call_id, revision, record FROM retry_durable_call WHERE run_id = $1
-                     ORDER BY seq",
+                    &tx,
+                    "SELECT revision, args_hash FROM retry_durable_call
+                         WHERE run_id = $1 AND call_id = $2",
                 )
                 .await?,
-                &[&run_id],
+                &[&key.run_id(), &key.call_id()],
             )
             .await
-            .map_err(db)?;
-        rows.iter()
-            .map(|r| {
-                let call_id: String = r.try_get(0).map_err(db)?;
-                let revision: i64 = r.try_get(1).map_err(db)?;
-                let text: String = r.try_get(2).map_err(db)?;
-                record_of(&run_id, &call_id, revision, &text)
-            })
-            .collect()
+            .map_err(db)?
+            .map(|r| Ok::<_, LedgerError>((r.try_get(0).map_err(db)?, r.try_get(1).map_err(db)?)))
+            .transpose()?;
+        return Err(refused(key, expected, found, &row.args_hash));
     }
+    history(&tx, &key, row).await?;
+    tx.commit().await.map_err(db)?;
+    Ok(next)
+}
+
+async fn list_run(client: &Client, run_id: &str) -> Result<Vec<CallRecord>, LedgerError> {
+    let rows = client
+        .query(
+            &statement(
+                client,
+                "SELECT call_id, revision, record FROM retry_durable_call WHERE run_id = $1
+                     ORDER BY seq",
+            )
+            .await?,
+            &[&run_id],
+        )
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|r| {
+            let call_id: String = r.try_get(0).map_err(db)?;
+            let revision: i64 = r.try_get(1).map_err(db)?;
+            let text: String = r.try_get(2).map_err(db)?;
+            record_of(run_id, &call_id, revision, &text)
+        })
+        .collect()
 }

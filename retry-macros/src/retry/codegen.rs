@@ -1,7 +1,8 @@
 //! Emitting the retried function: the signature as written, a new body.
 //!
 //! The body becomes an `async` block that a `loop` builds once per attempt and hands to
-//! `Driver::attempt`; owned arguments are cloned for each attempt first. The policy is a
+//! `Driver::attempt` (for a plain `fn`, a closure handed to `Driver::attempt_blocking`); owned
+//! arguments are cloned for each attempt first. The policy is a
 //! `const`, so the options cost nothing at run time; values the macro could not read (a `const`
 //! path, a `defaults` layer) are checked inside that `const`, so a bad one is a compile error
 //! pointing at it. Generated code names only `::retry_core::__private_0_1`, the private
@@ -44,6 +45,25 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
     });
     // Found by a `#[tool]` or a second `#[retry]` expanding after this one.
     let mark = crate::marks::retry_applied(&private);
+    if sig.asyncness.is_none() {
+        // A blocking function: the body is a closure called once per attempt, and the
+        // driver waits by blocking the thread on the same clock.
+        return quote! {
+            #(#attrs)*
+            #vis #sig {
+                #(#inner_attrs)*
+                #mark
+                let mut #retry = #driver;
+                loop {
+                    #(#clones)*
+                    match #retry.attempt_blocking(|| { #output_first #body }) {
+                        #private::ControlFlow::Break(#result) => return #result,
+                        #private::ControlFlow::Continue(()) => {}
+                    }
+                }
+            }
+        };
+    }
     quote! {
         #(#attrs)*
         #vis #sig {

@@ -31,7 +31,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let options = Options::check(args, &mut errors);
     let function = match Function::parse(&item, "retry") {
         Ok(function) => {
-            item::check(&function, &mut errors);
+            item::check(&function, options.as_ref(), &mut errors);
             // Another `#[retry]`, however spelled, expanded before this one.
             if marks::retried(&item) {
                 errors.push(syn::Error::new(Span::call_site(), STACKED));

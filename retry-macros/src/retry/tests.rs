@@ -73,3 +73,17 @@ fn x2_errors_keep_the_function() {
         },
     ));
 }
+
+#[test]
+fn r9_blocking_fn() {
+    insta::assert_snapshot!(expand(
+        quote!(max_attempts = 4, deadline_ms = 2_000),
+        quote! {
+            /// Reads a register, blocking.
+            pub fn read(&mut self, register: u8, label: String) -> Result<u16, DeviceError> {
+                let value = self.bus.read(register)?;
+                Ok(value)
+            }
+        },
+    ));
+}

@@ -1,8 +1,0 @@
-use retry_core::retry;
-
-#[retry]
-fn fetch() -> Result<(), String> {
-    Ok(())
-}
-
-fn main() {}
