@@ -34,7 +34,8 @@
 //! `pg_stat_wal`), and the load average.
 //!
 //! `cargo bench -p retry-benches --bench durable_postgres [-- FILTER]` runs everything (a
-//! filter keeps the rows whose name contains it; `DURABLE_PG_ITEMS` changes the 10,000).
+//! filter keeps the rows whose name contains it, or the one row of that name; `DURABLE_PG_ITEMS` changes the 10,000,
+//! `DURABLE_PG_SYNC=on|off` keeps one `synchronous_commit` setting).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -138,6 +139,10 @@ struct Measured {
     load: String,
     /// Client CPU (this process, or the peer's), ms per item.
     client_ms: f64,
+    /// Context switches of this process per item (`None` for the peer, another process).
+    switches: Option<f64>,
+    /// Server CPU, ms per item (`None` for a server that is not our own cluster).
+    server_cpu_ms: Option<f64>,
     counts: Option<Counts>,
 }
 
@@ -325,6 +330,63 @@ fn cpu_seconds() -> f64 {
         .filter_map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
         .sum();
     ticks as f64 / 100.0 // USER_HZ
+}
+
+/// The `/proc/<pid>/stat` fields after the command name: state, ppid, … (`None` if gone).
+fn proc_stat(pid: u32) -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    // The state letter becomes 0; the other fields are numbers.
+    Some(
+        rest.split_whitespace()
+            .map(|f| f.parse::<u64>().unwrap_or(0))
+            .collect(),
+    )
+}
+
+/// CPU time of the server in seconds: the postmaster with every child it has reaped (the
+/// backends of closed connections) and every live child (background processes, the admin
+/// connection's backend). `None` when the server is not a local process of ours.
+fn server_cpu_seconds(postmaster: Option<u32>) -> Option<f64> {
+    let postmaster = postmaster?;
+    let field = |fields: &Vec<u64>, i: usize| fields.get(i).copied().unwrap_or(0);
+    // After the name: 0 state, 1 ppid, … 11 utime, 12 stime, 13 cutime, 14 cstime.
+    let own = proc_stat(postmaster)?;
+    let mut ticks: u64 = (11..15).map(|i| field(&own, i)).sum();
+    for entry in std::fs::read_dir("/proc").ok()?.filter_map(Result::ok) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(fields) = proc_stat(pid) {
+            if field(&fields, 1) == u64::from(postmaster) {
+                ticks += field(&fields, 11) + field(&fields, 12);
+            }
+        }
+    }
+    Some(ticks as f64 / 100.0) // USER_HZ
+}
+
+/// Context switches of this process's threads so far (voluntary and not): every wait for
+/// the server, and every wake-up of another thread, is one.
+fn context_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|line| line.contains("ctxt_switches:"))
+                .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
 }
 
 fn load() -> String {
@@ -594,12 +656,25 @@ fn main() {
     let runs: usize = std::env::var("DURABLE_PG_RUNS")
         .ok()
         .map_or(3, |n| n.parse().expect("DURABLE_PG_RUNS"));
+    let syncs: Vec<bool> = match std::env::var("DURABLE_PG_SYNC").as_deref() {
+        Ok("on") => vec![true],
+        Ok("off") => vec![false],
+        _ => vec![true, false],
+    };
+    // A filter that is a whole row name keeps that row alone ("retry-durable 1w", not its c16).
+    let exact = filter
+        .as_ref()
+        .is_some_and(|f| ROWS.iter().any(|row| row.label() == *f));
     let rows: Vec<Row> = ROWS
         .into_iter()
         .filter(|row| {
-            filter
-                .as_ref()
-                .is_none_or(|f| row.label().contains(f.as_str()))
+            filter.as_ref().is_none_or(|f| {
+                if exact {
+                    row.label() == *f
+                } else {
+                    row.label().contains(f.as_str())
+                }
+            })
         })
         .collect();
     if rows.iter().any(|row| row.who == Who::Apalis) {
@@ -615,6 +690,15 @@ fn main() {
         .block_on(admin.query_one("SHOW server_version", &[]))
         .expect("version")
         .get(0);
+    // Our own cluster's postmaster: the parent of the admin connection's backend.
+    let postmaster: Option<u32> = server.own.as_ref().and_then(|_| {
+        let backend: i32 = rt
+            .block_on(admin.query_one("SELECT pg_backend_pid()", &[]))
+            .ok()?
+            .get(0);
+        let parent = proc_stat(u32::try_from(backend).ok()?)?.get(1).copied()?;
+        u32::try_from(parent).ok()
+    });
     eprintln!(
         "server: PostgreSQL {version} ({}), fsync on; {items} items, {runs} runs; load {}",
         if server.own.is_some() {
@@ -627,12 +711,14 @@ fn main() {
 
     let mut results: Vec<Measured> = Vec::new();
     for run in 1..=runs {
-        for sync in [true, false] {
+        for &sync in &syncs {
             for row in &rows {
                 let name = format!("bench_{}", std::process::id());
                 let url = rt.block_on(fresh_database(&server, &admin, &name, sync));
                 rt.block_on(reset_counts(&admin, stats));
                 let cpu = cpu_seconds();
+                let switched = context_switches();
+                let server_cpu = server_cpu_seconds(postmaster);
                 let (enqueue, ran) = match row.who {
                     Who::Floor => rt.block_on(floor(&url, row.workers, items)),
                     Who::Ours => rt.block_on(ours(&url, row.workers, row.concurrency, items)),
@@ -640,7 +726,13 @@ fn main() {
                 };
                 let load = load();
                 let client_ms = (cpu_seconds() - cpu) * 1000.0 / items as f64;
+                let switches = (row.who != Who::Apalis)
+                    .then(|| (context_switches() - switched) as f64 / items as f64);
                 let counts = rt.block_on(read_counts(&admin, stats, &name, items));
+                // After `read_counts`' pause: the row's backends have exited and been reaped.
+                let server_cpu_ms = server_cpu
+                    .zip(server_cpu_seconds(postmaster))
+                    .map(|(before, after)| (after - before) * 1000.0 / items as f64);
                 let measured = Measured {
                     row: *row,
                     sync,
@@ -648,16 +740,24 @@ fn main() {
                     run: ran,
                     load,
                     client_ms,
+                    switches,
+                    server_cpu_ms,
                     counts,
                 };
                 let mut line = format!(
-                    "run {run} sync={:<3} {:<24} {:>7.0} items/s  enqueue {:>6.2} s  run {:>6.2} s  client CPU {:.3} ms/item  load {}",
+                    "run {run} sync={:<3} {:<24} {:>7.0} items/s  enqueue {:>6.2} s  run {:>6.2} s  client CPU {:.3} ms/item  server CPU {} ms/item  {} switches/item  load {}",
                     if sync { "on" } else { "off" },
                     row.label(),
                     measured.per_second(items),
                     enqueue.as_secs_f64(),
                     ran.as_secs_f64(),
                     measured.client_ms,
+                    measured
+                        .server_cpu_ms
+                        .map_or("–".to_owned(), |ms| format!("{ms:.3}")),
+                    measured
+                        .switches
+                        .map_or("–".to_owned(), |n| format!("{n:.1}")),
                     measured.load,
                 );
                 if let Some(c) = &measured.counts {
@@ -691,10 +791,10 @@ fn main() {
 
     println!();
     println!(
-        "| synchronous_commit | contestant | items/s, median of {runs} (min–max) | vs floor | enqueue s | run s | per item: statements / commits / WAL flushes / server ms / client CPU ms | load (1 min, at each run's end) |"
+        "| synchronous_commit | contestant | items/s, median of {runs} (min–max) | vs floor | enqueue s | run s | per item: statements / commits / WAL flushes / server ms executing / server CPU ms / client CPU ms / client context switches | load (1 min, at each run's end) |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for sync in [true, false] {
+    for &sync in &syncs {
         for row in &rows {
             let mine: Vec<&Measured> = results
                 .iter()
@@ -731,12 +831,24 @@ fn main() {
                 },
             );
             let client_ms = median(mine.iter().map(|m| m.client_ms).collect());
+            let server_cpu: Vec<f64> = mine.iter().filter_map(|m| m.server_cpu_ms).collect();
+            let server_cpu = if server_cpu.is_empty() {
+                "–".to_owned()
+            } else {
+                format!("{:.3}", median(server_cpu))
+            };
+            let switches: Vec<f64> = mine.iter().filter_map(|m| m.switches).collect();
+            let switches = if switches.is_empty() {
+                "–".to_owned()
+            } else {
+                format!("{:.1}", median(switches))
+            };
             let loads: Vec<&str> = mine
                 .iter()
                 .map(|m| m.load.split(' ').next().unwrap_or("?"))
                 .collect();
             println!(
-                "| {} | {} | **{med:.0}** ({lo:.0}–{hi:.0}) | {ratio} | {enqueue:.2} | {ran:.2} | {counts} / {client_ms:.3} | {} |",
+                "| {} | {} | **{med:.0}** ({lo:.0}–{hi:.0}) | {ratio} | {enqueue:.2} | {ran:.2} | {counts} / {server_cpu} / {client_ms:.3} / {switches} | {} |",
                 if sync { "on" } else { "off" },
                 row.label(),
                 loads.join(", "),

@@ -9,7 +9,9 @@
 //!
 //! What is promised:
 //! - **At least once.** An attempt whose worker dies is claimed again when its lease runs
-//!   out, and counts as an attempt. Handlers must be idempotent (or use keys).
+//!   out, and counts as an attempt — also one whose handler had just returned: its outcome is
+//!   written with the worker's next claim, and reported (events, the error hook) only once
+//!   written. Handlers must be idempotent (or use keys).
 //! - **No head-of-line blocking.** A failed attempt's backoff is written as the item's next
 //!   due time; no worker sleeps holding an item, so the items behind it keep running.
 //! - **Nothing dropped.** Work that exhausts its attempts, fails with an error that is not
@@ -80,7 +82,7 @@ pub use record::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};
-pub use store::{Claim, Finish, Inserted, Store, StoreError, Then};
+pub use store::{Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then};
 pub use timing::{MAX_INTERVAL, Misfire, Timing, TimingError};
 
 /// The crate README's example, compiled with the doc tests.

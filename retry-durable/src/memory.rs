@@ -54,26 +54,7 @@ impl Inner {
         if let Some(key) = &work.key {
             self.keys.insert((work.owner.clone(), key.clone()), id);
         }
-        let record = WorkRecord {
-            id: WorkId(id),
-            owner: work.owner,
-            key: work.key,
-            handler: work.handler,
-            payload: work.payload,
-            options: work.options,
-            retry_if: work.retry_if,
-            timing: work.timing,
-            state: WorkState::Waiting,
-            attempt: 0,
-            due_at: work.due_at,
-            fire_at: work.due_at,
-            lease_until: None,
-            last_error: None,
-            last_delay_ms: 0,
-            created_at: work.created_at,
-            updated_at: work.created_at,
-            revision: Revision::FIRST,
-        };
+        let record = work.into_record(WorkId(id));
         self.work.insert(id, record.clone());
         record
     }

@@ -134,6 +134,33 @@ pub struct WorkRecord {
     pub revision: Revision,
 }
 
+impl NewWork {
+    /// The row that writing this work makes, under the id the store gave it: waiting, no
+    /// attempt yet, first revision.
+    pub(crate) fn into_record(self, id: WorkId) -> WorkRecord {
+        WorkRecord {
+            id,
+            owner: self.owner,
+            key: self.key,
+            handler: self.handler,
+            payload: self.payload,
+            options: self.options,
+            retry_if: self.retry_if,
+            timing: self.timing,
+            state: WorkState::Waiting,
+            attempt: 0,
+            due_at: self.due_at,
+            fire_at: self.due_at,
+            lease_until: None,
+            last_error: None,
+            last_delay_ms: 0,
+            created_at: self.created_at,
+            updated_at: self.created_at,
+            revision: Revision::FIRST,
+        }
+    }
+}
+
 impl WorkRecord {
     /// The checks a row read back must pass: a corrupt row is an error naming it, never a
     /// panic and never "fixed".

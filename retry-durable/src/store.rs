@@ -14,8 +14,9 @@ use crate::record::{
     DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
 };
 
-/// A store of durable work. Implemented by [`SqliteStore`](crate::SqliteStore) and
-/// [`MemoryStore`](crate::MemoryStore); the conformance suite in `tests/` runs against each.
+/// A store of durable work. Implemented by [`SqliteStore`](crate::SqliteStore),
+/// `PostgresStore` and [`MemoryStore`](crate::MemoryStore); the conformance suite in `tests/`
+/// runs against each.
 pub trait Store: Send + Sync + 'static {
     /// Writes new work. With a key that the owner already uses, writes nothing and returns
     /// the existing row as [`Inserted::Existing`].
@@ -68,6 +69,45 @@ pub trait Store: Send + Sync + 'static {
         revision: Revision,
         finish: Finish,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// What a worker writes between attempts, in one call: ends every attempt in `finished`
+    /// as [`finish`](Self::finish) would, then claims up to `limit` items of `owner` as
+    /// [`claim`](Self::claim) would (none for a `limit` of 0).
+    ///
+    /// Each item is fenced on its own revision: a stale one (its claim lost) is answered
+    /// `false` and writes nothing — not its dead letter either — while the others are written.
+    /// The answers come back in the order of `finished`, one per item; an item's `Err` means
+    /// it is not known to be written. The claim does not take back an item that this call
+    /// finishes under its old claim; it may take one that the call made due again (a retry
+    /// with no wait), as a new claim.
+    ///
+    /// The default implementation calls `finish` for each item, then `claim`. A store that can
+    /// do all of it in one round trip and one commit (PostgreSQL) overrides it; a worker then
+    /// pays one write per attempt instead of two.
+    fn finish_and_claim(
+        &self,
+        finished: Vec<Finished>,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> impl Future<Output = FinishedAndClaimed> + Send {
+        async move {
+            let mut answers = Vec::with_capacity(finished.len());
+            for item in finished {
+                answers.push(self.finish(item.id, item.revision, item.finish).await);
+            }
+            let claim = if limit == 0 {
+                Ok(Claim::default())
+            } else {
+                self.claim(owner, now, lease_until, limit).await
+            };
+            FinishedAndClaimed {
+                finished: answers,
+                claim,
+            }
+        }
+    }
 
     /// Cancels waiting or running work: it stays, as `cancelled`, and is never claimed again.
     /// Returns the state it had (`None` if there is no such work). Idempotent.
@@ -140,6 +180,28 @@ pub struct Finish {
     pub now: Timestamp,
 }
 
+/// An attempt that has ended, for [`Store::finish_and_claim`]: the claim it ran under and
+/// how it ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    /// The work.
+    pub id: WorkId,
+    /// The revision its claim returned (the fence).
+    pub revision: Revision,
+    /// How the attempt ends.
+    pub finish: Finish,
+}
+
+/// What [`Store::finish_and_claim`] did.
+#[derive(Debug)]
+pub struct FinishedAndClaimed {
+    /// One answer per ended attempt, in the order given: `true` written, `false` refused (the
+    /// claim was lost; nothing written), `Err` not known to be written.
+    pub finished: Vec<Result<bool, StoreError>>,
+    /// What was claimed.
+    pub claim: Result<Claim, StoreError>,
+}
+
 /// What becomes of a finished item.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Then {
@@ -163,7 +225,7 @@ pub enum Then {
 }
 
 /// A store failed. `Display` says what and where.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// A row read back failed its checks: named, never "fixed".

@@ -82,7 +82,75 @@ async fn p4_a_newer_schema_is_refused() {
         Ok(_) => panic!("opened a newer schema"),
         Err(error) => error.to_string(),
     };
-    assert!(message.ends_with("has retry-durable schema version 99, newer than this library's 3: it was written by a newer retry-durable; upgrade this program instead"), "{message}");
+    assert!(message.ends_with("has retry-durable schema version 99, newer than this library's 4: it was written by a newer retry-durable; upgrade this program instead"), "{message}");
+}
+
+#[tokio::test]
+async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
+    let url = pg::database_url().await;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let clock = MockClock::new();
+    let jobs = Jobs::builder(store)
+        .clock(clock.clone())
+        .handler("n", |_: u32, _ctx| async { Ok(()) })
+        .build()
+        .unwrap();
+    let waiting = jobs.enqueue("n", &1u32, WorkOptions::new()).await.unwrap();
+    let later = jobs
+        .schedule(
+            retry_durable::When::after(Duration::from_secs(60)),
+            "n",
+            &2u32,
+            WorkOptions::new(),
+        )
+        .await
+        .unwrap();
+    // Back to schema 3, as the previous release left it: one partial index per kind of due row.
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "DROP INDEX retry_durable_work_ready;
+             CREATE INDEX retry_durable_work_due ON retry_durable_work (owner, due_at, id)
+                 WHERE state = 'waiting';
+             CREATE INDEX retry_durable_work_lease ON retry_durable_work (owner, lease_until, id)
+                 WHERE state = 'running';
+             DELETE FROM retry_durable_schema WHERE version = 4;",
+        )
+        .await
+        .unwrap();
+
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let indexes: Vec<String> = client
+        .query(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'retry_durable_work'
+             ORDER BY indexname",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(
+        indexes,
+        [
+            "retry_durable_work_key",
+            "retry_durable_work_pkey",
+            "retry_durable_work_ready"
+        ]
+    );
+    let jobs = Jobs::builder(store)
+        .clock(clock.clone())
+        .handler("n", |_: u32, _ctx| async { Ok(()) })
+        .build()
+        .unwrap();
+    assert_eq!(jobs.next_due().await.unwrap(), Some(waiting.due_at));
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(jobs.get(waiting.id).await.unwrap(), None);
+    assert_eq!(jobs.next_due().await.unwrap(), Some(later.due_at));
 }
 
 #[tokio::test]

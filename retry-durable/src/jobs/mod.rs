@@ -268,8 +268,9 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         self
     }
 
-    /// Called once for every run that ends without success (before its dead letter is
-    /// written), with the work and the dead letter.
+    /// Called once for every run that ends without success, with the work and the dead
+    /// letter, once the dead letter is written (a worker whose claim was lost meanwhile does
+    /// not call it).
     pub fn on_error<F>(mut self, hook: F) -> Self
     where
         F: Fn(&WorkRecord, &NewDeadLetter) + Send + Sync + 'static,

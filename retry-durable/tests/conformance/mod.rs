@@ -10,7 +10,8 @@ use std::time::Duration;
 use retry_core::RetryOptions;
 use retry_core::effects::{Revision, Timestamp};
 use retry_durable::{
-    DeadReason, Finish, Inserted, Misfire, NewDeadLetter, NewWork, Store, Then, Timing, WorkState,
+    DeadReason, Finish, Finished, Inserted, Misfire, NewDeadLetter, NewWork, Store, Then, Timing,
+    WorkRecord, WorkState,
 };
 
 pub const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
@@ -572,6 +573,298 @@ pub async fn times_and_counts_beyond_the_store_range_are_refused_not_wrapped<S: 
     let _ = Duration::ZERO;
 }
 
+fn ending(record: &WorkRecord, finish: Finish) -> Finished {
+    Finished {
+        id: record.id,
+        revision: record.revision,
+        finish,
+    }
+}
+
+/// Claims the one due item of owner `o` at `now`, leased until `until`.
+async fn claim_one<S: Store>(store: &S, now: u64, until: u64) -> WorkRecord {
+    let mut claimed = store.claim("o", at(now), at(until), 1).await.unwrap().work;
+    assert_eq!(claimed.len(), 1, "one item due at {now}");
+    claimed.remove(0)
+}
+
+pub async fn s12_a_batch_fences_each_attempt_on_its_own_revision<S: Store>(store: S) {
+    let stale = new(store.insert(work("o", "a", 0)).await.unwrap());
+    for due in 1..=2 {
+        new(store.insert(work("o", "a", due)).await.unwrap());
+    }
+    let first = claim_one(&store, 0, 10).await;
+    assert_eq!(first.id, stale.id);
+    let retried = claim_one(&store, 1, 1_000).await;
+    let exhausted = claim_one(&store, 2, 1_000).await;
+    // The first claim's lease runs out and another worker takes the item over.
+    let second = claim_one(&store, 20, 1_000).await;
+    assert_eq!((second.id, second.attempt), (stale.id, 2));
+
+    let batch = vec![
+        ending(&first, dead(1)),
+        ending(&retried, wait(50, 1)),
+        ending(&exhausted, dead(1)),
+        // The same claim again: the first of the two ends it.
+        ending(&retried, wait(60, 1)),
+    ];
+    let done = store
+        .finish_and_claim(batch, "o", at(30), at(1_030), 0)
+        .await;
+    let answers: Vec<bool> = done.finished.into_iter().map(Result::unwrap).collect();
+    assert_eq!(answers, [false, true, true, false]);
+    assert!(
+        done.claim.unwrap().work.is_empty(),
+        "a limit of 0 claims nothing"
+    );
+
+    assert_eq!(
+        store.get(stale.id).await.unwrap(),
+        Some(second),
+        "the stale attempt wrote nothing"
+    );
+    let waiting = store.get(retried.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            waiting.state,
+            waiting.due_at,
+            waiting.attempt,
+            waiting.lease_until
+        ),
+        (WorkState::Waiting, at(50), 1, None)
+    );
+    assert_eq!(waiting.last_error.as_deref(), Some("boom"));
+    assert_eq!(store.get(exhausted.id).await.unwrap(), None);
+    let letters = store.dead_letters("o", None, 10).await.unwrap();
+    let ids: Vec<_> = letters.iter().map(|d| d.work_id).collect();
+    assert_eq!(ids, [exhausted.id], "only the live claim's dead letter");
+}
+
+pub async fn s4_dead_letters_in_a_batch_keep_what_happened<S: Store>(store: S) {
+    let queued = new(store.insert(work("o", "send", 0)).await.unwrap());
+    let mut every = work("o", "tick", 0);
+    every.timing = Timing::Every {
+        interval_ms: 60_000,
+        misfire: Misfire::FireOnce,
+    };
+    let schedule = new(store.insert(every).await.unwrap());
+    let claimed = store.claim("o", at(0), at(100), 10).await.unwrap().work;
+    assert_eq!(claimed.len(), 2);
+    let (queue_claim, schedule_claim) = if claimed[0].id == queued.id {
+        (&claimed[0], &claimed[1])
+    } else {
+        (&claimed[1], &claimed[0])
+    };
+    let rearmed = Finish {
+        dead_letter: Some(NewDeadLetter {
+            reason: DeadReason::NotRetryable,
+            attempts: 1,
+            last_error: Some("bad request".to_owned()),
+            failed_at: at(7),
+        }),
+        then: Then::Wait {
+            due_at: at(60_000),
+            fire_at: at(60_000),
+            attempt: 0,
+            last_error: None,
+            last_delay_ms: 0,
+        },
+        now: at(7),
+    };
+    let batch = vec![
+        ending(queue_claim, dead(3)),
+        ending(schedule_claim, rearmed),
+    ];
+    let done = store.finish_and_claim(batch, "o", at(8), at(108), 5).await;
+    let answers: Vec<bool> = done.finished.into_iter().map(Result::unwrap).collect();
+    assert_eq!(answers, [true, true]);
+    assert!(
+        done.claim.unwrap().work.is_empty(),
+        "nothing else is due: the schedule waits for its next tick"
+    );
+
+    assert_eq!(store.get(queued.id).await.unwrap(), None);
+    let next = store.get(schedule.id).await.unwrap().unwrap();
+    assert_eq!(
+        (next.state, next.due_at, next.fire_at, next.attempt),
+        (WorkState::Waiting, at(60_000), at(60_000), 0)
+    );
+    let letters = store.dead_letters("o", None, 10).await.unwrap();
+    assert_eq!(letters.len(), 2);
+    let of = |id| {
+        letters
+            .iter()
+            .find(|d| d.work_id == id)
+            .expect("a dead letter")
+    };
+    let queue_letter = of(queued.id);
+    assert_eq!(
+        (
+            queue_letter.reason,
+            queue_letter.attempts,
+            queue_letter.last_error.as_deref(),
+            queue_letter.kind.as_str(),
+            queue_letter.payload.as_str(),
+            queue_letter.failed_at,
+            queue_letter.fire_at,
+        ),
+        (
+            DeadReason::Exhausted,
+            3,
+            Some("still down"),
+            "queue",
+            r#"{"n":1}"#,
+            at(5),
+            at(0)
+        )
+    );
+    assert_eq!(queue_letter.options, queued.options);
+    let schedule_letter = of(schedule.id);
+    assert_eq!(
+        (
+            schedule_letter.reason,
+            schedule_letter.attempts,
+            schedule_letter.last_error.as_deref(),
+            schedule_letter.kind.as_str(),
+            schedule_letter.failed_at,
+        ),
+        (
+            DeadReason::NotRetryable,
+            1,
+            Some("bad request"),
+            "every",
+            at(7)
+        )
+    );
+}
+
+pub async fn p2_an_empty_batch_claims_as_claim_does<S: Store>(store: S) {
+    let late = new(store.insert(work("o", "a", 30)).await.unwrap());
+    let early = new(store.insert(work("o", "a", 10)).await.unwrap());
+    new(store.insert(work("o", "a", 1_000)).await.unwrap());
+
+    let nothing = store
+        .finish_and_claim(Vec::new(), "o", at(100), at(5_000), 0)
+        .await;
+    assert!(nothing.finished.is_empty());
+    assert!(nothing.claim.unwrap().work.is_empty());
+    assert_eq!(
+        store.get(early.id).await.unwrap().unwrap().state,
+        WorkState::Waiting,
+        "a limit of 0 claims nothing"
+    );
+
+    let done = store
+        .finish_and_claim(Vec::new(), "o", at(100), at(5_000), 10)
+        .await;
+    assert!(done.finished.is_empty());
+    let claimed = done.claim.unwrap().work;
+    assert_eq!(
+        claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [early.id, late.id]
+    );
+    for record in &claimed {
+        assert_eq!(
+            (record.state, record.attempt, record.lease_until),
+            (WorkState::Running, 1, Some(at(5_000)))
+        );
+        assert_eq!(store.get(record.id).await.unwrap().as_ref(), Some(record));
+    }
+}
+
+pub async fn p2_a_batch_and_the_next_claim_in_one_call<S: Store>(store: S) {
+    let first = new(store.insert(work("o", "a", 0)).await.unwrap());
+    let succeeded = new(store.insert(work("o", "a", 0)).await.unwrap());
+    let second = new(store.insert(work("o", "a", 5)).await.unwrap());
+    let third = new(store.insert(work("o", "a", 6)).await.unwrap());
+    let running = store.claim("o", at(0), at(10), 2).await.unwrap().work;
+    let ids: Vec<_> = running.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [first.id, succeeded.id]);
+    let remove = Finish {
+        dead_letter: None,
+        then: Then::Remove,
+        now: at(1),
+    };
+
+    // Its lease is over by now, so the claim alone would take it back; the retry that the
+    // call writes is due at once. The call may claim it again, but only as a new claim —
+    // never under the claim that just ended.
+    let batch = vec![
+        ending(&running[0], wait(15, 1)),
+        ending(&running[1], remove),
+    ];
+    let done = store
+        .finish_and_claim(batch, "o", at(20), at(1_020), 3)
+        .await;
+    assert!(
+        done.finished
+            .into_iter()
+            .map(Result::unwrap)
+            .eq([true, true])
+    );
+    assert_eq!(store.get(succeeded.id).await.unwrap(), None);
+    let claimed = done.claim.unwrap().work;
+    let mut ids: Vec<_> = claimed.iter().map(|r| r.id).collect();
+    assert!(ids.starts_with(&[second.id, third.id]), "{claimed:?}");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        claimed.len(),
+        "an item claimed twice: {claimed:?}"
+    );
+    for record in &claimed {
+        assert_eq!(record.state, WorkState::Running);
+        assert_eq!(store.get(record.id).await.unwrap().as_ref(), Some(record));
+    }
+    match claimed.iter().find(|r| r.id == first.id) {
+        Some(again) => {
+            assert_eq!(again.attempt, 2, "the retry is the next attempt");
+            assert!(again.revision > running[0].revision);
+        }
+        None => {
+            let waiting = store.get(first.id).await.unwrap().unwrap();
+            assert_eq!(
+                (waiting.state, waiting.due_at, waiting.attempt),
+                (WorkState::Waiting, at(15), 1)
+            );
+        }
+    }
+}
+
+pub async fn p5_a_value_out_of_range_refuses_its_attempt_alone<S: Store>(store: S) {
+    new(store.insert(work("o", "a", 0)).await.unwrap());
+    let near = new(store.insert(work("o", "a", 1)).await.unwrap());
+    let far = claim_one(&store, 0, 100).await;
+    let near_claim = claim_one(&store, 1, 100).await;
+    assert_eq!(near_claim.id, near.id);
+    let mut never = wait(0, 1);
+    if let Then::Wait { due_at, .. } = &mut never.then {
+        *due_at = Timestamp::from_millis(u64::MAX);
+    }
+    let batch = vec![ending(&far, never), ending(&near_claim, dead(1))];
+    let mut done = store.finish_and_claim(batch, "o", at(2), at(102), 0).await;
+    assert!(
+        done.finished.remove(1).unwrap(),
+        "the other attempt is written"
+    );
+    assert_eq!(store.get(near.id).await.unwrap(), None);
+    // A store holds the value exactly or refuses that attempt; it never stores something else.
+    match done.finished.remove(0) {
+        Ok(written) => {
+            assert!(written);
+            assert_eq!(
+                store.get(far.id).await.unwrap().unwrap().due_at,
+                Timestamp::from_millis(u64::MAX)
+            );
+        }
+        Err(error) => {
+            assert!(error.to_string().contains("out of range"), "{error}");
+            assert_eq!(store.get(far.id).await.unwrap(), Some(far));
+        }
+    }
+}
+
 /// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
 /// evaluates to `(store, guard)`).
 #[macro_export]
@@ -592,6 +885,11 @@ macro_rules! conformance_suite {
             list_pages_in_id_order_per_owner,
             a_repeating_schedule_is_rearmed_with_its_attempts_reset,
             times_and_counts_beyond_the_store_range_are_refused_not_wrapped,
+            s12_a_batch_fences_each_attempt_on_its_own_revision,
+            s4_dead_letters_in_a_batch_keep_what_happened,
+            p2_an_empty_batch_claims_as_claim_does,
+            p2_a_batch_and_the_next_claim_in_one_call,
+            p5_a_value_out_of_range_refuses_its_attempt_alone,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {

@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use retry_core::effects::Revision;
 use retry_core::effects::Timestamp;
 use retry_core::{OptionsError, RetryOptions, TaskError, TaskFailure};
 use retry_durable::{
-    BuildError, DeadReason, Event, Jobs, JobsBuilder, Misfire, ScheduleError, Store, TimingError,
-    What, When, WorkOptions, WorkState,
+    BuildError, Claim, DeadLetter, DeadLetterId, DeadReason, Event, Finish, Inserted, Jobs,
+    JobsBuilder, Misfire, NewWork, ScheduleError, Store, StoreError, TimingError, What, When,
+    WorkId, WorkOptions, WorkRecord, WorkState,
 };
 use retry_testkit::MockClock;
 
@@ -1114,6 +1116,187 @@ pub async fn b3_protection_for_an_unknown_handler_is_refused_when_built<S: Store
     );
 }
 
+/// A store whose writes of ended attempts fail, as if the server went away between an
+/// attempt's claim and its end; everything else goes to the store inside.
+#[derive(Clone)]
+pub struct FailingFinish<S>(pub S);
+
+impl<S: Store> Store for FailingFinish<S> {
+    async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
+        self.0.insert(work).await
+    }
+
+    async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
+        self.0.get(id).await
+    }
+
+    async fn list(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        self.0.list(owner, after, limit).await
+    }
+
+    async fn claim(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> Result<Claim, StoreError> {
+        self.0.claim(owner, now, lease_until, limit).await
+    }
+
+    async fn extend_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.0.extend_lease(id, revision, until, now).await
+    }
+
+    async fn finish(&self, _: WorkId, _: Revision, _: Finish) -> Result<bool, StoreError> {
+        Err(StoreError::Backend("the server went away".to_owned()))
+    }
+
+    async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
+        self.0.cancel(id, now).await
+    }
+
+    async fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError> {
+        self.0.next_due(owner).await
+    }
+
+    async fn dead_letters(
+        &self,
+        owner: &str,
+        after: Option<DeadLetterId>,
+        limit: u32,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        self.0.dead_letters(owner, after, limit).await
+    }
+
+    async fn dead_letter(&self, id: DeadLetterId) -> Result<Option<DeadLetter>, StoreError> {
+        self.0.dead_letter(id).await
+    }
+
+    async fn redrive(
+        &self,
+        id: DeadLetterId,
+        work: NewWork,
+    ) -> Result<Option<WorkRecord>, StoreError> {
+        self.0.redrive(id, work).await
+    }
+
+    async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
+        self.0.purge(id).await
+    }
+}
+
+pub async fn s11_s12_nothing_is_announced_before_it_is_written<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let log = Log::default();
+    let hooked = Arc::new(AtomicU32::new(0));
+    let hook = Arc::clone(&hooked);
+    let steady = Flaky::default();
+    let down = Flaky::default();
+    let once = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
+    let failing = builder(FailingFinish(store.clone()), &clock)
+        .lease(Duration::from_secs(30))
+        .handler("steady", steady.handler(0))
+        .handler("down", down.handler(u32::MAX))
+        .subscribe(log.subscriber())
+        .on_error(move |_, _| {
+            hook.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let jobs = builder(store, &clock)
+        .handler("steady", steady.handler(0))
+        .handler("down", down.handler(u32::MAX))
+        .build()
+        .unwrap();
+    let ok = failing.enqueue("steady", &1u32, none()).await.unwrap();
+    let bad = failing.enqueue("down", &2u32, once).await.unwrap();
+    assert_eq!(
+        failing.run_due().await.unwrap(),
+        2,
+        "the failed writes are logged"
+    );
+    assert_eq!((steady.calls(), down.calls()), (1, 1));
+    assert!(
+        log.whats()
+            .iter()
+            .all(|what| matches!(what, What::Started { .. })),
+        "an end was announced that was not written: {:?}",
+        log.whats()
+    );
+    assert_eq!(
+        hooked.load(Ordering::SeqCst),
+        0,
+        "the error hook ran before the write"
+    );
+    assert!(failing.dead_letters().await.unwrap().is_empty());
+    for id in [ok.id, bad.id] {
+        let record = failing.get(id).await.unwrap().unwrap();
+        assert_eq!((record.state, record.attempt), (WorkState::Running, 1));
+    }
+
+    // As after a crash between the end of an attempt and its write: once the lease is over,
+    // a worker runs the item again (at least once); the unrecorded attempt counts.
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(jobs.run_due().await.unwrap(), 2);
+    assert_eq!(steady.calls(), 2, "the unrecorded success runs again");
+    assert_eq!(down.calls(), 1, "its only attempt was used up");
+    assert_eq!(jobs.get(ok.id).await.unwrap(), None);
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!(
+        (dead.len(), dead[0].work_id, dead[0].attempts),
+        (1, bad.id, 1)
+    );
+}
+
+pub async fn s12_an_attempt_is_written_when_it_ends_not_with_the_slowest<S: Store + Clone>(
+    store: S,
+) {
+    let clock = MockClock::new();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let release = Arc::new(Mutex::new(Some(release_rx)));
+    let jobs = builder(store, &clock)
+        .concurrency(2)
+        .handler("long", move |_: u32, _ctx| {
+            let release = release.lock().unwrap().take();
+            async move {
+                if let Some(rx) = release {
+                    let _ = rx.await;
+                }
+                Ok(())
+            }
+        })
+        .handler("quick", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let long = jobs.enqueue("long", &1u32, none()).await.unwrap();
+    let quick = jobs.enqueue("quick", &2u32, none()).await.unwrap();
+    let worker = jobs.clone();
+    let run = tokio::spawn(async move { worker.run_due().await });
+    // An ended attempt no longer extends its lease: waiting for the long one to write it
+    // would let the lease run out and the item run twice.
+    let written = eventually(|| async { jobs.get(quick.id).await.unwrap().is_none() }).await;
+    assert!(written, "the quick attempt waited for the long one");
+    assert_eq!(
+        jobs.get(long.id).await.unwrap().unwrap().state,
+        WorkState::Running
+    );
+    release_tx.send(()).unwrap();
+    assert_eq!(run.await.unwrap().unwrap(), 2);
+    assert_eq!(jobs.get(long.id).await.unwrap(), None);
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1143,6 +1326,8 @@ macro_rules! engine_suite {
             s13_an_open_breaker_defers_work_without_spending_attempts,
             s13_an_exhausted_budget_defers_retries_without_spending_attempts,
             b3_protection_for_an_unknown_handler_is_refused_when_built,
+            s11_s12_nothing_is_announced_before_it_is_written,
+            s12_an_attempt_is_written_when_it_ends_not_with_the_slowest,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
