@@ -3,7 +3,7 @@
 use std::fmt;
 
 use deadpool_postgres::{Client, GenericClient, Object};
-use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision};
+use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, Transition};
 
 use super::{Row, backend, next_record, record_of, refused};
 use crate::PostgresStore;
@@ -118,7 +118,25 @@ impl Ledger for PostgresStore {
         record.validate()?;
         let row = Row::of(&record)?;
         let mut client = self.client().await.map_err(backend)?;
-        let inserted = insert(&mut client, record, &row).await;
+        let inserted = insert(&mut client, record, &row, &[&row]).await;
+        release(client, &inserted);
+        inserted
+    }
+
+    /// One transaction: the call's row as it is after `transition`, and a history row for
+    /// each of its two revisions.
+    async fn insert_then(
+        &self,
+        mut record: CallRecord,
+        transition: Transition,
+    ) -> Result<Insert, LedgerError> {
+        record.revision = Revision::FIRST;
+        record.validate()?;
+        let first = Row::of(&record)?;
+        let moved = next_record(Revision::FIRST, record.into_next(transition)?)?;
+        let row = Row::of(&moved)?;
+        let mut client = self.client().await.map_err(backend)?;
+        let inserted = insert(&mut client, moved, &row, &[&first, &row]).await;
         release(client, &inserted);
         inserted
     }
@@ -152,7 +170,14 @@ impl Ledger for PostgresStore {
     }
 }
 
-async fn insert(client: &mut Client, record: CallRecord, row: &Row) -> Result<Insert, LedgerError> {
+/// One transaction: the row of `record`, unless its key is taken (then the stored record), and
+/// a history row for each of `steps` (the record's revisions up to `row`'s).
+async fn insert(
+    client: &mut Client,
+    record: CallRecord,
+    row: &Row,
+    steps: &[&Row],
+) -> Result<Insert, LedgerError> {
     let tx = client.transaction().await.map_err(db)?;
     let key = record.key.clone();
     let inserted = tx
@@ -183,7 +208,9 @@ async fn insert(client: &mut Client, record: CallRecord, row: &Row) -> Result<In
             .ok_or_else(|| backend(format!("call {key} vanished during its insert")))?;
         return Ok(Insert::Existing(existing));
     }
-    history(&tx, &key, row).await?;
+    for step in steps {
+        history(&tx, &key, step).await?;
+    }
     tx.commit().await.map_err(db)?;
     Ok(Insert::Inserted(record))
 }
