@@ -10,41 +10,28 @@
 //! call failed too), and every item still runs exactly once — claimed again once its lease is
 //! over, finished once, and gone. Times are the store's arguments (no clock, no sleeps).
 
+mod conformance;
 #[path = "support/postgres.rs"]
 mod pg;
 
 use std::future::Future;
 
-use retry_core::RetryOptions;
-use retry_core::effects::{Revision, Timestamp};
+use conformance::at;
+use retry_core::effects::Revision;
 use retry_durable::{
     DeadReason, Finish, Finished, Inserted, NewDeadLetter, NewWork, PostgresStore, Store,
-    StoreError, Then, Timing, WorkRecord, WorkState,
+    StoreError, Then, WorkRecord, WorkState,
 };
 
-const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
 const OWNER: &str = "o";
 /// How the test finds the store's connections in `pg_stat_activity`.
 const APPLICATION: &str = "lost_store";
 /// The advisory lock the trigger waits on while the test holds it.
 const STALL: i64 = 4242;
 
-fn at(offset_ms: u64) -> Timestamp {
-    Timestamp::from_millis(T0.as_millis() + offset_ms)
-}
-
+/// Queued work of [`OWNER`] due at `due_ms`.
 fn work(due_ms: u64) -> NewWork {
-    NewWork {
-        owner: OWNER.to_owned(),
-        key: None,
-        handler: "send".to_owned(),
-        payload: r#"{"n":1}"#.to_owned(),
-        options: RetryOptions::BUILTIN.with_max_attempts(4),
-        retry_if: None,
-        timing: Timing::Queued,
-        due_at: at(due_ms),
-        created_at: T0,
-    }
+    conformance::work(OWNER, "send", due_ms)
 }
 
 fn removed(now_ms: u64) -> Finish {
@@ -195,6 +182,17 @@ impl Lab {
         self.end_during(End::Terminate, write, next).await
     }
 
+    /// New work, and the same claimed at 0 under a lease until 1 000.
+    async fn running(&self) -> (WorkRecord, WorkRecord) {
+        let new = new(self.store.insert(work(0)).await.unwrap());
+        let claim = self.store.claim(OWNER, at(0), at(1_000), 1).await.unwrap();
+        assert_eq!(
+            claim.work.iter().map(|r| r.id).collect::<Vec<_>>(),
+            [new.id]
+        );
+        (new, claim.work[0].clone())
+    }
+
     async fn row(&self, record: &WorkRecord) -> Option<WorkRecord> {
         self.store.get(record.id).await.unwrap()
     }
@@ -280,10 +278,7 @@ async fn p2_a_connection_lost_mid_claim_claims_nothing_and_the_store_carries_on(
 #[tokio::test]
 async fn s12_a_connection_lost_mid_finish_writes_nothing_and_the_item_runs_again_after_its_lease() {
     let lab = Lab::new().await;
-    let a = new(lab.store.insert(work(0)).await.unwrap());
-    let claim = lab.store.claim(OWNER, at(0), at(1_000), 1).await.unwrap();
-    let running = claim.work[0].clone();
-    assert_eq!(running.id, a.id);
+    let (a, running) = lab.running().await;
     let (finished, now) = lab
         .lose_during(
             lab.store.finish(running.id, running.revision, removed(5)),
@@ -327,14 +322,7 @@ async fn s12_a_connection_lost_mid_finish_writes_nothing_and_the_item_runs_again
 #[tokio::test]
 async fn s4_a_connection_lost_mid_dead_letter_writes_neither_half() {
     let lab = Lab::new().await;
-    let a = new(lab.store.insert(work(0)).await.unwrap());
-    let running = lab
-        .store
-        .claim(OWNER, at(0), at(1_000), 1)
-        .await
-        .unwrap()
-        .work[0]
-        .clone();
+    let (a, running) = lab.running().await;
     // The dead letter is written first, then the row removed: the loss comes at the removal.
     let (finished, letters) = lab
         .lose_during(
@@ -367,15 +355,7 @@ async fn s4_a_connection_lost_mid_dead_letter_writes_neither_half() {
 #[tokio::test]
 async fn s12_a_connection_lost_mid_finish_and_claim_writes_nothing_and_claims_nothing() {
     let lab = Lab::new().await;
-    let a = new(lab.store.insert(work(0)).await.unwrap());
-    let running = lab
-        .store
-        .claim(OWNER, at(0), at(1_000), 1)
-        .await
-        .unwrap()
-        .work[0]
-        .clone();
-    assert_eq!(running.id, a.id);
+    let (a, running) = lab.running().await;
     let b = new(lab.store.insert(work(0)).await.unwrap());
     let ended = Finished {
         id: running.id,
@@ -465,7 +445,7 @@ async fn p1_a_connection_lost_mid_enqueue_writes_nothing_and_the_enqueue_can_be_
         .lose_during(lab.store.insert(work(0)), lab.store.list(OWNER, None, 10))
         .await;
     lost("enqueue", inserted);
-    assert_eq!(first(listed), [record.clone()]);
+    assert_eq!(first(listed), std::slice::from_ref(&record));
     let plain = new(lab.store.insert(work(0)).await.unwrap());
     lab.each_runs_once_from(10, vec![record, plain]).await;
 }
