@@ -27,8 +27,8 @@ pub(crate) fn lost(error: &tokio_postgres::Error) -> bool {
 /// A statement that failed, as the store reports it, and whether its session went with it.
 #[derive(Debug)]
 pub(crate) struct Failed {
-    pub(crate) error: StoreError,
-    pub(crate) session_lost: bool,
+    error: StoreError,
+    session_lost: bool,
 }
 
 impl fmt::Display for Failed {
