@@ -600,8 +600,8 @@ async fn purge(client: &Object, id: DeadLetterId) -> Result<bool, Failed> {
     Ok(client.execute(&statement, &[&id.0]).await? == 1)
 }
 
-/// Every method takes a connection from the pool, runs on it, and gives it back through
-/// [`release`], which keeps a connection that died under the statement out of the pool.
+// Every method takes a connection from the pool, runs on it, and gives it back through
+// `release`, which keeps a connection that died under the statement out of the pool.
 impl Store for PostgresStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         let client = self.client().await?;
