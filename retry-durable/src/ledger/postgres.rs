@@ -1,60 +1,15 @@
 //! [`Ledger`] on PostgreSQL: the `retry_durable_call` and `retry_durable_call_history` tables.
 
-use std::fmt;
-
-use deadpool_postgres::{Client, GenericClient, Object};
+use deadpool_postgres::{Client, GenericClient};
 use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, Transition};
 
 use super::{Row, backend, next_record, record_of, refused};
 use crate::PostgresStore;
-use crate::postgres::failed;
+use crate::postgres::session::{Failed, release};
 
-/// A statement that failed, and whether its connection went with it.
-#[derive(Debug)]
-struct Failed {
-    message: String,
-    connection_lost: bool,
-}
-
-impl fmt::Display for Failed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Failed {}
-
+/// A failed statement, carrying whether its session went with it (for [`release`]).
 fn db(error: tokio_postgres::Error) -> LedgerError {
-    let io = std::error::Error::source(&error).is_some_and(|s| s.is::<std::io::Error>());
-    // The server ends the session: a connection exception (class 08), an operator or a
-    // timeout stopping it (57P…), or any error it reports as fatal (the severity is localised
-    // on some servers; the codes are not).
-    let fatal = error.as_db_error().is_some_and(|e| {
-        let code = e.code().code();
-        code.starts_with("08")
-            || code.starts_with("57P")
-            || matches!(e.severity(), "FATAL" | "PANIC")
-    });
-    let connection_lost = error.is_closed() || io || fatal;
-    LedgerError::Backend(Box::new(Failed {
-        message: failed(error).to_string(),
-        connection_lost,
-    }))
-}
-
-/// Gives `client` back to the pool, unless `result` says its connection is gone. The pool
-/// tells a dead connection by `is_closed` alone, which a connection that died under our
-/// statement may not say yet: handed out again, it would fail the next statement too (the
-/// recovery right after a lost connection, say).
-fn release<T>(client: Client, result: &Result<T, LedgerError>) {
-    if let Err(LedgerError::Backend(error)) = result {
-        if error
-            .downcast_ref::<Failed>()
-            .is_some_and(|f| f.connection_lost)
-        {
-            drop(Object::take(client));
-        }
-    }
+    LedgerError::Backend(Box::new(Failed::from(error)))
 }
 
 /// `sql` prepared once per connection (the pool's statement cache). A statement given as
