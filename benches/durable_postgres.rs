@@ -570,8 +570,13 @@ fn peer_manifest() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/apalis-postgres/Cargo.toml")
 }
 
+/// The cargo that runs this bench (`CARGO`, set by `cargo bench`), else rustup's on `PATH`:
+/// not the toolchain binary baked in at build time, which leaves `RUSTUP_TOOLCHAIN` unset so
+/// that rustc obeys the `rust-toolchain.toml` sqlx ships in its crate (a toolchain not
+/// installed here) when the bench binary is run by hand (under `chrt`, say).
 fn peer_command(subcommand: &str) -> Command {
-    let mut command = Command::new(env!("CARGO"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = Command::new(cargo);
     command
         .args([subcommand, "--release", "--quiet", "--manifest-path"])
         .arg(peer_manifest())

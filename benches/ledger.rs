@@ -31,6 +31,9 @@
 //! - **ToolRunner, no tokio runtime** (SQLite only): the same `ToolRunner` polled by a bare
 //!   thread-parking executor on the bench's thread, as from code with no tokio runtime; the
 //!   store's statements run on its connection thread either way.
+//! - **ToolRunner, statements on the caller's thread** (SQLite only): the current-thread row
+//!   with `SqliteOptions::runs_on = RunsOn::CallerThread`: the store runs each statement on
+//!   the thread that calls, as the raw SQL row does.
 //!
 //! Each row reports wall time and the process's CPU time per call (user + system, every
 //! thread: the store's connection thread and tokio's are counted with the caller's), which
@@ -38,7 +41,7 @@
 //!
 //! Flags (after `--`): `--runs N` (3), `--calls N` (every row; default 2,000 for SQLite FULL
 //! and PostgreSQL on, 10,000 for NORMAL and PostgreSQL off), `--only SUBSTRING` (rows whose
-//! name contains it), `--side sql|ledger|multi|bare` (one side only, for `strace -c -f` or
+//! name contains it), `--side sql|sql-async|ledger|multi|bare|caller` (one side only, for `strace -c -f` or
 //! `perf stat`).
 
 use std::path::Path;
@@ -48,7 +51,9 @@ use std::time::{Duration, Instant};
 use retry_core::effects::{
     CallKey, CallRecord, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox, tool_fn,
 };
-use retry_durable::{Durability, PostgresOptions, PostgresStore, SqliteOptions, SqliteStore};
+use retry_durable::{
+    Durability, PostgresOptions, PostgresStore, RunsOn, SqliteOptions, SqliteStore,
+};
 use retry_testkit::postgres::PostgresCluster;
 use rusqlite::{Connection, params};
 use serde_json::json;
@@ -379,8 +384,8 @@ fn run_calls<L: retry_core::effects::Ledger>(
     })
 }
 
-fn sqlite_ledger(rt: &Runtime, path: &Path, durability: Durability, calls: usize) -> Duration {
-    let store = SqliteStore::open_with(path, sqlite_options(durability)).expect("open");
+fn sqlite_ledger(rt: &Runtime, path: &Path, options: SqliteOptions, calls: usize) -> Duration {
+    let store = SqliteStore::open_with(path, options).expect("open");
     let runner = ToolRunner::new(store, toolbox());
     run_calls(rt, &runner, calls)
 }
@@ -636,7 +641,7 @@ fn main() {
         .collect();
     let sides: Vec<&str> = match args.side.as_deref() {
         Some(side) => vec![side],
-        None => vec!["sql", "sql-async", "ledger", "multi", "bare"],
+        None => vec!["sql", "sql-async", "ledger", "multi", "bare", "caller"],
     };
     let dir = tempfile::tempdir().expect("a temp dir");
     let t = templates(dir.path());
@@ -661,7 +666,7 @@ fn main() {
             .iter()
             .copied()
             .filter(|side| {
-                !matches!(*side, "bare" | "sql-async")
+                !matches!(*side, "bare" | "sql-async" | "caller")
                     || matches!(config.backend, Backend::Sqlite(_))
             })
             .collect();
@@ -687,8 +692,22 @@ fn main() {
                                 sqlite_floor_async(&rt, &path, durability, config.calls, &t)
                             }
                             "bare" => sqlite_ledger_bare(&path, durability, config.calls),
-                            "multi" => sqlite_ledger(&multi, &path, durability, config.calls),
-                            _ => sqlite_ledger(&rt, &path, durability, config.calls),
+                            "multi" => sqlite_ledger(
+                                &multi,
+                                &path,
+                                sqlite_options(durability),
+                                config.calls,
+                            ),
+                            "caller" => {
+                                let options = SqliteOptions {
+                                    runs_on: RunsOn::CallerThread,
+                                    ..sqlite_options(durability)
+                                };
+                                sqlite_ledger(&rt, &path, options, config.calls)
+                            }
+                            _ => {
+                                sqlite_ledger(&rt, &path, sqlite_options(durability), config.calls)
+                            }
                         };
                         cpu += cpu_seconds();
                         for suffix in ["", "-wal", "-shm"] {
@@ -748,6 +767,7 @@ fn main() {
         "sql-async" => "raw SQL from async (its own thread)",
         "multi" => "ToolRunner, multi-thread",
         "bare" => "ToolRunner, no tokio runtime",
+        "caller" => "ToolRunner, statements on the caller's thread",
         _ => "ToolRunner",
     };
     let mut ratios = Vec::new();

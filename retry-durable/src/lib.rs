@@ -81,7 +81,7 @@ pub use record::{
     DeadLetter, DeadLetterId, DeadReason, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
 };
 #[cfg(feature = "sqlite")]
-pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then};
 pub use timing::{MAX_INTERVAL, Misfire, Timing, TimingError};
 

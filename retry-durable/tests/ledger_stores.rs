@@ -45,3 +45,22 @@ mod sqlite {
         );
     }
 }
+
+/// The same suite with the store's statements on the caller's thread.
+mod sqlite_on_the_callers_thread {
+    use super::ledger;
+    use crate::ledger_suite;
+
+    fn fresh() -> (retry_durable::SqliteStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let options = retry_durable::SqliteOptions {
+            runs_on: retry_durable::RunsOn::CallerThread,
+            ..retry_durable::SqliteOptions::default()
+        };
+        let store = retry_durable::SqliteStore::open_with(dir.path().join("ledger.db"), options)
+            .expect("open");
+        (store, dir)
+    }
+
+    ledger_suite!(fresh());
+}

@@ -6,8 +6,8 @@ use std::time::Duration;
 use retry_core::RetryOptions;
 use retry_core::effects::Timestamp;
 use retry_durable::{
-    Jobs, NewWork, SqliteOptions, SqliteStore, Store, StoreError, Timing, When, WorkOptions,
-    WorkState,
+    Jobs, NewWork, RunsOn, SqliteOptions, SqliteStore, Store, StoreError, Timing, When,
+    WorkOptions, WorkState,
 };
 use retry_testkit::MockClock;
 use rusqlite::Connection;
@@ -112,10 +112,17 @@ fn a_missing_directory_says_what_to_check() {
 
 #[tokio::test]
 async fn a_database_locked_by_another_connection_is_a_clear_busy_error() {
+    for runs_on in [RunsOn::StoreThread, RunsOn::CallerThread] {
+        locked_is_busy(runs_on).await;
+    }
+}
+
+async fn locked_is_busy(runs_on: RunsOn) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jobs.db");
     let options = SqliteOptions {
         busy_timeout: Duration::ZERO,
+        runs_on,
         ..SqliteOptions::default()
     };
     let store = SqliteStore::open_with(&path, options).unwrap();

@@ -1,10 +1,13 @@
 //! The embedded [`Store`]: one SQLite file, no server. WAL journal, `synchronous=FULL` unless
 //! a faster [`Durability`] is chosen.
 //!
-//! SQLite calls block, so every statement runs on the store's own connection thread
-//! ([`thread`]): an async worker never waits for a disk flush, and the store works the same
-//! inside a tokio runtime, under another executor, or from plain blocking code.
+//! SQLite calls block, so by default every statement runs on the store's own connection
+//! thread ([`thread`]): an async worker never waits for a disk flush, and the store works the
+//! same inside a tokio runtime, under another executor, or from plain blocking code. A caller
+//! who would rather block than pay the hand-off runs them on its own thread ([`caller`],
+//! [`RunsOn::CallerThread`]).
 
+mod caller;
 mod rows;
 mod schema;
 mod thread;
@@ -35,6 +38,24 @@ pub enum Durability {
     Normal,
 }
 
+/// Which thread runs a [`SqliteStore`]'s statements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RunsOn {
+    /// A thread of the store's own, which owns the connection and runs the calls of every
+    /// clone in order: a caller never blocks, and pays a hand-off to that thread and back
+    /// per call (tens of microseconds on a virtual machine, as much as a commit with
+    /// [`Durability::Normal`]).
+    #[default]
+    StoreThread,
+    /// The calling thread, holding the connection for the length of the call: no hand-off,
+    /// and a statement blocks its caller — for a disk flush with [`Durability::Full`], for up
+    /// to the busy timeout while another process holds the file's lock — and with it every
+    /// task of the caller's async worker. For a process whose runtime has nothing else to do
+    /// meanwhile (a command-line agent, a worker with a runtime of its own), or for plain
+    /// blocking code.
+    CallerThread,
+}
+
 /// How to open a [`SqliteStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SqliteOptions {
@@ -43,6 +64,8 @@ pub struct SqliteOptions {
     /// How long a statement waits for another connection's lock before failing with
     /// [`StoreError::Busy`].
     pub busy_timeout: Duration,
+    /// Which thread runs the statements.
+    pub runs_on: RunsOn,
 }
 
 impl Default for SqliteOptions {
@@ -50,14 +73,24 @@ impl Default for SqliteOptions {
         SqliteOptions {
             durability: Durability::Full,
             busy_timeout: Duration::from_secs(5),
+            runs_on: RunsOn::StoreThread,
         }
     }
 }
 
+/// A store's connection, where [`RunsOn`] puts it.
+#[derive(Debug)]
+enum Runner {
+    Thread(thread::ConnectionThread),
+    Caller(caller::CallerConnection),
+}
+
 /// Durable work in one SQLite file.
 ///
-/// Clones share one connection, owned by a thread of the store's own that runs their calls
-/// in order; the thread ends, and the file is closed, when the last clone drops.
+/// Clones share one connection. By default a thread of the store's own owns it and runs their
+/// calls in order; the thread ends, and the file is closed, when the last clone drops. With
+/// [`RunsOn::CallerThread`] each call runs on the thread that makes it, holding the connection
+/// meanwhile.
 ///
 /// ```
 /// use retry_durable::SqliteStore;
@@ -69,7 +102,7 @@ impl Default for SqliteOptions {
 /// ```
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    conn: Arc<thread::ConnectionThread>,
+    conn: Arc<Runner>,
 }
 
 impl SqliteStore {
@@ -108,19 +141,26 @@ impl SqliteStore {
             .map_err(|e| schema::open_error(&name, &e))?;
         conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
             .map_err(|e| schema::open_error(&name, &e))?;
+        let conn = match options.runs_on {
+            RunsOn::StoreThread => Runner::Thread(thread::ConnectionThread::start(conn, &name)?),
+            RunsOn::CallerThread => Runner::Caller(caller::CallerConnection::new(conn)),
+        };
         Ok(SqliteStore {
-            conn: Arc::new(thread::ConnectionThread::start(conn, &name)?),
+            conn: Arc::new(conn),
         })
     }
 
-    /// Runs `job` on the connection's thread, after the calls sent before it; a panic inside
-    /// `job` is a [`StoreError::Backend`] for this call only.
+    /// Runs `job` on the connection, after the calls before it, on the thread the store's
+    /// [`RunsOn`] says; a panic inside `job` is a [`StoreError::Backend`] for this call only.
     pub(crate) async fn with<T, F>(&self, job: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        self.conn.run(job).await
+        match &*self.conn {
+            Runner::Thread(thread) => thread.run(job).await,
+            Runner::Caller(conn) => conn.run(job),
+        }
     }
 }
 

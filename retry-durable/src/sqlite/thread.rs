@@ -61,12 +61,7 @@ impl ConnectionThread {
     {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |conn| {
-            let result = catch_unwind(AssertUnwindSafe(|| job(conn))).unwrap_or_else(|panic| {
-                Err(StoreError::Backend(format!(
-                    "a statement panicked: {}",
-                    panic_message(&*panic)
-                )))
-            });
+            let result = guarded(conn, job);
             // The caller may have stopped waiting (its future dropped): the call ran all the
             // same, so a cancelled write may have committed; its answer is dropped here.
             let _ = reply.send(result);
@@ -99,14 +94,29 @@ fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
         // `run` catches a panic of the caller's closure; this one guards the rest (the
         // answer's send and drops), so that nothing ends the thread while handles exist.
         let _ = catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
-        if !conn.is_autocommit() {
-            // A call that panicked inside a transaction: rusqlite's guard rolls back as it
-            // unwinds; this is the net under it, so no call inherits another's transaction.
-            let _ = conn.execute_batch("ROLLBACK");
-        }
     }
     // Dropping the connection closes the file: the last connection checkpoints the WAL.
     drop(conn);
+}
+
+/// Runs `job` on `conn`: a panic inside it is an error for this call, and a transaction it
+/// left open is rolled back, so that the connection serves the next call as it was.
+pub(super) fn guarded<T>(
+    conn: &mut Connection,
+    job: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let result = catch_unwind(AssertUnwindSafe(|| job(conn))).unwrap_or_else(|panic| {
+        Err(StoreError::Backend(format!(
+            "a statement panicked: {}",
+            panic_message(&*panic)
+        )))
+    });
+    if !conn.is_autocommit() {
+        // A call that panicked inside a transaction: rusqlite's guard rolls back as it
+        // unwinds; this is the net under it, so no call inherits another's transaction.
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    result
 }
 
 fn stopped() -> StoreError {
