@@ -3,13 +3,13 @@
 //! off), beside the same statements written by hand.
 //!
 //! Each call is a new key (`run-1` / `call-N`), a trivial `tool_fn` that returns its argument,
-//! so every call is three ledger writes, each its own transaction:
+//! so every call is two ledger writes, each its own transaction:
 //!
-//! 1. `INSERT INTO call … ON CONFLICT (run_id, call_id) DO NOTHING` + a `call_history` row
-//!    (the call recorded `prepared`);
-//! 2. `UPDATE call … WHERE run_id = ? AND call_id = ? AND revision = 1 AND args_hash = ?` + a
-//!    history row (`started`, with its lease);
-//! 3. the same at revision 2 (`committed`, with the result).
+//! 1. `INSERT INTO call … ON CONFLICT (run_id, call_id) DO NOTHING` of the call as it is at
+//!    revision 2 (`started`, with its lease) + two `call_history` rows (revision 1, `prepared`;
+//!    revision 2, `started`): the call recorded with its first step;
+//! 2. `UPDATE call … WHERE run_id = ? AND call_id = ? AND revision = 2 AND args_hash = ?` + a
+//!    history row (revision 3, `committed`, with the result).
 //!
 //! - **raw SQL**: those statements with rusqlite / tokio-postgres (prepared once), the rows'
 //!   texts taken from a call that `ToolRunner` recorded before timing (its key replaced), so
@@ -69,7 +69,8 @@ struct Config {
     calls: usize,
 }
 
-/// The three rows one call writes, as `ToolRunner` wrote them for the probe call.
+/// The three revisions one call goes through, as `ToolRunner` wrote them for the probe call.
+#[derive(Clone)]
 struct Templates {
     args_hash: String,
     /// `(state, lease_until, record JSON)` at revisions 1, 2, 3.
@@ -186,7 +187,11 @@ fn templates(dir: &Path) -> Templates {
             (state, lease, record)
         })
         .collect();
-    assert_eq!(revisions.len(), 3, "a call is three writes: {revisions:?}");
+    assert_eq!(
+        revisions.len(),
+        3,
+        "a call is three revisions: {revisions:?}"
+    );
     Templates {
         args_hash,
         revisions,
@@ -231,22 +236,41 @@ fn floor_connection(path: &Path, durability: Durability) -> Connection {
     conn
 }
 
-/// One write of a call by hand: the row at `revision` (1: insert, else the conditional
-/// update from the one before) and its history row, in one transaction.
+/// The transactions of one call, as the ledger writes them: the row at the revision given
+/// (the first inserted, each later one a conditional update from the one before) and the
+/// history rows of the revisions listed.
+const WRITES: [(i64, &[i64]); 2] = [(2, &[1, 2]), (3, &[3])];
+
+/// One write of a call by hand (one of [`WRITES`]), in one transaction; `records[n]` is the
+/// record at revision `n + 1`.
 fn write_revision(
     conn: &mut Connection,
     call_id: &str,
-    revision: i64,
-    (state, lease): (&str, Option<i64>),
-    args_hash: &str,
-    record: &str,
+    (first, (revision, history)): (bool, (i64, &[i64])),
+    t: &Templates,
+    records: &[String],
 ) {
+    let at = |revision: i64| {
+        let (state, lease, _) = &t.revisions[revision as usize - 1];
+        (
+            state.as_str(),
+            *lease,
+            records[revision as usize - 1].as_str(),
+        )
+    };
+    let (state, lease, record) = at(revision);
     let tx = conn.transaction().expect("begin");
-    let changed = if revision == 1 {
+    let changed = if first {
         tx.prepare_cached(SQL_INSERT_CALL)
             .and_then(|mut s| {
                 s.execute(params![
-                    RUN_ID, call_id, revision, state, lease, args_hash, record
+                    RUN_ID,
+                    call_id,
+                    revision,
+                    state,
+                    lease,
+                    t.args_hash,
+                    record
                 ])
             })
             .expect("insert")
@@ -261,16 +285,24 @@ fn write_revision(
                     lease,
                     record,
                     revision - 1,
-                    args_hash
+                    t.args_hash
                 ])
             })
             .expect("update")
     };
     assert_eq!(changed, 1);
-    tx.prepare_cached(SQL_HISTORY)
-        .and_then(|mut s| s.execute(params![RUN_ID, call_id, revision, state, record]))
-        .expect("history");
+    for &step in history {
+        let (state, _, record) = at(step);
+        tx.prepare_cached(SQL_HISTORY)
+            .and_then(|mut s| s.execute(params![RUN_ID, call_id, step, state, record]))
+            .expect("history");
+    }
     tx.commit().expect("commit");
+}
+
+/// [`WRITES`] with whether each is the call's first.
+fn writes() -> impl Iterator<Item = (bool, (i64, &'static [i64]))> {
+    WRITES.into_iter().enumerate().map(|(n, w)| (n == 0, w))
 }
 
 fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates) -> Duration {
@@ -279,16 +311,8 @@ fn sqlite_floor(path: &Path, durability: Durability, calls: usize, t: &Templates
     for i in 0..calls {
         let call_id = format!("call-{i}");
         let records = t.records(&call_id);
-        for (n, ((state, lease, _), record)) in t.revisions.iter().zip(&records).enumerate() {
-            let revision = n as i64 + 1;
-            write_revision(
-                &mut conn,
-                &call_id,
-                revision,
-                (state, *lease),
-                &t.args_hash,
-                record,
-            );
+        for write in writes() {
+            write_revision(&mut conn, &call_id, write, t, &records);
         }
     }
     start.elapsed()
@@ -306,32 +330,24 @@ fn sqlite_floor_async(
 ) -> Duration {
     type Write = Box<dyn FnOnce(&mut Connection) + Send>;
     let mut conn = floor_connection(path, durability);
-    let (writes, queue) = std::sync::mpsc::channel::<Write>();
+    let (queue_in, queue) = std::sync::mpsc::channel::<Write>();
     let thread = std::thread::spawn(move || {
         while let Ok(write) = queue.recv() {
             write(&mut conn);
         }
     });
+    let t = std::sync::Arc::new(t.clone());
     let elapsed = rt.block_on(async {
         let start = Instant::now();
         for i in 0..calls {
             let call_id = format!("call-{i}");
-            let records = t.records(&call_id);
-            for (n, ((state, lease, _), record)) in t.revisions.iter().zip(records).enumerate() {
-                let revision = n as i64 + 1;
-                let (state, lease, args_hash) = (state.clone(), *lease, t.args_hash.clone());
-                let call_id = call_id.clone();
+            let records = std::sync::Arc::new(t.records(&call_id));
+            for write in writes() {
+                let (call_id, t, records) = (call_id.clone(), t.clone(), records.clone());
                 let (done, answer) = tokio::sync::oneshot::channel();
-                writes
+                queue_in
                     .send(Box::new(move |conn| {
-                        write_revision(
-                            conn,
-                            &call_id,
-                            revision,
-                            (&state, lease),
-                            &args_hash,
-                            &record,
-                        );
+                        write_revision(conn, &call_id, write, &t, &records);
                         let _ = done.send(());
                     }))
                     .expect("the floor's thread");
@@ -340,7 +356,7 @@ fn sqlite_floor_async(
         }
         start.elapsed()
     });
-    drop(writes);
+    drop(queue_in);
     thread.join().expect("the floor's thread");
     elapsed
 }
@@ -489,16 +505,20 @@ async fn postgres_floor(url: &str, calls: usize, t: &Templates) -> Duration {
     let driver = tokio::spawn(connection);
     let insert = client.prepare(PG_INSERT_CALL).await.expect("prepare");
     let update = client.prepare(PG_UPDATE_CALL).await.expect("prepare");
-    let history = client.prepare(PG_HISTORY).await.expect("prepare");
+    let history_row = client.prepare(PG_HISTORY).await.expect("prepare");
     let start = Instant::now();
     for i in 0..calls {
         let call_id = format!("call-{i}");
         let records = t.records(&call_id);
-        for (n, ((state, lease, _), record)) in t.revisions.iter().zip(&records).enumerate() {
-            let revision = n as i64 + 1;
+        for (first, (revision, history)) in writes() {
+            let at = |revision: i64| {
+                let (state, lease, _) = &t.revisions[revision as usize - 1];
+                (state, lease, &records[revision as usize - 1])
+            };
+            let (state, lease, record) = at(revision);
             let previous = revision - 1;
             let tx = client.transaction().await.expect("begin");
-            let changed = if revision == 1 {
+            let changed = if first {
                 tx.execute(
                     &insert,
                     &[
@@ -531,9 +551,12 @@ async fn postgres_floor(url: &str, calls: usize, t: &Templates) -> Duration {
                 .expect("update")
             };
             assert_eq!(changed, 1);
-            tx.execute(&history, &[&RUN_ID, &call_id, &revision, state, record])
-                .await
-                .expect("history");
+            for &step in history {
+                let (state, _, record) = at(step);
+                tx.execute(&history_row, &[&RUN_ID, &call_id, &step, state, record])
+                    .await
+                    .expect("history");
+            }
             tx.commit().await.expect("commit");
         }
     }

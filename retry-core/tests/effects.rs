@@ -948,3 +948,160 @@ async fn futures_join_all<F: std::future::Future>(
     .await;
     outputs.into_iter().flatten().collect()
 }
+
+// ---------------------------------------------------------------------------------------------
+// A5: a new call is recorded with its first step, in one write.
+
+/// Writes to memory and notes each write by its name.
+#[derive(Default)]
+struct Writes {
+    inner: MemoryLedger,
+    log: Mutex<Vec<String>>,
+}
+
+impl Writes {
+    fn note(&self, what: String) {
+        self.log.lock().unwrap().push(what);
+    }
+
+    fn taken(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+}
+
+impl Ledger for Writes {
+    async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
+        self.note("insert".into());
+        self.inner.insert(record).await
+    }
+    async fn insert_then(
+        &self,
+        record: CallRecord,
+        transition: Transition,
+    ) -> Result<Insert, LedgerError> {
+        self.note(format!("insert+{}", transition.name()));
+        self.inner.insert_then(record, transition).await
+    }
+    async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        self.inner.get(key).await
+    }
+    async fn compare_and_swap(
+        &self,
+        expected: Revision,
+        next: CallRecord,
+    ) -> Result<CallRecord, LedgerError> {
+        self.note(next.state.name().into());
+        self.inner.compare_and_swap(expected, next).await
+    }
+    async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
+        self.inner.list_run(run_id).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a5_a_new_call_is_written_with_its_first_step_so_a_call_that_runs_is_two_writes() {
+    let world = World::default();
+    let runner = runner(Writes::default(), crash_free_toolbox(&world), T0);
+    let ledger = runner.ledger();
+
+    assert!(done(runner.call(call("s1", SEND, json!("ana"))).await).is_ok());
+    assert_eq!(ledger.taken(), ["insert+start", "committed"]);
+    let stored = ledger.inner.get(key("s1")).await.unwrap().unwrap();
+    assert_eq!(
+        stored.revision,
+        Revision::from_u64(3),
+        "prepared, started, committed"
+    );
+
+    assert!(matches!(
+        runner.call(call("p1", PAY, json!(1))).await,
+        Ok(CallResponse::AwaitingApproval(_))
+    ));
+    assert_eq!(ledger.taken(), ["insert+await_approval"]);
+
+    let late = CallLimits::new().deadline(Duration::ZERO);
+    let refused = done(runner.call_with(call("l1", LOOKUP, json!(1)), late).await);
+    assert_eq!(failure(&refused), FailureKind::DeadlineExceeded);
+    assert_eq!(ledger.taken(), ["insert+commit"]);
+    assert_eq!(world.executions("lookup", "l1"), 0);
+
+    // The same call again: the first write finds the key taken, and that is all.
+    let again = runner.call(call("s1", SEND, json!("ana"))).await;
+    assert!(matches!(&again, Ok(CallResponse::Done(r)) if r.source == ResultSource::Ledger));
+    assert_eq!(ledger.taken(), ["insert+start"]);
+    assert_eq!(world.executions("send", "s1"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a5_a_prepared_call_found_under_a_new_calls_key_runs_once_and_other_arguments_are_refused()
+{
+    let world = World::default();
+    let runner = runner(Writes::default(), crash_free_toolbox(&world), T0);
+    let ledger = runner.ledger();
+    // What a ledger that writes the two steps apart leaves after a crash between them.
+    let record = CallRecord::prepared(
+        key("s1"),
+        SEND.name(),
+        SEND.effect(),
+        json!("ana"),
+        false,
+        T0 + Duration::from_secs(60),
+    );
+    assert!(matches!(
+        ledger.inner.insert(record).await,
+        Ok(Insert::Inserted(_))
+    ));
+
+    let other = runner.call(call("s1", SEND, json!("bob"))).await;
+    assert!(
+        matches!(other, Err(RunnerError::IdempotencyConflict(_))),
+        "{other:?}"
+    );
+    assert_eq!(world.executions("send", "s1"), 0);
+    ledger.taken();
+
+    let ran = runner.call(call("s1", SEND, json!("ana"))).await;
+    assert!(matches!(&ran, Ok(CallResponse::Done(r)) if r.source == ResultSource::ThisCall));
+    assert_eq!(ledger.taken(), ["insert+start", "started", "committed"]);
+    assert_eq!(world.executions("send", "s1"), 1);
+}
+
+#[tokio::test]
+async fn a5_insert_then_writes_nothing_when_the_state_machine_refuses_the_step() {
+    let ledger = MemoryLedger::new();
+    // `prepared` does not wait for an approval its tool does not require.
+    let refused = ledger
+        .insert_then(prepared("c1", ToolEffect::Read), Transition::AwaitApproval)
+        .await;
+    assert!(
+        matches!(refused, Err(LedgerError::Illegal(_))),
+        "{refused:?}"
+    );
+    assert_eq!(ledger.get(key("c1")).await.unwrap(), None);
+
+    let Insert::Inserted(started) = ledger
+        .insert_then(
+            prepared("c1", ToolEffect::Read),
+            Transition::Start { lease_until: T0 },
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("the key was free")
+    };
+    assert_eq!(
+        (started.state.name(), started.revision),
+        ("started", Revision::from_u64(2))
+    );
+    // Taken now: returned unchanged, nothing moved.
+    let again = ledger
+        .insert_then(
+            prepared("c1", ToolEffect::Read),
+            Transition::Commit {
+                outcome: Err(ToolFailure::new(FailureKind::Rejected, "no")),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, Insert::Existing(started));
+}

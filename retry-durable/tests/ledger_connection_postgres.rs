@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use agent_crash::postgres::{Postgres, client};
 use agent_crash::{Points, Run, World, agent, toolbox, write_name};
 use retry_core::effects::{
-    CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, RunnerError, ToolRunner,
+    CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, RunnerError, ToolRunner, Transition,
 };
 use retry_durable::PostgresStore;
 
@@ -116,6 +116,23 @@ impl Ledger for LoseConnection {
             expected: None,
         };
         self.lose_during(lost, self.inner.insert(record)).await
+    }
+
+    async fn insert_then(
+        &self,
+        record: CallRecord,
+        transition: Transition,
+    ) -> Result<Insert, LedgerError> {
+        if !self.doomed() {
+            return self.inner.insert_then(record, transition).await;
+        }
+        let lost = Lost {
+            label: format!("insert+{} {}", transition.name(), record.key.call_id()),
+            key: record.key.clone(),
+            expected: None,
+        };
+        self.lose_during(lost, self.inner.insert_then(record, transition))
+            .await
     }
 
     async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
@@ -217,8 +234,8 @@ async fn a1_a5_a_connection_lost_inside_any_ledger_write_leaves_a_state_recovery
         println!("{line}");
     }
     for write in [
-        "insert",
-        "await_approval",
+        "insert+start",
+        "insert+await_approval",
         "approve",
         "start",
         "reconcile",

@@ -1,8 +1,9 @@
 //! A1/A5 with a real crash at every crash point, on SQLite. The scripted agent run of
 //! `agent_crash` (reads, idempotent writes, side effects, one awaiting approval, two cancelled
 //! while their tool runs) is killed with SIGKILL in a child process at every crash point in
-//! turn: just before and just after each ledger write (`insert`, and every transition:
-//! `await_approval`, `approve`, `start`, `commit`, `reconcile`, `reopen`) and just before and
+//! turn: just before and just after each ledger write (a new call's record with its first
+//! step, `insert+start` or `insert+await_approval`, and every transition after it: `approve`,
+//! `start`, `commit`, `reconcile`, `reopen`) and just before and
 //! just after each tool acts. This process then recovers the run from the file, checks that no
 //! side effect happened twice (per the witness file), no committed result reached the
 //! transcript twice, every started side effect is committed or waits for a person, and nothing
@@ -12,16 +13,16 @@
 //!
 //! | crash point           | read | idempotent write | side effect | side effect, approval |
 //! |-----------------------|------|------------------|-------------|-----------------------|
-//! | before/after insert   | 2    | 2                | 4           | 1                     |
-//! | before/after await_approval | – | –              | –           | 1                     |
+//! | before/after insert+start (a new call recorded started, one write) | 2 | 2 | 4 | – |
+//! | before/after insert+await_approval | – | –       | –           | 1                     |
 //! | before/after approve  | –    | –                | –           | 1                     |
-//! | before/after start    | 2    | 2                | 5           | 1                     |
+//! | before/after start    | –    | –                | 1 (reopened) | 1                    |
 //! | before/after the act  | 2    | 2                | 4           | 1                     |
 //! | before/after reconcile | –   | –                | 2           | –                     |
 //! | before/after reopen   | –    | –                | 1           | –                     |
 //! | before/after commit   | 2    | 2                | 4           | 1                     |
 //!
-//! 84 points on each backend (each cell counts a `before` and an `after` point apiece); the
+//! 66 points on each backend (each cell counts a `before` and an `after` point apiece); the
 //! test prints the matrix and what recovery did at each point.
 
 mod agent_crash;

@@ -19,4 +19,29 @@ mod sqlite {
     }
 
     ledger_suite!(fresh());
+
+    /// The one write that records a new call with its first step keeps both steps in the
+    /// history, as two writes would.
+    #[tokio::test]
+    async fn a5_insert_then_keeps_both_steps_in_the_history() {
+        use retry_core::effects::{Ledger, ToolEffect, Transition};
+        let (store, dir) = fresh();
+        let record = ledger::prepared("run-1", "c1", ToolEffect::SideEffect, serde_json::json!(1));
+        let start = Transition::Start {
+            lease_until: ledger::T0,
+        };
+        store.insert_then(record, start).await.unwrap();
+        let conn = rusqlite::Connection::open(dir.path().join("ledger.db")).unwrap();
+        let history: Vec<(i64, String)> = conn
+            .prepare("SELECT revision, state FROM call_history ORDER BY revision")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            history,
+            [(1, "prepared".to_owned()), (2, "started".to_owned())]
+        );
+    }
 }

@@ -18,7 +18,14 @@
 //! change with [`CallRecord::apply`] and then calls [`compare_and_swap`], so every backend
 //! enforces the same rules.
 //!
+//! A new call's record and its first step (started, awaiting approval, or refused) are one
+//! write, [`insert_then`]: a call that runs costs two writes, not three. Its default is
+//! [`insert`] then [`transition`]; a SQL ledger makes both one transaction, keeping both steps
+//! in its history.
+//!
 //! [`insert`]: Ledger::insert
+//! [`insert_then`]: Ledger::insert_then
+//! [`transition`]: Ledger::transition
 //! [`get`]: Ledger::get
 //! [`compare_and_swap`]: Ledger::compare_and_swap
 //! [`list_run`]: Ledger::list_run
@@ -127,7 +134,37 @@ pub trait Ledger: Send + Sync {
         record: CallRecord,
     ) -> impl Future<Output = Result<Insert, LedgerError>> + Send;
 
-    /// [`insert`](Ledger::insert) of a record the runner has just made with
+    /// Stores `record` moved through `transition` — the insert and the transition in one
+    /// atomic write, the record at the revision after [`Revision::FIRST`] — unless a record
+    /// with its key exists: then that one is returned, unchanged, and nothing is written.
+    ///
+    /// How the runner records a new call: with its first step, so that a call that runs is
+    /// two writes (this one, and its commit) instead of three. The default is
+    /// [`insert`](Ledger::insert), then [`transition`](Ledger::transition): two writes, and a
+    /// crash between them leaves a `prepared` record, which recovery takes up as any other. A
+    /// ledger that can write both at once should.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::Illegal`] if the state machine refuses `transition` from `prepared`
+    /// (nothing is written), or the errors of [`insert`](Ledger::insert) and
+    /// [`compare_and_swap`](Ledger::compare_and_swap).
+    fn insert_then(
+        &self,
+        record: CallRecord,
+        transition: Transition,
+    ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
+        async move {
+            match self.insert(record).await? {
+                Insert::Inserted(prepared) => Ok(Insert::Inserted(
+                    self.transition(prepared, transition).await?,
+                )),
+                existing @ Insert::Existing(_) => Ok(existing),
+            }
+        }
+    }
+
+    /// [`insert_then`](Ledger::insert_then) of a record the runner has just made with
     /// [`CallRecord::prepared`], from arguments it checked against [`MAX_JSON_DEPTH`]: its
     /// argument hash was computed from its arguments a moment ago, in this process, so a
     /// ledger in memory need not compute it (or measure the arguments) again.
@@ -139,10 +176,11 @@ pub trait Ledger: Send + Sync {
     fn insert_prepared(
         &self,
         record: CallRecord,
+        transition: Transition,
         token: Prepared,
     ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
         let _ = token;
-        self.insert(record)
+        self.insert_then(record, transition)
     }
 
     /// The record of `key`, if any.

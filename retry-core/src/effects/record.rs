@@ -533,10 +533,11 @@ impl CallRecord {
     /// [`apply`](CallRecord::apply) without the copy: the record moves into its next state.
     /// What [`Ledger::transition`](super::Ledger::transition) uses, so that a large argument
     /// is not cloned on every write.
-    pub(crate) fn into_next(
-        mut self,
-        transition: Transition,
-    ) -> Result<CallRecord, IllegalTransition> {
+    ///
+    /// # Errors
+    ///
+    /// As [`apply`](CallRecord::apply); the record is dropped with the error.
+    pub fn into_next(mut self, transition: Transition) -> Result<CallRecord, IllegalTransition> {
         self.advance(transition)?;
         Ok(self)
     }

@@ -1,60 +1,15 @@
 //! [`Ledger`] on PostgreSQL: the `retry_durable_call` and `retry_durable_call_history` tables.
 
-use std::fmt;
-
-use deadpool_postgres::{Client, GenericClient, Object};
-use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision};
+use deadpool_postgres::{Client, GenericClient};
+use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, Transition};
 
 use super::{Row, backend, next_record, record_of, refused};
 use crate::PostgresStore;
-use crate::postgres::failed;
+use crate::postgres::session::{Failed, release};
 
-/// A statement that failed, and whether its connection went with it.
-#[derive(Debug)]
-struct Failed {
-    message: String,
-    connection_lost: bool,
-}
-
-impl fmt::Display for Failed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Failed {}
-
+/// A failed statement, carrying whether its session went with it (for [`release`]).
 fn db(error: tokio_postgres::Error) -> LedgerError {
-    let io = std::error::Error::source(&error).is_some_and(|s| s.is::<std::io::Error>());
-    // The server ends the session: a connection exception (class 08), an operator or a
-    // timeout stopping it (57P…), or any error it reports as fatal (the severity is localised
-    // on some servers; the codes are not).
-    let fatal = error.as_db_error().is_some_and(|e| {
-        let code = e.code().code();
-        code.starts_with("08")
-            || code.starts_with("57P")
-            || matches!(e.severity(), "FATAL" | "PANIC")
-    });
-    let connection_lost = error.is_closed() || io || fatal;
-    LedgerError::Backend(Box::new(Failed {
-        message: failed(error).to_string(),
-        connection_lost,
-    }))
-}
-
-/// Gives `client` back to the pool, unless `result` says its connection is gone. The pool
-/// tells a dead connection by `is_closed` alone, which a connection that died under our
-/// statement may not say yet: handed out again, it would fail the next statement too (the
-/// recovery right after a lost connection, say).
-fn release<T>(client: Client, result: &Result<T, LedgerError>) {
-    if let Err(LedgerError::Backend(error)) = result {
-        if error
-            .downcast_ref::<Failed>()
-            .is_some_and(|f| f.connection_lost)
-        {
-            drop(Object::take(client));
-        }
-    }
+    LedgerError::Backend(Box::new(Failed::from(error)))
 }
 
 /// `sql` prepared once per connection (the pool's statement cache). A statement given as
@@ -118,7 +73,25 @@ impl Ledger for PostgresStore {
         record.validate()?;
         let row = Row::of(&record)?;
         let mut client = self.client().await.map_err(backend)?;
-        let inserted = insert(&mut client, record, &row).await;
+        let inserted = insert(&mut client, record, &row, &[&row]).await;
+        release(client, &inserted);
+        inserted
+    }
+
+    /// One transaction: the call's row as it is after `transition`, and a history row for
+    /// each of its two revisions.
+    async fn insert_then(
+        &self,
+        mut record: CallRecord,
+        transition: Transition,
+    ) -> Result<Insert, LedgerError> {
+        record.revision = Revision::FIRST;
+        record.validate()?;
+        let first = Row::of(&record)?;
+        let moved = next_record(Revision::FIRST, record.into_next(transition)?)?;
+        let row = Row::of(&moved)?;
+        let mut client = self.client().await.map_err(backend)?;
+        let inserted = insert(&mut client, moved, &row, &[&first, &row]).await;
         release(client, &inserted);
         inserted
     }
@@ -152,7 +125,14 @@ impl Ledger for PostgresStore {
     }
 }
 
-async fn insert(client: &mut Client, record: CallRecord, row: &Row) -> Result<Insert, LedgerError> {
+/// One transaction: the row of `record`, unless its key is taken (then the stored record), and
+/// a history row for each of `steps` (the record's revisions up to `row`'s).
+async fn insert(
+    client: &mut Client,
+    record: CallRecord,
+    row: &Row,
+    steps: &[&Row],
+) -> Result<Insert, LedgerError> {
     let tx = client.transaction().await.map_err(db)?;
     let key = record.key.clone();
     let inserted = tx
@@ -183,7 +163,9 @@ async fn insert(client: &mut Client, record: CallRecord, row: &Row) -> Result<In
             .ok_or_else(|| backend(format!("call {key} vanished during its insert")))?;
         return Ok(Insert::Existing(existing));
     }
-    history(&tx, &key, row).await?;
+    for step in steps {
+        history(&tx, &key, step).await?;
+    }
     tx.commit().await.map_err(db)?;
     Ok(Insert::Inserted(record))
 }

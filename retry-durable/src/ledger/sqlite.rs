@@ -1,6 +1,6 @@
 //! [`Ledger`] on SQLite: the `call` and `call_history` tables of the store's file.
 
-use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision};
+use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, Transition};
 use rusqlite::{OptionalExtension, params};
 
 use super::{Row, backend, next_record, record_of, refused};
@@ -39,6 +39,38 @@ fn read(conn: &rusqlite::Connection, key: &CallKey) -> Result<Option<CallRecord>
         .transpose()
 }
 
+/// Inserts the row of `key` unless the key is taken; returns the stored record if it is.
+fn insert_row(
+    tx: &rusqlite::Transaction<'_>,
+    key: &CallKey,
+    row: &Row,
+) -> Result<Option<CallRecord>, LedgerError> {
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO call (run_id, call_id, revision, state, lease_until, args_hash, record)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (run_id, call_id) DO NOTHING",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                key.run_id(),
+                key.call_id(),
+                row.revision,
+                row.state,
+                row.lease_until,
+                row.args_hash,
+                row.json
+            ])
+        })
+        .map_err(|e| backend(failed(e)))?;
+    if inserted == 1 {
+        return Ok(None);
+    }
+    read(tx, key)?
+        .map(Some)
+        .ok_or_else(|| backend(format!("call {key} vanished during its insert")))
+}
+
 /// Runs a ledger statement on the store's connection.
 async fn on<T, F>(store: &SqliteStore, job: F) -> Result<T, LedgerError>
 where
@@ -59,34 +91,37 @@ impl Ledger for SqliteStore {
         let row = Row::of(&record)?;
         on(self, move |conn| {
             let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
-            let key = record.key.clone();
-            let inserted = tx
-                .prepare_cached(
-                    "INSERT INTO call (run_id, call_id, revision, state, lease_until, args_hash,
-                         record)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                     ON CONFLICT (run_id, call_id) DO NOTHING",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        key.run_id(),
-                        key.call_id(),
-                        row.revision,
-                        row.state,
-                        row.lease_until,
-                        row.args_hash,
-                        row.json
-                    ])
-                })
-                .map_err(|e| backend(failed(e)))?;
-            if inserted == 0 {
-                let existing = read(&tx, &key)?
-                    .ok_or_else(|| backend(format!("call {key} vanished during its insert")))?;
+            if let Some(existing) = insert_row(&tx, &record.key, &row)? {
                 return Ok(Insert::Existing(existing));
             }
-            history(&tx, &key, &row)?;
+            history(&tx, &record.key, &row)?;
             tx.commit().map_err(|e| backend(failed(e)))?;
             Ok(Insert::Inserted(record))
+        })
+        .await
+    }
+
+    /// One transaction: the call's row as it is after `transition`, and a history row for
+    /// each of its two revisions.
+    async fn insert_then(
+        &self,
+        mut record: CallRecord,
+        transition: Transition,
+    ) -> Result<Insert, LedgerError> {
+        record.revision = Revision::FIRST;
+        record.validate()?;
+        let first = Row::of(&record)?;
+        let moved = next_record(Revision::FIRST, record.into_next(transition)?)?;
+        let row = Row::of(&moved)?;
+        on(self, move |conn| {
+            let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
+            if let Some(existing) = insert_row(&tx, &moved.key, &row)? {
+                return Ok(Insert::Existing(existing));
+            }
+            history(&tx, &moved.key, &first)?;
+            history(&tx, &moved.key, &row)?;
+            tx.commit().map_err(|e| backend(failed(e)))?;
+            Ok(Insert::Inserted(moved))
         })
         .await
     }

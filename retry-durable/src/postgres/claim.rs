@@ -9,7 +9,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::schema::READY_AT;
-use super::{failed, work_row};
+use super::session::Failed;
+use super::work_row;
 use crate::sql::{WORK_COLUMNS, i64_of};
 use crate::store::{Claim, Finished, StoreError, Then};
 
@@ -294,12 +295,11 @@ impl Batch {
         now: Timestamp,
         lease_until: Timestamp,
         limit: u32,
-    ) -> Result<(Vec<(i64, i64)>, Result<Claim, StoreError>), StoreError> {
+    ) -> Result<(Vec<(i64, i64)>, Result<Claim, StoreError>), Failed> {
         let shape = self.shape();
         let statement = client
             .prepare_cached(&FINISH_AND_CLAIM[shape.index()])
-            .await
-            .map_err(failed)?;
+            .await?;
         let (now, lease_until) = (i64_of(now.as_millis())?, i64_of(lease_until.as_millis())?);
         let limit = i64::from(limit);
         // In `batch_columns`' order.
@@ -323,17 +323,14 @@ impl Batch {
                 &self.failed_at,
             ]);
         }
-        let rows = client
-            .query(&statement, &parameters)
-            .await
-            .map_err(failed)?;
+        let rows = client.query(&statement, &parameters).await?;
         // Committed from here on: a failure to read the answer is the claim's, or leaves the
         // batch unconfirmed (its rows are then gone or waiting, never run twice by us).
         let done = match rows.first() {
             None => Vec::new(),
             Some(row) => {
-                let ids: Option<Vec<i64>> = row.try_get(DONE_IDS).map_err(failed)?;
-                let revisions: Option<Vec<i64>> = row.try_get(DONE_REVISIONS).map_err(failed)?;
+                let ids: Option<Vec<i64>> = row.try_get(DONE_IDS)?;
+                let revisions: Option<Vec<i64>> = row.try_get(DONE_REVISIONS)?;
                 ids.unwrap_or_default()
                     .into_iter()
                     .zip(revisions.unwrap_or_default())

@@ -5,12 +5,15 @@
 
 mod claim;
 mod schema;
+pub(crate) mod session;
 
 use std::str::FromStr;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    GenericClient, Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
+};
 use retry_core::effects::{Revision, Timestamp};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
@@ -20,6 +23,7 @@ use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
     Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
 };
+use session::{Failed, release};
 
 /// How to connect a [`PostgresStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -102,7 +106,7 @@ impl PostgresStore {
         Ok(PostgresStore { pool })
     }
 
-    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+    pub(crate) async fn client(&self) -> Result<Object, StoreError> {
         self.pool
             .get()
             .await
@@ -247,43 +251,40 @@ static INSERT_KEYED_RETURNING_ID: LazyLock<String> = LazyLock::new(|| {
 /// row is the written values under that id ([`NewWork::into_record`]), and reading all of
 /// it would decode and check, per enqueue, what was checked before it was written.
 async fn insert_work(
-    client: &impl deadpool_postgres::GenericClient,
+    client: &impl GenericClient,
     work: &NewWork,
-) -> Result<Option<WorkId>, StoreError> {
-    {
-        let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
-        let options = sql::options_json(&work.options)?;
-        let sql = if work.key.is_some() {
-            &INSERT_KEYED_RETURNING_ID
-        } else {
-            &INSERT_RETURNING_ID
-        };
-        let statement = client.prepare_cached(sql).await.map_err(failed)?;
-        let row = client
-            .query_opt(
-                &statement,
-                &[
-                    &work.owner,
-                    &work.key,
-                    &work.handler,
-                    &work.payload,
-                    &options,
-                    &work.retry_if,
-                    &work.timing.kind(),
-                    &cron,
-                    &zone,
-                    &interval_ms,
-                    &misfire,
-                    &i64_of(work.due_at.as_millis())?,
-                    &i64_of(work.created_at.as_millis())?,
-                ],
-            )
-            .await
-            .map_err(failed)?;
-        row.map(|row| row.try_get::<_, i64>(0).map(WorkId))
-            .transpose()
-            .map_err(failed)
-    }
+) -> Result<Option<WorkId>, Failed> {
+    let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
+    let options = sql::options_json(&work.options)?;
+    let sql = if work.key.is_some() {
+        &INSERT_KEYED_RETURNING_ID
+    } else {
+        &INSERT_RETURNING_ID
+    };
+    let statement = client.prepare_cached(sql).await?;
+    let row = client
+        .query_opt(
+            &statement,
+            &[
+                &work.owner,
+                &work.key,
+                &work.handler,
+                &work.payload,
+                &options,
+                &work.retry_if,
+                &work.timing.kind(),
+                &cron,
+                &zone,
+                &interval_ms,
+                &misfire,
+                &i64_of(work.due_at.as_millis())?,
+                &i64_of(work.created_at.as_millis())?,
+            ],
+        )
+        .await?;
+    Ok(row
+        .map(|row| row.try_get::<_, i64>(0).map(WorkId))
+        .transpose()?)
 }
 
 /// What follows a finished attempt, fenced on the claim's revision: the number of rows
@@ -295,12 +296,12 @@ async fn insert_work(
 /// the running rows) with a full scan of it, dead entries included, instead of the primary
 /// key: measured 0.114 ms per DELETE against the floor's 0.011 ms, growing as a queue drains.
 async fn apply_then(
-    client: &impl deadpool_postgres::GenericClient,
+    client: &impl GenericClient,
     id: WorkId,
     rev: i64,
     now: i64,
     then: &Then,
-) -> Result<u64, StoreError> {
+) -> Result<u64, Failed> {
     match then {
         Then::Remove => {
             let statement = client
@@ -308,12 +309,8 @@ async fn apply_then(
                     "DELETE FROM retry_durable_work
                      WHERE id = $1 AND revision = $2",
                 )
-                .await
-                .map_err(failed)?;
-            client
-                .execute(&statement, &[&id.0, &rev])
-                .await
-                .map_err(failed)
+                .await?;
+            Ok(client.execute(&statement, &[&id.0, &rev]).await?)
         }
         Then::Wait {
             due_at,
@@ -329,9 +326,8 @@ async fn apply_then(
                          last_delay_ms = $7, updated_at = $8, revision = revision + 1
                      WHERE id = $1 AND revision = $2",
                 )
-                .await
-                .map_err(failed)?;
-            client
+                .await?;
+            Ok(client
                 .execute(
                     &statement,
                     &[
@@ -345,51 +341,280 @@ async fn apply_then(
                         &now,
                     ],
                 )
-                .await
-                .map_err(failed)
+                .await?)
         }
     }
 }
 
+/// The statements of one table read back by id, and by owner a page at a time.
+struct Reads {
+    /// `$1` the id.
+    by_id: String,
+    /// `$1` the owner, ids above `$2`, at most `$3`, in id order.
+    page: String,
+}
+
+impl Reads {
+    fn of(columns: &str, table: &str) -> Reads {
+        Reads {
+            by_id: claim::compact(&format!("SELECT {columns} FROM {table} WHERE id = $1")),
+            page: claim::compact(&format!(
+                "SELECT {columns} FROM {table} WHERE owner = $1 AND id > $2 ORDER BY id LIMIT $3"
+            )),
+        }
+    }
+}
+
+static WORK_READS: LazyLock<Reads> =
+    LazyLock::new(|| Reads::of(WORK_COLUMNS, "retry_durable_work"));
+static DEAD_READS: LazyLock<Reads> =
+    LazyLock::new(|| Reads::of(DEAD_COLUMNS, "retry_durable_dead_letter"));
+
+/// The row with id `id` that `reads` reads, decoded by `decode`.
+async fn by_id<T>(
+    client: &Object,
+    reads: &Reads,
+    id: i64,
+    decode: fn(&Row) -> Result<T, StoreError>,
+) -> Result<Option<T>, Failed> {
+    let statement = client.prepare_cached(&reads.by_id).await?;
+    let row = client.query_opt(&statement, &[&id]).await?;
+    Ok(row.as_ref().map(decode).transpose()?)
+}
+
+/// A page of `owner`'s rows that `reads` reads, decoded by `decode`.
+async fn page<T>(
+    client: &Object,
+    reads: &Reads,
+    owner: &str,
+    after: Option<i64>,
+    limit: u32,
+    decode: fn(&Row) -> Result<T, StoreError>,
+) -> Result<Vec<T>, Failed> {
+    let statement = client.prepare_cached(&reads.page).await?;
+    let after = after.unwrap_or(i64::MIN);
+    let rows = client
+        .query(&statement, &[&owner, &after, &i64::from(limit)])
+        .await?;
+    Ok(rows.iter().map(decode).collect::<Result<_, _>>()?)
+}
+
+/// [`Store::insert`]: the row, or the one already under its key.
+async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
+    if let Some(id) = insert_work(client, &work).await? {
+        return Ok(Inserted::New(work.into_record(id)));
+    }
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND key = $2"
+        ))
+        .await?;
+    match client
+        .query_opt(&statement, &[&work.owner, &work.key])
+        .await?
+    {
+        Some(row) => Ok(Inserted::Existing(work_row(&row)?)),
+        // The holder of the key finished between the two statements: the key is free.
+        None => match insert_work(client, &work).await? {
+            Some(id) => Ok(Inserted::New(work.into_record(id))),
+            None => Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into()),
+        },
+    }
+}
+
+/// [`Store::claim`].
+async fn claim(
+    client: &Object,
+    owner: &str,
+    now: Timestamp,
+    lease_until: Timestamp,
+    limit: u32,
+) -> Result<Claim, Failed> {
+    let statement = client.prepare_cached(&claim::CLAIM).await?;
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &owner,
+                &i64_of(now.as_millis())?,
+                &i64_of(lease_until.as_millis())?,
+                &i64::from(limit),
+            ],
+        )
+        .await?;
+    Ok(claim::claimed(rows.iter())?)
+}
+
+/// [`Store::extend_lease`].
+async fn extend_lease(
+    client: &Object,
+    id: WorkId,
+    revision: Revision,
+    until: Timestamp,
+    now: Timestamp,
+) -> Result<bool, Failed> {
+    let statement = client
+        .prepare_cached(
+            "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4
+             WHERE id = $1 AND revision = $2",
+        )
+        .await?;
+    let changed = client
+        .execute(
+            &statement,
+            &[
+                &id.0,
+                &i64_of(revision.get())?,
+                &i64_of(until.as_millis())?,
+                &i64_of(now.as_millis())?,
+            ],
+        )
+        .await?;
+    Ok(changed == 1)
+}
+
+/// [`Store::finish`].
+async fn finish(
+    client: &mut Object,
+    id: WorkId,
+    revision: Revision,
+    finish: &Finish,
+) -> Result<bool, Failed> {
+    let rev = i64_of(revision.get())?;
+    let now = i64_of(finish.now.as_millis())?;
+    let Some(dead) = &finish.dead_letter else {
+        // One fenced statement is atomic by itself: no BEGIN and COMMIT round trips.
+        return Ok(apply_then(client, id, rev, now, &finish.then).await? == 1);
+    };
+    let tx = client.transaction().await?;
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
+                 options, retry_if, kind, reason, attempts, last_error, created_at,
+                 fire_at, failed_at, redriven_as)
+             SELECT id, owner, handler, payload, options, retry_if, kind, $3, $6, $4,
+                 created_at, fire_at, $5, NULL
+             FROM retry_durable_work
+             WHERE id = $1 AND revision = $2",
+        )
+        .await?;
+    let written = tx
+        .execute(
+            &statement,
+            &[
+                &id.0,
+                &rev,
+                &dead.reason.name(),
+                &dead.last_error,
+                &i64_of(dead.failed_at.as_millis())?,
+                &i64::from(dead.attempts),
+            ],
+        )
+        .await?;
+    if written != 1 {
+        return Ok(false);
+    }
+    if apply_then(&tx, id, rev, now, &finish.then).await? != 1 {
+        // Dropping the transaction rolls the dead letter back.
+        return Ok(false);
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// [`Store::cancel`].
+async fn cancel(
+    client: &mut Object,
+    id: WorkId,
+    now: Timestamp,
+) -> Result<Option<WorkState>, Failed> {
+    let tx = client.transaction().await?;
+    let statement = tx
+        .prepare_cached(&format!(
+            "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE id = $1 FOR UPDATE"
+        ))
+        .await?;
+    let Some(row) = tx.query_opt(&statement, &[&id.0]).await? else {
+        return Ok(None);
+    };
+    let record = work_row(&row)?;
+    if record.state != WorkState::Cancelled {
+        let statement = tx
+            .prepare_cached(
+                "UPDATE retry_durable_work SET state = 'cancelled', lease_until = NULL,
+                     updated_at = $2, revision = revision + 1
+                 WHERE id = $1",
+            )
+            .await?;
+        tx.execute(&statement, &[&id.0, &i64_of(now.as_millis())?])
+            .await?;
+        tx.commit().await?;
+    }
+    Ok(Some(record.state))
+}
+
+/// [`Store::next_due`].
+async fn next_due(client: &Object, owner: &str) -> Result<Option<Timestamp>, Failed> {
+    let statement = client.prepare_cached(&NEXT_DUE).await?;
+    let row = client.query_one(&statement, &[&owner]).await?;
+    let next: Option<i64> = row.try_get(0)?;
+    Ok(next
+        .map(sql::timestamp)
+        .transpose()
+        .map_err(StoreError::Range)?)
+}
+
+/// [`Store::redrive`].
+async fn redrive(
+    client: &mut Object,
+    id: DeadLetterId,
+    work: NewWork,
+) -> Result<Option<WorkRecord>, Failed> {
+    let tx = client.transaction().await?;
+    let statement = tx
+        .prepare_cached(
+            "SELECT id FROM retry_durable_dead_letter
+             WHERE id = $1 AND redriven_as IS NULL FOR UPDATE",
+        )
+        .await?;
+    if tx.query_opt(&statement, &[&id.0]).await?.is_none() {
+        return Ok(None);
+    }
+    let Some(work_id) = insert_work(&tx, &work).await? else {
+        return Ok(None);
+    };
+    let record = work.into_record(work_id);
+    let statement = tx
+        .prepare_cached("UPDATE retry_durable_dead_letter SET redriven_as = $2 WHERE id = $1")
+        .await?;
+    tx.execute(&statement, &[&id.0, &record.id.0]).await?;
+    tx.commit().await?;
+    Ok(Some(record))
+}
+
+/// [`Store::purge`].
+async fn purge(client: &Object, id: DeadLetterId) -> Result<bool, Failed> {
+    let statement = client
+        .prepare_cached("DELETE FROM retry_durable_dead_letter WHERE id = $1")
+        .await?;
+    Ok(client.execute(&statement, &[&id.0]).await? == 1)
+}
+
+// Every method takes a connection from the pool, runs on it, and gives it back through
+// `release`, which keeps a connection that died under the statement out of the pool.
 impl Store for PostgresStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         let client = self.client().await?;
-        if let Some(id) = insert_work(&client, &work).await? {
-            return Ok(Inserted::New(work.into_record(id)));
-        }
-        let statement = client
-            .prepare_cached(&format!(
-                "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND key = $2"
-            ))
-            .await
-            .map_err(failed)?;
-        match client
-            .query_opt(&statement, &[&work.owner, &work.key])
-            .await
-            .map_err(failed)?
-        {
-            Some(row) => Ok(Inserted::Existing(work_row(&row)?)),
-            // The holder of the key finished between the two statements: the key is free.
-            None => match insert_work(&client, &work).await? {
-                Some(id) => Ok(Inserted::New(work.into_record(id))),
-                None => Err(StoreError::Busy(format!("key {:?} is contended", work.key))),
-            },
-        }
+        let inserted = insert(&client, work).await;
+        release(client, &inserted);
+        Ok(inserted?)
     }
 
     async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!(
-                "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE id = $1"
-            ))
-            .await
-            .map_err(failed)?;
-        let row = client
-            .query_opt(&statement, &[&id.0])
-            .await
-            .map_err(failed)?;
-        row.as_ref().map(work_row).transpose()
+        let record = by_id(&client, &WORK_READS, id.0, work_row).await;
+        release(client, &record);
+        Ok(record?)
     }
 
     async fn list(
@@ -399,19 +624,10 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> Result<Vec<WorkRecord>, StoreError> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!(
-                "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND id > $2
-                 ORDER BY id LIMIT $3"
-            ))
-            .await
-            .map_err(failed)?;
-        let after = after.map_or(i64::MIN, |id| id.0);
-        let rows = client
-            .query(&statement, &[&owner, &after, &i64::from(limit)])
-            .await
-            .map_err(failed)?;
-        rows.iter().map(work_row).collect()
+        let after = after.map(|id| id.0);
+        let records = page(&client, &WORK_READS, owner, after, limit, work_row).await;
+        release(client, &records);
+        Ok(records?)
     }
 
     async fn claim(
@@ -422,20 +638,9 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> Result<Claim, StoreError> {
         let client = self.client().await?;
-        let statement = client.prepare_cached(&claim::CLAIM).await.map_err(failed)?;
-        let rows = client
-            .query(
-                &statement,
-                &[
-                    &owner,
-                    &i64_of(now.as_millis())?,
-                    &i64_of(lease_until.as_millis())?,
-                    &i64::from(limit),
-                ],
-            )
-            .await
-            .map_err(failed)?;
-        claim::claimed(rows.iter())
+        let claimed = claim(&client, owner, now, lease_until, limit).await;
+        release(client, &claimed);
+        Ok(claimed?)
     }
 
     async fn finish_and_claim(
@@ -474,7 +679,11 @@ impl Store for PostgresStore {
             }
         } else {
             let outcome = match self.client().await {
-                Ok(client) => batch.run(&client, owner, now, lease_until, limit).await,
+                Ok(client) => {
+                    let ran = batch.run(&client, owner, now, lease_until, limit).await;
+                    release(client, &ran);
+                    ran.map_err(StoreError::from)
+                }
                 Err(error) => Err(error),
             };
             match outcome {
@@ -517,26 +726,9 @@ impl Store for PostgresStore {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
-                "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4
-                 WHERE id = $1 AND revision = $2",
-            )
-            .await
-            .map_err(failed)?;
-        let changed = client
-            .execute(
-                &statement,
-                &[
-                    &id.0,
-                    &i64_of(revision.get())?,
-                    &i64_of(until.as_millis())?,
-                    &i64_of(now.as_millis())?,
-                ],
-            )
-            .await
-            .map_err(failed)?;
-        Ok(changed == 1)
+        let extended = extend_lease(&client, id, revision, until, now).await;
+        release(client, &extended);
+        Ok(extended?)
     }
 
     async fn finish(
@@ -546,91 +738,23 @@ impl Store for PostgresStore {
         finish: Finish,
     ) -> Result<bool, StoreError> {
         let mut client = self.client().await?;
-        let rev = i64_of(revision.get())?;
-        let now = i64_of(finish.now.as_millis())?;
-        let Some(dead) = &finish.dead_letter else {
-            // One fenced statement is atomic by itself: no BEGIN and COMMIT round trips.
-            return Ok(apply_then(&client, id, rev, now, &finish.then).await? == 1);
-        };
-        let tx = client.transaction().await.map_err(failed)?;
-        let statement = tx
-            .prepare_cached(
-                "INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
-                     options, retry_if, kind, reason, attempts, last_error, created_at,
-                     fire_at, failed_at, redriven_as)
-                 SELECT id, owner, handler, payload, options, retry_if, kind, $3, $6, $4,
-                     created_at, fire_at, $5, NULL
-                 FROM retry_durable_work
-                 WHERE id = $1 AND revision = $2",
-            )
-            .await
-            .map_err(failed)?;
-        let written = tx
-            .execute(
-                &statement,
-                &[
-                    &id.0,
-                    &rev,
-                    &dead.reason.name(),
-                    &dead.last_error,
-                    &i64_of(dead.failed_at.as_millis())?,
-                    &i64::from(dead.attempts),
-                ],
-            )
-            .await
-            .map_err(failed)?;
-        if written != 1 {
-            return Ok(false);
-        }
-        if apply_then(&tx, id, rev, now, &finish.then).await? != 1 {
-            // Dropping the transaction rolls the dead letter back.
-            return Ok(false);
-        }
-        tx.commit().await.map_err(failed)?;
-        Ok(true)
+        let finished = self::finish(&mut client, id, revision, &finish).await;
+        release(client, &finished);
+        Ok(finished?)
     }
 
     async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(failed)?;
-        let statement = tx
-            .prepare_cached(&format!(
-                "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE id = $1 FOR UPDATE"
-            ))
-            .await
-            .map_err(failed)?;
-        let Some(row) = tx.query_opt(&statement, &[&id.0]).await.map_err(failed)? else {
-            return Ok(None);
-        };
-        let record = work_row(&row)?;
-        if record.state != WorkState::Cancelled {
-            let statement = tx
-                .prepare_cached(
-                    "UPDATE retry_durable_work SET state = 'cancelled', lease_until = NULL,
-                         updated_at = $2, revision = revision + 1
-                     WHERE id = $1",
-                )
-                .await
-                .map_err(failed)?;
-            tx.execute(&statement, &[&id.0, &i64_of(now.as_millis())?])
-                .await
-                .map_err(failed)?;
-            tx.commit().await.map_err(failed)?;
-        }
-        Ok(Some(record.state))
+        let cancelled = cancel(&mut client, id, now).await;
+        release(client, &cancelled);
+        Ok(cancelled?)
     }
 
     async fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError> {
         let client = self.client().await?;
-        let statement = client.prepare_cached(&NEXT_DUE).await.map_err(failed)?;
-        let row = client
-            .query_one(&statement, &[&owner])
-            .await
-            .map_err(failed)?;
-        let next: Option<i64> = row.try_get(0).map_err(failed)?;
-        next.map(sql::timestamp)
-            .transpose()
-            .map_err(StoreError::Range)
+        let next = next_due(&client, owner).await;
+        release(client, &next);
+        Ok(next?)
     }
 
     async fn dead_letters(
@@ -640,34 +764,17 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> Result<Vec<DeadLetter>, StoreError> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!(
-                "SELECT {DEAD_COLUMNS} FROM retry_durable_dead_letter WHERE owner = $1 AND id > $2
-                 ORDER BY id LIMIT $3"
-            ))
-            .await
-            .map_err(failed)?;
-        let after = after.map_or(i64::MIN, |id| id.0);
-        let rows = client
-            .query(&statement, &[&owner, &after, &i64::from(limit)])
-            .await
-            .map_err(failed)?;
-        rows.iter().map(dead_row).collect()
+        let after = after.map(|id| id.0);
+        let letters = page(&client, &DEAD_READS, owner, after, limit, dead_row).await;
+        release(client, &letters);
+        Ok(letters?)
     }
 
     async fn dead_letter(&self, id: DeadLetterId) -> Result<Option<DeadLetter>, StoreError> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!(
-                "SELECT {DEAD_COLUMNS} FROM retry_durable_dead_letter WHERE id = $1"
-            ))
-            .await
-            .map_err(failed)?;
-        let row = client
-            .query_opt(&statement, &[&id.0])
-            .await
-            .map_err(failed)?;
-        row.as_ref().map(dead_row).transpose()
+        let letter = by_id(&client, &DEAD_READS, id.0, dead_row).await;
+        release(client, &letter);
+        Ok(letter?)
     }
 
     async fn redrive(
@@ -676,43 +783,15 @@ impl Store for PostgresStore {
         work: NewWork,
     ) -> Result<Option<WorkRecord>, StoreError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(failed)?;
-        let statement = tx
-            .prepare_cached(
-                "SELECT id FROM retry_durable_dead_letter
-                 WHERE id = $1 AND redriven_as IS NULL FOR UPDATE",
-            )
-            .await
-            .map_err(failed)?;
-        if tx
-            .query_opt(&statement, &[&id.0])
-            .await
-            .map_err(failed)?
-            .is_none()
-        {
-            return Ok(None);
-        }
-        let Some(work_id) = insert_work(&tx, &work).await? else {
-            return Ok(None);
-        };
-        let record = work.into_record(work_id);
-        let statement = tx
-            .prepare_cached("UPDATE retry_durable_dead_letter SET redriven_as = $2 WHERE id = $1")
-            .await
-            .map_err(failed)?;
-        tx.execute(&statement, &[&id.0, &record.id.0])
-            .await
-            .map_err(failed)?;
-        tx.commit().await.map_err(failed)?;
-        Ok(Some(record))
+        let redriven = redrive(&mut client, id, work).await;
+        release(client, &redriven);
+        Ok(redriven?)
     }
 
     async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached("DELETE FROM retry_durable_dead_letter WHERE id = $1")
-            .await
-            .map_err(failed)?;
-        Ok(client.execute(&statement, &[&id.0]).await.map_err(failed)? == 1)
+        let purged = purge(&client, id).await;
+        release(client, &purged);
+        Ok(purged?)
     }
 }

@@ -8,8 +8,9 @@
 //! effects, one side effect that waits for a person's approval, and two side effects whose
 //! caller cancels them while the tool runs — one after the tool acted, one before — so that
 //! reconciliation (`reconcile`, then a person's `commit` or `reopen`) happens in the run too.
-//! Together they make every kind of ledger write: `insert`, and `compare_and_swap` to
-//! `await_approval`, `approve`, `start`, `commit`, `reconcile` and `reopen`.
+//! Together they make every kind of ledger write the runner makes: a new call recorded with its
+//! first step (`insert_then`: `start` or `await_approval`), and `compare_and_swap` to
+//! `approve`, `start`, `commit`, `reconcile` and `reopen`.
 //!
 //! # Crash points
 //!
@@ -45,7 +46,7 @@ use retry_core::TokioClock;
 use retry_core::effects::{
     CallKey, CallLimits, CallRecord, CallResponse, CallState, Insert, Ledger, LedgerError,
     RecoveryAction, RecoveryPolicy, Resolution, Review, Revision, RunnerError, Timestamp, ToolCall,
-    ToolContext, ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, tool_fn,
+    ToolContext, ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, Transition, tool_fn,
 };
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -192,6 +193,20 @@ impl<L: Ledger> Ledger for CrashLedger<L> {
         self.points.pass(&format!("before|insert|{call}"));
         let inserted = self.inner.insert(record).await;
         self.points.pass(&format!("after|insert|{call}"));
+        inserted
+    }
+
+    /// The runner's write of a new call, passed on whole: one write, so one point before it
+    /// and one after (`insert+start`, `insert+await_approval`).
+    async fn insert_then(
+        &self,
+        record: CallRecord,
+        transition: Transition,
+    ) -> Result<Insert, LedgerError> {
+        let what = format!("insert+{}|{}", transition.name(), record.key.call_id());
+        self.points.pass(&format!("before|{what}"));
+        let inserted = self.inner.insert_then(record, transition).await;
+        self.points.pass(&format!("after|{what}"));
         inserted
     }
 
@@ -849,6 +864,8 @@ pub fn matrix(backend: &str, covered: &[Covered]) -> String {
     rows.sort_by_key(|(row, _)| {
         let (when, what) = row.split_once(' ').unwrap();
         let order = [
+            "insert+start",
+            "insert+await_approval",
             "insert",
             "await_approval",
             "approve",
@@ -878,12 +895,12 @@ pub fn matrix(backend: &str, covered: &[Covered]) -> String {
 pub fn assert_every_kind_covered(covered: &[Covered]) {
     assert_eq!(
         covered.len(),
-        84,
+        66,
         "the run's crash points changed: update the matrix in ledger_crash.rs and docs/behaviour.md"
     );
     for what in [
-        "insert",
-        "await_approval",
+        "insert+start",
+        "insert+await_approval",
         "approve",
         "start",
         "act",

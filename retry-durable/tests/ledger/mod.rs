@@ -63,6 +63,61 @@ pub async fn a1_insert_returns_what_is_stored_and_reads_back_equal<L: Ledger>(le
     );
 }
 
+pub async fn a5_insert_then_stores_the_call_moved_in_one_write_or_finds_it<L: Ledger>(ledger: L) {
+    let args = json!({"to": "ana"});
+    let record = prepared("run-1", "c1", ToolEffect::SideEffect, args.clone());
+    let lease = T0 + Duration::from_secs(90);
+    let started = inserted(
+        ledger
+            .insert_then(record, Transition::Start { lease_until: lease })
+            .await
+            .unwrap(),
+    );
+    assert_eq!(started.revision, Revision::from_u64(2));
+    assert_eq!(started.state, CallState::Started);
+    assert_eq!(started.lease_until, Some(lease));
+    assert_eq!(started.attempts, 1);
+    assert_eq!(
+        ledger.get(key("run-1", "c1")).await.unwrap(),
+        Some(started.clone())
+    );
+    // The next write is a compare-and-swap at the revision the insert left.
+    let done = Transition::Commit {
+        outcome: Ok(json!("sent")),
+    };
+    let committed = ledger.transition(started.clone(), done).await.unwrap();
+    assert_eq!(committed.revision, Revision::from_u64(3));
+
+    // Taken: the stored call, unchanged; nothing written.
+    let again = prepared("run-1", "c1", ToolEffect::SideEffect, args);
+    let found = ledger
+        .insert_then(again, Transition::Start { lease_until: lease })
+        .await
+        .unwrap();
+    assert_eq!(found, Insert::Existing(committed));
+
+    // A step the state machine refuses writes nothing: a read waits for no approval.
+    let refused = ledger
+        .insert_then(
+            prepared("run-1", "c2", ToolEffect::Read, json!({})),
+            Transition::AwaitApproval,
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(LedgerError::Illegal(_))),
+        "{refused:?}"
+    );
+    assert_eq!(ledger.get(key("run-1", "c2")).await.unwrap(), None);
+    let run: Vec<_> = ledger
+        .list_run("run-1".into())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.key.call_id().to_owned())
+        .collect();
+    assert_eq!(run, ["c1"]);
+}
+
 pub async fn a1_a_stale_revision_cannot_move_a_call<L: Ledger>(ledger: L) {
     let first = inserted(
         ledger
@@ -268,6 +323,7 @@ macro_rules! ledger_suite {
     ($fresh:expr) => {
         $crate::ledger_suite!(@cases $fresh;
             a1_insert_returns_what_is_stored_and_reads_back_equal,
+            a5_insert_then_stores_the_call_moved_in_one_write_or_finds_it,
             a1_a_stale_revision_cannot_move_a_call,
             a1_a_compare_and_swap_cannot_change_the_arguments,
             list_run_is_the_run_in_insertion_order,

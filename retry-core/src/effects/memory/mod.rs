@@ -56,6 +56,24 @@ impl MemoryLedger {
         }
     }
 
+    /// Stores `record` (at its first revision, checked) moved through `transition`, unless its
+    /// key is taken: one step under the lock, so nobody sees it `prepared`.
+    fn store_moved(
+        &self,
+        mut record: CallRecord,
+        transition: Transition,
+    ) -> Result<Insert, LedgerError> {
+        if let Err(e) = record.advance(transition) {
+            record.discard();
+            return Err(e.into());
+        }
+        if let Err(e) = record.validate_state() {
+            record.discard();
+            return Err(e.into());
+        }
+        Ok(self.store(record))
+    }
+
     /// [`Ledger::compare_and_swap`], at once and in place: `next` gets its new revision. On an
     /// error nothing is written and the caller discards `next`.
     fn swap(&self, expected: Revision, next: &mut CallRecord) -> Result<(), LedgerError> {
@@ -133,9 +151,23 @@ impl Ledger for MemoryLedger {
         ready(Ok(self.store(record)))
     }
 
+    fn insert_then(
+        &self,
+        mut record: CallRecord,
+        transition: Transition,
+    ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
+        record.revision = Revision::FIRST;
+        let record = match record.validated() {
+            Ok(record) => record,
+            Err(e) => return ready(Err(e.into())),
+        };
+        ready(self.store_moved(record, transition))
+    }
+
     fn insert_prepared(
         &self,
         mut record: CallRecord,
+        transition: Transition,
         _: Prepared,
     ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
         record.revision = Revision::FIRST;
@@ -146,7 +178,7 @@ impl Ledger for MemoryLedger {
             record.discard();
             return ready(Err(e.into()));
         }
-        ready(Ok(self.store(record)))
+        ready(self.store_moved(record, transition))
     }
 
     fn get(

@@ -2,8 +2,8 @@
 //!
 //! The order of one call is the whole point:
 //!
-//! 1. **prepare** — the call is recorded (or found: the same call id again returns the stored
-//!    result instead of running twice, and refuses other arguments);
+//! 1. the call is looked up: the same call id again returns the stored result instead of
+//!    running twice, and refuses other arguments;
 //! 2. input validation, then the permission check — a refusal is committed as the result,
 //!    the tool never runs;
 //! 3. if the tool requires approval, the call waits in `awaiting_approval`;
@@ -11,6 +11,11 @@
 //! 5. the tool runs once, raced against the deadline and the cancellation signal;
 //! 6. **commit** — the result is stored, or, if the tool was interrupted or lost its answer
 //!    and may have done something, the call goes to `needs_reconciliation`.
+//!
+//! Steps 2 and 3 decide before anything is written, so a new call is recorded `prepared` and
+//! moved to its first step (committed refusal, `awaiting_approval`, or `started`) in one
+//! ledger write ([`Ledger::insert_then`](crate::effects::Ledger::insert_then)); the lookup of
+//! step 1 is that write finding the key taken. A call that runs costs two writes.
 //!
 //! The runner never retries: a failure is a result. Whether to try again is the
 //! caller's decision ([`decide_retry`](crate::effects::decide_retry)), made with a new call
@@ -21,7 +26,7 @@
 
 use std::borrow::Cow;
 use std::future::{Future, Pending, poll_fn};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -30,12 +35,14 @@ use serde_json::Value;
 use super::error::KeyConflict;
 use super::{LEASE_MARGIN, RunnerError, TARGET, ToolRunner, read_back};
 use crate::effects::effect::ToolEffect;
-use crate::effects::erased::{DynTool, Ran};
+use crate::effects::erased::{Checked, DynTool, Ran};
+use crate::effects::hash::ArgsHash;
 use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
 use crate::effects::ledger::{Insert, Ledger, LedgerError, Prepared};
 use crate::effects::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use crate::effects::record::{CallRecord, CallState, ReconcileReason, Transition};
+use crate::effects::store::Timestamp;
 use crate::effects::tool::ToolContext;
 use crate::time::Clock;
 
@@ -217,96 +224,98 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             spec.requires_approval(),
             lease_until,
         );
-        let given = record.args.hash();
-        // Hashed just now by `prepared`, its depth checked above: the ledger need not do
-        // either again.
-        let record = match self.ledger.insert_prepared(record, Prepared(())).await? {
-            Insert::Inserted(record) => record,
-            Insert::Existing(existing) => {
-                let existing = read_back(existing)?;
-                if existing.tool != spec.name() || existing.args.hash() != given {
-                    return Err(RunnerError::IdempotencyConflict(Box::new(KeyConflict {
-                        key: existing.key.idempotency_key(),
-                        stored_tool: existing.tool.into_owned(),
-                        stored: existing.args.hash(),
-                        tool: spec.name().to_owned(),
-                        given,
-                    })));
-                }
-                match existing.state {
-                    CallState::Prepared => existing,
-                    _ => return settled(existing, ResultSource::Ledger),
-                }
-            }
-        };
-        self.drive(record, tool, limits, submitted).await
+        self.drive(record, tool, limits, submitted, Written::No)
+            .await
     }
 
-    /// Takes a `prepared` call (or a `started` read or idempotent write that recovery re-runs)
-    /// through checks, start, the tool, and commit.
+    /// Takes a call through checks, its first step (refused, awaiting approval, or started),
+    /// the tool and commit: a new call (`Written::No`: its record is written with the first
+    /// step, in one write), a `prepared` one, or a `started` read or idempotent write that
+    /// recovery re-runs.
     pub(super) async fn drive<S>(
         &self,
-        record: CallRecord,
+        mut record: CallRecord,
         tool: &dyn DynTool,
         limits: CallLimits<S>,
         submitted: Instant,
+        mut written: Written,
     ) -> Result<CallResponse, RunnerError>
     where
         S: Future<Output = ()>,
     {
         let spec = tool.spec();
-        let effect = record.effect.stricter(spec.effect());
-        // Parsed once, here; the tool is called with these arguments after the start.
-        let checked = match tool.check(&record.args) {
-            Ok(checked) => checked,
-            Err(failure) => return self.refuse(record, effect, failure).await,
-        };
-        if let Err(why) = self.permission.check(&record.key, &spec, &record.args) {
-            let failure = ToolFailure::new(FailureKind::PermissionDenied, why);
-            return self.refuse(record, effect, failure).await;
-        }
-        if record.requires_approval && !record.approved {
-            let record = self
-                .ledger
-                .transition(record, Transition::AwaitApproval)
-                .await?;
-            return Ok(CallResponse::AwaitingApproval(record.key));
-        }
-
-        let budget = match (limits.deadline, spec.timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let now = self.clock.now();
-        let remaining = budget.map(|b| b.saturating_sub(now.saturating_duration_since(submitted)));
         let mut cancel = pin!(limits.cancel);
-        let cancelled = poll_fn(|cx| match cancel.as_mut().as_pin_mut() {
-            Some(signal) => Poll::Ready(signal.poll(cx).is_ready()),
-            None => Poll::Ready(false),
-        });
-        if cancelled.await {
-            let failure =
-                ToolFailure::new(FailureKind::Cancelled, "cancelled before the tool started");
-            return self.refuse(record, effect, failure).await;
-        }
-        if remaining == Some(Duration::ZERO) {
-            let failure = ToolFailure::new(
-                FailureKind::DeadlineExceeded,
-                "the deadline passed before the tool started",
-            );
-            return self.refuse(record, effect, failure).await;
-        }
-
-        let lease_until =
-            self.epoch.at(now) + remaining.map_or(self.lease, |r| r.saturating_add(LEASE_MARGIN));
-        let record = match self
-            .ledger
-            .transition(record, Transition::Start { lease_until })
-            .await
-        {
-            Ok(record) => record,
-            Err(LedgerError::Conflict { key, .. }) => return self.reread(key).await,
-            Err(e) => return Err(e.into()),
+        // A new call whose key turns out to be taken goes round again as the stored call.
+        let (record, effect, checked, remaining) = loop {
+            let effect = record.effect.stricter(spec.effect());
+            let step = self
+                .first_step(&record, tool, cancel.as_mut(), limits.deadline, submitted)
+                .await;
+            if written == Written::No {
+                let given = record.args.hash();
+                let (transition, start) = match step {
+                    Step::Refuse(failure) => (
+                        Transition::Commit {
+                            outcome: Err(failure),
+                        },
+                        None,
+                    ),
+                    Step::AwaitApproval => (Transition::AwaitApproval, None),
+                    Step::Start {
+                        checked,
+                        remaining,
+                        lease_until,
+                    } => (
+                        Transition::Start { lease_until },
+                        Some((checked, remaining)),
+                    ),
+                };
+                // Hashed just now by `prepared`, its depth checked by the caller: the ledger
+                // need not do either again.
+                match self
+                    .ledger
+                    .insert_prepared(record, transition, Prepared(()))
+                    .await?
+                {
+                    Insert::Inserted(moved) => match start {
+                        Some((checked, remaining)) => break (moved, effect, checked, remaining),
+                        None => return settled(moved, ResultSource::ThisCall),
+                    },
+                    Insert::Existing(existing) => match stored(existing, spec.name(), given) {
+                        Ok(prepared) => {
+                            record = prepared;
+                            written = Written::Yes;
+                            continue;
+                        }
+                        Err(answer) => return answer,
+                    },
+                }
+            }
+            match step {
+                Step::Refuse(failure) => return self.refuse(record, effect, failure).await,
+                Step::AwaitApproval => {
+                    let record = self
+                        .ledger
+                        .transition(record, Transition::AwaitApproval)
+                        .await?;
+                    return Ok(CallResponse::AwaitingApproval(record.key));
+                }
+                Step::Start {
+                    checked,
+                    remaining,
+                    lease_until,
+                } => {
+                    match self
+                        .ledger
+                        .transition(record, Transition::Start { lease_until })
+                        .await
+                    {
+                        Ok(record) => break (record, effect, checked, remaining),
+                        Err(LedgerError::Conflict { key, .. }) => return self.reread(key).await,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
         };
 
         // A budget too large for an `Instant` is no deadline at all, not a panic.
@@ -363,6 +372,63 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 self.reconcile(record, effect, ReconcileReason::AnswerLost)
                     .await
             }
+        }
+    }
+
+    /// What a call does first, decided before anything is written: checks, permission,
+    /// approval, cancellation and deadline, in that order.
+    async fn first_step<'t, S>(
+        &self,
+        record: &CallRecord,
+        tool: &'t dyn DynTool,
+        cancel: Pin<&mut Option<S>>,
+        deadline: Option<Duration>,
+        submitted: Instant,
+    ) -> Step<'t>
+    where
+        S: Future<Output = ()>,
+    {
+        let spec = tool.spec();
+        // Parsed once, here; the tool is called with these arguments after the start.
+        let checked = match tool.check(&record.args) {
+            Ok(checked) => checked,
+            Err(failure) => return Step::Refuse(failure),
+        };
+        if let Err(why) = self.permission.check(&record.key, &spec, &record.args) {
+            return Step::Refuse(ToolFailure::new(FailureKind::PermissionDenied, why));
+        }
+        if record.requires_approval && !record.approved {
+            return Step::AwaitApproval;
+        }
+        let budget = match (deadline, spec.timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let now = self.clock.now();
+        let remaining = budget.map(|b| b.saturating_sub(now.saturating_duration_since(submitted)));
+        let mut cancel = cancel;
+        let cancelled = poll_fn(|cx| match cancel.as_mut().as_pin_mut() {
+            Some(signal) => Poll::Ready(signal.poll(cx).is_ready()),
+            None => Poll::Ready(false),
+        });
+        if cancelled.await {
+            return Step::Refuse(ToolFailure::new(
+                FailureKind::Cancelled,
+                "cancelled before the tool started",
+            ));
+        }
+        if remaining == Some(Duration::ZERO) {
+            return Step::Refuse(ToolFailure::new(
+                FailureKind::DeadlineExceeded,
+                "the deadline passed before the tool started",
+            ));
+        }
+        let lease_until =
+            self.epoch.at(now) + remaining.map_or(self.lease, |r| r.saturating_add(LEASE_MARGIN));
+        Step::Start {
+            checked,
+            remaining,
+            lease_until,
         }
     }
 
@@ -456,6 +522,55 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             Some(record) => settled(record, ResultSource::Ledger),
             None => Err(RunnerError::UnknownCall { key }),
         }
+    }
+}
+
+/// Whether a call's record is in the ledger yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Written {
+    /// A new call: its record goes in with its first step.
+    No,
+    /// Read from the ledger.
+    Yes,
+}
+
+/// A call's first step.
+enum Step<'t> {
+    /// It ends with this failure; the tool does not run.
+    Refuse(ToolFailure),
+    /// It waits for a person.
+    AwaitApproval,
+    /// Its tool runs, with these arguments, within `remaining`, owned until `lease_until`.
+    Start {
+        checked: Checked<'t>,
+        remaining: Option<Duration>,
+        lease_until: Timestamp,
+    },
+}
+
+/// The record stored under a new call's key: `Ok` with it if it is the same call, still
+/// `prepared` (so it runs now); otherwise `Err` with the answer — the stored result, its
+/// state, or a key reused for another call.
+fn stored(
+    existing: CallRecord,
+    tool: &str,
+    given: ArgsHash,
+) -> Result<CallRecord, Result<CallResponse, RunnerError>> {
+    let existing = read_back(existing).map_err(|e| Err(e.into()))?;
+    if existing.tool != tool || existing.args.hash() != given {
+        return Err(Err(RunnerError::IdempotencyConflict(Box::new(
+            KeyConflict {
+                key: existing.key.idempotency_key(),
+                stored_tool: existing.tool.into_owned(),
+                stored: existing.args.hash(),
+                tool: tool.to_owned(),
+                given,
+            },
+        ))));
+    }
+    match existing.state {
+        CallState::Prepared => Ok(existing),
+        _ => Err(settled(existing, ResultSource::Ledger)),
     }
 }
 
