@@ -164,6 +164,25 @@ pub enum BackoffError {
     },
 }
 
+/// `schedule` if its base and its minimum delay are within its cap: the checks every
+/// schedule's builder makes, in this order, so that the same mistake gets the same error
+/// whichever shape it is made on. `const`, so that a `static` schedule is checked at compile
+/// time.
+pub(crate) const fn within_cap<S: Copy>(
+    schedule: S,
+    base: Duration,
+    min: Duration,
+    cap: Duration,
+) -> Result<S, BackoffError> {
+    if base.as_nanos() > cap.as_nanos() {
+        return Err(BackoffError::BaseAboveCap { base, cap });
+    }
+    if min.as_nanos() > cap.as_nanos() {
+        return Err(BackoffError::MinDelayAboveCap { min, cap });
+    }
+    Ok(schedule)
+}
+
 /// A general exponential backoff: before retry `i` (0-based) the un-jittered delay is
 /// `min(cap, base · factor^i)`; jitter then draws below it.
 ///
@@ -383,12 +402,8 @@ impl ExponentialBackoffBuilder {
         if !b.factor.is_finite() || b.factor < 1.0 {
             return Err(BackoffError::InvalidFactor(b.factor));
         }
-        if b.base > b.cap {
-            return Err(BackoffError::BaseAboveCap {
-                base: b.base,
-                cap: b.cap,
-            });
-        }
+        // No minimum delay: only the base can pass the cap.
+        let b = within_cap(b, b.base, Duration::ZERO, b.cap)?;
         Ok(ExponentialBackoff {
             saturates_at: b.saturation(),
             ..b

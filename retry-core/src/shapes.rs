@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crate::backoff::{Backoff, BackoffError, from_nanos_u128};
+use crate::backoff::{Backoff, BackoffError, from_nanos_u128, within_cap};
 use crate::jitter::Jitter;
 use crate::rng::JitterRng;
 
@@ -211,23 +211,8 @@ impl FibonacciBuilder {
     /// [`BackoffError::MinDelayAboveCap`] when the minimum delay does.
     pub const fn build(self) -> Result<Fibonacci, BackoffError> {
         let f = self.0;
-        match check(f.base, f.min, f.cap) {
-            Some(e) => Err(e),
-            None => Ok(f),
-        }
+        within_cap(f, f.base, f.min, f.cap)
     }
-}
-
-/// The checks every shape's builder makes, in this order: the base, then the floor, against
-/// the cap. `const`, so that a `static` schedule is checked at compile time.
-const fn check(base: Duration, min: Duration, cap: Duration) -> Option<BackoffError> {
-    if base.as_nanos() > cap.as_nanos() {
-        return Some(BackoffError::BaseAboveCap { base, cap });
-    }
-    if min.as_nanos() > cap.as_nanos() {
-        return Some(BackoffError::MinDelayAboveCap { min, cap });
-    }
-    None
 }
 
 /// Linear growth: before retry `i` (0-based) the un-jittered delay is
@@ -380,9 +365,6 @@ impl LinearBuilder {
     /// [`BackoffError::MinDelayAboveCap`] when the minimum delay does.
     pub const fn build(self) -> Result<Linear, BackoffError> {
         let l = self.0;
-        match check(l.base, l.min, l.cap) {
-            Some(e) => Err(e),
-            None => Ok(l),
-        }
+        within_cap(l, l.base, l.min, l.cap)
     }
 }

@@ -136,6 +136,21 @@ fn d3_exponential_builder_validates() {
         err.to_string(),
         "backoff.base (2ms) must be <= backoff.cap (1ms)"
     );
+    // The same bounds check as the other shapes': equal is fine, and the factor comes first.
+    assert!(
+        ExponentialBackoff::builder()
+            .base(MS)
+            .cap(MS)
+            .build()
+            .is_ok()
+    );
+    let err = ExponentialBackoff::builder()
+        .factor(0.5)
+        .base(2 * MS)
+        .cap(MS)
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, BackoffError::InvalidFactor(_)), "{err}");
     let b = ExponentialBackoff::builder()
         .factor(1.5)
         .jitter(Jitter::None)
