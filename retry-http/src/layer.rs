@@ -24,7 +24,8 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{BoxError, Error, StopReason};
 use crate::judge::{
-    Call, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, hint, may_retry, retrying,
+    Call, CountedFn, Guard, HintFn, Lost, NotifyFn, TARGET, WhenFn, counted, finish, hint,
+    may_retry, retrying,
 };
 use crate::method::{Safety, apply_key};
 use crate::target::Target;
@@ -126,6 +127,7 @@ type Loop<S, B, ResB, P, C> = Retry<
     NotifyFn<LayerResponse<ResB>>,
     HintFn<LayerResponse<ResB>>,
     Limited<Cancel>,
+    Guard<LayerResponse<ResB>>,
 >;
 
 impl<S, B, ResB, P, C> Service<Request<B>> for RetryService<S, P, C>
@@ -183,13 +185,20 @@ where
         let when: WhenFn<LayerResponse<ResB>> = may_retry;
         let notify: NotifyFn<LayerResponse<ResB>> = retrying;
         let hint: HintFn<LayerResponse<ResB>> = hint;
+        let counted: CountedFn<LayerResponse<ResB>> = counted;
+        let protection = &shared.protection;
         let run = shared
             .policy
             .retry_operation(attempts)
             .when(when)
             .notify(notify)
             .retry_after(hint)
-            .cancel_on(Cancel(cancel));
+            .cancel_on(Cancel(cancel))
+            .protection(
+                protection.budget.clone(),
+                protection.breaker.clone(),
+                counted,
+            );
         let run = match shared.deadline {
             Some(budget) => run.deadline(budget),
             None => run,

@@ -16,7 +16,8 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::HttpRetry;
 use crate::error::{Error, RetryReport};
 use crate::judge::{
-    Answer, Call, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported, retrying,
+    Answer, Call, CountedFn, Failed, Lost, TARGET, counted, finish, hint, may_retry, refused,
+    reported, retrying,
 };
 use crate::layer::Cancel;
 use crate::method::{Safety, apply_key};
@@ -167,22 +168,37 @@ where
                 };
                 match outcome {
                     Ok(response) => call
-                        .judge_response(&shared.classify, shared.wall_clock, attempt, response)
+                        .judge_response(
+                            &shared.classify,
+                            &shared.protection,
+                            shared.wall_clock,
+                            attempt,
+                            response,
+                        )
                         .map(|response| reported(response, attempt)),
-                    Err(failed) => Err(call.judge_error(&shared.classify, attempt, failed)),
+                    Err(failed) => {
+                        Err(call.judge_error(&shared.classify, &shared.protection, attempt, failed))
+                    }
                 }
             }
         };
         let when: fn(&Lost<Response>, u32) -> bool = may_retry;
         let notify: fn(&Lost<Response>, u32, std::time::Duration) = retrying;
         let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
+        let counted: CountedFn<Response> = counted;
+        let protection = &shared.protection;
         let run = shared
             .policy
             .retry(op)
             .when(when)
             .notify(notify)
             .retry_after(hint)
-            .cancel_on(Cancel(cancel));
+            .cancel_on(Cancel(cancel))
+            .protection(
+                protection.budget.clone(),
+                protection.breaker.clone(),
+                counted,
+            );
         let outcome = match shared.deadline {
             Some(budget) => run.deadline(budget).await,
             None => run.await,
