@@ -9,7 +9,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, StatusCode};
-use retry_core::{CircuitBreaker, Handle, Protected, RetryBudget, RetryError};
+use retry_core::{CircuitBreaker, Counts, Handle, Protected, RetryBudget, RetryError};
 
 use crate::classify::{Classify, Kind, Outcome, never_sent};
 use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, write_chain};
@@ -187,17 +187,19 @@ pub(crate) type WhenFn<R> = fn(&Lost<R>, u32) -> bool;
 pub(crate) type NotifyFn<R> = fn(&Lost<R>, u32, Duration);
 /// The loop's `retry_after`: the server's hint.
 pub(crate) type HintFn<R> = fn(&Lost<R>) -> Option<Duration>;
-/// The loop's `breaker_counts`: the judge's word, decided when the attempt ended.
-pub(crate) type CountedFn<R> = fn(&Lost<R>) -> bool;
 /// The loop's shared protection: the policy's budget and breaker, each optional.
-pub(crate) type Guard<R> = Protected<
-    Option<Handle<Held<RetryBudget>>>,
-    Option<Handle<Held<CircuitBreaker>>>,
-    CountedFn<R>,
->;
+pub(crate) type Guard =
+    Protected<Option<Handle<Held<RetryBudget>>>, Option<Handle<Held<CircuitBreaker>>>, Counted>;
 
-pub(crate) fn counted<R>(failure: &Lost<R>) -> bool {
-    failure.counts
+/// The loop's `breaker_counts`: the judge's word, decided when the attempt ended. A type of
+/// no size, not a function pointer: it lives in every call's future.
+pub(crate) struct Counted;
+
+impl<R> Counts<Lost<R>> for Counted {
+    #[inline]
+    fn counts(&mut self, failure: &Lost<R>) -> bool {
+        failure.counts
+    }
 }
 
 pub(crate) fn may_retry<R>(failure: &Lost<R>, _next_attempt: u32) -> bool {

@@ -15,12 +15,17 @@ use retry_core::{CircuitBreaker, RetryBudget};
 use crate::classify::Outcome;
 
 /// A budget or a breaker as the policy holds it: whatever handle the caller gave (a
-/// `&'static`, an `Arc`), behind one pointer each call's loop clones.
-pub(crate) struct Held<T: 'static>(Arc<dyn Deref<Target = T> + Send + Sync>);
+/// `&'static`, an `Arc`), behind one thin pointer each call's loop clones (thin: it lives in
+/// every call's future, which is moved by value, so each byte there costs every call).
+#[allow(
+    clippy::redundant_allocation,
+    reason = "the box makes the shared pointer thin"
+)]
+pub(crate) struct Held<T: 'static>(Arc<Box<dyn Deref<Target = T> + Send + Sync>>);
 
 impl<T> Held<T> {
     fn new<R: Deref<Target = T> + Send + Sync + 'static>(handle: R) -> Self {
-        Held(Arc::new(handle))
+        Held(Arc::new(Box::new(handle)))
     }
 }
 
@@ -71,6 +76,12 @@ impl Protection {
         F: Fn(&Outcome<'_>) -> bool + Send + Sync + 'static,
     {
         self.counts = Some(Arc::new(counts));
+    }
+
+    /// Whether neither a budget nor a breaker is set: the loop then runs without either.
+    #[inline]
+    pub(crate) fn is_none(&self) -> bool {
+        self.budget.is_none() && self.breaker.is_none()
     }
 
     /// Whether a breaker is set: only then is an outcome weighed for it.

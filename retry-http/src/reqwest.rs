@@ -16,8 +16,8 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::HttpRetry;
 use crate::error::{Error, RetryReport};
 use crate::judge::{
-    Answer, Call, CountedFn, Failed, Lost, TARGET, counted, finish, hint, may_retry, refused,
-    reported, retrying,
+    Answer, Call, Counted, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported,
+    retrying,
 };
 use crate::layer::Cancel;
 use crate::method::{Safety, apply_key};
@@ -185,23 +185,30 @@ where
         let when: fn(&Lost<Response>, u32) -> bool = may_retry;
         let notify: fn(&Lost<Response>, u32, std::time::Duration) = retrying;
         let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
-        let counted: CountedFn<Response> = counted;
-        let protection = &shared.protection;
         let run = shared
             .policy
             .retry(op)
             .when(when)
             .notify(notify)
             .retry_after(hint)
-            .cancel_on(Cancel(cancel))
-            .protection(
+            .cancel_on(Cancel(cancel));
+        let protection = &shared.protection;
+        // Without a budget or a breaker, the loop runs without either (as the tower layer).
+        let outcome = if protection.is_none() {
+            match shared.deadline {
+                Some(budget) => run.deadline(budget).await,
+                None => run.await,
+            }
+        } else {
+            let run = run.protection(
                 protection.budget.clone(),
                 protection.breaker.clone(),
-                counted,
+                Counted,
             );
-        let outcome = match shared.deadline {
-            Some(budget) => run.deadline(budget).await,
-            None => run.await,
+            match shared.deadline {
+                Some(budget) => run.deadline(budget).await,
+                None => run.await,
+            }
         };
         finish(
             outcome,

@@ -541,7 +541,9 @@ where
     /// [`budget`](Retry::budget), [`breaker`](Retry::breaker) and
     /// [`breaker_counts`](Retry::breaker_counts) at once, for a loop whose protection is
     /// chosen at run time (each part absent or present): what a policy built from a
-    /// configuration (retry-http's) runs. Replaces any protection set before.
+    /// configuration (retry-http's) runs. `counts` may be a closure, or a type of the
+    /// caller's that implements [`Counts`] (zero-sized: nothing added to the loop's future).
+    /// Replaces any protection set before.
     #[doc(hidden)]
     pub fn protection<R, K, F>(
         self,
@@ -564,7 +566,7 @@ where
         L: IntoLimited,
         R: Deref<Target = RetryBudget>,
         K: Deref<Target = CircuitBreaker>,
-        F: FnMut(&E) -> bool,
+        F: Counts<E>,
     {
         self.protected(
             |l| l.into_limited(),
