@@ -230,11 +230,28 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             .await
     }
 
+    /// [`drive`](Self::drive) of a call read from the ledger (approved, reopened, recovered),
+    /// with no limits beyond the tool's own.
+    pub(super) async fn drive_stored(
+        &self,
+        record: CallRecord,
+        tool: &dyn DynTool,
+    ) -> Result<CallResponse, RunnerError> {
+        self.drive(
+            record,
+            tool,
+            CallLimits::new(),
+            self.clock.now(),
+            Written::Yes,
+        )
+        .await
+    }
+
     /// Takes a call through checks, its first step (refused, awaiting approval, or started),
     /// the tool and commit: a new call (`Written::No`: its record is written with the first
     /// step, in one write), a `prepared` one, or a `started` read or idempotent write that
     /// recovery re-runs.
-    pub(super) async fn drive<S>(
+    async fn drive<S>(
         &self,
         mut record: CallRecord,
         tool: &dyn DynTool,
@@ -529,7 +546,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
 
 /// Whether a call's record is in the ledger yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Written {
+enum Written {
     /// A new call: its record goes in with its first step.
     No,
     /// Read from the ledger.

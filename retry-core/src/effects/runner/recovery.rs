@@ -15,8 +15,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::call::Written;
-use super::{CallLimits, CallResponse, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
+use super::{CallResponse, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
 use crate::effects::effect::ToolEffect;
 use crate::effects::key::CallKey;
 use crate::effects::ledger::Ledger;
@@ -413,16 +412,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             }
         };
         let key = record.key.clone();
-        match self
-            .drive(
-                record,
-                tool,
-                CallLimits::new(),
-                self.clock.now(),
-                Written::Yes,
-            )
-            .await
-        {
+        match self.drive_stored(record, tool).await {
             Ok(CallResponse::Done(result)) if result.source == ResultSource::ThisCall => {
                 ran(result.outcome)
             }
