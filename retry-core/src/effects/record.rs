@@ -129,8 +129,10 @@ impl fmt::Display for CallStateKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconcileReason {
-    /// The call's lease ran out without a recorded result: its runner crashed or lost the
-    /// ledger while the tool may have been running. Leases are set once when the call starts
+    /// The call's runner stopped without a recorded result — its lease ran out, or recovery
+    /// took the lease over
+    /// ([`take_over_leases`](super::RecoveryPolicy::take_over_leases)) — while the tool may
+    /// have been running: the runner crashed or lost the ledger. Leases are set once when the call starts
     /// (its deadline plus a margin, or the runner's lease when it has none) and are not
     /// renewed, so give long-running tools a timeout or the runner a longer lease.
     LeaseExpired,
@@ -148,7 +150,7 @@ impl fmt::Display for ReconcileReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ReconcileReason::LeaseExpired => {
-                "its runner's lease expired before a result was recorded"
+                "its runner stopped (its lease expired or was taken over) before a result was recorded"
             }
             ReconcileReason::DeadlineExceeded => "its deadline passed while the tool was running",
             ReconcileReason::Cancelled => "it was cancelled while the tool was running",
