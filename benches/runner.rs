@@ -3,7 +3,7 @@
 //!
 //! Two tools: `echo`, a [`tool_fn`] taking one number, and `send`, a `#[tool]` function with
 //! three named arguments (a JSON object of three members). Each call is a new call id, so every
-//! call is recorded, started and committed: three ledger writes. The `build` rows make the
+//! call is recorded with its start, then committed: two ledger writes (three before `0ce3861`). The `build` rows make the
 //! `ToolCall` (its key and JSON arguments) and drop it; the *runner* figures are a call's row
 //! minus its `build` row, so they count what the runner does and not what the caller hands it.
 //!

@@ -25,9 +25,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use retry_core::effects::{
-    CallKey, CallResponse, DEFAULT_LEASE, IdempotencyKey, Ledger, MemoryLedger, Recovered,
-    RecoveryAction, RecoveryPolicy, Resolution, Review, RunnerError, Timestamp, ToolCall,
-    ToolEffect, ToolOutcome, ToolRunner, Toolbox, ToolboxError,
+    CallKey, CallResponse, IdempotencyKey, Ledger, MemoryLedger, Recovered, RecoveryAction,
+    RecoveryPolicy, Resolution, Review, RunnerError, Timestamp, ToolCall, ToolEffect, ToolOutcome,
+    ToolRunner, Toolbox, ToolboxError,
 };
 use retry_core::tool;
 use retry_durable::SqliteStore;
@@ -414,12 +414,12 @@ async fn durable(db: &Path) -> Result<(), Box<dyn std::error::Error>> {
             db.display()
         );
         // This example is run-7's only runner, so the process before this one is dead and
-        // whatever it held is free: leases count as run out. Runners on several machines
-        // would wait for the leases to end instead.
-        let runner = ToolRunner::new(store.clone(), tools()?)
-            .with_epoch(Timestamp::system_now() + DEFAULT_LEASE);
+        // whatever it held is free: its leases are taken over. Runners on several machines
+        // would leave them to run out instead.
+        let runner = ToolRunner::new(store.clone(), tools()?);
+        let policy = policy()?.take_over_leases(true);
         // The transcript died with the process: every committed result is handed back.
-        let report = runner.recover("run-7", &policy()?, |_| false).await?;
+        let report = runner.recover("run-7", &policy, |_| false).await?;
         for call in &report.calls {
             println!("  {}", explain(call));
             if let Some(outcome) = call.action.transcript_entry() {

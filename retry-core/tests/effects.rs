@@ -1105,3 +1105,120 @@ async fn a5_insert_then_writes_nothing_when_the_state_machine_refuses_the_step()
         .unwrap();
     assert_eq!(again, Insert::Existing(started));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a5_every_refusal_of_a_new_call_is_one_write_and_the_tool_never_runs() {
+    let world = World::default();
+    let transfers = Arc::new(AtomicU32::new(0));
+    let tools = crash_free_toolbox(&world)
+        .with(Bank(transfers.clone()))
+        .unwrap();
+    let runner = runner(Writes::default(), tools, T0).with_permission(
+        |_: &CallKey, tool: &ToolSpec, _: &Value| match tool.name() {
+            "send" => Err("no mail today".to_owned()),
+            _ => Ok(()),
+        },
+    );
+    let ledger = runner.ledger();
+
+    let transfer = ToolCall::new(key("t1"), "transfer", json!({"amount": "ten"}));
+    assert_eq!(
+        failure(&done(runner.call(transfer).await)),
+        FailureKind::InvalidInput
+    );
+    assert_eq!(ledger.taken(), ["insert+commit"]);
+
+    let denied = done(runner.call(call("s1", SEND, json!("ana"))).await);
+    assert_eq!(failure(&denied), FailureKind::PermissionDenied);
+    assert_eq!(ledger.taken(), ["insert+commit"]);
+
+    let cancelled = CallLimits::new().cancel_on(std::future::ready(()));
+    let refused = done(
+        runner
+            .call_with(call("l1", LOOKUP, json!(1)), cancelled)
+            .await,
+    );
+    assert_eq!(failure(&refused), FailureKind::Cancelled);
+    assert_eq!(ledger.taken(), ["insert+commit"]);
+
+    assert_eq!(transfers.load(Ordering::SeqCst), 0);
+    assert_eq!(world.executions("send", "s1"), 0);
+    assert_eq!(world.executions("lookup", "l1"), 0);
+}
+
+/// A ledger that writes a new call in two steps (the default `insert_then`) and holds the
+/// writer that inserted it between the two until another runner has started the call.
+#[derive(Clone)]
+struct StartedBetween {
+    inner: MemoryLedger,
+    started: Arc<tokio::sync::Notify>,
+}
+
+impl Ledger for StartedBetween {
+    async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
+        let inserted = self.inner.insert(record).await?;
+        if matches!(inserted, Insert::Inserted(_)) {
+            self.started.notified().await;
+        }
+        Ok(inserted)
+    }
+    async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        self.inner.get(key).await
+    }
+    async fn compare_and_swap(
+        &self,
+        expected: Revision,
+        next: CallRecord,
+    ) -> Result<CallRecord, LedgerError> {
+        let stored = self.inner.compare_and_swap(expected, next).await?;
+        if stored.state == CallState::Started {
+            self.started.notify_one();
+        }
+        Ok(stored)
+    }
+    async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
+        self.inner.list_run(run_id).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a1_a_runner_beaten_between_its_two_writes_gets_the_stored_call_not_an_error() {
+    let world = World::default();
+    let ledger = StartedBetween {
+        inner: MemoryLedger::new(),
+        started: Arc::new(tokio::sync::Notify::new()),
+    };
+    let first = runner(ledger.clone(), crash_free_toolbox(&world), T0);
+    let second = runner(ledger.clone(), crash_free_toolbox(&world), T0);
+    // The first inserts and waits; the second finds the call `prepared`, starts and runs it;
+    // then the first's start loses its compare-and-swap.
+    let (lost, won) = tokio::join!(
+        first.call(call("s1", SEND, json!("ana"))),
+        second.call(call("s1", SEND, json!("ana")))
+    );
+    assert_eq!(world.executions("send", "s1"), 1);
+    assert!(
+        matches!(&won, Ok(CallResponse::Done(r)) if r.source == ResultSource::ThisCall),
+        "{won:?}"
+    );
+    assert!(
+        matches!(&lost, Ok(CallResponse::Done(r)) if r.source == ResultSource::Ledger),
+        "the loser is answered from the ledger, not with a ledger error: {lost:?}"
+    );
+}
+
+#[tokio::test]
+async fn a5_the_default_insert_then_writes_nothing_for_a_step_the_state_machine_refuses() {
+    let ledger = StartedBetween {
+        inner: MemoryLedger::new(),
+        started: Arc::new(tokio::sync::Notify::new()),
+    };
+    let refused = ledger
+        .insert_then(prepared("c1", ToolEffect::Read), Transition::AwaitApproval)
+        .await;
+    assert!(
+        matches!(refused, Err(LedgerError::Illegal(_))),
+        "{refused:?}"
+    );
+    assert_eq!(ledger.get(key("c1")).await.unwrap(), None);
+}

@@ -267,6 +267,78 @@ async fn a5_a_live_lease_is_left_alone() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a5_a_restarted_sole_runner_takes_over_its_dead_predecessors_leases_when_told() {
+    let calls = [call("r1", LOOKUP, json!(1)), call("s1", SEND, json!("ana"))];
+    // Killed while the side effect acted; the read before it committed.
+    let crashed = crash_at("tool s1 after effect", &calls).await;
+    // Restarted at once: the dead process's lease on s1 still holds.
+    let restarted_now = runner(
+        crashed.ledger.clone(),
+        toolbox(&crashed.world, &Crash::never()),
+        T0 + Duration::from_secs(1),
+    );
+    let waits = restarted_now
+        .recover(RUN, &RecoveryPolicy::new(), |_| false)
+        .await
+        .unwrap();
+    let s1 = |report: &retry_core::effects::RecoveryReport| {
+        report
+            .calls
+            .iter()
+            .find(|c| c.key == key("s1"))
+            .map(|c| format!("{:?}", c.action))
+            .unwrap()
+    };
+    assert!(s1(&waits).starts_with("Leased"), "{}", s1(&waits));
+
+    let policy = RecoveryPolicy::new().take_over_leases(true);
+    let taken = restarted_now
+        .recover(RUN, &policy, |_| false)
+        .await
+        .unwrap();
+    // Taken over now, and as a started side effect: to a person, never run again.
+    assert!(
+        s1(&taken).starts_with("NeedsReconciliation"),
+        "{}",
+        s1(&taken)
+    );
+    assert_eq!(crashed.world.executions("send", "s1"), 1);
+    assert!(matches!(
+        state(&crashed.ledger, "s1").await,
+        CallState::NeedsReconciliation { .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a5_a_taken_over_read_is_rerun_at_once_under_a_rerun_policy() {
+    let crashed = crash_at("tool r1 after effect", &[call("r1", LOOKUP, json!(1))]).await;
+    let restarted_now = runner(
+        crashed.ledger.clone(),
+        toolbox(&crashed.world, &Crash::never()),
+        T0 + Duration::from_secs(1),
+    );
+    let policy = reruns().take_over_leases(true);
+    let report = restarted_now
+        .recover(RUN, &policy, |_| false)
+        .await
+        .unwrap();
+    assert!(
+        matches!(report.calls[0].action, RecoveryAction::Rerun(Ok(_))),
+        "{:?}",
+        report.calls[0].action
+    );
+    assert_eq!(
+        crashed.world.executions("lookup", "r1"),
+        2,
+        "once before the crash, once now"
+    );
+    assert!(matches!(
+        state(&crashed.ledger, "r1").await,
+        CallState::Committed { .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a5_awaiting_approval_waits_for_a_decision() {
     let calls = [call("p1", PAY, json!(10)), call("p2", PAY, json!(20))];
     let crashed = crash_at("after write p1 awaiting_approval", &calls).await;

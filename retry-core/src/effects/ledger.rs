@@ -5,11 +5,12 @@
 //! depends only on what is in here.
 //!
 //! The trait is shaped for a database, not for a map: owned values in and out (no references
-//! into storage), `async` methods, and each method one statement:
+//! into storage), `async` methods, and each method one statement (or one transaction):
 //!
 //! | method              | SQL                                                                  |
 //! |---------------------|----------------------------------------------------------------------|
 //! | [`insert`]          | `INSERT … ON CONFLICT (run_id, call_id) DO NOTHING`, then the row     |
+//! | [`insert_then`]     | the same, of the record after its first step, in one transaction with a history row per step |
 //! | [`get`]             | `SELECT … WHERE run_id = ? AND call_id = ?`                           |
 //! | [`compare_and_swap`]| `UPDATE … SET …, revision = ? WHERE run_id = ? AND call_id = ? AND revision = ?` |
 //! | [`list_run`]        | `SELECT … WHERE run_id = ? ORDER BY seq`                              |
@@ -137,12 +138,16 @@ pub trait Ledger: Send + Sync {
     /// Stores `record` moved through `transition` — the insert and the transition in one
     /// atomic write, the record at the revision after [`Revision::FIRST`] — unless a record
     /// with its key exists: then that one is returned, unchanged, and nothing is written.
+    /// The transition is checked first: one the state machine refuses from `prepared` is an
+    /// error, whether or not the key is taken.
     ///
     /// How the runner records a new call: with its first step, so that a call that runs is
     /// two writes (this one, and its commit) instead of three. The default is
     /// [`insert`](Ledger::insert), then [`transition`](Ledger::transition): two writes, and a
-    /// crash between them leaves a `prepared` record, which recovery takes up as any other. A
-    /// ledger that can write both at once should.
+    /// crash between them leaves a `prepared` record, which recovery takes up as any other;
+    /// if another writer moves the record between the two, the record it left is returned
+    /// as existing. A ledger that can write both at once should, and a ledger that wraps
+    /// another should pass this on, or its calls take the two writes of the default.
     ///
     /// # Errors
     ///
@@ -155,10 +160,24 @@ pub trait Ledger: Send + Sync {
         transition: Transition,
     ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
         async move {
-            match self.insert(record).await? {
-                Insert::Inserted(prepared) => Ok(Insert::Inserted(
-                    self.transition(prepared, transition).await?,
-                )),
+            let mut first = record;
+            first.revision = Revision::FIRST;
+            first.check(&transition)?;
+            match self.insert(first).await? {
+                Insert::Inserted(prepared) => match self.transition(prepared, transition).await {
+                    Ok(moved) => Ok(Insert::Inserted(moved)),
+                    // Moved first by another writer (a runner that found it `prepared`): what
+                    // it left is the stored call, as if the key had been taken.
+                    Err(LedgerError::Conflict { key, .. }) => match self.get(key.clone()).await? {
+                        Some(stored) => Ok(Insert::Existing(stored)),
+                        None => Err(LedgerError::Conflict {
+                            key,
+                            expected: Revision::FIRST,
+                            found: None,
+                        }),
+                    },
+                    Err(e) => Err(e),
+                },
                 existing @ Insert::Existing(_) => Ok(existing),
             }
         }
@@ -169,9 +188,10 @@ pub trait Ledger: Send + Sync {
     /// argument hash was computed from its arguments a moment ago, in this process, so a
     /// ledger in memory need not compute it (or measure the arguments) again.
     ///
-    /// [`MAX_JSON_DEPTH`]: super::MAX_JSON_DEPTH The token
-    /// cannot be made outside this crate, so nothing else calls this; a ledger that does not
-    /// override it inserts as usual.
+    /// The token cannot be made outside this crate, so nothing else calls this; a ledger that
+    /// does not override it inserts as usual.
+    ///
+    /// [`MAX_JSON_DEPTH`]: super::MAX_JSON_DEPTH
     #[doc(hidden)]
     fn insert_prepared(
         &self,

@@ -129,8 +129,10 @@ impl fmt::Display for CallStateKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconcileReason {
-    /// The call's lease ran out without a recorded result: its runner crashed or lost the
-    /// ledger while the tool may have been running. Leases are set once when the call starts
+    /// The call's runner stopped without a recorded result — its lease ran out, or recovery
+    /// took the lease over
+    /// ([`take_over_leases`](super::RecoveryPolicy::take_over_leases)) — while the tool may
+    /// have been running: the runner crashed or lost the ledger. Leases are set once when the call starts
     /// (its deadline plus a margin, or the runner's lease when it has none) and are not
     /// renewed, so give long-running tools a timeout or the runner a longer lease.
     LeaseExpired,
@@ -148,7 +150,7 @@ impl fmt::Display for ReconcileReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ReconcileReason::LeaseExpired => {
-                "its runner's lease expired before a result was recorded"
+                "its runner stopped (its lease expired or was taken over) before a result was recorded"
             }
             ReconcileReason::DeadlineExceeded => "its deadline passed while the tool was running",
             ReconcileReason::Cancelled => "it was cancelled while the tool was running",
@@ -531,8 +533,9 @@ impl CallRecord {
     }
 
     /// [`apply`](CallRecord::apply) without the copy: the record moves into its next state.
-    /// What [`Ledger::transition`](super::Ledger::transition) uses, so that a large argument
-    /// is not cloned on every write.
+    /// For a caller that has no use for the record as it was (a ledger about to store the
+    /// next one: [`Ledger::transition`](super::Ledger::transition) uses it), so that a large
+    /// argument is not cloned on every write; `apply` when the old record is still needed.
     ///
     /// # Errors
     ///
@@ -542,9 +545,9 @@ impl CallRecord {
         Ok(self)
     }
 
-    /// [`apply`](CallRecord::apply) in place: the record is unchanged if the transition is
-    /// refused. In place so that a ledger in memory moves no record to change one.
-    pub(crate) fn advance(&mut self, transition: Transition) -> Result<(), IllegalTransition> {
+    /// Whether the state machine allows `transition` from here, without changing anything:
+    /// the revision the record would move to, or why not.
+    pub(crate) fn check(&self, transition: &Transition) -> Result<Revision, IllegalTransition> {
         use CallState as S;
         let refuse = |why| IllegalTransition {
             key: self.key.clone(),
@@ -556,7 +559,7 @@ impl CallRecord {
         let Some(revision) = self.revision.checked_next() else {
             return Err(refuse("its revision counter is exhausted"));
         };
-        let why = match (&self.state, &transition) {
+        let why = match (&self.state, transition) {
             (S::Committed { .. }, _) => Some("a committed result is final"),
             (S::Prepared, Transition::AwaitApproval) if !self.requires_approval => {
                 Some("the tool requires no approval")
@@ -587,7 +590,14 @@ impl CallRecord {
         if let Some(why) = why {
             return Err(refuse(why));
         }
-        self.revision = revision;
+        Ok(revision)
+    }
+
+    /// [`apply`](CallRecord::apply) in place: the record is unchanged if the transition is
+    /// refused. In place so that a ledger in memory moves no record to change one.
+    pub(crate) fn advance(&mut self, transition: Transition) -> Result<(), IllegalTransition> {
+        use CallState as S;
+        self.revision = self.check(&transition)?;
         match transition {
             Transition::AwaitApproval => {
                 self.state = S::AwaitingApproval;

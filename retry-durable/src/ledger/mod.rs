@@ -14,7 +14,7 @@ pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
-use retry_core::effects::{CallKey, CallRecord, LedgerError, Revision};
+use retry_core::effects::{CallKey, CallRecord, LedgerError, Revision, Transition};
 
 /// A ledger failure from the database.
 pub(crate) fn backend(error: impl std::fmt::Display) -> LedgerError {
@@ -67,6 +67,26 @@ impl Row {
             json: serde_json::to_string(record).map_err(backend)?,
         })
     }
+}
+
+/// A new call's record at its first revision, checked, and its row.
+pub(crate) fn first(mut record: CallRecord) -> Result<(CallRecord, Row), LedgerError> {
+    record.revision = Revision::FIRST;
+    record.validate()?;
+    let row = Row::of(&record)?;
+    Ok((record, row))
+}
+
+/// A new call moved through its first step, checked before anything is written: the row it
+/// is recorded with (for the history), and the moved record with its row.
+pub(crate) fn first_step(
+    record: CallRecord,
+    transition: Transition,
+) -> Result<(Row, CallRecord, Row), LedgerError> {
+    let (record, recorded) = first(record)?;
+    let moved = next_record(Revision::FIRST, record.into_next(transition)?)?;
+    let row = Row::of(&moved)?;
+    Ok((recorded, moved, row))
 }
 
 /// `next` at the revision after `expected`, checked before anything is written.

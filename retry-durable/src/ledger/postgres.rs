@@ -3,7 +3,7 @@
 use deadpool_postgres::{Client, GenericClient};
 use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, Transition};
 
-use super::{Row, backend, next_record, record_of, refused};
+use super::{Row, backend, first, first_step, next_record, record_of, refused};
 use crate::PostgresStore;
 use crate::postgres::session::{Failed, release};
 
@@ -68,10 +68,8 @@ async fn history(client: &impl GenericClient, key: &CallKey, row: &Row) -> Resul
 }
 
 impl Ledger for PostgresStore {
-    async fn insert(&self, mut record: CallRecord) -> Result<Insert, LedgerError> {
-        record.revision = Revision::FIRST;
-        record.validate()?;
-        let row = Row::of(&record)?;
+    async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
+        let (record, row) = first(record)?;
         let mut client = self.client().await.map_err(backend)?;
         let inserted = insert(&mut client, record, &row, &[&row]).await;
         release(client, &inserted);
@@ -82,16 +80,12 @@ impl Ledger for PostgresStore {
     /// each of its two revisions.
     async fn insert_then(
         &self,
-        mut record: CallRecord,
+        record: CallRecord,
         transition: Transition,
     ) -> Result<Insert, LedgerError> {
-        record.revision = Revision::FIRST;
-        record.validate()?;
-        let first = Row::of(&record)?;
-        let moved = next_record(Revision::FIRST, record.into_next(transition)?)?;
-        let row = Row::of(&moved)?;
+        let (recorded, moved, row) = first_step(record, transition)?;
         let mut client = self.client().await.map_err(backend)?;
-        let inserted = insert(&mut client, moved, &row, &[&first, &row]).await;
+        let inserted = insert(&mut client, moved, &row, &[&recorded, &row]).await;
         release(client, &inserted);
         inserted
     }

@@ -3,7 +3,7 @@
 use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, Transition};
 use rusqlite::{OptionalExtension, params};
 
-use super::{Row, backend, next_record, record_of, refused};
+use super::{Row, backend, first, first_step, next_record, record_of, refused};
 use crate::SqliteStore;
 use crate::sqlite::failed;
 
@@ -85,10 +85,8 @@ where
 }
 
 impl Ledger for SqliteStore {
-    async fn insert(&self, mut record: CallRecord) -> Result<Insert, LedgerError> {
-        record.revision = Revision::FIRST;
-        record.validate()?;
-        let row = Row::of(&record)?;
+    async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
+        let (record, row) = first(record)?;
         on(self, move |conn| {
             let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
             if let Some(existing) = insert_row(&tx, &record.key, &row)? {
@@ -105,20 +103,16 @@ impl Ledger for SqliteStore {
     /// each of its two revisions.
     async fn insert_then(
         &self,
-        mut record: CallRecord,
+        record: CallRecord,
         transition: Transition,
     ) -> Result<Insert, LedgerError> {
-        record.revision = Revision::FIRST;
-        record.validate()?;
-        let first = Row::of(&record)?;
-        let moved = next_record(Revision::FIRST, record.into_next(transition)?)?;
-        let row = Row::of(&moved)?;
+        let (recorded, moved, row) = first_step(record, transition)?;
         on(self, move |conn| {
             let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
             if let Some(existing) = insert_row(&tx, &moved.key, &row)? {
                 return Ok(Insert::Existing(existing));
             }
-            history(&tx, &moved.key, &first)?;
+            history(&tx, &moved.key, &recorded)?;
             history(&tx, &moved.key, &row)?;
             tx.commit().map_err(|e| backend(failed(e)))?;
             Ok(Insert::Inserted(moved))

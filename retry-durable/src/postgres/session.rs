@@ -11,15 +11,18 @@ use crate::store::StoreError;
 
 /// Whether `error` ended the session: the connection is closed or broke under the statement
 /// (an I/O error), or the server ended it — a connection exception (class 08), an operator or
-/// a timeout stopping it (57P…), or any error it reports as fatal (the severity is localised
-/// on some servers; the codes are not).
+/// a timeout stopping it (57P…), or any error it reports as fatal (by the severity the
+/// protocol sends unlocalised; the localised text only from servers too old to send it).
 pub(crate) fn lost(error: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::Severity;
     let io = std::error::Error::source(error).is_some_and(|s| s.is::<std::io::Error>());
     let fatal = error.as_db_error().is_some_and(|e| {
         let code = e.code().code();
-        code.starts_with("08")
-            || code.starts_with("57P")
-            || matches!(e.severity(), "FATAL" | "PANIC")
+        let severe = match e.parsed_severity() {
+            Some(severity) => matches!(severity, Severity::Fatal | Severity::Panic),
+            None => matches!(e.severity(), "FATAL" | "PANIC"),
+        };
+        code.starts_with("08") || code.starts_with("57P") || severe
     });
     error.is_closed() || io || fatal
 }

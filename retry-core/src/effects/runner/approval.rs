@@ -5,7 +5,7 @@
 //! approved call then runs through the same steps as any other call.
 
 use super::ToolRunner;
-use super::call::{CallLimits, CallResponse, ResultSource, Written, settled};
+use super::call::{CallResponse, ResultSource, settled};
 use super::error::RunnerError;
 use crate::effects::key::CallKey;
 use crate::effects::ledger::Ledger;
@@ -53,14 +53,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 else {
                     return self.reread(key).await;
                 };
-                self.drive(
-                    record,
-                    tool,
-                    CallLimits::new(),
-                    self.clock.now(),
-                    Written::Yes,
-                )
-                .await
+                self.drive_stored(record, tool).await
             }
             Review::Reject { reason } => {
                 let outcome = Err(ToolFailure::new(FailureKind::Rejected, reason));

@@ -1,21 +1,23 @@
-//! Running one call: prepare, checks, start, the tool, commit.
+//! Running one call: checks, its first write, the tool, commit.
 //!
 //! The order of one call is the whole point:
 //!
-//! 1. the call is looked up: the same call id again returns the stored result instead of
-//!    running twice, and refuses other arguments;
-//! 2. input validation, then the permission check — a refusal is committed as the result,
-//!    the tool never runs;
-//! 3. if the tool requires approval, the call waits in `awaiting_approval`;
-//! 4. **start** — persisted *before* the tool is invoked, with a lease;
+//! 1. input validation, then the permission check — a refusal is the call's result, the
+//!    tool never runs;
+//! 2. if the tool requires approval, the call waits in `awaiting_approval`;
+//! 3. a cancellation or a deadline that came before the start is the call's result too;
+//! 4. **record** — the call and its first step (the refusal, `awaiting_approval`, or
+//!    **start**, with a lease) in one ledger write
+//!    ([`Ledger::insert_then`](crate::effects::Ledger::insert_then)), persisted *before* the
+//!    tool is invoked. If the call id is taken, that write changes nothing and the stored
+//!    call answers instead: its result (the tool does not run twice), its state, or a refusal
+//!    of other arguments. The checks of steps 1–3 ran for nothing then, and their verdict is
+//!    dropped;
 //! 5. the tool runs once, raced against the deadline and the cancellation signal;
 //! 6. **commit** — the result is stored, or, if the tool was interrupted or lost its answer
 //!    and may have done something, the call goes to `needs_reconciliation`.
 //!
-//! Steps 2 and 3 decide before anything is written, so a new call is recorded `prepared` and
-//! moved to its first step (committed refusal, `awaiting_approval`, or `started`) in one
-//! ledger write ([`Ledger::insert_then`](crate::effects::Ledger::insert_then)); the lookup of
-//! step 1 is that write finding the key taken. A call that runs costs two writes.
+//! A call that runs costs two writes: step 4 and step 6.
 //!
 //! The runner never retries: a failure is a result. Whether to try again is the
 //! caller's decision ([`decide_retry`](crate::effects::decide_retry)), made with a new call
@@ -228,11 +230,28 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             .await
     }
 
+    /// [`drive`](Self::drive) of a call read from the ledger (approved, reopened, recovered),
+    /// with no limits beyond the tool's own.
+    pub(super) async fn drive_stored(
+        &self,
+        record: CallRecord,
+        tool: &dyn DynTool,
+    ) -> Result<CallResponse, RunnerError> {
+        self.drive(
+            record,
+            tool,
+            CallLimits::new(),
+            self.clock.now(),
+            Written::Yes,
+        )
+        .await
+    }
+
     /// Takes a call through checks, its first step (refused, awaiting approval, or started),
     /// the tool and commit: a new call (`Written::No`: its record is written with the first
     /// step, in one write), a `prepared` one, or a `started` read or idempotent write that
     /// recovery re-runs.
-    pub(super) async fn drive<S>(
+    async fn drive<S>(
         &self,
         mut record: CallRecord,
         tool: &dyn DynTool,
@@ -527,7 +546,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
 
 /// Whether a call's record is in the ledger yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Written {
+enum Written {
     /// A new call: its record goes in with its first step.
     No,
     /// Read from the ledger.

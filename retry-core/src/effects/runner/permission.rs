@@ -12,6 +12,10 @@ use crate::effects::tool::ToolSpec;
 /// reason the model reads.
 pub trait Permission: Send + Sync {
     /// `Ok` to allow the call, `Err(reason)` to refuse it.
+    ///
+    /// Asked before the call is recorded, so also for a call id submitted again: its stored
+    /// result answers then, whatever this says. Count or audit calls where they are recorded
+    /// (the ledger), not here.
     fn check(&self, call: &CallKey, tool: &ToolSpec, args: &Value) -> Result<(), String>;
 }
 

@@ -5,7 +5,7 @@
 //! that state: commit what happened, or run the call again because it verifiably did not.
 
 use super::ToolRunner;
-use super::call::{CallLimits, CallResponse, ResultSource, Written, settled};
+use super::call::{CallResponse, ResultSource, settled};
 use super::error::RunnerError;
 use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
@@ -74,14 +74,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 else {
                     return self.reread(key).await;
                 };
-                self.drive(
-                    record,
-                    tool,
-                    CallLimits::new(),
-                    self.clock.now(),
-                    Written::Yes,
-                )
-                .await
+                self.drive_stored(record, tool).await
             }
         }
     }

@@ -15,8 +15,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::call::Written;
-use super::{CallLimits, CallResponse, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
+use super::{CallResponse, ResultSource, RunnerError, TARGET, ToolRunner, read_back};
 use crate::effects::effect::ToolEffect;
 use crate::effects::key::CallKey;
 use crate::effects::ledger::Ledger;
@@ -47,6 +46,7 @@ pub struct RecoveryPolicy {
     rerun_read: bool,
     rerun_idempotent: bool,
     resume_prepared: bool,
+    take_over_leases: bool,
     max_attempts: u32,
 }
 
@@ -58,6 +58,7 @@ impl RecoveryPolicy {
             rerun_read: false,
             rerun_idempotent: false,
             resume_prepared: true,
+            take_over_leases: false,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
         }
     }
@@ -82,6 +83,21 @@ impl RecoveryPolicy {
     /// calls are run either way: a person asked for it.
     pub const fn resume_prepared(mut self, resume: bool) -> Self {
         self.resume_prepared = resume;
+        self
+    }
+
+    /// Whether calls still leased by a runner are recovered as if their lease had run out
+    /// (default `false`: they are left to that runner, [`RecoveryAction::Leased`], until the
+    /// lease ends).
+    ///
+    /// For a run whose only runner was the process that died — a restarted agent, a
+    /// command-line tool run again — so that recovery need not wait out the dead process's
+    /// leases. Not while another runner of the run may be alive: its calls would be moved
+    /// under it. Even then nothing runs twice that may not: every move is a
+    /// compare-and-swap, so the live runner's next write loses, and a started side effect
+    /// goes to reconciliation, never to a second run.
+    pub const fn take_over_leases(mut self, take_over: bool) -> Self {
+        self.take_over_leases = take_over;
         self
     }
 
@@ -341,7 +357,9 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                 reason: *reason,
                 not_rerun: None,
             },
-            CallState::Prepared | CallState::Started if !record.lease_expired(now) => {
+            CallState::Prepared | CallState::Started
+                if !policy.take_over_leases && !record.lease_expired(now) =>
+            {
                 RecoveryAction::Leased {
                     until: record.lease_until.unwrap_or(now),
                 }
@@ -394,16 +412,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             }
         };
         let key = record.key.clone();
-        match self
-            .drive(
-                record,
-                tool,
-                CallLimits::new(),
-                self.clock.now(),
-                Written::Yes,
-            )
-            .await
-        {
+        match self.drive_stored(record, tool).await {
             Ok(CallResponse::Done(result)) if result.source == ResultSource::ThisCall => {
                 ran(result.outcome)
             }
