@@ -40,7 +40,7 @@ impl<T> Deref for Held<T> {
 
     #[inline]
     fn deref(&self) -> &T {
-        &**self.0
+        &self.0
     }
 }
 
