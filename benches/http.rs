@@ -4,7 +4,8 @@
 //!
 //! Two groups:
 //! - **in process**: a tower `service_fn` that answers 200 at once, so the layer's own cost
-//!   is all there is to see (its copy of the request for a retry, its futures);
+//!   is all there is to see (its copy of the request for a retry, its futures; with a shared
+//!   circuit breaker, closed, and a retry budget);
 //! - **loopback**: a real GET to a hyper server on 127.0.0.1 over a kept-alive connection
 //!   (the body read to its end), through hyper-util's client and through reqwest.
 //!
@@ -21,6 +22,7 @@ mod counted;
 use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -29,6 +31,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use retry_core::{CircuitBreaker, RetryBudget};
 use retry_http::HttpRetry;
 use tokio::runtime::{Builder, Runtime};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
@@ -49,6 +52,16 @@ const ROWS: &[(&str, &str, u64)] = &[
     (
         "inproc/retry-http",
         "in process: retry-http's layer",
+        CALLS_IN_PROCESS,
+    ),
+    (
+        "inproc/retry-http+breaker",
+        "in process: retry-http's layer, a closed breaker",
+        CALLS_IN_PROCESS,
+    ),
+    (
+        "inproc/retry-http+breaker+budget",
+        "in process: retry-http's layer, a closed breaker and a budget",
         CALLS_IN_PROCESS,
     ),
     (
@@ -143,6 +156,21 @@ fn run(rt: &Runtime, url: &str, key: &str, calls: u64) {
             "inproc/retry-http" => {
                 let mut service = ServiceBuilder::new()
                     .layer(HttpRetry::default().layer())
+                    .service(service_fn(ok));
+                for _ in 0..calls {
+                    let response = service.ready().await.unwrap().call(request(url)).await;
+                    black_box(response.unwrap());
+                }
+            }
+            "inproc/retry-http+breaker" | "inproc/retry-http+breaker+budget" => {
+                // Shared as they would be: one breaker (and budget) per host, in an `Arc`.
+                let mut retry = HttpRetry::builder().breaker(Arc::new(CircuitBreaker::new()));
+                if key.ends_with("+budget") {
+                    retry = retry.budget(Arc::new(RetryBudget::new()));
+                }
+                let retry = retry.build().expect("valid defaults");
+                let mut service = ServiceBuilder::new()
+                    .layer(retry.layer())
                     .service(service_fn(ok));
                 for _ in 0..calls {
                     let response = service.ready().await.unwrap().call(request(url)).await;

@@ -172,9 +172,12 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
-                        let failure = this
-                            .call
-                            .judge_error(&this.shared.classify, attempt, failed);
+                        let failure = this.call.judge_error(
+                            &this.shared.classify,
+                            &this.shared.protection,
+                            attempt,
+                            failed,
+                        );
                         return Poll::Ready(Err(failure));
                     }
                     Poll::Pending => break,
@@ -199,9 +202,12 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
-                        let failure = this
-                            .call
-                            .judge_error(&this.shared.classify, attempt, failed);
+                        let failure = this.call.judge_error(
+                            &this.shared.classify,
+                            &this.shared.protection,
+                            attempt,
+                            failed,
+                        );
                         return Poll::Ready(Err(failure));
                     }
                     Poll::Pending => break,
@@ -214,9 +220,12 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Stream(e.into());
-                        let failure = this
-                            .call
-                            .judge_error(&this.shared.classify, attempt, failed);
+                        let failure = this.call.judge_error(
+                            &this.shared.classify,
+                            &this.shared.protection,
+                            attempt,
+                            failed,
+                        );
                         return Poll::Ready(Err(failure));
                     }
                     Poll::Pending => break,
@@ -234,9 +243,12 @@ where
                 this.step.set(Step::Done);
                 let timeout = this.shared.attempt_timeout.unwrap_or_default();
                 let failed = Failed::TimedOut(timeout);
-                let failure = this
-                    .call
-                    .judge_error(&this.shared.classify, attempt, failed);
+                let failure = this.call.judge_error(
+                    &this.shared.classify,
+                    &this.shared.protection,
+                    attempt,
+                    failed,
+                );
                 return Poll::Ready(Err(failure));
             }
         }
@@ -253,6 +265,12 @@ fn judged<ResB: Body, P: Classify, C>(
     body: ResponseBody<ResB>,
 ) -> Result<LayerResponse<ResB>, Lost<LayerResponse<ResB>>> {
     let response = Response::from_parts(head, body);
-    call.judge_response(&shared.classify, shared.wall_clock, attempt, response)
-        .map(|response| reported(response, attempt))
+    call.judge_response(
+        &shared.classify,
+        &shared.protection,
+        shared.wall_clock,
+        attempt,
+        response,
+    )
+    .map(|response| reported(response, attempt))
 }

@@ -87,6 +87,19 @@ impl<'a> Outcome<'a> {
             Kind::Stream(_) | Kind::TimedOut(_) => true,
         }
     }
+
+    /// What counts against a circuit breaker by default: signs that the server is down or
+    /// overloaded — a 408, a 429 or any 5xx, and every failure before the response was
+    /// established (a connection refused or reset, a DNS or TLS failure, an attempt timeout,
+    /// an event stream that broke before its first event). Any other response is an answer
+    /// the server chose to give (a 404, a 409 conflict): the server is up, and it counts as
+    /// a success.
+    pub fn breaker_counts_by_default(&self) -> bool {
+        match self.kind {
+            Kind::Response(status, _) => breaker_status(status),
+            Kind::Transport(_) | Kind::Stream(_) | Kind::TimedOut(_) => true,
+        }
+    }
 }
 
 /// Decides whether an outcome is worth another attempt (a diagnosis: the method, its key and
@@ -136,6 +149,12 @@ impl Classify for DefaultClassify {
 /// 408 Request Timeout, 409 Conflict, 425 Too Early, 429 Too Many Requests and every 5xx.
 pub(crate) fn retryable_status(status: StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 409 | 425 | 429 | 500..=599)
+}
+
+/// 408 Request Timeout, 429 Too Many Requests and every 5xx: the statuses of a server in
+/// trouble.
+pub(crate) fn breaker_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 408 | 429 | 500..=599)
 }
 
 /// A transport error worth another attempt: found anywhere in its chain of sources.
@@ -200,6 +219,16 @@ mod tests {
         let mut expected = vec![408, 409, 425, 429];
         expected.extend(500..=599);
         assert_eq!(retried, expected);
+    }
+
+    #[test]
+    fn b3_statuses_that_count_against_the_breaker() {
+        let counted: Vec<u16> = (100..=599)
+            .filter(|&code| breaker_status(StatusCode::from_u16(code).unwrap()))
+            .collect();
+        let mut expected = vec![408, 429];
+        expected.extend(500..=599);
+        assert_eq!(counted, expected);
     }
 
     #[test]

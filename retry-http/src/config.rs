@@ -1,13 +1,18 @@
 //! [`HttpRetry`]: the one policy the tower layer and the reqwest middleware share, and its
 //! builder.
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use retry_core::{CancelToken, Clock, DefaultClock, OptionsError, RetryOptions, RetryPolicy};
+use retry_core::{
+    BreakerError, BudgetError, CancelToken, CircuitBreaker, Clock, DefaultClock, OptionsError,
+    RetryBudget, RetryOptions, RetryPolicy,
+};
 
-use crate::classify::{Classify, DefaultClassify};
+use crate::classify::{Classify, DefaultClassify, Outcome};
 use crate::layer::RetryLayer;
+use crate::protect::Protection;
 
 /// How HTTP calls are retried: the retry options (validated as everywhere), what is worth
 /// retrying, the time limits and the clock. Build one with [`HttpRetry::builder`], then
@@ -15,7 +20,8 @@ use crate::layer::RetryLayer;
 /// `middleware` (reqwest, feature `reqwest`). Cheap to clone: clones share one policy.
 ///
 /// Defaults: 3 attempts (2 retries), 100 ms base, 3 s ceiling, full jitter; a server's
-/// `Retry-After` honoured up to 60 s; no attempt timeout, no deadline.
+/// `Retry-After` honoured up to 60 s; no attempt timeout, no deadline; no retry budget or
+/// circuit breaker.
 ///
 /// ```
 /// use std::time::Duration;
@@ -53,6 +59,7 @@ impl<P, C: std::fmt::Debug> std::fmt::Debug for HttpRetry<P, C> {
             .field("attempt_timeout", &s.attempt_timeout)
             .field("deadline", &s.deadline)
             .field("first_event", &s.first_event)
+            .field("protection", &s.protection)
             .finish_non_exhaustive()
     }
 }
@@ -66,6 +73,7 @@ pub(crate) struct Shared<P, C> {
     pub(crate) cancel: Option<CancelToken>,
     pub(crate) wall_clock: fn() -> SystemTime,
     pub(crate) first_event: bool,
+    pub(crate) protection: Protection,
 }
 
 impl HttpRetry {
@@ -82,6 +90,7 @@ impl HttpRetry {
             cancel: None,
             wall_clock: SystemTime::now,
             first_event: true,
+            protection: Protection::default(),
         }
     }
 }
@@ -109,6 +118,7 @@ fn from_parts<P, C: Clock>(b: HttpRetryBuilder<P, C>, policy: RetryPolicy) -> Ht
                 cancel: b.cancel,
                 wall_clock: b.wall_clock,
                 first_event: b.first_event,
+                protection: b.protection,
             }),
         }
     }
@@ -128,6 +138,18 @@ impl<P, C> HttpRetry<P, C> {
     /// The overall deadline of a call, if any.
     pub fn deadline(&self) -> Option<Duration> {
         self.shared.deadline
+    }
+
+    /// The shared retry budget the calls spend their retries from, if one was given.
+    pub fn budget(&self) -> Option<&RetryBudget> {
+        self.shared.protection.budget.as_deref()
+    }
+
+    /// The shared circuit breaker the calls go through, if one was given: its
+    /// [`state`](CircuitBreaker::state), [`isolate`](CircuitBreaker::isolate) and
+    /// [`reset`](CircuitBreaker::reset) are at hand here.
+    pub fn breaker(&self) -> Option<&CircuitBreaker> {
+        self.shared.protection.breaker.as_deref()
     }
 
     /// The tower [`Layer`](tower_layer::Layer) that retries calls of the service it wraps
@@ -150,6 +172,7 @@ pub struct HttpRetryBuilder<P = DefaultClassify, C = DefaultClock> {
     cancel: Option<CancelToken>,
     wall_clock: fn() -> SystemTime,
     first_event: bool,
+    protection: Protection,
 }
 
 impl<P, C> HttpRetryBuilder<P, C> {
@@ -177,6 +200,7 @@ impl<P, C> HttpRetryBuilder<P, C> {
             cancel: self.cancel,
             wall_clock: self.wall_clock,
             first_event: self.first_event,
+            protection: self.protection,
         }
     }
 
@@ -223,6 +247,75 @@ impl<P, C> HttpRetryBuilder<P, C> {
         self
     }
 
+    /// Spends the retries of every call from `budget`, shared with whatever else holds it:
+    /// clones of this policy, other policies, other loops. Each call counts as a request and
+    /// each retry must be admitted, so an outage makes retries add a fraction to the load
+    /// instead of multiplying it. A refused retry ends the call at once with its last
+    /// response or error, [`StopReason::BudgetExhausted`](crate::StopReason::BudgetExhausted).
+    ///
+    /// `budget` is anything that derefs to one: `&BUDGET` for a `static`, an
+    /// `Arc<RetryBudget>` (its settings were checked when it was built).
+    pub fn budget<R>(mut self, budget: R) -> Self
+    where
+        R: Deref<Target = RetryBudget> + Send + Sync + 'static,
+    {
+        self.protection.set_budget(budget);
+        self
+    }
+
+    /// Sends every attempt through `breaker`, shared with whatever else holds it (one
+    /// breaker per dependency: every request to one host). An open circuit refuses a call
+    /// before anything is sent ([`StopReason::CircuitOpen`](crate::StopReason::CircuitOpen),
+    /// no attempt), and a retry it would refuse ends the call with its last response or
+    /// error. Each attempt's outcome is reported to it; which count as failures:
+    /// [`breaker_counts`](Self::breaker_counts).
+    ///
+    /// `breaker` is anything that derefs to one: `&BREAKER` for a `static`, an
+    /// `Arc<CircuitBreaker>`. It runs on this policy's clock.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use retry_core::{CircuitBreaker, RetryBudget};
+    /// use retry_http::HttpRetry;
+    ///
+    /// // One breaker and one budget per host, shared by every client that calls it.
+    /// let payments = Arc::new(
+    ///     CircuitBreaker::builder()
+    ///         .name("payments")
+    ///         .consecutive_failures(5)
+    ///         .break_duration(Duration::from_secs(30))
+    ///         .build()?, // a bad setting is a `BuildError` here too
+    /// );
+    /// let budget = Arc::new(RetryBudget::new());
+    /// let retry = HttpRetry::builder()
+    ///     .budget(Arc::clone(&budget))
+    ///     .breaker(Arc::clone(&payments))
+    ///     .build()?;
+    /// assert_eq!(retry.breaker().map(CircuitBreaker::name), Some("payments"));
+    /// # Ok::<(), retry_http::BuildError>(())
+    /// ```
+    pub fn breaker<K>(mut self, breaker: K) -> Self
+    where
+        K: Deref<Target = CircuitBreaker> + Send + Sync + 'static,
+    {
+        self.protection.set_breaker(breaker);
+        self
+    }
+
+    /// Counts against the [`breaker`](Self::breaker) only the outcomes for which
+    /// `counts(&outcome)` is true; any other outcome is a success for it (the server
+    /// answered). The default is [`Outcome::breaker_counts_by_default`]: 408, 429, 5xx and
+    /// failures before the response. It is asked of every outcome, whether or not the
+    /// classification retries it.
+    pub fn breaker_counts<F>(mut self, counts: F) -> Self
+    where
+        F: Fn(&Outcome<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.protection.set_counts(counts);
+        self
+    }
+
     /// Replaces the default classification of what is worth retrying (see
     /// [`Classify`]). Method safety still applies on top of it.
     pub fn classify<P2: Classify>(self, classify: P2) -> HttpRetryBuilder<P2, C> {
@@ -237,6 +330,7 @@ impl<P, C> HttpRetryBuilder<P, C> {
             cancel: self.cancel,
             wall_clock: self.wall_clock,
             first_event: self.first_event,
+            protection: self.protection,
         }
     }
 
@@ -253,6 +347,7 @@ impl<P, C> HttpRetryBuilder<P, C> {
             cancel: self.cancel,
             wall_clock: self.wall_clock,
             first_event: self.first_event,
+            protection: self.protection,
         }
     }
 
@@ -293,4 +388,15 @@ pub enum BuildError {
     /// A deadline of zero would fail every call.
     #[error("http.deadline must be > 0")]
     ZeroDeadline,
+    /// A retry budget's settings break a rule (from [`BudgetBuilder::build`], so that one
+    /// `?` covers the policy and its budget).
+    ///
+    /// [`BudgetBuilder::build`]: retry_core::BudgetBuilder::build
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// A circuit breaker's settings break a rule (from [`BreakerBuilder::build`]).
+    ///
+    /// [`BreakerBuilder::build`]: retry_core::BreakerBuilder::build
+    #[error(transparent)]
+    Breaker(#[from] BreakerError),
 }

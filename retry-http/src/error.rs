@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
+use retry_core::{BudgetExhausted, CircuitOpen};
 
 use crate::classify::sources;
 use crate::target::Target;
@@ -52,6 +53,13 @@ pub enum StopReason {
     /// The request's idempotency key is not a valid header value, or contradicts an
     /// `Idempotency-Key` header the request already carries. Nothing was sent.
     InvalidIdempotencyKey,
+    /// The policy's circuit breaker refused: before the first attempt (nothing was sent;
+    /// the server is being given a break), or before a retry (the circuit opened meanwhile,
+    /// or would still be open when the retry was due).
+    CircuitOpen(CircuitOpen),
+    /// The policy's shared retry budget refused the retry: recent calls already spent the
+    /// retries it allows. The call ended at once, without waiting.
+    BudgetExhausted(BudgetExhausted),
 }
 
 impl fmt::Display for StopReason {
@@ -86,6 +94,8 @@ impl fmt::Display for StopReason {
                 "the event stream failed after delivering an event; a stream is never replayed",
             ),
             StopReason::InvalidIdempotencyKey => f.write_str("invalid idempotency key"),
+            StopReason::CircuitOpen(open) => open.fmt(f),
+            StopReason::BudgetExhausted(exhausted) => exhausted.fmt(f),
         }
     }
 }
@@ -183,6 +193,15 @@ impl Error {
     pub fn is_deadline(&self) -> bool {
         self.inner.reason == StopReason::DeadlineExceeded
     }
+
+    /// Whether the policy's shared circuit breaker or retry budget stopped the call
+    /// ([`StopReason::CircuitOpen`], [`StopReason::BudgetExhausted`]).
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self.inner.reason,
+            StopReason::CircuitOpen(_) | StopReason::BudgetExhausted(_)
+        )
+    }
 }
 
 impl fmt::Display for Error {
@@ -195,6 +214,9 @@ impl fmt::Display for Error {
         match this.reason {
             StopReason::AfterHead | StopReason::AfterEvent => {
                 write!(f, ": {} ({})", this.reason, Attempts(this.attempts))?
+            }
+            StopReason::CircuitOpen(_) if this.attempts == 0 => {
+                write!(f, " not sent: {}", this.reason)?
             }
             _ => write!(
                 f,

@@ -9,11 +9,12 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, StatusCode};
-use retry_core::RetryError;
+use retry_core::{CircuitBreaker, Counts, Handle, Protected, RetryBudget, RetryError};
 
 use crate::classify::{Classify, Kind, Outcome, never_sent};
 use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, write_chain};
 use crate::method::Safety;
+use crate::protect::{Held, Protection};
 use crate::retry_after::response_hint;
 use crate::target::Target;
 
@@ -41,6 +42,8 @@ pub(crate) struct Failure<R> {
     pub(crate) verdict: Result<(), StopReason>,
     /// The server's `Retry-After`, when the verdict allows a retry.
     pub(crate) retry_after: Option<Duration>,
+    /// Whether the policy's circuit breaker counts this outcome as a failure.
+    pub(crate) counts: bool,
     pub(crate) target: Target,
 }
 
@@ -52,6 +55,10 @@ pub(crate) enum What<R> {
     Response(R, StatusCode),
     /// The exchange failed before the response was established.
     Error(BoxError),
+    /// A response that is the call's answer (not worth retrying), carried as a failure
+    /// only so that the loop reports it to the breaker as one: a status the breaker counts
+    /// but the classification does not retry.
+    Answer(R, StatusCode),
 }
 
 impl<R> fmt::Debug for Failure<R> {
@@ -59,7 +66,7 @@ impl<R> fmt::Debug for Failure<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: ", self.target)?;
         match &self.what {
-            What::Response(_, status) => write!(f, "{status}"),
+            What::Response(_, status) | What::Answer(_, status) => write!(f, "{status}"),
             What::Error(e) => write!(f, "{}", Chain(&**e)),
         }
     }
@@ -79,6 +86,7 @@ impl Call {
     pub(crate) fn judge_response<P: Classify, R: Answer>(
         &self,
         classify: &P,
+        protection: &Protection,
         wall_clock: fn() -> SystemTime,
         attempt: u32,
         response: R,
@@ -86,8 +94,20 @@ impl Call {
         let (status, headers) = (response.status(), response.headers());
         let outcome = Outcome::new(&self.target.method, Kind::Response(status, headers));
         if !classify.is_retryable(&outcome) {
-            return Ok(response);
+            // The answer; unless the breaker counts it, which only a failure can tell it.
+            if !(protection.has_breaker() && protection.counts(&outcome)) {
+                return Ok(response);
+            }
+            return Err(Box::new(Failure {
+                attempt,
+                what: What::Answer(response, status),
+                verdict: Err(StopReason::NotRetryable),
+                retry_after: None,
+                counts: true,
+                target: self.target.clone(),
+            }));
         }
+        let counts = protection.counts(&outcome);
         let verdict = self.verdict(true, false);
         let retry_after = match verdict {
             Ok(()) => response_hint(headers, wall_clock),
@@ -98,6 +118,7 @@ impl Call {
             what: What::Response(response, status),
             verdict,
             retry_after,
+            counts,
             target: self.target.clone(),
         }))
     }
@@ -106,6 +127,7 @@ impl Call {
     pub(crate) fn judge_error<P: Classify, R>(
         &self,
         classify: &P,
+        protection: &Protection,
         attempt: u32,
         error: Failed,
     ) -> Lost<R> {
@@ -114,12 +136,15 @@ impl Call {
             Failed::Stream(e) => (Kind::Stream(&**e), true),
             Failed::TimedOut(t) => (Kind::TimedOut(*t), true),
         };
-        let retryable = classify.is_retryable(&Outcome::new(&self.target.method, kind));
+        let outcome = Outcome::new(&self.target.method, kind);
+        let retryable = classify.is_retryable(&outcome);
+        let counts = protection.counts(&outcome);
         Box::new(Failure {
             attempt,
             what: What::Error(error.into_box()),
             verdict: self.verdict(retryable, !sent),
             retry_after: None,
+            counts,
             target: self.target.clone(),
         })
     }
@@ -162,6 +187,20 @@ pub(crate) type WhenFn<R> = fn(&Lost<R>, u32) -> bool;
 pub(crate) type NotifyFn<R> = fn(&Lost<R>, u32, Duration);
 /// The loop's `retry_after`: the server's hint.
 pub(crate) type HintFn<R> = fn(&Lost<R>) -> Option<Duration>;
+/// The loop's shared protection: the policy's budget and breaker, each optional.
+pub(crate) type Guard =
+    Protected<Option<Handle<Held<RetryBudget>>>, Option<Handle<Held<CircuitBreaker>>>, Counted>;
+
+/// The loop's `breaker_counts`: the judge's word, decided when the attempt ended. A type of
+/// no size, not a function pointer: it lives in every call's future.
+pub(crate) struct Counted;
+
+impl<R> Counts<Lost<R>> for Counted {
+    #[inline]
+    fn counts(&mut self, failure: &Lost<R>) -> bool {
+        failure.counts
+    }
+}
 
 pub(crate) fn may_retry<R>(failure: &Lost<R>, _next_attempt: u32) -> bool {
     failure.verdict.is_ok()
@@ -174,7 +213,7 @@ pub(crate) fn hint<R>(failure: &Lost<R>) -> Option<Duration> {
 pub(crate) fn retrying<R>(failure: &Lost<R>, attempt: u32, delay: Duration) {
     let (method, host) = (&failure.target.method, failure.target.host());
     match &failure.what {
-        What::Response(_, status) => tracing::warn!(
+        What::Response(_, status) | What::Answer(_, status) => tracing::warn!(
             target: TARGET,
             %method,
             %host,
@@ -226,12 +265,11 @@ pub(crate) fn finish<R: Answer>(
     max_attempts: u32,
     ceiling: Duration,
 ) -> Result<R, Error> {
-    let (failure, reason, attempts) = match outcome {
+    let (failure, reason) = match outcome {
         Ok(response) => return Ok(response),
         Err(RetryError::Operation(failure)) => {
             let reason = stopped(&failure, max_attempts, ceiling);
-            let attempts = failure.attempt;
-            (failure, reason, attempts)
+            (failure, reason)
         }
         Err(RetryError::DeadlineExceeded { attempts, last }) => {
             return Err(limit(target, last, attempts, StopReason::DeadlineExceeded));
@@ -244,31 +282,59 @@ pub(crate) fn finish<R: Answer>(
         Err(RetryError::AttemptTimeout { attempts, last, .. }) => {
             return Err(limit(target, last, attempts, StopReason::Exhausted));
         }
-        // The layer's loop is given no retry budget or circuit breaker (yet): should a
-        // refusal end it, the retries stopped as if exhausted.
-        Err(
-            RetryError::BudgetExhausted { attempts, last, .. }
-            | RetryError::CircuitOpen { attempts, last, .. },
-        ) => {
-            return Err(limit(target, last, attempts, StopReason::Exhausted));
+        // The policy's budget or breaker refused a retry: the call ends with its last
+        // response or error at once, as when its attempts run out.
+        Err(RetryError::BudgetExhausted {
+            attempts,
+            last,
+            exhausted,
+        }) => {
+            let reason = StopReason::BudgetExhausted(exhausted);
+            match last {
+                Some(failure) => (failure, reason),
+                None => return Err(limit::<R>(target, None, attempts, reason)),
+            }
+        }
+        // Or it refused the first attempt: nothing was sent.
+        Err(RetryError::CircuitOpen {
+            attempts,
+            last,
+            open,
+        }) => {
+            let reason = StopReason::CircuitOpen(open);
+            match last {
+                Some(failure) => (failure, reason),
+                None => return Err(not_sent(target, attempts, reason)),
+            }
         }
     };
-    gave_up(&failure.target, failure.status(), attempts, reason);
+    let attempts = failure.attempt;
+    let status = failure.status();
     match failure.what {
+        What::Answer(response, _) => Ok(reported(response, attempts)),
         What::Response(mut response, _) => {
+            gave_up(&failure.target, status, attempts, reason);
             response.report(RetryReport::new(attempts, Some(reason)));
             Ok(response)
         }
         What::Error(cause) => {
+            gave_up(&failure.target, status, attempts, reason);
             Err(Error::new(Some(failure.target), attempts, reason).with_cause(Some(cause)))
         }
     }
 }
 
+/// The error of a call the breaker refused before its first attempt.
+fn not_sent(target: &Target, attempts: u32, reason: StopReason) -> Error {
+    let (method, host) = (&target.method, target.host());
+    tracing::info!(target: TARGET, %method, %host, %reason, "http request refused");
+    Error::new(Some(target.clone()), attempts, reason)
+}
+
 impl<R> Failure<R> {
     fn status(&self) -> Option<StatusCode> {
         match &self.what {
-            What::Response(_, status) => Some(*status),
+            What::Response(_, status) | What::Answer(_, status) => Some(*status),
             What::Error(_) => None,
         }
     }
@@ -303,7 +369,7 @@ fn limit<R>(target: &Target, last: Option<Lost<R>>, attempts: u32, reason: StopR
     let status = failure.status();
     let cause = match failure.what {
         What::Error(e) => Some(e),
-        What::Response(..) => None,
+        What::Response(..) | What::Answer(..) => None,
     };
     Error::new(Some(failure.target), attempts, reason)
         .with_status(status)
@@ -343,6 +409,8 @@ pub(crate) fn refused<R>(call: &Call, attempt: u32) -> Lost<R> {
         what: What::Error(Box::new(NotReplayed)),
         verdict: Err(StopReason::NotReplayable),
         retry_after: None,
+        // Nothing was sent: the server is not to blame.
+        counts: false,
         target: call.target.clone(),
     })
 }

@@ -14,7 +14,9 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use retry_core::effects::IdempotencyKey;
 use retry_core::middleware::WaitForCancellation;
-use retry_core::{CancelToken, Clock, DefaultClock, FromPolicy, Limited, NamedOp, Retry};
+use retry_core::{
+    CancelToken, Clock, DefaultClock, FromPolicy, Limited, NamedOp, Retry, Unprotected,
+};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -24,7 +26,7 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{BoxError, Error, StopReason};
 use crate::judge::{
-    Call, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, hint, may_retry, retrying,
+    Call, Counted, Guard, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, hint, may_retry, retrying,
 };
 use crate::method::{Safety, apply_key};
 use crate::target::Target;
@@ -115,8 +117,9 @@ impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
     }
 }
 
-/// The loop one call runs.
-type Loop<S, B, ResB, P, C> = Retry<
+/// The loop one call runs: `G` is [`Guard`] with a budget or a breaker, [`Unprotected`]
+/// without (which keeps that call's success path what it was before protection existed).
+type Loop<S, B, ResB, P, C, G> = Retry<
     NamedOp<Attempts<S, B, P, C>>,
     AttemptFuture<S, B, ResB, P, C>,
     Lost<LayerResponse<ResB>>,
@@ -126,6 +129,7 @@ type Loop<S, B, ResB, P, C> = Retry<
     NotifyFn<LayerResponse<ResB>>,
     HintFn<LayerResponse<ResB>>,
     Limited<Cancel>,
+    G,
 >;
 
 impl<S, B, ResB, P, C> Service<Request<B>> for RetryService<S, P, C>
@@ -190,16 +194,36 @@ where
             .notify(notify)
             .retry_after(hint)
             .cancel_on(Cancel(cancel));
+        let (ceiling, protection) = (shared.policy.max_retry_after(), &shared.protection);
+        if protection.is_none() {
+            let run = match shared.deadline {
+                Some(budget) => run.deadline(budget),
+                None => run,
+            };
+            return ResponseFuture {
+                state: State::Running {
+                    run,
+                    target,
+                    max_attempts,
+                    ceiling,
+                },
+            };
+        }
+        let run = run.protection(
+            protection.budget.clone(),
+            protection.breaker.clone(),
+            Counted,
+        );
         let run = match shared.deadline {
             Some(budget) => run.deadline(budget),
             None => run,
         };
         ResponseFuture {
-            state: State::Running {
+            state: State::Protected {
                 run,
                 target,
                 max_attempts,
-                ceiling: shared.policy.max_retry_after(),
+                ceiling,
             },
         }
     }
@@ -214,15 +238,17 @@ pin_project! {
         C: Clock,
     {
         #[pin]
-        state: State<Loop<S, B, ResB, P, C>>,
+        state: State<Loop<S, B, ResB, P, C, Unprotected>, Loop<S, B, ResB, P, C, Guard>>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<L> {
+    enum State<L, G> {
         // The loop is running.
         Running { #[pin] run: L, target: Target, max_attempts: u32, ceiling: Duration },
+        // The loop is running with the policy's budget or breaker.
+        Protected { #[pin] run: G, target: Target, max_attempts: u32, ceiling: Duration },
         // The request was refused before anything was sent.
         Refused { error: Option<Error> },
     }
@@ -257,6 +283,17 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
             StateProj::Running {
+                run,
+                target,
+                max_attempts,
+                ceiling,
+            } => match run.poll(cx) {
+                Poll::Ready(outcome) => {
+                    Poll::Ready(finish(outcome, target, *max_attempts, *ceiling))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            StateProj::Protected {
                 run,
                 target,
                 max_attempts,

@@ -27,6 +27,13 @@
 //! - **Time:** exponential backoff with full jitter (retry-core's loop and options, validated
 //!   as everywhere), a per-attempt timeout, an overall deadline and cancellation, all on an
 //!   injectable clock, so tests run on the testkit's mock clock without sleeping.
+//! - **Shared protection:** a [`RetryBudget`](retry_core::RetryBudget) and a
+//!   [`CircuitBreaker`](retry_core::CircuitBreaker) shared by every call to a dependency
+//!   ([`HttpRetryBuilder::budget`], [`HttpRetryBuilder::breaker`]): when a host is down,
+//!   retries add a fraction to its load instead of multiplying it, and an open circuit
+//!   refuses calls before anything is sent. By default 408, 429, 5xx and failures before the
+//!   response count against the breaker; a 404 does not
+//!   ([`HttpRetryBuilder::breaker_counts`] changes that).
 //!
 //! # The tower layer
 //!
@@ -74,7 +81,7 @@
 //! |-------|-------|--------|
 //! | `http attempt failed; retrying` | WARN | `method`, `host`, `status` or `error`, `attempt`, `delay` |
 //! | `http retry gave up` | INFO | `method`, `host`, `status` (if a response came), `attempts`, `reason` |
-//! | `http request refused` | INFO | `method`, `host`, `reason` (an invalid idempotency key) |
+//! | `http request refused` | INFO | `method`, `host`, `reason` (an invalid idempotency key, an open circuit) |
 //!
 //! The loop underneath reports too, under `retry_core` (its `error` field names the method,
 //! the host and the status); filter it out with `retry_core=off` to keep only these.
@@ -98,6 +105,7 @@ mod error;
 mod judge;
 mod layer;
 mod method;
+mod protect;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod retry_after;

@@ -16,7 +16,8 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::HttpRetry;
 use crate::error::{Error, RetryReport};
 use crate::judge::{
-    Answer, Call, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported, retrying,
+    Answer, Call, Counted, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported,
+    retrying,
 };
 use crate::layer::Cancel;
 use crate::method::{Safety, apply_key};
@@ -167,9 +168,17 @@ where
                 };
                 match outcome {
                     Ok(response) => call
-                        .judge_response(&shared.classify, shared.wall_clock, attempt, response)
+                        .judge_response(
+                            &shared.classify,
+                            &shared.protection,
+                            shared.wall_clock,
+                            attempt,
+                            response,
+                        )
                         .map(|response| reported(response, attempt)),
-                    Err(failed) => Err(call.judge_error(&shared.classify, attempt, failed)),
+                    Err(failed) => {
+                        Err(call.judge_error(&shared.classify, &shared.protection, attempt, failed))
+                    }
                 }
             }
         };
@@ -183,9 +192,23 @@ where
             .notify(notify)
             .retry_after(hint)
             .cancel_on(Cancel(cancel));
-        let outcome = match shared.deadline {
-            Some(budget) => run.deadline(budget).await,
-            None => run.await,
+        let protection = &shared.protection;
+        // Without a budget or a breaker, the loop runs without either (as the tower layer).
+        let outcome = if protection.is_none() {
+            match shared.deadline {
+                Some(budget) => run.deadline(budget).await,
+                None => run.await,
+            }
+        } else {
+            let run = run.protection(
+                protection.budget.clone(),
+                protection.breaker.clone(),
+                Counted,
+            );
+            match shared.deadline {
+                Some(budget) => run.deadline(budget).await,
+                None => run.await,
+            }
         };
         finish(
             outcome,

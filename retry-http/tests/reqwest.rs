@@ -3,12 +3,13 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use retry_core::effects::IdempotencyKey;
-use retry_core::{Jitter, RetryOptions};
-use retry_http::{Error, HttpRetry, RetryReport, StopReason};
+use retry_core::{CircuitBreaker, CircuitState, Jitter, RetryBudget, RetryOptions};
+use retry_http::{Error, HttpRetry, RetryMiddleware, RetryReport, StopReason};
 use retry_testkit::MockClock;
 use support::{Server, Step, drive};
 
@@ -191,4 +192,157 @@ async fn h4_an_event_stream_cut_before_its_first_event_is_retried() {
     assert_eq!(report(&response), Some((2, None)));
     assert_eq!(response.text().await.unwrap(), "data: two\n\n");
     assert_eq!(server.seen().len(), 2);
+}
+
+fn with_middleware(
+    middleware: RetryMiddleware<retry_http::DefaultClassify, MockClock>,
+) -> ClientWithMiddleware {
+    ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
+        .with(middleware)
+        .build()
+}
+
+#[tokio::test]
+async fn b3_http_an_open_breaker_refuses_before_sending_and_a_probe_closes_it() {
+    let server = Server::start(vec![
+        Step::Respond(503, vec![], "busy"),
+        Step::Respond(503, vec![], "busy"),
+        Step::Respond(200, vec![], "ok"),
+    ])
+    .await;
+    let clock = MockClock::new();
+    let breaker = Arc::new(
+        CircuitBreaker::builder()
+            .name("api")
+            .consecutive_failures(2)
+            .break_duration(Duration::from_secs(5))
+            .build()
+            .unwrap(),
+    );
+    let retry = HttpRetry::builder()
+        .options(RetryOptions::new().with_jitter(Jitter::None))
+        .clock(clock.clone())
+        .breaker(Arc::clone(&breaker))
+        .build()
+        .unwrap();
+    let client = with_middleware(retry.middleware());
+
+    // Two 503s open the circuit: the third attempt is not made.
+    let response = drive(&clock, &[], client.get(server.url("/")).send())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert!(matches!(
+        report(&response),
+        Some((2, Some(StopReason::CircuitOpen(_))))
+    ));
+
+    // Refused before anything is sent.
+    let error = drive(&clock, &[], client.get(server.url("/")).send())
+        .await
+        .unwrap_err();
+    let ours = our_error(&error);
+    assert_eq!(ours.attempts(), 0);
+    assert!(ours.is_refused());
+    let StopReason::CircuitOpen(open) = ours.reason() else {
+        panic!("{ours}");
+    };
+    assert_eq!(open.retry_after(), Some(Duration::from_secs(5)));
+    assert_eq!(server.seen().len(), 2);
+
+    // After the break, a probe; its success closes the circuit.
+    clock.advance(Duration::from_secs(5));
+    let response = drive(&clock, &[], client.get(server.url("/")).send())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(breaker.state(clock.now()), CircuitState::Closed);
+    assert_eq!(server.seen().len(), 3);
+    server.assert_script_done();
+}
+
+#[tokio::test]
+async fn b3_http_an_exhausted_budget_returns_the_last_response_and_no_retry_is_sent() {
+    let server = Server::start(vec![Step::Respond(503, vec![], "busy")]).await;
+    let clock = MockClock::new();
+    let budget = Arc::new(
+        RetryBudget::builder()
+            .ratio(0.0)
+            .min_per_sec(0)
+            .build()
+            .unwrap(),
+    );
+    let retry = HttpRetry::builder()
+        .clock(clock.clone())
+        .budget(budget)
+        .build()
+        .unwrap();
+    let client = with_middleware(retry.middleware());
+
+    let response = drive(&clock, &[], client.get(server.url("/")).send())
+        .await
+        .unwrap();
+
+    assert_eq!(response.status(), 503);
+    assert!(matches!(
+        report(&response),
+        Some((1, Some(StopReason::BudgetExhausted(_))))
+    ));
+    assert_eq!(response.text().await.unwrap(), "busy");
+    assert!(clock.sleeps().is_empty());
+    assert_eq!(server.seen().len(), 1);
+    server.assert_script_done();
+}
+
+#[tokio::test]
+async fn b3_http_clones_of_the_middleware_share_one_budget() {
+    let server = Server::start(vec![
+        Step::Respond(200, vec![], ""),
+        Step::Respond(503, vec![], ""),
+        Step::Respond(200, vec![], ""),
+        Step::Respond(503, vec![], ""),
+    ])
+    .await;
+    let clock = MockClock::new();
+    let budget = Arc::new(
+        RetryBudget::builder()
+            .ratio(0.5)
+            .min_per_sec(0)
+            .build()
+            .unwrap(),
+    );
+    let retry = HttpRetry::builder()
+        .options(RetryOptions::new().with_jitter(Jitter::None))
+        .clock(clock.clone())
+        .budget(Arc::clone(&budget))
+        .build()
+        .unwrap();
+    let middleware = retry.middleware();
+    let a = with_middleware(middleware.clone());
+    let b = with_middleware(middleware);
+
+    let response = drive(&clock, &[], a.get(server.url("/")).send())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // `a`'s request earns `b` its retry.
+    let response = drive(&clock, &[], b.get(server.url("/")).send())
+        .await
+        .unwrap();
+    assert_eq!(
+        (response.status().as_u16(), report(&response)),
+        (200, Some((2, None)))
+    );
+    // `b` spent it: `a`'s retry is refused.
+    let response = drive(&clock, &[], a.get(server.url("/")).send())
+        .await
+        .unwrap();
+    assert!(matches!(
+        report(&response),
+        Some((1, Some(StopReason::BudgetExhausted(_))))
+    ));
+    let snapshot = budget.snapshot(clock.now());
+    assert_eq!((snapshot.requests, snapshot.retries), (3, 1));
+    assert_eq!(server.seen().len(), 4);
+    server.assert_script_done();
 }

@@ -528,3 +528,50 @@ where
         )
     }
 }
+
+#[allow(clippy::type_complexity)]
+impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+where
+    Op: Operation<Attempt = Fut>,
+    Fut: Future<Output = Result<T, E>>,
+    C: Clock,
+    B: Follow<E>,
+    L: Limits,
+{
+    /// [`budget`](Retry::budget), [`breaker`](Retry::breaker) and
+    /// [`breaker_counts`](Retry::breaker_counts) at once, for a loop whose protection is
+    /// chosen at run time (each part absent or present): what a policy built from a
+    /// configuration (retry-http's) runs. `counts` may be a closure, or a type of the
+    /// caller's that implements [`Counts`] (zero-sized: nothing added to the loop's future).
+    /// Replaces any protection set before.
+    #[doc(hidden)]
+    pub fn protection<R, K, F>(
+        self,
+        budget: Option<R>,
+        breaker: Option<K>,
+        counts: F,
+    ) -> Retry<
+        Op,
+        Fut,
+        E,
+        C,
+        B,
+        W,
+        N,
+        H,
+        Limited<L::Signal>,
+        Protected<Option<Handle<R>>, Option<Handle<K>>, F>,
+    >
+    where
+        L: IntoLimited,
+        R: Deref<Target = RetryBudget>,
+        K: Deref<Target = CircuitBreaker>,
+        F: Counts<E>,
+    {
+        self.protected(
+            |l| l.into_limited(),
+            // The old protection holds no attempt yet: dropping it gives nothing back.
+            |_| Protected::new(budget.map(Handle), breaker.map(Handle), counts, Typed),
+        )
+    }
+}
