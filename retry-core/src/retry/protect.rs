@@ -108,59 +108,51 @@ pub struct NoBudget;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoBreaker;
 
-/// Where a [`Protected`] loop finds its budget.
+/// Where a [`Protected`] loop finds its budget (`Slot<RetryBudget>`) or its breaker
+/// (`Slot<CircuitBreaker>`): nowhere ([`NoBudget`], [`NoBreaker`]), a [`Handle`], or a handle
+/// chosen at run time (`Option`).
 #[doc(hidden)]
-pub trait BudgetSlot {
-    fn budget(&self) -> Option<&RetryBudget>;
+pub trait Slot<T> {
+    fn get(&self) -> Option<&T>;
 }
 
-impl BudgetSlot for NoBudget {
+impl Slot<RetryBudget> for NoBudget {
     #[inline(always)]
-    fn budget(&self) -> Option<&RetryBudget> {
+    fn get(&self) -> Option<&RetryBudget> {
         None
     }
 }
 
-impl<R: Deref<Target = RetryBudget>> BudgetSlot for Handle<R> {
+impl Slot<CircuitBreaker> for NoBreaker {
     #[inline(always)]
-    fn budget(&self) -> Option<&RetryBudget> {
+    fn get(&self) -> Option<&CircuitBreaker> {
+        None
+    }
+}
+
+impl<T, R: Deref<Target = T>> Slot<T> for Handle<R> {
+    #[inline(always)]
+    fn get(&self) -> Option<&T> {
         Some(&self.0)
     }
 }
 
-impl<S: BudgetSlot> BudgetSlot for Option<S> {
+impl<T, S: Slot<T>> Slot<T> for Option<S> {
     #[inline(always)]
-    fn budget(&self) -> Option<&RetryBudget> {
-        self.as_ref()?.budget()
+    fn get(&self) -> Option<&T> {
+        self.as_ref()?.get()
     }
 }
+
+/// Where a [`Protected`] loop finds its budget.
+#[doc(hidden)]
+pub trait BudgetSlot: Slot<RetryBudget> {}
+impl<S: Slot<RetryBudget>> BudgetSlot for S {}
 
 /// Where a [`Protected`] loop finds its breaker.
 #[doc(hidden)]
-pub trait BreakerSlot {
-    fn breaker(&self) -> Option<&CircuitBreaker>;
-}
-
-impl BreakerSlot for NoBreaker {
-    #[inline(always)]
-    fn breaker(&self) -> Option<&CircuitBreaker> {
-        None
-    }
-}
-
-impl<R: Deref<Target = CircuitBreaker>> BreakerSlot for Handle<R> {
-    #[inline(always)]
-    fn breaker(&self) -> Option<&CircuitBreaker> {
-        Some(&self.0)
-    }
-}
-
-impl<S: BreakerSlot> BreakerSlot for Option<S> {
-    #[inline(always)]
-    fn breaker(&self) -> Option<&CircuitBreaker> {
-        self.as_ref()?.breaker()
-    }
-}
+pub trait BreakerSlot: Slot<CircuitBreaker> {}
+impl<S: Slot<CircuitBreaker>> BreakerSlot for S {}
 
 /// Which errors count against the breaker.
 #[doc(hidden)]
@@ -249,7 +241,7 @@ struct Armed<K: BreakerSlot> {
 
 impl<K: BreakerSlot> Drop for Armed<K> {
     fn drop(&mut self) {
-        if let (Some(breaker), Some(ticket)) = (self.breaker.breaker(), self.ticket.take()) {
+        if let (Some(breaker), Some(ticket)) = (Slot::get(&self.breaker), self.ticket.take()) {
             breaker.release(ticket);
         }
     }
@@ -281,7 +273,7 @@ impl<B, K: BreakerSlot, F, X> std::fmt::Debug for Protected<B, K, F, X> {
         f.debug_struct("Protected")
             .field(
                 "breaker",
-                &self.armed.breaker.breaker().map(CircuitBreaker::name),
+                &Slot::get(&self.armed.breaker).map(CircuitBreaker::name),
             )
             .finish_non_exhaustive()
     }
@@ -297,7 +289,7 @@ where
     #[inline]
     fn admit<C: Clock>(&mut self, attempt: u32, clock: &C) -> Result<(), Refusal> {
         let armed = &mut self.armed;
-        if let Some(breaker) = armed.breaker.breaker() {
+        if let Some(breaker) = Slot::get(&armed.breaker) {
             if let Some(old) = armed.ticket.take() {
                 breaker.release(old);
             }
@@ -307,7 +299,7 @@ where
             armed.ticket = Some(ticket);
         }
         if attempt == 1 {
-            if let Some(budget) = self.budget.budget() {
+            if let Some(budget) = Slot::get(&self.budget) {
                 budget.deposit(clock.now());
             }
         }
@@ -317,14 +309,14 @@ where
     #[inline]
     fn succeeded<C: Clock>(&mut self, clock: &C) {
         let armed = &mut self.armed;
-        if let (Some(breaker), Some(ticket)) = (armed.breaker.breaker(), armed.ticket.take()) {
+        if let (Some(breaker), Some(ticket)) = (Slot::get(&armed.breaker), armed.ticket.take()) {
             breaker.succeeded(ticket, || clock.now());
         }
     }
 
     fn failed<C: Clock>(&mut self, error: Option<&E>, clock: &C) {
         let armed = &mut self.armed;
-        let (Some(breaker), Some(ticket)) = (armed.breaker.breaker(), armed.ticket.take()) else {
+        let (Some(breaker), Some(ticket)) = (Slot::get(&armed.breaker), armed.ticket.take()) else {
             return;
         };
         // A timed-out attempt counts: a dependency that hangs is failing.
@@ -338,13 +330,13 @@ where
 
     fn abandon(&mut self) {
         let armed = &mut self.armed;
-        if let (Some(breaker), Some(ticket)) = (armed.breaker.breaker(), armed.ticket.take()) {
+        if let (Some(breaker), Some(ticket)) = (Slot::get(&armed.breaker), armed.ticket.take()) {
             breaker.release(ticket);
         }
     }
 
     fn retry<C: Clock>(&mut self, delay: Duration, clock: &C) -> Result<(), Refusal> {
-        let (budget, breaker) = (self.budget.budget(), self.armed.breaker.breaker());
+        let (budget, breaker) = (Slot::get(&self.budget), Slot::get(&self.armed.breaker));
         if budget.is_none() && breaker.is_none() {
             return Ok(());
         }
