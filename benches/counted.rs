@@ -5,8 +5,40 @@
 //! Both counts come from valgrind, so the timed binaries link no counting allocator: the
 //! times are those of the ordinary allocator.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// How a counting bench's `main` starts. In the child valgrind runs (`--run <key> <n>`): runs
+/// row `key` `n` times with `run` and exits (with 2 for a row `run` does not know). In the
+/// parent: the row filter (the first argument not starting with `-`; empty: every row) and
+/// this executable, to re-run — or `None`, said on stdout, when valgrind is not installed.
+pub(crate) fn child_or_parent(
+    bench: &str,
+    run: impl Fn(&str, u64) -> bool,
+) -> Option<(String, PathBuf)> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--run") {
+        let key = args.get(i + 1).map(String::as_str).unwrap_or_default();
+        let n = args.get(i + 2).and_then(|n| n.parse().ok()).unwrap_or(0);
+        if !run(key, n) {
+            eprintln!("no row `{key}`");
+            std::process::exit(2);
+        }
+        std::process::exit(0);
+    }
+    if !valgrind_available() {
+        println!("{bench}: valgrind is not installed; nothing counted (apt-get install valgrind).");
+        return None;
+    }
+    let filter = args
+        .iter()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .cloned()
+        .unwrap_or_default();
+    let exe = std::env::current_exe().expect("the path of this executable");
+    Some((filter, exe))
+}
 
 /// Whether valgrind can be run.
 pub(crate) fn valgrind_available() -> bool {

@@ -305,30 +305,10 @@ fn draw(jitter: Jitter) -> impl FnMut() -> Duration {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--run") {
-        let key = args.get(i + 1).map(String::as_str).unwrap_or_default();
-        let calls = args.get(i + 2).and_then(|n| n.parse().ok()).unwrap_or(0);
-        if !run(key, calls) {
-            eprintln!("no contestant `{key}`");
-            std::process::exit(2);
-        }
-        return;
-    }
-    if !counted::valgrind_available() {
-        println!(
-            "instructions: valgrind is not installed; nothing counted (apt-get install valgrind)."
-        );
-        return;
-    }
     // An optional filter, as criterion takes one: only the rows whose `group/name` contain it.
-    let filter = args
-        .iter()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .cloned()
-        .unwrap_or_default();
-    let exe = std::env::current_exe().expect("the path of this executable");
+    let Some((filter, exe)) = counted::child_or_parent("instructions", run) else {
+        return;
+    };
     let mut out = String::from("### Instructions per call (valgrind)\n");
     let mut current = "";
     let mut baseline = None;

@@ -227,29 +227,10 @@ rows! {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--run") {
-        let key = args.get(i + 1).map(String::as_str).unwrap_or_default();
-        let n = args.get(i + 2).and_then(|n| n.parse().ok()).unwrap_or(0);
-        if !run(key, n) {
-            eprintln!("no row `{key}`");
-            std::process::exit(2);
-        }
+    // An optional filter, as criterion takes one: only the rows whose `group/name` contain it.
+    let Some((filter, exe)) = counted::child_or_parent("protection", run) else {
         return;
-    }
-    if !counted::valgrind_available() {
-        println!(
-            "protection: valgrind is not installed; nothing counted (apt-get install valgrind)."
-        );
-        return;
-    }
-    let filter = args
-        .iter()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .cloned()
-        .unwrap_or_default();
-    let exe = std::env::current_exe().expect("the path of this executable");
+    };
     let mut out = String::from(
         "### Shared protection: instructions and heap blocks per operation (valgrind)\n",
     );
