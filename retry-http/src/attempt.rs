@@ -172,13 +172,12 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
-                        let failure = this.call.judge_error(
-                            &this.shared.classify,
-                            &this.shared.protection,
+                        return Poll::Ready(Err(failed_attempt(
+                            this.call,
+                            this.shared,
                             attempt,
                             failed,
-                        );
-                        return Poll::Ready(Err(failure));
+                        )));
                     }
                     Poll::Pending => break,
                 },
@@ -202,13 +201,12 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
-                        let failure = this.call.judge_error(
-                            &this.shared.classify,
-                            &this.shared.protection,
+                        return Poll::Ready(Err(failed_attempt(
+                            this.call,
+                            this.shared,
                             attempt,
                             failed,
-                        );
-                        return Poll::Ready(Err(failure));
+                        )));
                     }
                     Poll::Pending => break,
                 },
@@ -220,13 +218,12 @@ where
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Stream(e.into());
-                        let failure = this.call.judge_error(
-                            &this.shared.classify,
-                            &this.shared.protection,
+                        return Poll::Ready(Err(failed_attempt(
+                            this.call,
+                            this.shared,
                             attempt,
                             failed,
-                        );
-                        return Poll::Ready(Err(failure));
+                        )));
                     }
                     Poll::Pending => break,
                 },
@@ -243,13 +240,7 @@ where
                 this.step.set(Step::Done);
                 let timeout = this.shared.attempt_timeout.unwrap_or_default();
                 let failed = Failed::TimedOut(timeout);
-                let failure = this.call.judge_error(
-                    &this.shared.classify,
-                    &this.shared.protection,
-                    attempt,
-                    failed,
-                );
-                return Poll::Ready(Err(failure));
+                return Poll::Ready(Err(failed_attempt(this.call, this.shared, attempt, failed)));
             }
         }
         Poll::Pending
@@ -257,6 +248,16 @@ where
 }
 
 /// A response head judged: the answer, or a failure worth retrying.
+/// What an attempt that failed before its response says to the loop.
+fn failed_attempt<ResB: Body, P: Classify, C>(
+    call: &Call,
+    shared: &Shared<P, C>,
+    attempt: u32,
+    failed: Failed,
+) -> Lost<LayerResponse<ResB>> {
+    call.judge_error(&shared.classify, &shared.protection, attempt, failed)
+}
+
 fn judged<ResB: Body, P: Classify, C>(
     call: &Call,
     shared: &Shared<P, C>,
