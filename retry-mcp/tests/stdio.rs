@@ -1,6 +1,7 @@
-//! The shop as a real child process over stdio (SPEC C1, C2, C3, A7), spawned by
+//! The shop as a real child process over stdio (SPEC C1, C2, C3, C4, A7), spawned by
 //! `Connector::command` and faulted for real: it exits at start, it is killed with SIGKILL in
-//! the middle of a call, it answers too slowly.
+//! the middle of a call, it answers too slowly; and a hostile server that answers with a
+//! message over the size limit, a line that is not JSON, a line that never ends, or nothing.
 //!
 //! This test has its own `main` (`harness = false`): run with `serve`, the binary *is* the
 //! server (nothing else may write to its stdout, which carries the protocol); run by
@@ -20,10 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use retry_core::effects::{
-    CallKey, CallLimits, MemoryLedger, ReconcileReason, RunnerError, ToolCall, ToolEffect,
-    ToolRunner, Toolbox,
+    CallKey, CallLimits, CallState, FailureKind, Ledger, MemoryLedger, ReconcileReason,
+    RunnerError, ToolCall, ToolEffect, ToolRunner, Toolbox,
 };
-use retry_mcp::{CallError, ConnectFailure, Connector, GaveUp, ToolServer};
+use retry_mcp::{
+    CallError, ConnectFailure, Connector, DEFAULT_MAX_MESSAGE_SIZE, GaveUp, ListError, ToolServer,
+    UnreadableMessage,
+};
 use retry_testkit::{MockClock, SleepStatus};
 use rmcp::ServiceExt;
 use serde_json::json;
@@ -100,6 +104,9 @@ fn serve() -> ExitCode {
     if starts <= var("SHOP_FAIL_STARTS").parse().unwrap_or(0) {
         return ExitCode::from(3); // gone before the handshake
     }
+    if let Ok(mode) = std::env::var("SHOP_HOSTILE") {
+        return hostile(&mode, &journal);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -113,6 +120,72 @@ fn serve() -> ExitCode {
             let _ = running.waiting().await;
         }
     });
+    ExitCode::SUCCESS
+}
+
+/// A hand-written server that speaks the protocol as far as `mode` lets it, then answers every
+/// `tools/call` (and `tools/list`) with something the client cannot take — and keeps the
+/// connection open, so that only the client can end the wait:
+/// - `oversized`: an answer of 17 MiB, over the default limit;
+/// - `malformed`: a line that is not JSON;
+/// - `unterminated`: 1 MiB with no newline, then a good answer;
+/// - `silent`: not even an answer to `initialize`;
+/// - `mute`: a good handshake, then no answer to anything.
+fn hostile(mode: &str, journal: &FileJournal) -> ExitCode {
+    use std::io::BufRead;
+    let mut out = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let (Some(method), Some(id)) = (message["method"].as_str(), message.get("id")) else {
+            continue; // a notification
+        };
+        journal.signal(method);
+        let answer = |result: serde_json::Value| {
+            let mut line = json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string();
+            line.push('\n');
+            line.into_bytes()
+        };
+        let bytes = match (method, mode) {
+            ("initialize", "silent") => continue,
+            ("initialize", _) => answer(json!({
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "hostile", "version": "0" },
+            })),
+            (_, "mute") => continue,
+            ("tools/call" | "tools/list", _) => {
+                if method == "tools/call" {
+                    journal.record(Event::Called {
+                        tool: message["params"]["name"].as_str().unwrap_or("").to_owned(),
+                        arguments: message["params"]["arguments"].clone(),
+                        key: None,
+                    });
+                }
+                let good =
+                    answer(json!({ "content": [{ "type": "text", "text": "done" }], "tools": [] }));
+                match mode {
+                    "oversized" => answer(json!({
+                        "content": [{ "type": "text", "text": "x".repeat(17 << 20) }],
+                        "tools": [],
+                    })),
+                    "malformed" => b"Traceback (most recent call last):\n".to_vec(),
+                    "unterminated" => {
+                        let mut bytes = vec![b'x'; 1 << 20];
+                        bytes.extend_from_slice(&good);
+                        bytes
+                    }
+                    _ => good,
+                }
+            }
+            _ => continue,
+        };
+        if out.write_all(&bytes).and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
     ExitCode::SUCCESS
 }
 
@@ -160,6 +233,13 @@ impl Fixture {
         if let Some(tool) = hang {
             command.env("SHOP_HANG", tool);
         }
+        command
+    }
+
+    /// The hostile server in `mode` (see `hostile`).
+    fn hostile(&self, mode: &str) -> Command {
+        let mut command = self.command(0, None);
+        command.env("SHOP_HOSTILE", mode);
         command
     }
 
@@ -399,6 +479,252 @@ async fn c1_a_program_that_does_not_exist_is_not_retried() {
     assert_eq!(fx.clock.elapsed(), Duration::ZERO);
 }
 
+// ---------------------------------------------------------------- hostile servers (C4)
+
+/// A server on `fx`'s clock for the hostile server in `mode`, and a runner with its `refund`
+/// (a side effect) and `lookup_order` (declared a read) on the same clock.
+fn hostile_setup(
+    fx: &Fixture,
+    mode: &str,
+    max_message: Option<usize>,
+) -> (
+    ToolServer<MockClock>,
+    Arc<ToolRunner<MemoryLedger, MockClock>>,
+) {
+    let mut builder =
+        ToolServer::builder("shop", Connector::command(fx.hostile(mode))).clock(fx.clock.clone());
+    if let Some(bytes) = max_message {
+        builder = builder.max_message_size(bytes);
+    }
+    let server = builder.build().unwrap();
+    let tools = Toolbox::new()
+        .with(server.tool("refund").unwrap())
+        .unwrap()
+        .with(
+            server
+                .tool("lookup_order")
+                .unwrap()
+                .effect(ToolEffect::Read),
+        )
+        .unwrap();
+    let runner = Arc::new(ToolRunner::new(MemoryLedger::new(), tools).with_clock(fx.clock.clone()));
+    (server, runner)
+}
+
+/// A call with a deadline far away, so that "at once" means "before the clock moved".
+fn far(call: &str, tool: &str) -> (ToolCall, CallLimits) {
+    (
+        ToolCall::new(
+            CallKey::new("run-1", call).unwrap(),
+            tool,
+            json!({ "order": 7 }),
+        ),
+        CallLimits::new().deadline(Duration::from_secs(30)),
+    )
+}
+
+/// Runs `call` and asserts that a side effect was sent and went to reconciliation, and that the
+/// ledger says so.
+async fn assert_reconciled(runner: &ToolRunner<MemoryLedger, MockClock>, call: &str) {
+    let (refund, limits) = far(call, "refund");
+    let key = refund.key.clone();
+    let error = runner.call_with(refund, limits).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            RunnerError::NeedsReconciliation {
+                reason: ReconcileReason::AnswerLost,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let record = runner.ledger().get(key).await.unwrap().unwrap();
+    assert!(
+        matches!(record.state, CallState::NeedsReconciliation { .. }),
+        "{:?}",
+        record.state
+    );
+}
+
+async fn c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown() {
+    let fx = Fixture::new().await;
+    let (server, runner) = hostile_setup(&fx, "oversized", None);
+
+    let error = server
+        .call_within("refund", order(7), Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    let CallError::Unreadable { message, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(
+        *message,
+        UnreadableMessage::TooLarge {
+            limit: DEFAULT_MAX_MESSAGE_SIZE
+        }
+    );
+    assert!(error.answer_lost() && error.was_sent());
+    assert_eq!(
+        error.to_string(),
+        "tool server `shop` sent a message longer than the limit of 16777216 bytes during the call of `refund`: the connection was closed, whether the call acted is unknown, and it was not sent again"
+    );
+    // Through the runner: a side effect goes to reconciliation, a read ends with the failure.
+    assert_reconciled(&runner, "c1").await;
+    let (lookup, limits) = far("c2", "lookup_order");
+    let response = runner.call_with(lookup, limits).await.unwrap();
+    let failure = response.result().unwrap().outcome.clone().unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Tool);
+    assert!(
+        failure.message.contains("longer than the limit"),
+        "{}",
+        failure.message
+    );
+    // A listing too.
+    let listing = server.list_tools().await.unwrap_err();
+    assert!(
+        matches!(
+            listing,
+            ListError::Unreadable {
+                message: UnreadableMessage::TooLarge { .. },
+                ..
+            }
+        ),
+        "{listing:?}"
+    );
+    assert_eq!(
+        fx.clock.elapsed(),
+        Duration::ZERO,
+        "every failure came at once"
+    );
+    // Each failure dropped its connection; every call connected anew (C2).
+    assert_eq!(server.connections(), 4);
+    assert_eq!(fx.calls("refund"), 2);
+    assert_eq!(fx.calls("lookup_order"), 1);
+    server.close().await;
+}
+
+async fn c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown() {
+    let fx = Fixture::new().await;
+    let (server, runner) = hostile_setup(&fx, "malformed", None);
+    let error = server.call("refund", order(7)).await.unwrap_err();
+    let CallError::Unreadable {
+        message: UnreadableMessage::Malformed { detail },
+        ..
+    } = &error
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!(detail, "not a JSON object");
+    assert!(error.answer_lost());
+    assert_reconciled(&runner, "c1").await;
+    assert_eq!(fx.clock.elapsed(), Duration::ZERO, "at once");
+    assert_eq!(fx.calls("refund"), 2);
+    server.close().await;
+}
+
+async fn c4_a_line_that_never_ends_fails_at_the_limit_and_swallows_no_answer() {
+    let fx = Fixture::new().await;
+    let limit = 64 << 10;
+    let (server, runner) = hostile_setup(&fx, "unterminated", Some(limit));
+    // The good answer after the endless line is never taken for the answer: the line is cut
+    // where it crossed the limit, and the call fails with that reason.
+    let error = server.call("refund", order(7)).await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            CallError::Unreadable { message: UnreadableMessage::TooLarge { limit: l }, .. } if *l == limit
+        ),
+        "{error:?}"
+    );
+    assert_reconciled(&runner, "c1").await;
+    assert_eq!(fx.clock.elapsed(), Duration::ZERO, "at once");
+    assert_eq!(fx.calls("refund"), 2);
+    server.close().await;
+}
+
+async fn c4_a_server_that_never_answers_the_handshake_leaves_a_side_effect_not_sent() {
+    let mut fx = Fixture::new().await;
+    let (server, runner) = hostile_setup(&fx, "silent", None);
+    let deadline = Duration::from_secs(5);
+    let running = tokio::spawn({
+        let runner = Arc::clone(&runner);
+        async move {
+            let (refund, _) = far("c1", "refund");
+            runner
+                .call_with(refund, CallLimits::new().deadline(deadline))
+                .await
+        }
+    });
+    fx.expect("initialize").await;
+    fx.clock.advance(deadline); // the call's deadline, and the connection's, in one step
+
+    let response = running.await.unwrap().unwrap();
+    let failure = response.result().unwrap().outcome.clone().unwrap_err();
+    assert!(
+        failure
+            .message
+            .starts_with("could not connect to tool server `shop` before the deadline"),
+        "{}",
+        failure.message
+    );
+    let key = CallKey::new("run-1", "c1").unwrap();
+    let record = runner.ledger().get(key).await.unwrap().unwrap();
+    assert!(
+        matches!(record.state, CallState::Committed { .. }),
+        "not sent, so not for reconciliation: {:?}",
+        record.state
+    );
+    assert_eq!(fx.clock.elapsed(), deadline);
+    assert_eq!(fx.calls("refund"), 0);
+    server.close().await;
+}
+
+async fn c4_listing_a_server_that_never_answers_ends_at_its_bound() {
+    // Never a handshake: no connection within the bound.
+    let mut fx = Fixture::new().await;
+    let (server, _) = hostile_setup(&fx, "silent", None);
+    let bound = Duration::from_secs(3);
+    let listing = tokio::spawn({
+        let server = server.clone();
+        async move { server.list_tools_within(bound).await }
+    });
+    fx.expect("initialize").await;
+    fx.clock.advance(bound);
+    let error = listing.await.unwrap().unwrap_err();
+    let ListError::Unreachable(connect) = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(connect.gave_up(), GaveUp::Deadline);
+    assert_eq!(fx.clock.elapsed(), bound);
+    server.close().await;
+
+    // A handshake, then no answer to the listing.
+    let mut fx = Fixture::new().await;
+    let (server, _) = hostile_setup(&fx, "mute", None);
+    let listing = tokio::spawn({
+        let server = server.clone();
+        async move { server.list_tools_within(bound).await }
+    });
+    fx.expect("tools/list").await;
+    fx.clock.advance(bound);
+    let error = listing.await.unwrap().unwrap_err();
+    assert!(
+        matches!(error, ListError::TimedOut { timeout, .. } if timeout == bound),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "tool server `shop` did not list its tools within 3s"
+    );
+    assert_eq!(fx.clock.elapsed(), bound);
+    assert!(
+        server.is_connected(),
+        "a slow listing leaves the connection open"
+    );
+    server.close().await;
+}
+
 // ---------------------------------------------------------------- the runner of this file
 
 type Scenario = fn() -> Pin<Box<dyn Future<Output = ()>>>;
@@ -426,6 +752,26 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("c1_a_program_that_does_not_exist_is_not_retried", || {
         Box::pin(c1_a_program_that_does_not_exist_is_not_retried())
     }),
+    (
+        "c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown",
+        || Box::pin(c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown()),
+    ),
+    (
+        "c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown",
+        || Box::pin(c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown()),
+    ),
+    (
+        "c4_a_line_that_never_ends_fails_at_the_limit_and_swallows_no_answer",
+        || Box::pin(c4_a_line_that_never_ends_fails_at_the_limit_and_swallows_no_answer()),
+    ),
+    (
+        "c4_a_server_that_never_answers_the_handshake_leaves_a_side_effect_not_sent",
+        || Box::pin(c4_a_server_that_never_answers_the_handshake_leaves_a_side_effect_not_sent()),
+    ),
+    (
+        "c4_listing_a_server_that_never_answers_ends_at_its_bound",
+        || Box::pin(c4_listing_a_server_that_never_answers_ends_at_its_bound()),
+    ),
 ];
 
 fn main() -> ExitCode {

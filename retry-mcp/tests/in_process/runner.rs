@@ -555,3 +555,90 @@ async fn the_servers_answers_are_committed_as_results() {
     );
     assert_eq!(shop.journal.calls("decline"), 1);
 }
+
+/// Yields until `clock` has at least `sleeps` pending: every task got as far as its timers.
+async fn until_pending(clock: &retry_testkit::MockClock, sleeps: usize) {
+    for _ in 0..10_000 {
+        if clock.pending() >= sleeps {
+            // A few more turns, so that nothing else is about to register.
+            for _ in 0..16 {
+                tokio::task::yield_now().await;
+            }
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("only {} sleeps pending, not {sleeps}", clock.pending());
+}
+
+/// SPEC C4: a side-effect call whose connection never came is known as not sent — never sent
+/// to reconciliation — even when its deadline ties with the connection's: the server never
+/// answers the handshake, another caller's connection round is running (so the call's own
+/// round starts late), and the call's deadline passes in the same step of the clock that ends
+/// everything else. 100 rounds at different offsets, on the mock clock.
+#[tokio::test]
+async fn c4_a_call_whose_connection_never_came_is_not_sent_even_when_the_deadlines_tie() {
+    use retry_testkit::MockClock;
+
+    for round in 0..100u64 {
+        let clock = MockClock::new();
+        let shop = InProcess::new();
+        shop.then(&[Answer::Silent; 4]);
+        let server = ToolServer::builder("shop", shop.connector())
+            .clock(clock.clone())
+            .seed(round)
+            .build()
+            .unwrap();
+        let runner = Arc::new(
+            ToolRunner::new(
+                MemoryLedger::new(),
+                Toolbox::new().with(server.tool("refund").unwrap()).unwrap(),
+            )
+            .with_clock(clock.clone()),
+        );
+        // Someone else is connecting already (its attempt waits for the silent handshake).
+        let connecting = tokio::spawn({
+            let server = server.clone();
+            async move { server.connect().await }
+        });
+        until_pending(&clock, 1).await;
+        // The call comes a little later, with a deadline well inside that attempt's timeout.
+        let skew = Duration::from_micros(round * 37);
+        clock.advance(skew);
+        let deadline = Duration::from_millis(100 + round * 13);
+        let running = tokio::spawn({
+            let runner = Arc::clone(&runner);
+            async move {
+                runner
+                    .call_with(
+                        call("c1", "refund", json!({ "order": round })),
+                        CallLimits::new().deadline(deadline),
+                    )
+                    .await
+            }
+        });
+        until_pending(&clock, 2).await;
+        clock.advance(deadline); // the call's deadline, in one step
+
+        let response = running.await.unwrap().unwrap_or_else(|error| {
+            panic!("round {round}: {error:?}");
+        });
+        let failure = response.result().unwrap().outcome.clone().unwrap_err();
+        assert!(
+            failure
+                .message
+                .starts_with("could not connect to tool server `shop` before the deadline"),
+            "round {round}: {}",
+            failure.message
+        );
+        let record = runner.ledger().get(key("c1")).await.unwrap().unwrap();
+        assert!(
+            matches!(record.state, CallState::Committed { .. }),
+            "round {round}: {:?}",
+            record.state
+        );
+        assert_eq!(clock.elapsed(), skew + deadline, "round {round}: at once");
+        assert!(shop.journal.events().is_empty());
+        connecting.abort();
+    }
+}
