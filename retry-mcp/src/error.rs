@@ -62,7 +62,9 @@ pub enum UnreadableMessage {
         limit: usize,
     },
     /// A line that is not a JSON-RPC message: not JSON, not an object, or an answer with
-    /// neither a result nor an error.
+    /// neither a result nor an error. The protocol allows nothing else on a server's output;
+    /// a server that logs to its standard output (a banner, a stack trace) is refused here —
+    /// its logs belong on standard error.
     #[error("a line that is not a protocol message ({detail})")]
     Malformed {
         /// What is wrong with it.

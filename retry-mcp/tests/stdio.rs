@@ -130,7 +130,8 @@ fn serve() -> ExitCode {
 /// - `malformed`: a line that is not JSON;
 /// - `unterminated`: 1 MiB with no newline, then a good answer;
 /// - `silent`: not even an answer to `initialize`;
-/// - `mute`: a good handshake, then no answer to anything.
+/// - `mute`: a good handshake, then no answer to anything;
+/// - `babbler`: a log line on stdout before its answer to `initialize`.
 fn hostile(mode: &str, journal: &FileJournal) -> ExitCode {
     use std::io::BufRead;
     let mut out = std::io::stdout().lock();
@@ -150,6 +151,7 @@ fn hostile(mode: &str, journal: &FileJournal) -> ExitCode {
         };
         let bytes = match (method, mode) {
             ("initialize", "silent") => continue,
+            ("initialize", "babbler") => b"Server listening on stdio\n".to_vec(),
             ("initialize", _) => answer(json!({
                 "protocolVersion": message["params"]["protocolVersion"],
                 "capabilities": { "tools": {} },
@@ -623,6 +625,31 @@ async fn c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown() {
     server.close().await;
 }
 
+async fn c4_a_server_that_writes_a_log_line_on_stdout_fails_its_handshake_with_the_reason() {
+    let fx = Fixture::new().await;
+    let server = ToolServer::builder("shop", Connector::command(fx.hostile("babbler")))
+        .options(
+            retry_mcp::ConnectOptions::new()
+                .with_retry(retry_core::RetryOptions::new().with_max_attempts(1)),
+        )
+        .clock(fx.clock.clone())
+        .build()
+        .unwrap();
+    let error = server.connect().await.unwrap_err();
+    let Some(ConnectFailure::Unreadable(UnreadableMessage::Malformed { detail })) =
+        error.last_failure()
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!(detail, "not a JSON object");
+    assert_eq!(
+        error.to_string(),
+        "could not connect to tool server `shop` after 1 attempt: the handshake failed: the server sent a line that is not a protocol message (not a JSON object)"
+    );
+    assert_eq!(fx.clock.elapsed(), Duration::ZERO, "at once");
+    server.close().await;
+}
+
 async fn c4_a_line_that_never_ends_fails_at_the_limit_and_swallows_no_answer() {
     let fx = Fixture::new().await;
     let limit = 64 << 10;
@@ -759,6 +786,14 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     (
         "c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown",
         || Box::pin(c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown()),
+    ),
+    (
+        "c4_a_server_that_writes_a_log_line_on_stdout_fails_its_handshake_with_the_reason",
+        || {
+            Box::pin(
+                c4_a_server_that_writes_a_log_line_on_stdout_fails_its_handshake_with_the_reason(),
+            )
+        },
     ),
     (
         "c4_a_line_that_never_ends_fails_at_the_limit_and_swallows_no_answer",

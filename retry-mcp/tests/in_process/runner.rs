@@ -642,3 +642,131 @@ async fn c4_a_call_whose_connection_never_came_is_not_sent_even_when_the_deadlin
         connecting.abort();
     }
 }
+
+/// Our side of a pipe whose writes a test can make fail, as a pipe whose reader went away.
+struct Breakable {
+    inner: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    broken: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl tokio::io::AsyncWrite for Breakable {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// SPEC C4, C2: when the connection fails before a byte of the call was written — here, our
+/// writes fail while the server's answers could still come — the call knows it was not sent:
+/// a side effect is a plain failure, never reconciliation, and the server never saw it. The
+/// connection is dropped and the next call connects anew.
+#[tokio::test(start_paused = true)]
+async fn c4_a_call_whose_request_could_not_be_written_is_not_sent() {
+    use crate::support::{MemoryJournal, Shop};
+    use retry_mcp::{CallError, Connector, Stream};
+    use rmcp::ServiceExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let journal = Arc::new(MemoryJournal::default());
+    let broken = Arc::new(AtomicBool::new(false));
+    let connector = Connector::new({
+        let (journal, broken) = (Arc::clone(&journal), Arc::clone(&broken));
+        move || {
+            let (journal, broken) = (Arc::clone(&journal), Arc::clone(&broken));
+            async move {
+                let (client, server) = tokio::io::duplex(64 * 1024);
+                let shop = Shop {
+                    journal,
+                    endless_pages: false,
+                };
+                tokio::spawn(async move {
+                    if let Ok(running) = shop.serve(server).await {
+                        let _ = running.waiting().await;
+                    }
+                });
+                let (read, write) = tokio::io::split(client);
+                Ok(Stream::new(
+                    read,
+                    Breakable {
+                        inner: write,
+                        broken,
+                    },
+                ))
+            }
+        }
+    });
+    let server = ToolServer::builder("shop", connector).build().unwrap();
+    server.connect().await.unwrap();
+    broken.store(true, Ordering::SeqCst);
+
+    let error = server
+        .call("refund", crate::support::order(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, CallError::NotSent { .. }), "{error:?}");
+    assert!(!error.was_sent() && !error.answer_lost() && error.is_retryable());
+    assert!(
+        error.to_string().starts_with(
+            "the call of `refund` was not sent: the connection to tool server `shop` failed first"
+        ),
+        "{error}"
+    );
+    assert!(!server.is_connected(), "the failed connection was dropped");
+
+    // Through the runner, on a fresh connection that fails the same way: a plain failure.
+    let runner = runner(vec![server.tool("refund").unwrap()]);
+    broken.store(false, Ordering::SeqCst);
+    server.connect().await.unwrap();
+    broken.store(true, Ordering::SeqCst);
+    let response = runner
+        .call(call("c1", "refund", json!({ "order": 2 })))
+        .await
+        .unwrap();
+    let failure = response.result().unwrap().outcome.clone().unwrap_err();
+    assert!(
+        failure
+            .message
+            .starts_with("the call of `refund` was not sent"),
+        "{}",
+        failure.message
+    );
+    let record = runner.ledger().get(key("c1")).await.unwrap().unwrap();
+    assert!(
+        matches!(record.state, CallState::Committed { .. }),
+        "{:?}",
+        record.state
+    );
+
+    // Writes work again: the next call connects anew and goes through.
+    broken.store(false, Ordering::SeqCst);
+    server
+        .call("refund", crate::support::order(3))
+        .await
+        .unwrap();
+    assert_eq!(server.connections(), 3);
+    assert_eq!(
+        journal.calls("refund"),
+        1,
+        "only the call that was written arrived"
+    );
+}
