@@ -286,6 +286,25 @@ fn read_journal(dir: &Path) -> Vec<Event> {
         .collect()
 }
 
+/// A runner on `fx`'s clock with `server`'s `refund` (undeclared: a side effect) and
+/// `lookup_order` (declared a read).
+fn shop_runner(
+    fx: &Fixture,
+    server: &ToolServer<MockClock>,
+) -> Arc<ToolRunner<MemoryLedger, MockClock>> {
+    let tools = Toolbox::new()
+        .with(server.tool("refund").unwrap())
+        .unwrap()
+        .with(
+            server
+                .tool("lookup_order")
+                .unwrap()
+                .effect(ToolEffect::Read),
+        )
+        .unwrap();
+    Arc::new(ToolRunner::new(MemoryLedger::new(), tools).with_clock(fx.clock.clone()))
+}
+
 fn kill_9(pid: &str) {
     let status = std::process::Command::new("kill")
         .args(["-KILL", pid])
@@ -337,17 +356,7 @@ async fn a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_s
         .clock(fx.clock.clone())
         .build()
         .unwrap();
-    let tools = Toolbox::new()
-        .with(server.tool("refund").unwrap())
-        .unwrap()
-        .with(
-            server
-                .tool("lookup_order")
-                .unwrap()
-                .effect(ToolEffect::Read),
-        )
-        .unwrap();
-    let runner = Arc::new(ToolRunner::new(MemoryLedger::new(), tools).with_clock(fx.clock.clone()));
+    let runner = shop_runner(&fx, &server);
     let key = CallKey::new("run-1", "c1").unwrap();
     let refund = ToolCall::new(key.clone(), "refund", json!({ "order": 7 }));
 
@@ -360,16 +369,7 @@ async fn a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_s
     kill_9(&pid); // after the refund took effect, before its answer
 
     let error = running.await.unwrap().unwrap_err();
-    assert!(
-        matches!(
-            error,
-            RunnerError::NeedsReconciliation {
-                reason: ReconcileReason::AnswerLost,
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_answer_lost(&error);
     // The next call starts a new server process; the refund is not sent to it, now or when
     // submitted again.
     let lookup = ToolCall::new(
@@ -499,17 +499,7 @@ fn hostile_setup(
         builder = builder.max_message_size(bytes);
     }
     let server = builder.build().unwrap();
-    let tools = Toolbox::new()
-        .with(server.tool("refund").unwrap())
-        .unwrap()
-        .with(
-            server
-                .tool("lookup_order")
-                .unwrap()
-                .effect(ToolEffect::Read),
-        )
-        .unwrap();
-    let runner = Arc::new(ToolRunner::new(MemoryLedger::new(), tools).with_clock(fx.clock.clone()));
+    let runner = shop_runner(fx, &server);
     (server, runner)
 }
 
@@ -525,12 +515,8 @@ fn far(call: &str, tool: &str) -> (ToolCall, CallLimits) {
     )
 }
 
-/// Runs `call` and asserts that a side effect was sent and went to reconciliation, and that the
-/// ledger says so.
-async fn assert_reconciled(runner: &ToolRunner<MemoryLedger, MockClock>, call: &str) {
-    let (refund, limits) = far(call, "refund");
-    let key = refund.key.clone();
-    let error = runner.call_with(refund, limits).await.unwrap_err();
+/// The runner sent the call to reconciliation because its answer was lost.
+fn assert_answer_lost(error: &RunnerError) {
     assert!(
         matches!(
             error,
@@ -541,6 +527,15 @@ async fn assert_reconciled(runner: &ToolRunner<MemoryLedger, MockClock>, call: &
         ),
         "{error:?}"
     );
+}
+
+/// Runs `call` and asserts that a side effect was sent and went to reconciliation, and that the
+/// ledger says so.
+async fn assert_reconciled(runner: &ToolRunner<MemoryLedger, MockClock>, call: &str) {
+    let (refund, limits) = far(call, "refund");
+    let key = refund.key.clone();
+    let error = runner.call_with(refund, limits).await.unwrap_err();
+    assert_answer_lost(&error);
     let record = runner.ledger().get(key).await.unwrap().unwrap();
     assert!(
         matches!(record.state, CallState::NeedsReconciliation { .. }),
@@ -687,21 +682,9 @@ async fn c4_a_server_that_never_answers_the_handshake_leaves_a_side_effect_not_s
     fx.clock.advance(deadline); // the call's deadline, and the connection's, in one step
 
     let response = running.await.unwrap().unwrap();
-    let failure = response.result().unwrap().outcome.clone().unwrap_err();
-    assert!(
-        failure
-            .message
-            .starts_with("could not connect to tool server `shop` before the deadline"),
-        "{}",
-        failure.message
-    );
     let key = CallKey::new("run-1", "c1").unwrap();
-    let record = runner.ledger().get(key).await.unwrap().unwrap();
-    assert!(
-        matches!(record.state, CallState::Committed { .. }),
-        "not sent, so not for reconciliation: {:?}",
-        record.state
-    );
+    let connect = "could not connect to tool server `shop` before the deadline";
+    support::assert_plain_failure(&runner, &response, key, connect).await;
     assert_eq!(fx.clock.elapsed(), deadline);
     assert_eq!(fx.calls("refund"), 0);
     server.close().await;

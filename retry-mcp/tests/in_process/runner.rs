@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{Answer, Event, InProcess};
+use crate::support::{Answer, Event, InProcess, assert_plain_failure};
 use retry_core::RetryOptions;
 use retry_core::effects::{
     CallKey, CallLimits, CallResponse, CallState, FailureKind, Ledger, MemoryLedger,
@@ -623,20 +623,8 @@ async fn c4_a_call_whose_connection_never_came_is_not_sent_even_when_the_deadlin
         let response = running.await.unwrap().unwrap_or_else(|error| {
             panic!("round {round}: {error:?}");
         });
-        let failure = response.result().unwrap().outcome.clone().unwrap_err();
-        assert!(
-            failure
-                .message
-                .starts_with("could not connect to tool server `shop` before the deadline"),
-            "round {round}: {}",
-            failure.message
-        );
-        let record = runner.ledger().get(key("c1")).await.unwrap().unwrap();
-        assert!(
-            matches!(record.state, CallState::Committed { .. }),
-            "round {round}: {:?}",
-            record.state
-        );
+        let connect = "could not connect to tool server `shop` before the deadline";
+        assert_plain_failure(&runner, &response, key("c1"), connect).await;
         assert_eq!(clock.elapsed(), skew + deadline, "round {round}: at once");
         assert!(shop.journal.events().is_empty());
         connecting.abort();
@@ -742,20 +730,8 @@ async fn c4_a_call_whose_request_could_not_be_written_is_not_sent() {
         .call(call("c1", "refund", json!({ "order": 2 })))
         .await
         .unwrap();
-    let failure = response.result().unwrap().outcome.clone().unwrap_err();
-    assert!(
-        failure
-            .message
-            .starts_with("the call of `refund` was not sent"),
-        "{}",
-        failure.message
-    );
-    let record = runner.ledger().get(key("c1")).await.unwrap().unwrap();
-    assert!(
-        matches!(record.state, CallState::Committed { .. }),
-        "{:?}",
-        record.state
-    );
+    let not_sent = "the call of `refund` was not sent";
+    assert_plain_failure(&runner, &response, key("c1"), not_sent).await;
 
     // Writes work again: the next call connects anew and goes through.
     broken.store(false, Ordering::SeqCst);
