@@ -62,11 +62,18 @@ impl<R> FrameGuard<R> {
                 let limit = self.limit;
                 return (at + room, Some(UnreadableMessage::TooLarge { limit }));
             }
-            self.line.extend_from_slice(&rest[..body]);
             let Some(end) = end else {
+                self.line.extend_from_slice(rest);
                 return (new.len(), None);
             };
-            if let Err(detail) = check(&self.line) {
+            // A line read whole (the usual case) is checked where it lies, without a copy.
+            let checked = if self.line.is_empty() {
+                check(&rest[..end])
+            } else {
+                self.line.extend_from_slice(&rest[..end]);
+                check(&self.line)
+            };
+            if let Err(detail) = checked {
                 // The line goes on without its newline: the SDK never sees it whole.
                 return (at + end, Some(UnreadableMessage::Malformed { detail }));
             }
@@ -273,6 +280,12 @@ mod tests {
             };
             assert!(detail.contains(why), "{detail}");
         }
+        // Split across reads, the same.
+        let mut g = guard(64);
+        assert_eq!(g.scan(b"hel"), (3, None));
+        let (pass, fault) = g.scan(b"lo\n");
+        assert_eq!(pass, 2);
+        assert!(matches!(fault, Some(UnreadableMessage::Malformed { .. })));
         // Blank lines, a BOM and a carriage return are not faults.
         let mut g = guard(64);
         let fine = b"\n  \r\n\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{}}\r\n{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":null}\n";
