@@ -126,7 +126,7 @@ fn serve() -> ExitCode {
 /// A hand-written server that speaks the protocol as far as `mode` lets it, then answers every
 /// `tools/call` (and `tools/list`) with something the client cannot take — and keeps the
 /// connection open, so that only the client can end the wait:
-/// - `oversized`: an answer of 17 MiB, over the default limit;
+/// - `oversized`: an answer of 17 MiB, over the default limit (`SHOP_ANSWER_BYTES` sets it);
 /// - `malformed`: a line that is not JSON;
 /// - `unterminated`: 1 MiB with no newline, then a good answer;
 /// - `silent`: not even an answer to `initialize`;
@@ -169,10 +169,18 @@ fn hostile(mode: &str, journal: &FileJournal) -> ExitCode {
                 let good =
                     answer(json!({ "content": [{ "type": "text", "text": "done" }], "tools": [] }));
                 match mode {
-                    "oversized" => answer(json!({
-                        "content": [{ "type": "text", "text": "x".repeat(17 << 20) }],
-                        "tools": [],
-                    })),
+                    "oversized" => {
+                        // Written out by hand: serializing 17 MiB is slow in a debug build.
+                        let bytes: usize = std::env::var("SHOP_ANSWER_BYTES")
+                            .ok()
+                            .and_then(|b| b.parse().ok())
+                            .unwrap_or(17 << 20);
+                        format!(
+                            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}],\"tools\":[]}}}}\n",
+                            "x".repeat(bytes)
+                        )
+                        .into_bytes()
+                    }
                     "malformed" => b"Traceback (most recent call last):\n".to_vec(),
                     "unterminated" => {
                         let mut bytes = vec![b'x'; 1 << 20];
@@ -546,7 +554,8 @@ async fn assert_reconciled(runner: &ToolRunner<MemoryLedger, MockClock>, call: &
 
 async fn c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown() {
     let fx = Fixture::new().await;
-    let (server, runner) = hostile_setup(&fx, "oversized", None);
+    // The default limit, against an answer of 17 MiB.
+    let (server, _) = hostile_setup(&fx, "oversized", None);
 
     let error = server
         .call_within("refund", order(7), Duration::from_secs(30))
@@ -566,6 +575,19 @@ async fn c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown() {
         error.to_string(),
         "tool server `shop` sent a message longer than the limit of 16777216 bytes during the call of `refund`: the connection was closed, whether the call acted is unknown, and it was not sent again"
     );
+    assert_eq!(fx.clock.elapsed(), Duration::ZERO, "at once");
+    assert_eq!(fx.calls("refund"), 1);
+    server.close().await;
+
+    // A limit of 64 KiB, against answers of 1 MiB (cheaper, the same path).
+    let mut command = fx.hostile("oversized");
+    command.env("SHOP_ANSWER_BYTES", (1 << 20).to_string());
+    let server = ToolServer::builder("shop", Connector::command(command))
+        .clock(fx.clock.clone())
+        .max_message_size(64 << 10)
+        .build()
+        .unwrap();
+    let runner = shop_runner(&fx, &server);
     // Through the runner: a side effect goes to reconciliation, a read ends with the failure.
     assert_reconciled(&runner, "c1").await;
     let (lookup, limits) = far("c2", "lookup_order");
@@ -595,8 +617,8 @@ async fn c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown() {
         "every failure came at once"
     );
     // Each failure dropped its connection; every call connected anew (C2).
-    assert_eq!(server.connections(), 4);
-    assert_eq!(fx.calls("refund"), 2);
+    assert_eq!(server.connections(), 3);
+    assert_eq!(fx.calls("refund"), 2, "the direct call, then the runner's");
     assert_eq!(fx.calls("lookup_order"), 1);
     server.close().await;
 }
