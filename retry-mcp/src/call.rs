@@ -80,7 +80,7 @@ where
     /// cancel it (rmcp sends `notifications/cancelled`).
     pub(crate) async fn send(&self, out: Outgoing<'_>) -> Result<CallToolResult, CallError> {
         let live = self
-            .connection(out.connect_by)
+            .connection_by(out.connect_by)
             .await
             .map_err(CallError::Unreachable)?;
         let mut params =
@@ -88,6 +88,9 @@ where
         if !out.meta.is_empty() {
             params.meta = Some(RequestMetaObject(MetaObject(out.meta)));
         }
+        // Taken before the request is handed over: if the connection fails and this is still
+        // the count of bytes written, the request never left.
+        let mark = live.written();
         let call = live.service.call_tool_once(params);
         let answer = match out.timeout {
             None => call.await,
@@ -106,7 +109,7 @@ where
                 }
             },
         };
-        self.judge(&live, out.tool, answer)
+        self.judge(&live, out.tool, mark, answer)
     }
 
     /// What an answer (or its absence) means.
@@ -114,6 +117,7 @@ where
         &self,
         live: &Arc<Live>,
         tool: &str,
+        mark: u64,
         answer: Result<CallToolResponse, ServiceError>,
     ) -> Result<CallToolResult, CallError> {
         let server = || self.name().to_owned();
@@ -144,16 +148,38 @@ where
                 Err(unanswered("an answer that is not a tool result"))
             }
             Err(error) => {
-                let cause = error.to_string();
+                let fault = live.fault().cloned();
+                let cause = match &fault {
+                    Some(message) => format!("the server sent {message}"),
+                    None => error.to_string(),
+                };
                 self.invalidate(live.number, &cause);
+                if live.written() == mark {
+                    tracing::warn!(
+                        target: TARGET, server = %self.name(), %tool, %cause,
+                        "the connection failed before the call was written; it was not sent"
+                    );
+                    return Err(CallError::NotSent {
+                        server: server(),
+                        tool: tool.to_owned(),
+                        cause,
+                    });
+                }
                 tracing::warn!(
                     target: TARGET, server = %self.name(), %tool, %cause,
                     "the connection failed during a call; whether it acted is unknown, and it is not sent again"
                 );
-                Err(CallError::ConnectionLost {
-                    server: server(),
-                    tool: tool.to_owned(),
-                    cause,
+                Err(match fault {
+                    Some(message) => CallError::Unreadable {
+                        server: server(),
+                        tool: tool.to_owned(),
+                        message,
+                    },
+                    None => CallError::ConnectionLost {
+                        server: server(),
+                        tool: tool.to_owned(),
+                        cause,
+                    },
                 })
             }
         }

@@ -25,6 +25,9 @@ pub enum ConnectFailure {
     /// Opening and the handshake together took longer than the connect timeout.
     #[error("no connection within {0:?}")]
     TimedOut(Duration),
+    /// The server's answer to the handshake could not be read: too large, or not a message.
+    #[error("the handshake failed: the server sent {0}")]
+    Unreadable(UnreadableMessage),
 }
 
 impl ConnectFailure {
@@ -37,9 +40,36 @@ impl ConnectFailure {
                 e.kind(),
                 io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
             ),
-            ConnectFailure::Handshake(_) | ConnectFailure::TimedOut(_) => true,
+            ConnectFailure::Handshake(_)
+            | ConnectFailure::TimedOut(_)
+            | ConnectFailure::Unreadable(_) => true,
         }
     }
+}
+
+/// A message from the server that the connection cannot deliver. The connection is closed
+/// when one arrives, so that the calls waiting on it fail at once instead of waiting for an
+/// answer that will never come.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnreadableMessage {
+    /// A message longer than the limit (see
+    /// [`max_message_size`](crate::ToolServerBuilder::max_message_size)); also a message that
+    /// never ends, cut where it crossed the limit.
+    #[error("a message longer than the limit of {limit} bytes")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A line that is not a JSON-RPC message: not JSON, not an object, or an answer with
+    /// neither a result nor an error. The protocol allows nothing else on a server's output;
+    /// a server that logs to its standard output (a banner, a stack trace) is refused here —
+    /// its logs belong on standard error.
+    #[error("a line that is not a protocol message ({detail})")]
+    Malformed {
+        /// What is wrong with it.
+        detail: String,
+    },
 }
 
 /// Why the connection attempts stopped without a connection.
@@ -125,11 +155,13 @@ impl std::error::Error for ConnectError {
 ///
 /// Three kinds, and what each means for the call:
 /// - **not sent** — [`Unreachable`](CallError::Unreachable),
-///   [`InvalidArguments`](CallError::InvalidArguments): nothing happened on the server;
+///   [`NotSent`](CallError::NotSent), [`InvalidArguments`](CallError::InvalidArguments):
+///   nothing happened on the server;
 /// - **answered** — [`Refused`](CallError::Refused), [`ToolFailed`](CallError::ToolFailed):
 ///   the server says how the call ended;
 /// - **answer lost** — [`ConnectionLost`](CallError::ConnectionLost),
-///   [`TimedOut`](CallError::TimedOut), [`Unanswered`](CallError::Unanswered): the request
+///   [`Unreadable`](CallError::Unreadable), [`TimedOut`](CallError::TimedOut),
+///   [`Unanswered`](CallError::Unanswered): the request
 ///   went out and no result came back, so the tool may have acted
 ///   ([`answer_lost`](CallError::answer_lost)). Such a call is never sent again.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +190,33 @@ pub enum CallError {
         tool: String,
         /// What the transport said.
         cause: String,
+    },
+    /// The connection failed before a byte of the call was written: the call was not sent.
+    /// The connection was dropped; the next call connects again.
+    #[error(
+        "the call of `{tool}` was not sent: the connection to tool server `{server}` failed first ({cause})"
+    )]
+    NotSent {
+        /// The server's name.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// Why the connection failed.
+        cause: String,
+    },
+    /// The call was sent, and the server then wrote a message the connection cannot deliver
+    /// (too large, not a protocol message). The connection was closed at once and dropped;
+    /// the next call connects again.
+    #[error(
+        "tool server `{server}` sent {message} during the call of `{tool}`: the connection was closed, whether the call acted is unknown, and it was not sent again"
+    )]
+    Unreadable {
+        /// The server's name.
+        server: String,
+        /// The tool's name on the server.
+        tool: String,
+        /// What could not be delivered.
+        message: UnreadableMessage,
     },
     /// No answer within the call's timeout; the server was told to cancel the call.
     #[error(
@@ -215,6 +274,7 @@ impl CallError {
         matches!(
             self,
             CallError::ConnectionLost { .. }
+                | CallError::Unreadable { .. }
                 | CallError::TimedOut { .. }
                 | CallError::Unanswered { .. }
         )
@@ -224,7 +284,9 @@ impl CallError {
     pub fn was_sent(&self) -> bool {
         !matches!(
             self,
-            CallError::Unreachable(_) | CallError::InvalidArguments { .. }
+            CallError::Unreachable(_)
+                | CallError::NotSent { .. }
+                | CallError::InvalidArguments { .. }
         )
     }
 
@@ -236,7 +298,10 @@ impl CallError {
             CallError::Unreachable(e) => {
                 e.gave_up != GaveUp::Closed && e.last.as_ref().is_none_or(|l| l.is_retryable())
             }
-            CallError::ConnectionLost { .. } | CallError::TimedOut { .. } => true,
+            CallError::NotSent { .. }
+            | CallError::ConnectionLost { .. }
+            | CallError::Unreadable { .. }
+            | CallError::TimedOut { .. } => true,
             _ => false,
         }
     }
@@ -257,6 +322,26 @@ pub enum ListError {
         server: String,
         /// What the transport said.
         cause: String,
+    },
+    /// The server wrote a message the connection cannot deliver (too large, not a protocol
+    /// message) while listing; the connection was closed at once and dropped, and the next
+    /// request connects again.
+    #[error(
+        "tool server `{server}` sent {message} while listing its tools: the connection was closed"
+    )]
+    Unreadable {
+        /// The server's name.
+        server: String,
+        /// What could not be delivered.
+        message: UnreadableMessage,
+    },
+    /// The listing did not finish within its timeout.
+    #[error("tool server `{server}` did not list its tools within {timeout:?}")]
+    TimedOut {
+        /// The server's name.
+        server: String,
+        /// The timeout.
+        timeout: Duration,
     },
     /// The server refused to list its tools, or answered with something else.
     #[error("tool server `{server}` did not list its tools: {message}")]

@@ -33,9 +33,15 @@
 //!   ceiling, full jitter, 10 s per attempt by default), validated when given — when the
 //!   server is built and when the options are read back from storage;
 //! - a call is sent at most once; a failed connection is never used again;
-//! - a call that was not sent ([`CallError::Unreachable`]) says so, and is an ordinary failure
-//!   in the runner; a call whose answer was lost is a failure for a read and goes to
-//!   reconciliation for a write.
+//! - a message the connection cannot deliver — longer than
+//!   [`max_message_size`](ToolServerBuilder::max_message_size), a line that never ends, a
+//!   line that is not a protocol message — closes the connection at once, and the calls
+//!   waiting on it fail with that reason ([`CallError::Unreadable`]) instead of waiting for an
+//!   answer that was dropped;
+//! - a call that was not sent ([`CallError::Unreachable`], [`CallError::NotSent`]) says so,
+//!   and is an ordinary failure in the runner — also when its deadline came before its
+//!   connection, at the very instant the connection attempts ended; a call whose answer was
+//!   lost is a failure for a read and goes to reconciliation for a write.
 //!
 //! Not promised: that a remote `idempotent-write` is deduplicated. The key is sent (in `_meta`,
 //! and as an argument if you ask); whether the server honours it is up to the server.
@@ -86,20 +92,23 @@
 mod call;
 mod connector;
 mod error;
+mod frame;
 mod listing;
 mod options;
 mod remote;
 mod server;
 
 pub use connector::{BoxFuture, Connector, Stream};
-pub use error::{CallError, ConnectError, ConnectFailure, GaveUp, ListError};
+pub use error::{CallError, ConnectError, ConnectFailure, GaveUp, ListError, UnreadableMessage};
 pub use listing::{ListedTool, MAX_TOOL_PAGES, ToolHints};
 pub use options::{
     CONNECT_RETRY_DEFAULTS, ConnectOptions, ConnectOptionsError, ConnectPolicy,
     DEFAULT_CONNECT_TIMEOUT,
 };
 pub use remote::{IDEMPOTENCY_META_KEY, RemoteTool, ToolNameError};
-pub use server::{CLOSE_GRACE, ConnectRetry, ToolServer, ToolServerBuilder};
+pub use server::{
+    CLOSE_GRACE, ConnectRetry, DEFAULT_MAX_MESSAGE_SIZE, ToolServer, ToolServerBuilder,
+};
 
 /// The protocol SDK this crate is built on, at the version it uses.
 pub use rmcp;

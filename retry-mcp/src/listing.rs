@@ -1,13 +1,15 @@
 //! What a server says about its tools: [`ListedTool`] and the [`ToolHints`] a caller may
 //! choose to trust.
 
+use std::time::Duration;
+
 use retry_core::Clock;
 use retry_core::effects::ToolEffect;
 use rmcp::ServiceError;
 use rmcp::model::{JsonObject, PaginatedRequestParams, Tool, ToolAnnotations};
 
 use crate::error::ListError;
-use crate::server::ToolServer;
+use crate::server::{ToolServer, race};
 
 /// The most pages of tools [`ToolServer::list_tools`] reads before it stops: a server that
 /// keeps handing out cursors cannot keep the caller listing forever.
@@ -119,12 +121,48 @@ where
     /// Every tool the server lists, page after page (at most [`MAX_TOOL_PAGES`]); connects
     /// first if needed.
     ///
+    /// Connecting is bounded by the server's options; the listing itself waits as long as the
+    /// server takes — use [`list_tools_within`](ToolServer::list_tools_within) to bound the
+    /// whole of it. An answer the connection cannot deliver (too large, not a protocol message)
+    /// fails it at once.
+    ///
     /// # Errors
-    /// [`ListError`]: no connection, a connection lost while listing (it is dropped), a
-    /// refusal, or too many pages.
+    /// [`ListError`]: no connection, a connection lost or closed on an unreadable message while
+    /// listing (it is dropped), a refusal, or too many pages.
     pub async fn list_tools(&self) -> Result<Vec<ListedTool>, ListError> {
+        self.list(None).await
+    }
+
+    /// Like [`list_tools`](ToolServer::list_tools), all of it — connecting included — within
+    /// `timeout` (on the server's clock), as a call is within its deadline. A connection not
+    /// made by then is [`ListError::Unreachable`]; a listing not finished,
+    /// [`ListError::TimedOut`].
+    ///
+    /// # Errors
+    /// As [`list_tools`](ToolServer::list_tools), and [`ListError::TimedOut`].
+    pub async fn list_tools_within(&self, timeout: Duration) -> Result<Vec<ListedTool>, ListError> {
+        let deadline = self.clock().now().checked_add(timeout);
+        let listing = self.list(deadline);
+        let Some(deadline) = deadline else {
+            return listing.await; // beyond what an `Instant` can hold: no bound
+        };
+        let left = deadline.saturating_duration_since(self.clock().now());
+        race(listing, self.clock().sleep(left))
+            .await
+            .unwrap_or_else(|| {
+                Err(ListError::TimedOut {
+                    server: self.name().to_owned(),
+                    timeout,
+                })
+            })
+    }
+
+    async fn list(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Vec<ListedTool>, ListError> {
         let live = self
-            .connection(None)
+            .connection_by(deadline)
             .await
             .map_err(ListError::Unreachable)?;
         let server = || self.name().to_owned();
@@ -149,9 +187,15 @@ where
                 Err(error) => {
                     let cause = error.to_string();
                     self.invalidate(live.number, &cause);
-                    return Err(ListError::ConnectionLost {
-                        server: server(),
-                        cause,
+                    return Err(match live.fault() {
+                        Some(message) => ListError::Unreadable {
+                            server: server(),
+                            message: message.clone(),
+                        },
+                        None => ListError::ConnectionLost {
+                            server: server(),
+                            cause,
+                        },
                     });
                 }
             };

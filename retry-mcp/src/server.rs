@@ -10,6 +10,7 @@
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::pin;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
@@ -19,14 +20,20 @@ use retry_core::{Clock, DefaultClock, RetryError};
 use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::async_rw::{AsyncRwTransport, DEFAULT_MAX_LINE_LENGTH};
 use tokio::process::Child;
 
 use crate::connector::{Connector, Stream};
-use crate::error::{ConnectError, ConnectFailure, GaveUp};
+use crate::error::{ConnectError, ConnectFailure, GaveUp, UnreadableMessage};
+use crate::frame::{Counted, Fault, FrameGuard};
 use crate::options::{ConnectOptions, ConnectOptionsError, ConnectPolicy};
 
 /// The `tracing` target of this crate.
 pub(crate) const TARGET: &str = "retry_mcp";
+
+/// The longest message a server may send by default, in bytes: 16 MiB, the protocol SDK's own
+/// limit. A longer one closes the connection and fails the calls waiting on it.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = DEFAULT_MAX_LINE_LENGTH;
 
 /// How long [`ToolServer::close`] waits for a server process to exit after its input was
 /// closed, before it kills the process.
@@ -101,11 +108,14 @@ struct Inner<C> {
     clock: C,
     seed: Option<u64>,
     on_retry: Option<RetryHook>,
+    max_message: usize,
     slot: Mutex<Slot>,
     /// Held for the whole of a connection round, so that rounds never overlap.
     connecting: tokio::sync::Mutex<()>,
     /// Connection rounds finished so far.
     rounds: AtomicU64,
+    /// Attempts of the round running now (or the last one).
+    attempts: AtomicU32,
 }
 
 #[derive(Default)]
@@ -124,11 +134,26 @@ pub(crate) struct Live {
     child: Mutex<Option<Child>>,
     /// Which connection of this server it is, from 1.
     pub(crate) number: u64,
+    /// Why the guard closed the server's side, if it did.
+    fault: Fault,
+    /// Bytes written to the server so far.
+    written: Arc<AtomicU64>,
 }
 
 impl Live {
     fn is_open(&self) -> bool {
         !self.service.is_closed() && !self.service.is_transport_closed()
+    }
+
+    /// The message from the server that closed this connection, if one did.
+    pub(crate) fn fault(&self) -> Option<&UnreadableMessage> {
+        self.fault.get()
+    }
+
+    /// Bytes written to the server so far: a mark taken before a request is handed over, and
+    /// still the count when the connection failed, means the request never left.
+    pub(crate) fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
     }
 }
 
@@ -140,6 +165,7 @@ pub struct ToolServerBuilder<C = DefaultClock> {
     clock: C,
     seed: Option<u64>,
     on_retry: Option<RetryHook>,
+    max_message: usize,
 }
 
 impl<C: fmt::Debug> fmt::Debug for ToolServerBuilder<C> {
@@ -149,6 +175,7 @@ impl<C: fmt::Debug> fmt::Debug for ToolServerBuilder<C> {
             .field("connector", &self.connector)
             .field("options", &self.options)
             .field("clock", &self.clock)
+            .field("max_message", &self.max_message)
             .finish_non_exhaustive()
     }
 }
@@ -165,6 +192,7 @@ impl ToolServer {
             clock: DefaultClock,
             seed: None,
             on_retry: None,
+            max_message: DEFAULT_MAX_MESSAGE_SIZE,
         }
     }
 }
@@ -187,12 +215,22 @@ impl<C> ToolServerBuilder<C> {
             clock,
             seed: self.seed,
             on_retry: self.on_retry,
+            max_message: self.max_message,
         }
     }
 
     /// Seeds the jitter of the waits between attempts, for a reproducible sequence.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+
+    /// The longest message the server may send, in bytes, without its newline
+    /// ([`DEFAULT_MAX_MESSAGE_SIZE`] unless set). A longer one — or one that has not ended by
+    /// then — closes the connection at once: the calls waiting on it fail with the reason
+    /// instead of waiting for an answer that was dropped, and the next call connects again.
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message = bytes;
         self
     }
 
@@ -219,9 +257,11 @@ impl<C> ToolServerBuilder<C> {
                 clock: self.clock,
                 seed: self.seed,
                 on_retry: self.on_retry,
+                max_message: self.max_message,
                 slot: Mutex::new(Slot::default()),
                 connecting: tokio::sync::Mutex::new(()),
                 rounds: AtomicU64::new(0),
+                attempts: AtomicU32::new(0),
             }),
         })
     }
@@ -393,6 +433,49 @@ where
         }
     }
 
+    /// The open connection, or a new one, by `deadline` (on the server's clock) if there is one.
+    ///
+    /// The clock is read before anything else at every turn: once the deadline has passed,
+    /// this ends with [`GaveUp::Deadline`] — nothing sent — whatever else is ready in the same
+    /// turn. A caller that races its own timer against the call (the effects runner, which
+    /// polls the call first) therefore learns "not sent" even when its timer and the connection
+    /// round's end at the same instant, or the round started a moment after the deadline was
+    /// set, or the call waited for another caller's round.
+    pub(crate) async fn connection_by(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Live>, Arc<ConnectError>> {
+        let Some(deadline) = deadline else {
+            return self.connection(None).await;
+        };
+        let clock = &self.inner.clock;
+        let timer = clock.sleep(deadline.saturating_duration_since(clock.now()));
+        let work = self.connection(Some(deadline));
+        let (mut work, mut timer) = (pin!(work), pin!(timer));
+        poll_fn(|cx| {
+            if clock.now() >= deadline {
+                return Poll::Ready(Err(self.past_deadline()));
+            }
+            if let Poll::Ready(connected) = work.as_mut().poll(cx) {
+                return Poll::Ready(connected);
+            }
+            timer.as_mut().poll(cx).map(|()| Err(self.past_deadline()))
+        })
+        .await
+    }
+
+    /// No connection by the caller's deadline.
+    fn past_deadline(&self) -> Arc<ConnectError> {
+        let error = ConnectError {
+            server: self.inner.name.clone(),
+            attempts: self.inner.attempts.load(Ordering::Relaxed),
+            gave_up: GaveUp::Deadline,
+            last: None,
+        };
+        tracing::warn!(target: TARGET, server = %self.inner.name, %error, "no connection");
+        Arc::new(error)
+    }
+
     /// One connection round: attempts under the retry policy until one succeeds.
     async fn round(&self, deadline: Option<Instant>) -> Result<Live, ConnectError> {
         let inner = &*self.inner;
@@ -400,7 +483,8 @@ where
         if let Some(seed) = inner.seed {
             policy = policy.with_seed(seed);
         }
-        let attempts = AtomicU32::new(0);
+        let attempts = &inner.attempts;
+        attempts.store(0, Ordering::Relaxed);
         let retry = policy
             .retry(|attempt| {
                 attempts.store(attempt, Ordering::Relaxed);
@@ -479,15 +563,31 @@ where
                 .open()
                 .await
                 .map_err(ConnectFailure::Open)?;
+            let fault = Fault::new(OnceLock::new());
+            let written = Arc::new(AtomicU64::new(0));
+            let limit = self.inner.max_message;
+            // The guard cuts a line at `limit`; the SDK's own limit (newline included) is above
+            // it, so that the SDK never drops a line the guard let through.
+            let transport = AsyncRwTransport::new_client(
+                FrameGuard::new(read, limit, Arc::clone(&fault)),
+                Counted::new(write, Arc::clone(&written)),
+            )
+            .with_max_line_length(limit.saturating_add(1));
             // On a failed handshake `child` is dropped here, which kills it.
-            let service = client_config()
-                .serve((read, write))
-                .await
-                .map_err(|e| ConnectFailure::Handshake(Box::new(e)))?;
+            let service =
+                client_config()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| match fault.get() {
+                        Some(message) => ConnectFailure::Unreadable(message.clone()),
+                        None => ConnectFailure::Handshake(Box::new(e)),
+                    })?;
             Ok(Live {
                 service,
                 child: Mutex::new(child),
                 number: 0,
+                fault,
+                written,
             })
         };
         race(attempt, self.inner.clock.sleep(timeout))

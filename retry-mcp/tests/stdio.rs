@@ -1,6 +1,7 @@
-//! The shop as a real child process over stdio (SPEC C1, C2, C3, A7), spawned by
+//! The shop as a real child process over stdio (SPEC C1, C2, C3, C4, A7), spawned by
 //! `Connector::command` and faulted for real: it exits at start, it is killed with SIGKILL in
-//! the middle of a call, it answers too slowly.
+//! the middle of a call, it answers too slowly; and a hostile server that answers with a
+//! message over the size limit, a line that is not JSON, a line that never ends, or nothing.
 //!
 //! This test has its own `main` (`harness = false`): run with `serve`, the binary *is* the
 //! server (nothing else may write to its stdout, which carries the protocol); run by
@@ -20,10 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use retry_core::effects::{
-    CallKey, CallLimits, MemoryLedger, ReconcileReason, RunnerError, ToolCall, ToolEffect,
-    ToolRunner, Toolbox,
+    CallKey, CallLimits, CallState, FailureKind, Ledger, MemoryLedger, ReconcileReason,
+    RunnerError, ToolCall, ToolEffect, ToolRunner, Toolbox,
 };
-use retry_mcp::{CallError, ConnectFailure, Connector, GaveUp, ToolServer};
+use retry_mcp::{
+    CallError, ConnectFailure, Connector, DEFAULT_MAX_MESSAGE_SIZE, GaveUp, ListError, ToolServer,
+    UnreadableMessage,
+};
 use retry_testkit::{MockClock, SleepStatus};
 use rmcp::ServiceExt;
 use serde_json::json;
@@ -100,6 +104,9 @@ fn serve() -> ExitCode {
     if starts <= var("SHOP_FAIL_STARTS").parse().unwrap_or(0) {
         return ExitCode::from(3); // gone before the handshake
     }
+    if let Ok(mode) = std::env::var("SHOP_HOSTILE") {
+        return hostile(&mode, &journal);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -113,6 +120,82 @@ fn serve() -> ExitCode {
             let _ = running.waiting().await;
         }
     });
+    ExitCode::SUCCESS
+}
+
+/// A hand-written server that speaks the protocol as far as `mode` lets it, then answers every
+/// `tools/call` (and `tools/list`) with something the client cannot take — and keeps the
+/// connection open, so that only the client can end the wait:
+/// - `oversized`: an answer of 17 MiB, over the default limit (`SHOP_ANSWER_BYTES` sets it);
+/// - `malformed`: a line that is not JSON;
+/// - `unterminated`: 1 MiB with no newline, then a good answer;
+/// - `silent`: not even an answer to `initialize`;
+/// - `mute`: a good handshake, then no answer to anything;
+/// - `babbler`: a log line on stdout before its answer to `initialize`.
+fn hostile(mode: &str, journal: &FileJournal) -> ExitCode {
+    use std::io::BufRead;
+    let mut out = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let (Some(method), Some(id)) = (message["method"].as_str(), message.get("id")) else {
+            continue; // a notification
+        };
+        journal.signal(method);
+        let answer = |result: serde_json::Value| {
+            let mut line = json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string();
+            line.push('\n');
+            line.into_bytes()
+        };
+        let bytes = match (method, mode) {
+            ("initialize", "silent") => continue,
+            ("initialize", "babbler") => b"Server listening on stdio\n".to_vec(),
+            ("initialize", _) => answer(json!({
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "hostile", "version": "0" },
+            })),
+            (_, "mute") => continue,
+            ("tools/call" | "tools/list", _) => {
+                if method == "tools/call" {
+                    journal.record(Event::Called {
+                        tool: message["params"]["name"].as_str().unwrap_or("").to_owned(),
+                        arguments: message["params"]["arguments"].clone(),
+                        key: None,
+                    });
+                }
+                let good =
+                    answer(json!({ "content": [{ "type": "text", "text": "done" }], "tools": [] }));
+                match mode {
+                    "oversized" => {
+                        // Written out by hand: serializing 17 MiB is slow in a debug build.
+                        let bytes: usize = std::env::var("SHOP_ANSWER_BYTES")
+                            .ok()
+                            .and_then(|b| b.parse().ok())
+                            .unwrap_or(17 << 20);
+                        format!(
+                            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}],\"tools\":[]}}}}\n",
+                            "x".repeat(bytes)
+                        )
+                        .into_bytes()
+                    }
+                    "malformed" => b"Traceback (most recent call last):\n".to_vec(),
+                    "unterminated" => {
+                        let mut bytes = vec![b'x'; 1 << 20];
+                        bytes.extend_from_slice(&good);
+                        bytes
+                    }
+                    _ => good,
+                }
+            }
+            _ => continue,
+        };
+        if out.write_all(&bytes).and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
     ExitCode::SUCCESS
 }
 
@@ -163,6 +246,13 @@ impl Fixture {
         command
     }
 
+    /// The hostile server in `mode` (see `hostile`).
+    fn hostile(&self, mode: &str) -> Command {
+        let mut command = self.command(0, None);
+        command.env("SHOP_HOSTILE", mode);
+        command
+    }
+
     /// The next signal from a server process.
     async fn next(&mut self) -> String {
         self.signals.recv().await.unwrap()
@@ -202,6 +292,25 @@ fn read_journal(dir: &Path) -> Vec<Event> {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
+}
+
+/// A runner on `fx`'s clock with `server`'s `refund` (undeclared: a side effect) and
+/// `lookup_order` (declared a read).
+fn shop_runner(
+    fx: &Fixture,
+    server: &ToolServer<MockClock>,
+) -> Arc<ToolRunner<MemoryLedger, MockClock>> {
+    let tools = Toolbox::new()
+        .with(server.tool("refund").unwrap())
+        .unwrap()
+        .with(
+            server
+                .tool("lookup_order")
+                .unwrap()
+                .effect(ToolEffect::Read),
+        )
+        .unwrap();
+    Arc::new(ToolRunner::new(MemoryLedger::new(), tools).with_clock(fx.clock.clone()))
 }
 
 fn kill_9(pid: &str) {
@@ -255,17 +364,7 @@ async fn a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_s
         .clock(fx.clock.clone())
         .build()
         .unwrap();
-    let tools = Toolbox::new()
-        .with(server.tool("refund").unwrap())
-        .unwrap()
-        .with(
-            server
-                .tool("lookup_order")
-                .unwrap()
-                .effect(ToolEffect::Read),
-        )
-        .unwrap();
-    let runner = Arc::new(ToolRunner::new(MemoryLedger::new(), tools).with_clock(fx.clock.clone()));
+    let runner = shop_runner(&fx, &server);
     let key = CallKey::new("run-1", "c1").unwrap();
     let refund = ToolCall::new(key.clone(), "refund", json!({ "order": 7 }));
 
@@ -278,16 +377,7 @@ async fn a7_a_server_killed_mid_call_leaves_the_call_unknown_and_the_restarted_s
     kill_9(&pid); // after the refund took effect, before its answer
 
     let error = running.await.unwrap().unwrap_err();
-    assert!(
-        matches!(
-            error,
-            RunnerError::NeedsReconciliation {
-                reason: ReconcileReason::AnswerLost,
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_answer_lost(&error);
     // The next call starts a new server process; the refund is not sent to it, now or when
     // submitted again.
     let lookup = ToolCall::new(
@@ -399,6 +489,274 @@ async fn c1_a_program_that_does_not_exist_is_not_retried() {
     assert_eq!(fx.clock.elapsed(), Duration::ZERO);
 }
 
+// ---------------------------------------------------------------- hostile servers (C4)
+
+/// A server on `fx`'s clock for the hostile server in `mode`, and a runner with its `refund`
+/// (a side effect) and `lookup_order` (declared a read) on the same clock.
+fn hostile_setup(
+    fx: &Fixture,
+    mode: &str,
+    max_message: Option<usize>,
+) -> (
+    ToolServer<MockClock>,
+    Arc<ToolRunner<MemoryLedger, MockClock>>,
+) {
+    let mut builder =
+        ToolServer::builder("shop", Connector::command(fx.hostile(mode))).clock(fx.clock.clone());
+    if let Some(bytes) = max_message {
+        builder = builder.max_message_size(bytes);
+    }
+    let server = builder.build().unwrap();
+    let runner = shop_runner(fx, &server);
+    (server, runner)
+}
+
+/// A call with a deadline far away, so that "at once" means "before the clock moved".
+fn far(call: &str, tool: &str) -> (ToolCall, CallLimits) {
+    (
+        ToolCall::new(
+            CallKey::new("run-1", call).unwrap(),
+            tool,
+            json!({ "order": 7 }),
+        ),
+        CallLimits::new().deadline(Duration::from_secs(30)),
+    )
+}
+
+/// The runner sent the call to reconciliation because its answer was lost.
+fn assert_answer_lost(error: &RunnerError) {
+    assert!(
+        matches!(
+            error,
+            RunnerError::NeedsReconciliation {
+                reason: ReconcileReason::AnswerLost,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+/// Runs `call` and asserts that a side effect was sent and went to reconciliation, and that the
+/// ledger says so.
+async fn assert_reconciled(runner: &ToolRunner<MemoryLedger, MockClock>, call: &str) {
+    let (refund, limits) = far(call, "refund");
+    let key = refund.key.clone();
+    let error = runner.call_with(refund, limits).await.unwrap_err();
+    assert_answer_lost(&error);
+    let record = runner.ledger().get(key).await.unwrap().unwrap();
+    assert!(
+        matches!(record.state, CallState::NeedsReconciliation { .. }),
+        "{:?}",
+        record.state
+    );
+}
+
+async fn c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown() {
+    let fx = Fixture::new().await;
+    // The default limit, against an answer of 17 MiB.
+    let (server, _) = hostile_setup(&fx, "oversized", None);
+
+    let error = server
+        .call_within("refund", order(7), Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    let CallError::Unreadable { message, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(
+        *message,
+        UnreadableMessage::TooLarge {
+            limit: DEFAULT_MAX_MESSAGE_SIZE
+        }
+    );
+    assert!(error.answer_lost() && error.was_sent());
+    assert_eq!(
+        error.to_string(),
+        "tool server `shop` sent a message longer than the limit of 16777216 bytes during the call of `refund`: the connection was closed, whether the call acted is unknown, and it was not sent again"
+    );
+    assert_eq!(fx.clock.elapsed(), Duration::ZERO, "at once");
+    assert_eq!(fx.calls("refund"), 1);
+    server.close().await;
+
+    // A limit of 64 KiB, against answers of 1 MiB (cheaper, the same path).
+    let mut command = fx.hostile("oversized");
+    command.env("SHOP_ANSWER_BYTES", (1 << 20).to_string());
+    let server = ToolServer::builder("shop", Connector::command(command))
+        .clock(fx.clock.clone())
+        .max_message_size(64 << 10)
+        .build()
+        .unwrap();
+    let runner = shop_runner(&fx, &server);
+    // Through the runner: a side effect goes to reconciliation, a read ends with the failure.
+    assert_reconciled(&runner, "c1").await;
+    let (lookup, limits) = far("c2", "lookup_order");
+    let response = runner.call_with(lookup, limits).await.unwrap();
+    let failure = response.result().unwrap().outcome.clone().unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Tool);
+    assert!(
+        failure.message.contains("longer than the limit"),
+        "{}",
+        failure.message
+    );
+    // A listing too.
+    let listing = server.list_tools().await.unwrap_err();
+    assert!(
+        matches!(
+            listing,
+            ListError::Unreadable {
+                message: UnreadableMessage::TooLarge { .. },
+                ..
+            }
+        ),
+        "{listing:?}"
+    );
+    assert_eq!(
+        fx.clock.elapsed(),
+        Duration::ZERO,
+        "every failure came at once"
+    );
+    // Each failure dropped its connection; every call connected anew (C2).
+    assert_eq!(server.connections(), 3);
+    assert_eq!(fx.calls("refund"), 2, "the direct call, then the runner's");
+    assert_eq!(fx.calls("lookup_order"), 1);
+    server.close().await;
+}
+
+async fn c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown() {
+    let fx = Fixture::new().await;
+    let (server, runner) = hostile_setup(&fx, "malformed", None);
+    let error = server.call("refund", order(7)).await.unwrap_err();
+    let CallError::Unreadable {
+        message: UnreadableMessage::Malformed { detail },
+        ..
+    } = &error
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!(detail, "not a JSON object");
+    assert!(error.answer_lost());
+    assert_reconciled(&runner, "c1").await;
+    assert_eq!(fx.clock.elapsed(), Duration::ZERO, "at once");
+    assert_eq!(fx.calls("refund"), 2);
+    server.close().await;
+}
+
+async fn c4_a_server_that_writes_a_log_line_on_stdout_fails_its_handshake_with_the_reason() {
+    let fx = Fixture::new().await;
+    let server = ToolServer::builder("shop", Connector::command(fx.hostile("babbler")))
+        .options(
+            retry_mcp::ConnectOptions::new()
+                .with_retry(retry_core::RetryOptions::new().with_max_attempts(1)),
+        )
+        .clock(fx.clock.clone())
+        .build()
+        .unwrap();
+    let error = server.connect().await.unwrap_err();
+    let Some(ConnectFailure::Unreadable(UnreadableMessage::Malformed { detail })) =
+        error.last_failure()
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!(detail, "not a JSON object");
+    assert_eq!(
+        error.to_string(),
+        "could not connect to tool server `shop` after 1 attempt: the handshake failed: the server sent a line that is not a protocol message (not a JSON object)"
+    );
+    assert_eq!(fx.clock.elapsed(), Duration::ZERO, "at once");
+    server.close().await;
+}
+
+async fn c4_a_line_that_never_ends_fails_at_the_limit_and_swallows_no_answer() {
+    let fx = Fixture::new().await;
+    let limit = 64 << 10;
+    let (server, runner) = hostile_setup(&fx, "unterminated", Some(limit));
+    // The good answer after the endless line is never taken for the answer: the line is cut
+    // where it crossed the limit, and the call fails with that reason.
+    let error = server.call("refund", order(7)).await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            CallError::Unreadable { message: UnreadableMessage::TooLarge { limit: l }, .. } if *l == limit
+        ),
+        "{error:?}"
+    );
+    assert_reconciled(&runner, "c1").await;
+    assert_eq!(fx.clock.elapsed(), Duration::ZERO, "at once");
+    assert_eq!(fx.calls("refund"), 2);
+    server.close().await;
+}
+
+async fn c4_a_server_that_never_answers_the_handshake_leaves_a_side_effect_not_sent() {
+    let mut fx = Fixture::new().await;
+    let (server, runner) = hostile_setup(&fx, "silent", None);
+    let deadline = Duration::from_secs(5);
+    let running = tokio::spawn({
+        let runner = Arc::clone(&runner);
+        async move {
+            let (refund, _) = far("c1", "refund");
+            runner
+                .call_with(refund, CallLimits::new().deadline(deadline))
+                .await
+        }
+    });
+    fx.expect("initialize").await;
+    fx.clock.advance(deadline); // the call's deadline, and the connection's, in one step
+
+    let response = running.await.unwrap().unwrap();
+    let key = CallKey::new("run-1", "c1").unwrap();
+    let connect = "could not connect to tool server `shop` before the deadline";
+    support::assert_plain_failure(&runner, &response, key, connect).await;
+    assert_eq!(fx.clock.elapsed(), deadline);
+    assert_eq!(fx.calls("refund"), 0);
+    server.close().await;
+}
+
+async fn c4_listing_a_server_that_never_answers_ends_at_its_bound() {
+    // Never a handshake: no connection within the bound.
+    let mut fx = Fixture::new().await;
+    let (server, _) = hostile_setup(&fx, "silent", None);
+    let bound = Duration::from_secs(3);
+    let listing = tokio::spawn({
+        let server = server.clone();
+        async move { server.list_tools_within(bound).await }
+    });
+    fx.expect("initialize").await;
+    fx.clock.advance(bound);
+    let error = listing.await.unwrap().unwrap_err();
+    let ListError::Unreachable(connect) = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(connect.gave_up(), GaveUp::Deadline);
+    assert_eq!(fx.clock.elapsed(), bound);
+    server.close().await;
+
+    // A handshake, then no answer to the listing.
+    let mut fx = Fixture::new().await;
+    let (server, _) = hostile_setup(&fx, "mute", None);
+    let listing = tokio::spawn({
+        let server = server.clone();
+        async move { server.list_tools_within(bound).await }
+    });
+    fx.expect("tools/list").await;
+    fx.clock.advance(bound);
+    let error = listing.await.unwrap().unwrap_err();
+    assert!(
+        matches!(error, ListError::TimedOut { timeout, .. } if timeout == bound),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "tool server `shop` did not list its tools within 3s"
+    );
+    assert_eq!(fx.clock.elapsed(), bound);
+    assert!(
+        server.is_connected(),
+        "a slow listing leaves the connection open"
+    );
+    server.close().await;
+}
+
 // ---------------------------------------------------------------- the runner of this file
 
 type Scenario = fn() -> Pin<Box<dyn Future<Output = ()>>>;
@@ -426,6 +784,34 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("c1_a_program_that_does_not_exist_is_not_retried", || {
         Box::pin(c1_a_program_that_does_not_exist_is_not_retried())
     }),
+    (
+        "c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown",
+        || Box::pin(c4_an_answer_over_the_size_limit_fails_the_call_at_once_as_unknown()),
+    ),
+    (
+        "c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown",
+        || Box::pin(c4_a_line_that_is_not_json_fails_the_call_at_once_as_unknown()),
+    ),
+    (
+        "c4_a_server_that_writes_a_log_line_on_stdout_fails_its_handshake_with_the_reason",
+        || {
+            Box::pin(
+                c4_a_server_that_writes_a_log_line_on_stdout_fails_its_handshake_with_the_reason(),
+            )
+        },
+    ),
+    (
+        "c4_a_line_that_never_ends_fails_at_the_limit_and_swallows_no_answer",
+        || Box::pin(c4_a_line_that_never_ends_fails_at_the_limit_and_swallows_no_answer()),
+    ),
+    (
+        "c4_a_server_that_never_answers_the_handshake_leaves_a_side_effect_not_sent",
+        || Box::pin(c4_a_server_that_never_answers_the_handshake_leaves_a_side_effect_not_sent()),
+    ),
+    (
+        "c4_listing_a_server_that_never_answers_ends_at_its_bound",
+        || Box::pin(c4_listing_a_server_that_never_answers_ends_at_its_bound()),
+    ),
 ];
 
 fn main() -> ExitCode {

@@ -443,6 +443,35 @@ async fn listing_gives_the_servers_hints_untrusted() {
     assert_eq!(tools[2].hints, ToolHints::default());
 }
 
+/// SPEC C4: a listing has a call's bounds — connecting included — when given one.
+#[tokio::test(start_paused = true)]
+async fn c4_a_listing_within_a_bound_lists_or_ends_at_it() {
+    let shop = InProcess::new();
+    let (listed, _) = server(&shop, ConnectOptions::new());
+    let tools = listed
+        .list_tools_within(Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(tools.len(), 6);
+
+    // A handshake that never comes: the listing ends at its bound, not at the connect
+    // timeout (10 s) or after the attempts.
+    let shop = InProcess::new();
+    shop.then(&[Answer::Silent]);
+    let (server, _) = server(&shop, ConnectOptions::new());
+    let start = Instant::now();
+    let error = server
+        .list_tools_within(Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    let ListError::Unreachable(connect) = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(connect.gave_up(), GaveUp::Deadline);
+    assert_about(start.elapsed(), Duration::from_secs(2));
+    assert_eq!(shop.connects(), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn listing_stops_at_a_server_that_pages_forever() {
     let shop = InProcess::with_pages(true);

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{Answer, Event, InProcess};
+use crate::support::{Answer, Event, InProcess, assert_plain_failure};
 use retry_core::RetryOptions;
 use retry_core::effects::{
     CallKey, CallLimits, CallResponse, CallState, FailureKind, Ledger, MemoryLedger,
@@ -554,4 +554,195 @@ async fn the_servers_answers_are_committed_as_results() {
         retry_core::effects::ResultSource::Ledger
     );
     assert_eq!(shop.journal.calls("decline"), 1);
+}
+
+/// Yields until `clock` has at least `sleeps` pending: every task got as far as its timers.
+async fn until_pending(clock: &retry_testkit::MockClock, sleeps: usize) {
+    for _ in 0..10_000 {
+        if clock.pending() >= sleeps {
+            // A few more turns, so that nothing else is about to register.
+            for _ in 0..16 {
+                tokio::task::yield_now().await;
+            }
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("only {} sleeps pending, not {sleeps}", clock.pending());
+}
+
+/// SPEC C4: a side-effect call whose connection never came is known as not sent — never sent
+/// to reconciliation — even when its deadline ties with the connection's: the server never
+/// answers the handshake, another caller's connection round is running (so the call's own
+/// round starts late), and the call's deadline passes in the same step of the clock that ends
+/// everything else. 100 rounds at different offsets, on the mock clock.
+#[tokio::test]
+async fn c4_a_call_whose_connection_never_came_is_not_sent_even_when_the_deadlines_tie() {
+    use retry_testkit::MockClock;
+
+    for round in 0..100u64 {
+        let clock = MockClock::new();
+        let shop = InProcess::new();
+        shop.then(&[Answer::Silent; 4]);
+        let server = ToolServer::builder("shop", shop.connector())
+            .clock(clock.clone())
+            .seed(round)
+            .build()
+            .unwrap();
+        let runner = Arc::new(
+            ToolRunner::new(
+                MemoryLedger::new(),
+                Toolbox::new().with(server.tool("refund").unwrap()).unwrap(),
+            )
+            .with_clock(clock.clone()),
+        );
+        // Someone else is connecting already (its attempt waits for the silent handshake).
+        let connecting = tokio::spawn({
+            let server = server.clone();
+            async move { server.connect().await }
+        });
+        until_pending(&clock, 1).await;
+        // The call comes a little later, with a deadline well inside that attempt's timeout.
+        let skew = Duration::from_micros(round * 37);
+        clock.advance(skew);
+        let deadline = Duration::from_millis(100 + round * 13);
+        let running = tokio::spawn({
+            let runner = Arc::clone(&runner);
+            async move {
+                runner
+                    .call_with(
+                        call("c1", "refund", json!({ "order": round })),
+                        CallLimits::new().deadline(deadline),
+                    )
+                    .await
+            }
+        });
+        until_pending(&clock, 2).await;
+        clock.advance(deadline); // the call's deadline, in one step
+
+        let response = running.await.unwrap().unwrap_or_else(|error| {
+            panic!("round {round}: {error:?}");
+        });
+        let connect = "could not connect to tool server `shop` before the deadline";
+        assert_plain_failure(&runner, &response, key("c1"), connect).await;
+        assert_eq!(clock.elapsed(), skew + deadline, "round {round}: at once");
+        assert!(shop.journal.events().is_empty());
+        connecting.abort();
+    }
+}
+
+/// Our side of a pipe whose writes a test can make fail, as a pipe whose reader went away.
+struct Breakable {
+    inner: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    broken: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl tokio::io::AsyncWrite for Breakable {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// SPEC C4, C2: when the connection fails before a byte of the call was written — here, our
+/// writes fail while the server's answers could still come — the call knows it was not sent:
+/// a side effect is a plain failure, never reconciliation, and the server never saw it. The
+/// connection is dropped and the next call connects anew.
+#[tokio::test(start_paused = true)]
+async fn c4_a_call_whose_request_could_not_be_written_is_not_sent() {
+    use crate::support::{MemoryJournal, Shop};
+    use retry_mcp::{CallError, Connector, Stream};
+    use rmcp::ServiceExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let journal = Arc::new(MemoryJournal::default());
+    let broken = Arc::new(AtomicBool::new(false));
+    let connector = Connector::new({
+        let (journal, broken) = (Arc::clone(&journal), Arc::clone(&broken));
+        move || {
+            let (journal, broken) = (Arc::clone(&journal), Arc::clone(&broken));
+            async move {
+                let (client, server) = tokio::io::duplex(64 * 1024);
+                let shop = Shop {
+                    journal,
+                    endless_pages: false,
+                };
+                tokio::spawn(async move {
+                    if let Ok(running) = shop.serve(server).await {
+                        let _ = running.waiting().await;
+                    }
+                });
+                let (read, write) = tokio::io::split(client);
+                Ok(Stream::new(
+                    read,
+                    Breakable {
+                        inner: write,
+                        broken,
+                    },
+                ))
+            }
+        }
+    });
+    let server = ToolServer::builder("shop", connector).build().unwrap();
+    server.connect().await.unwrap();
+    broken.store(true, Ordering::SeqCst);
+
+    let error = server
+        .call("refund", crate::support::order(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, CallError::NotSent { .. }), "{error:?}");
+    assert!(!error.was_sent() && !error.answer_lost() && error.is_retryable());
+    assert!(
+        error.to_string().starts_with(
+            "the call of `refund` was not sent: the connection to tool server `shop` failed first"
+        ),
+        "{error}"
+    );
+    assert!(!server.is_connected(), "the failed connection was dropped");
+
+    // Through the runner, on a fresh connection that fails the same way: a plain failure.
+    let runner = runner(vec![server.tool("refund").unwrap()]);
+    broken.store(false, Ordering::SeqCst);
+    server.connect().await.unwrap();
+    broken.store(true, Ordering::SeqCst);
+    let response = runner
+        .call(call("c1", "refund", json!({ "order": 2 })))
+        .await
+        .unwrap();
+    let not_sent = "the call of `refund` was not sent";
+    assert_plain_failure(&runner, &response, key("c1"), not_sent).await;
+
+    // Writes work again: the next call connects anew and goes through.
+    broken.store(false, Ordering::SeqCst);
+    server
+        .call("refund", crate::support::order(3))
+        .await
+        .unwrap();
+    assert_eq!(server.connections(), 3);
+    assert_eq!(
+        journal.calls("refund"),
+        1,
+        "only the call that was written arrived"
+    );
 }

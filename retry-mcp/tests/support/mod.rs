@@ -324,3 +324,26 @@ pub fn order(n: u64) -> JsonObject {
     args.insert("order".to_owned(), json!(n));
     args
 }
+
+/// `response` is a failure whose message starts with `prefix`, committed as the call's result
+/// in `runner`'s ledger: a call known as not sent, never left for reconciliation.
+pub async fn assert_plain_failure<C: retry_core::Clock>(
+    runner: &retry_core::effects::ToolRunner<retry_core::effects::MemoryLedger, C>,
+    response: &retry_core::effects::CallResponse,
+    key: retry_core::effects::CallKey,
+    prefix: &str,
+) {
+    use retry_core::effects::{CallState, Ledger};
+    let failure = response.result().unwrap().outcome.clone().unwrap_err();
+    assert!(
+        failure.message.starts_with(prefix),
+        "{key}: {}",
+        failure.message
+    );
+    let record = runner.ledger().get(key.clone()).await.unwrap().unwrap();
+    assert!(
+        matches!(record.state, CallState::Committed { .. }),
+        "{key}: not for reconciliation, but {:?}",
+        record.state
+    );
+}
