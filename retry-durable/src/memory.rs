@@ -62,7 +62,10 @@ impl Inner {
     fn remove(&mut self, id: i64) {
         if let Some(record) = self.work.remove(&id) {
             if let Some(key) = record.key {
-                self.keys.remove(&(record.owner, key));
+                let slot = (record.owner, key);
+                if self.keys.get(&slot) == Some(&id) {
+                    self.keys.remove(&slot);
+                }
             }
         }
     }
@@ -243,6 +246,14 @@ impl Store for MemoryStore {
             next.state = WorkState::Cancelled;
             next.lease_until = None;
             next.updated_at = now;
+            // Cancelled work no longer holds its key: scheduling the same work again makes
+            // live work.
+            if let Some(key) = &next.key {
+                let slot = (next.owner.clone(), key.clone());
+                if inner.keys.get(&slot) == Some(&id.0) {
+                    inner.keys.remove(&slot);
+                }
+            }
             inner.work.insert(id.0, next);
         }
         Ok(Some(was))

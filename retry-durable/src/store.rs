@@ -18,8 +18,9 @@ use crate::record::{
 /// `PostgresStore` and [`MemoryStore`](crate::MemoryStore); the conformance suite in `tests/`
 /// runs against each.
 pub trait Store: Send + Sync + 'static {
-    /// Writes new work. With a key that the owner already uses, writes nothing and returns
-    /// the existing row as [`Inserted::Existing`].
+    /// Writes new work. With a key that the owner's work that can still run (waiting or
+    /// running) already uses, writes nothing and returns that row as [`Inserted::Existing`];
+    /// a cancelled row keeps its key for inspection but does not hold it.
     fn insert(&self, work: NewWork) -> impl Future<Output = Result<Inserted, StoreError>> + Send;
 
     /// One piece of work by id.
@@ -109,8 +110,8 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
-    /// Cancels waiting or running work: it stays, as `cancelled`, and is never claimed again.
-    /// Returns the state it had (`None` if there is no such work). Idempotent.
+    /// Cancels waiting or running work: it stays, as `cancelled`, and is never claimed again;
+    /// its key is free for new work. Returns the state it had (`None` if there is no such work). Idempotent.
     fn cancel(
         &self,
         id: WorkId,

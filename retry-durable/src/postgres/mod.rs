@@ -243,7 +243,8 @@ static INSERT_RETURNING_ID: LazyLock<String> =
 /// row without a key can conflict with nothing (the key index holds only rows with one).
 static INSERT_KEYED_RETURNING_ID: LazyLock<String> = LazyLock::new(|| {
     claim::compact(&format!(
-        "{INSERT} ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING RETURNING id"
+        "{INSERT} ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state <> 'cancelled'
+         DO NOTHING RETURNING id"
     ))
 });
 
@@ -406,7 +407,8 @@ async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
     }
     let statement = client
         .prepare_cached(&format!(
-            "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND key = $2"
+            "SELECT {WORK_COLUMNS} FROM retry_durable_work
+             WHERE owner = $1 AND key = $2 AND state <> 'cancelled'"
         ))
         .await?;
     match client

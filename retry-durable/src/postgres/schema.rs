@@ -110,6 +110,11 @@ const MIGRATIONS: &[&str] = &[
         DROP INDEX retry_durable_work_due;
         DROP INDEX retry_durable_work_lease;"
     ),
+    // 5: a key is held only by work that can still run: cancelled work keeps its key on the
+    // row (for inspection) but no longer blocks scheduling the same work again.
+    "DROP INDEX retry_durable_work_key;
+    CREATE UNIQUE INDEX retry_durable_work_live_key ON retry_durable_work (owner, key)
+        WHERE key IS NOT NULL AND state <> 'cancelled';",
 ];
 
 /// The schema version this library writes.

@@ -185,7 +185,7 @@ fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, 
                  last_delay_ms, created_at, updated_at, revision)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'waiting', 0, ?12, ?12, NULL,
                  NULL, 0, ?13, ?13, 1)
-             ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING
+             ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state <> 'cancelled' DO NOTHING
              RETURNING {WORK_COLUMNS}"
         ))
         .map_err(failed)?;
@@ -236,7 +236,8 @@ impl Store for SqliteStore {
             }
             let existing = conn
                 .prepare_cached(&format!(
-                    "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND key = ?2"
+                    "SELECT {WORK_COLUMNS} FROM work
+                     WHERE owner = ?1 AND key = ?2 AND state <> 'cancelled'"
                 ))
                 .map_err(failed)?
                 .query_row(params![work.owner, work.key], work_from_row)

@@ -865,6 +865,43 @@ pub async fn p5_a_value_out_of_range_refuses_its_attempt_alone<S: Store>(store: 
     }
 }
 
+pub async fn s14_cancelled_work_no_longer_holds_its_key<S: Store>(store: S) {
+    let mut keyed = work("o", "send", 0);
+    keyed.key = Some("invoice-7".to_owned());
+    let first = new(store.insert(keyed.clone()).await.unwrap());
+    assert_eq!(
+        store.cancel(first.id, at(1)).await.unwrap(),
+        Some(WorkState::Waiting)
+    );
+    // The same work again is live work, not the cancelled row.
+    let second = new(store.insert(keyed.clone()).await.unwrap());
+    assert_ne!(second.id, first.id);
+    assert_eq!(second.state, WorkState::Waiting);
+    let cancelled = store.get(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (cancelled.state, cancelled.key.as_deref()),
+        (WorkState::Cancelled, Some("invoice-7")),
+        "the cancelled row keeps its key for inspection"
+    );
+    // The live row holds the key again.
+    match store.insert(keyed.clone()).await.unwrap() {
+        Inserted::Existing(existing) => assert_eq!(existing.id, second.id),
+        Inserted::New(record) => panic!("a second live row {} for one key", record.id),
+    }
+    let claimed = store.claim("o", at(2), at(100), 10).await.unwrap().work;
+    assert_eq!(
+        claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [second.id]
+    );
+    // A running row holds its key too; cancelled while running, it frees it.
+    assert_eq!(
+        store.cancel(second.id, at(3)).await.unwrap(),
+        Some(WorkState::Running)
+    );
+    let third = new(store.insert(keyed).await.unwrap());
+    assert!(third.id != first.id && third.id != second.id);
+}
+
 /// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
 /// evaluates to `(store, guard)`).
 #[macro_export]
@@ -890,6 +927,7 @@ macro_rules! conformance_suite {
             p2_an_empty_batch_claims_as_claim_does,
             p2_a_batch_and_the_next_claim_in_one_call,
             p5_a_value_out_of_range_refuses_its_attempt_alone,
+            s14_cancelled_work_no_longer_holds_its_key,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {

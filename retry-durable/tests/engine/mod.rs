@@ -1297,6 +1297,63 @@ pub async fn s12_an_attempt_is_written_when_it_ends_not_with_the_slowest<S: Stor
     assert_eq!(jobs.get(long.id).await.unwrap(), None);
 }
 
+pub async fn s14_scheduling_what_was_cancelled_creates_live_work<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("a", flaky.handler(0))
+        .build()
+        .unwrap();
+    let cron = jobs
+        .schedule(When::cron("*/5 * * * *"), "a", &1u32, none())
+        .await
+        .unwrap();
+    let every = jobs
+        .every(Duration::from_secs(60), "a", &1u32, none())
+        .await
+        .unwrap();
+    let keyed = WorkOptions::new().key("invoice-42");
+    let once = jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap();
+    for id in [cron.id, every.id, once.id] {
+        assert!(jobs.cancel(id).await.unwrap());
+    }
+
+    let cron_again = jobs
+        .schedule(When::cron("*/5 * * * *"), "a", &1u32, none())
+        .await
+        .unwrap();
+    let every_again = jobs
+        .every(Duration::from_secs(60), "a", &1u32, none())
+        .await
+        .unwrap();
+    let once_again = jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap();
+    for (old, new) in [
+        (&cron, &cron_again),
+        (&every, &every_again),
+        (&once, &once_again),
+    ] {
+        assert_ne!(
+            old.id, new.id,
+            "scheduling what was cancelled makes new work"
+        );
+        assert_eq!(new.state, WorkState::Waiting);
+    }
+    // The live work holds the key: the same call returns it, other work is refused by key.
+    assert_eq!(
+        jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap().id,
+        once_again.id
+    );
+    let err = jobs.enqueue("a", &43u32, keyed).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "key `invoice-42` is already used by other work (handler `a`)"
+    );
+    // And it runs.
+    clock.advance(Duration::from_secs(300));
+    assert_eq!(jobs.run_due().await.unwrap(), 3);
+    assert_eq!(flaky.calls(), 3);
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1328,6 +1385,7 @@ macro_rules! engine_suite {
             b3_protection_for_an_unknown_handler_is_refused_when_built,
             s11_s12_nothing_is_announced_before_it_is_written,
             s12_an_attempt_is_written_when_it_ends_not_with_the_slowest,
+            s14_scheduling_what_was_cancelled_creates_live_work,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
