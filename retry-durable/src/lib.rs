@@ -71,8 +71,8 @@ mod store;
 mod timing;
 
 pub use jobs::{
-    BuildError, Event, HandlerResult, JobContext, Jobs, JobsBuilder, ScheduleError, What, When,
-    WorkOptions,
+    BuildError, DEFAULT_KEY_RETENTION, Event, HandlerResult, JobContext, Jobs, JobsBuilder,
+    ScheduleError, What, When, WorkOptions,
 };
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]

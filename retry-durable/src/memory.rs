@@ -81,9 +81,14 @@ impl Store for MemoryStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         let mut inner = self.lock();
         if let Some(key) = &work.key {
-            if let Some(id) = inner.keys.get(&(work.owner.clone(), key.clone())) {
-                if let Some(existing) = inner.work.get(id) {
-                    return Ok(Inserted::Existing(existing.clone()));
+            if let Some(&id) = inner.keys.get(&(work.owner.clone(), key.clone())) {
+                if let Some(existing) = inner.work.get(&id) {
+                    if existing.state.finished() && existing.due_at <= work.created_at {
+                        // Its key's retention is over: the key is free.
+                        inner.remove(id);
+                    } else {
+                        return Ok(Inserted::Existing(existing.clone()));
+                    }
                 }
             }
         }
@@ -180,7 +185,22 @@ impl Store for MemoryStore {
             return Ok(false);
         };
         let next = match &finish.then {
-            Then::Remove => None,
+            Then::Remove => match (finish.keep_key_until, &record.key) {
+                (Some(until), Some(_)) => {
+                    let mut next = record.clone();
+                    next.revision = next_revision(&record)?;
+                    next.state = if finish.dead_letter.is_some() {
+                        WorkState::DeadLettered
+                    } else {
+                        WorkState::Succeeded
+                    };
+                    next.lease_until = None;
+                    next.due_at = until;
+                    next.updated_at = finish.now;
+                    Some(next)
+                }
+                _ => None,
+            },
             Then::Wait {
                 due_at,
                 fire_at,
@@ -240,7 +260,7 @@ impl Store for MemoryStore {
             return Ok(None);
         };
         let was = record.state;
-        if was != WorkState::Cancelled {
+        if was.can_run() {
             let mut next = record.clone();
             next.revision = next_revision(record)?;
             next.state = WorkState::Cancelled;
@@ -268,7 +288,7 @@ impl Store for MemoryStore {
             .filter_map(|r| match r.state {
                 WorkState::Waiting => Some(r.due_at),
                 WorkState::Running => r.lease_until,
-                WorkState::Cancelled => None,
+                WorkState::Cancelled | WorkState::Succeeded | WorkState::DeadLettered => None,
             })
             .min())
     }
@@ -319,5 +339,25 @@ impl Store for MemoryStore {
 
     async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
         Ok(self.lock().dead.remove(&id.0).is_some())
+    }
+
+    async fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        let expired: Vec<i64> = inner
+            .work
+            .values()
+            .filter(|r| r.owner == owner && r.state.finished() && r.due_at <= now)
+            .take(limit as usize)
+            .map(|r| r.id.0)
+            .collect();
+        for &id in &expired {
+            inner.remove(id);
+        }
+        Ok(expired.len() as u64)
     }
 }

@@ -18,9 +18,13 @@ use crate::record::{
 /// `PostgresStore` and [`MemoryStore`](crate::MemoryStore); the conformance suite in `tests/`
 /// runs against each.
 pub trait Store: Send + Sync + 'static {
-    /// Writes new work. With a key that the owner's work that can still run (waiting or
-    /// running) already uses, writes nothing and returns that row as [`Inserted::Existing`];
-    /// a cancelled row keeps its key for inspection but does not hold it.
+    /// Writes new work. With a key that the owner's work already holds, writes nothing and
+    /// returns that row as [`Inserted::Existing`]. A key is held by work that can still run
+    /// (waiting or running) and by finished work kept for its key
+    /// ([`WorkState::Succeeded`], [`WorkState::DeadLettered`]) until its `due_at`, the end of
+    /// the retention; from then on the kept row is deleted and the new work written in its
+    /// place (`work.created_at` is the time of the call). A cancelled row keeps its key for
+    /// inspection but does not hold it.
     fn insert(&self, work: NewWork) -> impl Future<Output = Result<Inserted, StoreError>> + Send;
 
     /// One piece of work by id.
@@ -149,6 +153,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes a dead letter; `false` if there was none.
     fn purge(&self, id: DeadLetterId) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Deletes up to `limit` of `owner`'s finished rows kept for their key
+    /// ([`Finish::keep_key_until`]) whose retention ended at or before `now`; returns how
+    /// many. Bounded, so that a purge after a long outage is many short writes, not one long
+    /// one.
+    fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }
 
 /// What [`Store::claim`] took.
@@ -179,6 +194,11 @@ pub struct Finish {
     pub then: Then,
     /// When this happened.
     pub now: Timestamp,
+    /// With [`Then::Remove`] of keyed work: keep the row until then instead of deleting it,
+    /// as [`WorkState::Succeeded`] (no dead letter) or [`WorkState::DeadLettered`], with
+    /// this time as its `due_at`, so that its key answers for it until then. Ignored with
+    /// [`Then::Wait`] and for work without a key.
+    pub keep_key_until: Option<Timestamp>,
 }
 
 /// An attempt that has ended, for [`Store::finish_and_claim`]: the claim it ran under and

@@ -118,6 +118,7 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
              CREATE INDEX retry_durable_work_lease ON retry_durable_work (owner, lease_until, id)
                  WHERE state = 'running';
              DROP INDEX retry_durable_work_live_key;
+             DROP INDEX retry_durable_work_kept;
              CREATE UNIQUE INDEX retry_durable_work_key ON retry_durable_work (owner, key)
                  WHERE key IS NOT NULL;
              DELETE FROM retry_durable_schema WHERE version >= 4;",
@@ -140,6 +141,7 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
     assert_eq!(
         indexes,
         [
+            "retry_durable_work_kept",
             "retry_durable_work_live_key",
             "retry_durable_work_pkey",
             "retry_durable_work_ready"

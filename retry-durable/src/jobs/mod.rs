@@ -89,6 +89,8 @@ pub(crate) struct Inner<S, C> {
     pub(crate) rng: Mutex<JitterRng>,
     pub(crate) running: Mutex<HashMap<WorkId, CancelToken>>,
     pub(crate) wake: Notify,
+    /// When the worker next purges finished rows whose key retention ended.
+    pub(crate) next_purge: Mutex<Timestamp>,
 }
 
 /// The worker's settings.
@@ -98,6 +100,7 @@ pub(crate) struct Settings {
     pub(crate) concurrency: u32,
     pub(crate) poll_interval: Duration,
     pub(crate) misfire_grace: Duration,
+    pub(crate) key_retention: Duration,
 }
 
 /// Why [`JobsBuilder::build`] refused.
@@ -146,7 +149,8 @@ pub struct JobsBuilder<S, C = DefaultClock> {
 impl<S: Store> Jobs<S> {
     /// Starts building the owner of the work in `store`. Defaults: owner `"default"`, the
     /// built-in retry options, a 30 s lease, 16 attempts at a time, a 1 s poll for work
-    /// written by other processes, a 60 s misfire grace, the default clock.
+    /// written by other processes, a 60 s misfire grace, keys kept 24 h after their work
+    /// finished, the default clock.
     pub fn builder(store: S) -> JobsBuilder<S> {
         JobsBuilder {
             store,
@@ -162,6 +166,7 @@ impl<S: Store> Jobs<S> {
                 concurrency: 16,
                 poll_interval: Duration::from_secs(1),
                 misfire_grace: Duration::from_secs(60),
+                key_retention: DEFAULT_KEY_RETENTION,
             },
             seed: None,
             error: None,
@@ -315,6 +320,22 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         self
     }
 
+    /// How long a key outlives its work: keyed one-shot or queue work that finished
+    /// (succeeded or dead-lettered) is kept, as [`WorkState::Succeeded`] or
+    /// [`WorkState::DeadLettered`], for this long, so that a program that runs twice and
+    /// enqueues the same work under the same key gets the finished record back and runs
+    /// nothing. After it the key is free (the worker deletes the kept row, a bounded number
+    /// per pass). Default 24 hours, how long payment APIs keep an idempotency key;
+    /// [`Duration::ZERO`] deletes finished work at once, as work without a key always is. At
+    /// most 366 days.
+    ///
+    /// [`WorkState::Succeeded`]: crate::WorkState::Succeeded
+    /// [`WorkState::DeadLettered`]: crate::WorkState::DeadLettered
+    pub fn key_retention(mut self, retention: Duration) -> Self {
+        self.settings.key_retention = retention;
+        self
+    }
+
     /// Seeds the jitter of backoffs, for reproducible runs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -368,6 +389,9 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         if self.settings.poll_interval < Duration::from_millis(1) {
             return Err(BuildError::Setting("poll interval must be >= 1 ms"));
         }
+        if self.settings.key_retention > MAX_KEY_RETENTION {
+            return Err(BuildError::Setting("key retention must be <= 366 days"));
+        }
         if let Some(name) = self
             .registry
             .protection
@@ -400,6 +424,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
                 rng: Mutex::new(rng),
                 running: Mutex::new(HashMap::new()),
                 wake: Notify::new(),
+                next_purge: Mutex::new(Timestamp::from_millis(0)),
             }),
         })
     }
@@ -407,6 +432,12 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
 
 /// Rows per page when a listing reads everything.
 const PAGE: u32 = 500;
+
+/// How long a key outlives its work unless [`JobsBuilder::key_retention`] says otherwise.
+pub const DEFAULT_KEY_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest key retention: a year and a day.
+const MAX_KEY_RETENTION: Duration = Duration::from_secs(366 * 24 * 60 * 60);
 
 /// Every page of a listing that pages by the last id it returned.
 async fn all_pages<T, K, F, Fut>(id_of: impl Fn(&T) -> K, mut page: F) -> Result<Vec<T>, StoreError>
@@ -489,6 +520,13 @@ impl<S: Store, C: Clock> Jobs<S, C> {
 
     /// Queues `handler` to run with `payload` as soon as a worker is free.
     ///
+    /// With a key ([`WorkOptions::key`]) that the same work already holds, nothing is
+    /// written and the existing record is returned: while it can still run, as waiting or
+    /// running; after it finished and within the key's retention
+    /// ([`JobsBuilder::key_retention`]), with its `state`
+    /// [`Succeeded`](crate::WorkState::Succeeded) or
+    /// [`DeadLettered`](crate::WorkState::DeadLettered) — it finished, and nothing runs again.
+    ///
     /// # Errors
     /// [`ScheduleError`]; nothing is written when queueing fails.
     pub async fn enqueue<P: Serialize>(
@@ -562,8 +600,9 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         }
     }
 
-    /// One piece of work by id (`None` once a one-shot or queue item has succeeded or been
-    /// dead-lettered).
+    /// One piece of work by id: `None` once a one-shot or queue item without a key has
+    /// succeeded or been dead-lettered; keyed work is kept as finished until its key's
+    /// retention ends ([`JobsBuilder::key_retention`]).
     pub async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
         let record = self.inner.store.get(id).await?;
         Ok(record.filter(|r| r.owner == self.inner.owner))

@@ -30,6 +30,12 @@ use crate::timing::Misfire;
 
 const TARGET: &str = "retry_durable";
 
+/// Most kept rows one purge deletes: a short write, however many expired at once.
+const PURGE_ROWS: u32 = 500;
+
+/// How often a worker purges kept rows whose retention ended (on the owner's clock).
+const PURGE_EVERY: Duration = Duration::from_secs(60);
+
 /// An attempt's end, not yet written: what to write, and what to announce once it is.
 struct Ended {
     record: WorkRecord,
@@ -51,6 +57,7 @@ where
     /// items were claimed once every attempt has finished and been recorded. For tests,
     /// scripts and cron-like callers; long-running workers use [`run`](Self::run).
     pub async fn run_due(&self) -> Result<usize, StoreError> {
+        self.purge_kept_keys().await;
         let claimed = self.claim(self.inner.settings.concurrency).await?;
         let count = claimed.len();
         let mut attempts = JoinSet::new();
@@ -86,6 +93,7 @@ where
             if stop.is_cancelled() {
                 break;
             }
+            self.purge_kept_keys().await;
             let free = settings.concurrency.saturating_sub(attempts.len() as u32);
             let mut wait = settings.poll_interval;
             if free > 0 || !ended.is_empty() {
@@ -120,6 +128,39 @@ where
         }
         // Claims nothing, so it cannot fail: an attempt it could not write is logged.
         let _ = self.record_and_claim(ended, 0).await;
+    }
+
+    /// Deletes finished rows whose key retention ended, at most [`PURGE_ROWS`] of them, once
+    /// every [`PURGE_EVERY`] on the owner's clock. A failure is logged: the rows are purged on
+    /// a later pass, and until then a kept row whose retention ended is replaced by the
+    /// first enqueue of its key.
+    async fn purge_kept_keys(&self) {
+        let now = self.now();
+        {
+            let mut next = lock(&self.inner.next_purge);
+            if now < *next {
+                return;
+            }
+            *next = now + PURGE_EVERY;
+        }
+        match self
+            .inner
+            .store
+            .purge_kept_keys(&self.inner.owner, now, PURGE_ROWS)
+            .await
+        {
+            Ok(0) => {}
+            Ok(purged) => {
+                tracing::debug!(target: TARGET, purged, "purged finished work whose key retention ended");
+                if purged == u64::from(PURGE_ROWS) {
+                    // More may be left: the next pass purges again.
+                    *lock(&self.inner.next_purge) = now;
+                }
+            }
+            Err(error) => {
+                tracing::error!(target: TARGET, %error, "could not purge finished work whose key retention ended");
+            }
+        }
     }
 
     /// How long an idle worker waits: until the next due time, at most a poll interval.
@@ -164,12 +205,21 @@ where
         let lease_until = now + inner.settings.lease;
         let mut batch = Vec::with_capacity(ended.len());
         let mut announced = Vec::with_capacity(ended.len());
+        let retention = inner.settings.key_retention;
         for Ended {
             record,
-            finish,
+            mut finish,
             events,
         } in ended
         {
+            if finish.then == Then::Remove
+                && record.key.is_some()
+                && !record.timing.repeats()
+                && !retention.is_zero()
+            {
+                // Keyed work that finished keeps its key for the retention.
+                finish.keep_key_until = Some(finish.now + retention);
+            }
             batch.push(Finished {
                 id: record.id,
                 revision: record.revision,
@@ -547,6 +597,7 @@ fn ended(
             dead_letter,
             then,
             now,
+            keep_key_until: None,
         },
         events,
     }

@@ -302,9 +302,25 @@ async fn apply_then(
     rev: i64,
     now: i64,
     then: &Then,
+    keep: Option<(WorkState, i64)>,
 ) -> Result<u64, Failed> {
     match then {
         Then::Remove => {
+            if let Some((state, until)) = keep {
+                let statement = client
+                    .prepare_cached(
+                        "UPDATE retry_durable_work SET state = $3, lease_until = NULL,
+                             due_at = $4, updated_at = $5, revision = revision + 1
+                         WHERE id = $1 AND revision = $2 AND key IS NOT NULL",
+                    )
+                    .await?;
+                let kept = client
+                    .execute(&statement, &[&id.0, &rev, &state.name(), &until, &now])
+                    .await?;
+                if kept == 1 {
+                    return Ok(kept);
+                }
+            }
             let statement = client
                 .prepare_cached(
                     "DELETE FROM retry_durable_work
@@ -415,7 +431,26 @@ async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
         .query_opt(&statement, &[&work.owner, &work.key])
         .await?
     {
-        Some(row) => Ok(Inserted::Existing(work_row(&row)?)),
+        Some(row) => {
+            let existing = work_row(&row)?;
+            if !(existing.state.finished() && existing.due_at <= work.created_at) {
+                return Ok(Inserted::Existing(existing));
+            }
+            // The key's retention is over: the kept row goes, the new work takes the key.
+            let statement = client
+                .prepare_cached("DELETE FROM retry_durable_work WHERE id = $1 AND revision = $2")
+                .await?;
+            client
+                .execute(
+                    &statement,
+                    &[&existing.id.0, &i64_of(existing.revision.get())?],
+                )
+                .await?;
+            match insert_work(client, &work).await? {
+                Some(id) => Ok(Inserted::New(work.into_record(id))),
+                None => Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into()),
+            }
+        }
         // The holder of the key finished between the two statements: the key is free.
         None => match insert_work(client, &work).await? {
             Some(id) => Ok(Inserted::New(work.into_record(id))),
@@ -484,9 +519,21 @@ async fn finish(
 ) -> Result<bool, Failed> {
     let rev = i64_of(revision.get())?;
     let now = i64_of(finish.now.as_millis())?;
+    let keep = match finish.keep_key_until {
+        Some(until) => {
+            let state = if finish.dead_letter.is_some() {
+                WorkState::DeadLettered
+            } else {
+                WorkState::Succeeded
+            };
+            Some((state, i64_of(until.as_millis())?))
+        }
+        None => None,
+    };
     let Some(dead) = &finish.dead_letter else {
-        // One fenced statement is atomic by itself: no BEGIN and COMMIT round trips.
-        return Ok(apply_then(client, id, rev, now, &finish.then).await? == 1);
+        // One fenced statement is atomic by itself (the delete after a keep that changed
+        // nothing is fenced on the same revision): no BEGIN and COMMIT round trips.
+        return Ok(apply_then(client, id, rev, now, &finish.then, keep).await? == 1);
     };
     let tx = client.transaction().await?;
     let statement = tx
@@ -516,7 +563,7 @@ async fn finish(
     if written != 1 {
         return Ok(false);
     }
-    if apply_then(&tx, id, rev, now, &finish.then).await? != 1 {
+    if apply_then(&tx, id, rev, now, &finish.then, keep).await? != 1 {
         // Dropping the transaction rolls the dead letter back.
         return Ok(false);
     }
@@ -540,7 +587,7 @@ async fn cancel(
         return Ok(None);
     };
     let record = work_row(&row)?;
-    if record.state != WorkState::Cancelled {
+    if record.state.can_run() {
         let statement = tx
             .prepare_cached(
                 "UPDATE retry_durable_work SET state = 'cancelled', lease_until = NULL,
@@ -600,6 +647,28 @@ async fn purge(client: &Object, id: DeadLetterId) -> Result<bool, Failed> {
         .prepare_cached("DELETE FROM retry_durable_dead_letter WHERE id = $1")
         .await?;
     Ok(client.execute(&statement, &[&id.0]).await? == 1)
+}
+
+/// [`Store::purge_kept_keys`].
+async fn purge_kept_keys(
+    client: &Object,
+    owner: &str,
+    now: Timestamp,
+    limit: u32,
+) -> Result<u64, Failed> {
+    let statement = client
+        .prepare_cached(
+            "DELETE FROM retry_durable_work WHERE id IN (SELECT id FROM retry_durable_work
+                 WHERE owner = $1 AND state IN ('succeeded', 'dead_lettered') AND due_at <= $2
+                 LIMIT $3)",
+        )
+        .await?;
+    Ok(client
+        .execute(
+            &statement,
+            &[&owner, &i64_of(now.as_millis())?, &i64::from(limit)],
+        )
+        .await?)
 }
 
 // Every method takes a connection from the pool, runs on it, and gives it back through
@@ -663,6 +732,16 @@ impl Store for PostgresStore {
         let mut previous = None;
         for (index, item) in items {
             let key = (item.id, item.revision);
+            if item.finish.keep_key_until.is_some() && item.finish.then == Then::Remove {
+                // Kept for its key: its own statement, which the batch does not write.
+                if previous == Some(key) {
+                    answers[index] = Some(Ok(false));
+                    continue;
+                }
+                previous = Some(key);
+                answers[index] = Some(self.finish(item.id, item.revision, item.finish).await);
+                continue;
+            }
             if previous == Some(key) {
                 // The same claim twice: the first ends it, so the second finds it gone.
                 answers[index] = Some(Ok(false));
@@ -793,6 +872,18 @@ impl Store for PostgresStore {
     async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
         let client = self.client().await?;
         let purged = purge(&client, id).await;
+        release(client, &purged);
+        Ok(purged?)
+    }
+
+    async fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let purged = purge_kept_keys(&client, owner, now, limit).await;
         release(client, &purged);
         Ok(purged?)
     }

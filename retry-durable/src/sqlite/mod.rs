@@ -242,7 +242,21 @@ impl Store for SqliteStore {
                 .map_err(failed)?
                 .query_row(params![work.owner, work.key], work_from_row)
                 .map_err(failed)?;
-            Ok(Inserted::Existing(sql::checked_work(existing)?))
+            let existing = sql::checked_work(existing)?;
+            if !(existing.state.finished() && existing.due_at <= work.created_at) {
+                return Ok(Inserted::Existing(existing));
+            }
+            // The key's retention is over: the kept row goes, the new work takes the key.
+            let tx = conn.transaction().map_err(failed)?;
+            tx.prepare_cached("DELETE FROM work WHERE id = ?1 AND revision = ?2")
+                .map_err(failed)?
+                .execute(params![existing.id.0, i64_of(existing.revision.get())?])
+                .map_err(failed)?;
+            let Some(record) = insert_work(&tx, &work)? else {
+                return Err(StoreError::Busy(format!("key {:?} is contended", work.key)));
+            };
+            tx.commit().map_err(failed)?;
+            Ok(Inserted::New(record))
         })
         .await
     }
@@ -389,13 +403,43 @@ impl Store for SqliteStore {
                 }
             }
             let changed = match &finish.then {
-                Then::Remove => tx
-                    .prepare_cached(
-                        "DELETE FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                    )
-                    .map_err(failed)?
-                    .execute(params![id.0, rev])
-                    .map_err(failed)?,
+                Then::Remove => {
+                    let kept = match finish.keep_key_until {
+                        Some(until) => {
+                            let state = if finish.dead_letter.is_some() {
+                                WorkState::DeadLettered
+                            } else {
+                                WorkState::Succeeded
+                            };
+                            tx.prepare_cached(
+                                "UPDATE work SET state = ?3, lease_until = NULL, due_at = ?4,
+                                     updated_at = ?5, revision = revision + 1
+                                 WHERE id = ?1 AND revision = ?2 AND state = 'running'
+                                     AND key IS NOT NULL",
+                            )
+                            .map_err(failed)?
+                            .execute(params![
+                                id.0,
+                                rev,
+                                state.name(),
+                                i64_of(until.as_millis())?,
+                                now
+                            ])
+                            .map_err(failed)?
+                        }
+                        None => 0,
+                    };
+                    if kept == 1 {
+                        kept
+                    } else {
+                        tx.prepare_cached(
+                            "DELETE FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                        )
+                        .map_err(failed)?
+                        .execute(params![id.0, rev])
+                        .map_err(failed)?
+                    }
+                }
                 Then::Wait {
                     due_at,
                     fire_at,
@@ -438,7 +482,7 @@ impl Store for SqliteStore {
             let Some(record) = get_work(&tx, id)? else {
                 return Ok(None);
             };
-            if record.state != WorkState::Cancelled {
+            if record.state.can_run() {
                 tx.prepare_cached(
                     "UPDATE work SET state = 'cancelled', lease_until = NULL, updated_at = ?2,
                          revision = revision + 1
@@ -552,6 +596,29 @@ impl Store for SqliteStore {
                 .execute([id.0])
                 .map_err(failed)?;
             Ok(deleted == 1)
+        })
+        .await
+    }
+
+    async fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let deleted = conn
+                .prepare_cached(
+                    "DELETE FROM work WHERE id IN (SELECT id FROM work
+                         WHERE owner = ?1 AND state IN ('succeeded', 'dead_lettered')
+                             AND due_at <= ?2
+                         LIMIT ?3 + 0)",
+                )
+                .map_err(failed)?
+                .execute(params![owner, i64_of(now.as_millis())?, limit])
+                .map_err(failed)?;
+            Ok(deleted as u64)
         })
         .await
     }

@@ -1195,6 +1195,15 @@ impl<S: Store> Store for FailingFinish<S> {
     async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
         self.0.purge(id).await
     }
+
+    async fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        self.0.purge_kept_keys(owner, now, limit).await
+    }
 }
 
 pub async fn s11_s12_nothing_is_announced_before_it_is_written<S: Store + Clone>(store: S) {
@@ -1354,6 +1363,106 @@ pub async fn s14_scheduling_what_was_cancelled_creates_live_work<S: Store>(store
     assert_eq!(flaky.calls(), 3);
 }
 
+pub async fn s14_a_key_outlives_its_work_for_the_retention<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("a", flaky.handler(0))
+        .handler("fails", |_: u32, _ctx| async {
+            Err(TaskError::new("invalid invoice")
+                .with_retryable(false)
+                .into())
+        })
+        .key_retention(Duration::from_secs(3_600))
+        .build()
+        .unwrap();
+    let keyed = WorkOptions::new().key("invoice-1");
+    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(flaky.calls(), 1);
+
+    // The program runs again: the same work under the same key returns the finished record.
+    clock.advance(Duration::from_secs(3_599));
+    let again = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    assert_eq!((again.id, again.state), (first.id, WorkState::Succeeded));
+    assert_eq!(jobs.run_due().await.unwrap(), 0, "nothing runs again");
+    assert_eq!(flaky.calls(), 1);
+    let err = jobs.enqueue("a", &2u32, keyed.clone()).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "key `invoice-1` is already used by other work (handler `a`)"
+    );
+    assert_eq!(jobs.next_due().await.unwrap(), None);
+
+    // After the retention the key is free.
+    clock.advance(Duration::from_secs(1));
+    let fresh = jobs.enqueue("a", &1u32, keyed).await.unwrap();
+    assert_ne!(fresh.id, first.id);
+    assert_eq!(fresh.state, WorkState::Waiting);
+    assert_eq!(jobs.get(first.id).await.unwrap(), None);
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(flaky.calls(), 2);
+    // And the worker purges a kept row whose retention ended (it looks once a minute).
+    assert_eq!(
+        jobs.get(fresh.id).await.unwrap().map(|w| w.state),
+        Some(WorkState::Succeeded)
+    );
+    clock.advance(Duration::from_secs(3_600 + 60));
+    assert_eq!(jobs.run_due().await.unwrap(), 0);
+    assert_eq!(jobs.get(fresh.id).await.unwrap(), None);
+
+    // Dead-lettered work keeps its key too.
+    let keyed = WorkOptions::new().key("invoice-2");
+    let failed = jobs.enqueue("fails", &1u32, keyed.clone()).await.unwrap();
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    let again = jobs.enqueue("fails", &1u32, keyed).await.unwrap();
+    assert_eq!(
+        (again.id, again.state),
+        (failed.id, WorkState::DeadLettered)
+    );
+    assert_eq!(jobs.dead_letters().await.unwrap().len(), 1);
+}
+
+pub async fn s14_key_retention_is_a_checked_owner_setting<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let err = builder(store.clone(), &clock)
+        .key_retention(Duration::from_secs(367 * 24 * 3_600))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(err.to_string(), "key retention must be <= 366 days");
+
+    // The default keeps a key a day.
+    let flaky = Flaky::default();
+    let jobs = builder(store.clone(), &clock)
+        .handler("a", flaky.handler(0))
+        .build()
+        .unwrap();
+    let keyed = WorkOptions::new().key("daily");
+    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    jobs.run_due().await.unwrap();
+    clock.advance(retry_durable::DEFAULT_KEY_RETENTION - Duration::from_millis(1));
+    assert_eq!(
+        jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap().id,
+        first.id
+    );
+    clock.advance(Duration::from_millis(1));
+    assert_ne!(jobs.enqueue("a", &1u32, keyed).await.unwrap().id, first.id);
+
+    // No retention: finished keyed work goes at once, as work without a key does.
+    let jobs = builder(store, &clock)
+        .owner("none")
+        .handler("a", flaky.handler(0))
+        .key_retention(Duration::ZERO)
+        .build()
+        .unwrap();
+    let keyed = WorkOptions::new().key("daily");
+    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    jobs.run_due().await.unwrap();
+    assert_eq!(jobs.get(first.id).await.unwrap(), None);
+    assert_ne!(jobs.enqueue("a", &1u32, keyed).await.unwrap().id, first.id);
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1386,6 +1495,8 @@ macro_rules! engine_suite {
             s11_s12_nothing_is_announced_before_it_is_written,
             s12_an_attempt_is_written_when_it_ends_not_with_the_slowest,
             s14_scheduling_what_was_cancelled_creates_live_work,
+            s14_a_key_outlives_its_work_for_the_retention,
+            s14_key_retention_is_a_checked_owner_setting,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
