@@ -9,6 +9,8 @@ mod worker;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -91,6 +93,8 @@ pub(crate) struct Inner<S, C> {
     pub(crate) wake: Notify,
     /// When the worker next purges finished rows whose key retention ended.
     pub(crate) next_purge: Mutex<Timestamp>,
+    /// Panics of the error hook and the subscribers, caught.
+    pub(crate) hook_panics: AtomicU64,
 }
 
 /// The worker's settings.
@@ -275,7 +279,8 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
 
     /// Called once for every run that ends without success, with the work and the dead
     /// letter, once the dead letter is written (a worker whose claim was lost meanwhile does
-    /// not call it).
+    /// not call it). A panic in the hook is caught, logged at ERROR with the work's id and
+    /// counted ([`Jobs::hook_panics`]); the worker goes on, and what was written stays.
     pub fn on_error<F>(mut self, hook: F) -> Self
     where
         F: Fn(&WorkRecord, &NewDeadLetter) + Send + Sync + 'static,
@@ -284,7 +289,9 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         self
     }
 
-    /// Calls `subscriber` with every [`Event`].
+    /// Calls `subscriber` with every [`Event`]. A panic in a subscriber is caught, logged at
+    /// ERROR with the work's id and counted ([`Jobs::hook_panics`]); the other subscribers
+    /// still get the event and the worker goes on.
     pub fn subscribe<F>(mut self, subscriber: F) -> Self
     where
         F: Fn(&Event) + Send + Sync + 'static,
@@ -425,6 +432,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
                 running: Mutex::new(HashMap::new()),
                 wake: Notify::new(),
                 next_purge: Mutex::new(Timestamp::from_millis(0)),
+                hook_panics: AtomicU64::new(0),
             }),
         })
     }
@@ -478,6 +486,13 @@ impl<S: Store, C: Clock> Jobs<S, C> {
     /// The wall-clock time now, on the owner's clock.
     pub fn now(&self) -> Timestamp {
         self.inner.now()
+    }
+
+    /// How many times the error hook or a subscriber panicked since this owner was built
+    /// (each panic caught and logged; nothing was lost to it). For a health check or a test
+    /// that no hook is broken.
+    pub fn hook_panics(&self) -> u64 {
+        self.inner.hook_panics.load(Ordering::Relaxed)
     }
 
     /// Schedules `handler` to run once ([`When::after`], [`When::at`]) or on a cron pattern
@@ -702,7 +717,18 @@ impl<S, C: Clock> Inner<S, C> {
             what,
         };
         for subscriber in &self.subscribers {
-            subscriber(&event);
+            self.contain(record.id, "a subscriber", || subscriber(&event));
+        }
+    }
+
+    /// Runs a user's hook (the error hook, a subscriber) with its panic caught: logged at
+    /// ERROR with the work's id, counted, and otherwise ignored, so that a broken hook costs
+    /// its own call and not the worker.
+    pub(crate) fn contain(&self, id: WorkId, hook: &str, call: impl FnOnce()) {
+        if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(call)) {
+            self.hook_panics.fetch_add(1, Ordering::Relaxed);
+            let message = worker::panic_message(payload.as_ref());
+            tracing::error!(target: "retry_durable", id = id.0, panic = %message, "{hook} panicked; the worker goes on");
         }
     }
 }

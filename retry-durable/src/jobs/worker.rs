@@ -292,7 +292,7 @@ fn announce<S, C: Clock>(
     dead: Option<&NewDeadLetter>,
 ) {
     if let (Some(hook), Some(dead)) = (&inner.on_error, dead) {
-        hook(record, dead);
+        inner.contain(record.id, "the error hook", || hook(record, dead));
     }
     for what in events {
         let (id, handler) = (record.id.0, &record.handler);
@@ -548,7 +548,7 @@ fn catching(future: HandlerFuture) -> impl Future<Output = Result<(), TaskFailur
     })
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

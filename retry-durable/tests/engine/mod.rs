@@ -1463,6 +1463,97 @@ pub async fn s14_key_retention_is_a_checked_owner_setting<S: Store + Clone>(stor
     assert_ne!(jobs.enqueue("a", &1u32, keyed).await.unwrap().id, first.id);
 }
 
+/// An error hook and a subscriber that panic on every call.
+fn panicking<S: Store>(builder: JobsBuilder<S, MockClock>) -> JobsBuilder<S, MockClock> {
+    builder
+        .on_error(|work, _| panic!("hook broke on {}", work.id))
+        .subscribe(|event| {
+            if matches!(event.what, What::Failed { .. }) {
+                panic!("subscriber broke on {}", event.id);
+            }
+        })
+}
+
+pub async fn s14_a_panicking_hook_does_not_stop_run_due<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let log = Log::default();
+    let jobs = panicking(builder(store, &clock))
+        .handler("fails", |_: u32, _ctx| async {
+            Err(TaskError::new("bad input").with_retryable(false).into())
+        })
+        .subscribe(log.subscriber())
+        .concurrency(1)
+        .build()
+        .unwrap();
+    let mut ids = Vec::new();
+    for n in 0..3u32 {
+        ids.push(jobs.enqueue("fails", &n, none()).await.unwrap().id);
+    }
+    // Each call runs one item; every hook panics, and the next call goes on.
+    for _ in 0..3 {
+        assert_eq!(jobs.run_due().await.unwrap(), 1);
+    }
+    assert_eq!(jobs.run_due().await.unwrap(), 0);
+    // The writes before the hooks stay: every item dead-lettered, none left to run.
+    let dead: Vec<WorkId> = jobs
+        .dead_letters()
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.work_id)
+        .collect();
+    assert_eq!(dead, ids);
+    for id in ids {
+        assert_eq!(jobs.get(id).await.unwrap(), None);
+    }
+    // Two panics per item (the hook and one subscriber), each counted; the subscriber
+    // after the panicking one still saw every event.
+    assert_eq!(jobs.hook_panics(), 6);
+    let failed = log
+        .whats()
+        .iter()
+        .filter(|w| matches!(w, What::Failed { .. }))
+        .count();
+    assert_eq!(failed, 3);
+}
+
+pub async fn s14_a_panicking_hook_does_not_stop_the_worker_loop<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = panicking(builder(store, &clock))
+        .handler("fails", |_: u32, _ctx| async {
+            Err(TaskError::new("bad input").with_retryable(false).into())
+        })
+        .handler("ok", flaky.handler(0))
+        .poll_interval(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let stop = retry_core::CancelToken::new();
+    let worker = jobs.clone();
+    let stopper = stop.clone();
+    let run = tokio::spawn(async move { worker.run(stopper).await });
+    let broken = jobs.enqueue("fails", &1u32, none()).await.unwrap();
+    assert!(
+        eventually(|| async { jobs.hook_panics() == 2 }).await,
+        "the hooks did not run"
+    );
+    assert_eq!(jobs.get(broken.id).await.unwrap(), None);
+    // Work enqueued after the panic still runs on the same loop.
+    let later = jobs.enqueue("ok", &2u32, none()).await.unwrap();
+    let ran = eventually(|| async {
+        if clock.pending() > 0 && jobs.store().next_due("test").await.unwrap().is_some() {
+            clock.advance_to_next();
+        }
+        jobs.get(later.id).await.unwrap().is_none()
+    })
+    .await;
+    assert!(ran, "the loop stopped after a hook panicked");
+    assert_eq!(flaky.calls(), 1);
+    assert!(!run.is_finished());
+    stop.cancel();
+    run.await.unwrap();
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1497,6 +1588,8 @@ macro_rules! engine_suite {
             s14_scheduling_what_was_cancelled_creates_live_work,
             s14_a_key_outlives_its_work_for_the_retention,
             s14_key_retention_is_a_checked_owner_setting,
+            s14_a_panicking_hook_does_not_stop_run_due,
+            s14_a_panicking_hook_does_not_stop_the_worker_loop,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
