@@ -83,7 +83,7 @@ pub use record::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then};
-pub use timing::{MAX_INTERVAL, Misfire, Timing, TimingError};
+pub use timing::{MAX_COUNTED_TICKS, MAX_INTERVAL, Misfire, Timing, TimingError};
 
 /// The crate README's example, compiled with the doc tests.
 #[cfg(all(doctest, feature = "sqlite"))]

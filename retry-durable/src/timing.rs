@@ -99,13 +99,65 @@ impl Timing {
     }
 }
 
+/// The most ticks [`Timing::latest_tick`] counts one by one; a longer gap is reported as
+/// this many missed ticks.
+pub const MAX_COUNTED_TICKS: u64 = 100_000;
+
+impl Timing {
+    /// The most recent tick of a repeating schedule at or before `now`, counting from the
+    /// tick `fire_at` (which fell due and was not run), and how many ticks from `fire_at`
+    /// on came before it: `(fire_at, 0)` when no later tick is due yet. For fire-once after
+    /// missed ticks. Counts at most [`MAX_COUNTED_TICKS`] one by one; beyond that the count is
+    /// that cap and the tick is the last matching instant at or before `now`.
+    pub fn latest_tick(
+        &self,
+        anchor: Timestamp,
+        fire_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(Timestamp, u64), TimingError> {
+        match self {
+            Timing::Once | Timing::Queued => Ok((fire_at, 0)),
+            Timing::Every { interval_ms, .. } => {
+                check_interval_ms(*interval_ms)?;
+                // `anchor + k * interval <= now`: never beyond `now`, so it cannot overflow.
+                let (anchor, now) = (anchor.as_millis(), now.as_millis());
+                let latest = match now.checked_sub(anchor) {
+                    Some(since) => anchor + since / interval_ms * interval_ms,
+                    None => return Ok((fire_at, 0)),
+                };
+                if latest <= fire_at.as_millis() {
+                    return Ok((fire_at, 0));
+                }
+                // Ticks between the two, by their distance (the grid keeps its phase).
+                let missed = (latest - fire_at.as_millis()).div_ceil(*interval_ms);
+                Ok((Timestamp::from_millis(latest), missed))
+            }
+            Timing::Cron { pattern, zone, .. } => {
+                let cron = CronTiming::parse(pattern, zone)?;
+                let (mut latest, mut missed) = (fire_at, 0);
+                while let Some(next) = cron.next_after(latest).filter(|next| *next <= now) {
+                    if missed == MAX_COUNTED_TICKS {
+                        return Ok((cron.latest_at_or_before(now).unwrap_or(next), missed));
+                    }
+                    latest = next;
+                    missed += 1;
+                }
+                Ok((latest, missed))
+            }
+        }
+    }
+}
+
 /// What a repeating schedule does about ticks that passed while no worker ran (a process that
 /// was down, a backlog).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Misfire {
     /// Missed ticks are dropped; the schedule waits for its next tick in the future.
     Skip,
-    /// Missed ticks collapse into one run now, then the schedule continues from now.
+    /// Missed ticks collapse into one run now, for the most recent of them: the handler's
+    /// [`JobContext::fire_at`](crate::JobContext::fire_at) is that tick and
+    /// [`JobContext::missed_ticks`](crate::JobContext::missed_ticks) says how many came
+    /// before it. Then the schedule continues from now.
     #[default]
     FireOnce,
     /// Every missed tick runs, one after another, oldest first.
@@ -234,6 +286,19 @@ impl CronTiming {
                 reason: e.to_string(),
             })?;
         Ok(CronTiming { cron, zone })
+    }
+
+    /// The last matching instant at or before `at` (croner's backward search).
+    fn latest_at_or_before(&self, at: Timestamp) -> Option<Timestamp> {
+        let millis = i64::try_from(at.as_millis()).ok()?;
+        let local = Utc
+            .timestamp_millis_opt(millis)
+            .single()?
+            .with_timezone(&self.zone);
+        let previous = self.cron.find_previous_occurrence(&local, true).ok()?;
+        u64::try_from(previous.timestamp_millis())
+            .ok()
+            .map(Timestamp::from_millis)
     }
 
     /// The first matching instant strictly after `after`, in epoch milliseconds. Follows
@@ -376,6 +441,61 @@ mod tests {
         assert_eq!(
             interval_ms(Duration::MAX),
             Err(TimingError::IntervalTooLong)
+        );
+    }
+
+    #[test]
+    fn s14_the_latest_missed_tick_and_how_many_came_before_it() {
+        let every_four_hours = Timing::Cron {
+            pattern: "0 */4 * * *".to_owned(),
+            zone: "UTC".to_owned(),
+            misfire: Misfire::FireOnce,
+        };
+        let anchor = utc("2026-01-01T00:00:00Z");
+        let midnight = utc("2026-01-05T00:00:00Z");
+        assert_eq!(
+            every_four_hours.latest_tick(anchor, midnight, utc("2026-01-05T08:00:01Z")),
+            Ok((utc("2026-01-05T08:00:00Z"), 2))
+        );
+        assert_eq!(
+            every_four_hours.latest_tick(anchor, midnight, utc("2026-01-05T03:59:59Z")),
+            Ok((midnight, 0))
+        );
+        let every_second = Timing::Cron {
+            pattern: "* * * * * *".to_owned(),
+            zone: "UTC".to_owned(),
+            misfire: Misfire::FireOnce,
+        };
+        let far = midnight + Duration::from_secs(MAX_COUNTED_TICKS + 500);
+        assert_eq!(
+            every_second.latest_tick(anchor, midnight, far),
+            Ok((far, MAX_COUNTED_TICKS)),
+            "a gap beyond the count is capped, the tick still the latest"
+        );
+
+        let every = Timing::Every {
+            interval_ms: 100,
+            misfire: Misfire::FireOnce,
+        };
+        let anchor = Timestamp::from_millis(1_000);
+        let first = Timestamp::from_millis(1_100);
+        assert_eq!(
+            every.latest_tick(anchor, first, Timestamp::from_millis(1_450)),
+            Ok((Timestamp::from_millis(1_400), 3))
+        );
+        assert_eq!(
+            every.latest_tick(anchor, first, Timestamp::from_millis(1_199)),
+            Ok((first, 0))
+        );
+        assert_eq!(
+            every
+                .latest_tick(anchor, first, Timestamp::from_millis(u64::MAX))
+                .map(|(_, n)| n > 0),
+            Ok(true)
+        );
+        assert_eq!(
+            Timing::Queued.latest_tick(anchor, first, Timestamp::from_millis(5_000)),
+            Ok((first, 0))
         );
     }
 

@@ -330,16 +330,30 @@ where
     let now = inner.now();
     let max_attempts = record.options.max_attempts.unwrap_or(1);
 
+    let mut record = record;
+    let mut missed_ticks = 0;
     if let Some(misfire) = record.timing.misfire() {
         let late = now.as_millis().saturating_sub(record.fire_at.as_millis());
-        if record.attempt == 1
-            && misfire == Misfire::Skip
-            && Duration::from_millis(late) > inner.settings.misfire_grace
-        {
+        let missed =
+            record.attempt == 1 && Duration::from_millis(late) > inner.settings.misfire_grace;
+        if missed && misfire == Misfire::Skip {
             let skipped = What::Skipped {
                 missed: record.fire_at,
             };
             return rearm(record, now, None, vec![skipped]).map(Some);
+        }
+        if missed && misfire == Misfire::FireOnce {
+            // One run for the most recent missed tick, which its retries keep.
+            let (latest, before) = record
+                .timing
+                .latest_tick(record.created_at, record.fire_at, now)
+                .map_err(|e| StoreError::Corrupt {
+                    table: "work",
+                    id: record.id.0,
+                    reason: e.to_string(),
+                })?;
+            record.fire_at = latest;
+            missed_ticks = before;
         }
     }
 
@@ -394,6 +408,7 @@ where
         attempt: record.attempt,
         max_attempts,
         fire_at: record.fire_at,
+        missed_ticks,
         cancel: cancel.clone(),
     };
     let future = match handler.start(&record.payload, context) {

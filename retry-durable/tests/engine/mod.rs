@@ -1554,6 +1554,42 @@ pub async fn s14_a_panicking_hook_does_not_stop_the_worker_loop<S: Store>(store:
     run.await.unwrap();
 }
 
+pub async fn s14_fire_once_runs_the_most_recent_missed_tick<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let hour = |h: u64| Timestamp::from_millis(MONDAY.as_millis() + h * 3_600_000);
+    let sunday_evening = Timestamp::from_millis(MONDAY.as_millis() - 5 * 3_600_000);
+    let jobs = builder(store, &clock)
+        .starting_at(sunday_evening)
+        .handler("report", move |_: u32, ctx: retry_durable::JobContext| {
+            record.lock().unwrap().push((ctx.fire_at, ctx.missed_ticks));
+            async { Ok(()) }
+        })
+        .build()
+        .unwrap();
+    jobs.schedule(When::cron("0 */4 * * *"), "report", &1u32, none())
+        .await
+        .unwrap();
+    // Sunday 20:00, on time.
+    clock.advance(Duration::from_secs(3_600));
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    // The worker is down over 00:00 and 04:00 and back at 08:00:01.
+    clock.advance(Duration::from_secs(12 * 3_600 + 1));
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (
+                Timestamp::from_millis(MONDAY.as_millis() - 4 * 3_600_000),
+                0
+            ),
+            (hour(8), 2)
+        ]
+    );
+    assert_eq!(jobs.next_due().await.unwrap(), Some(hour(12)));
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1590,6 +1626,7 @@ macro_rules! engine_suite {
             s14_key_retention_is_a_checked_owner_setting,
             s14_a_panicking_hook_does_not_stop_run_due,
             s14_a_panicking_hook_does_not_stop_the_worker_loop,
+            s14_fire_once_runs_the_most_recent_missed_tick,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
