@@ -263,6 +263,69 @@ fn next_interval_tick(anchor: Timestamp, interval_ms: u64, after: Timestamp) -> 
         .map(Timestamp::from_millis)
 }
 
+/// The fields of a 5-field pattern, with their ranges; a 6-field one has `second` first.
+const FIELDS: [(&str, u32, u32); 5] = [
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day of month", 1, 31),
+    ("month", 1, 12),
+    ("day of week", 0, 7),
+];
+
+/// What is wrong with a pattern the parser refused, naming the field and its value
+/// (`minute: 61 is out of range 0-59`); `None` when this simple reading finds nothing (the
+/// parser's message is used then). Only numbers are checked: names (`MON`, `JAN`) and
+/// croner's extensions (`L`, `W`, `#`, `?`) are left to the parser.
+fn field_error(pattern: &str) -> Option<String> {
+    let parts: Vec<&str> = pattern.split_whitespace().collect();
+    let fields: Vec<(&str, u32, u32)> = match parts.len() {
+        5 => FIELDS.to_vec(),
+        6 => std::iter::once(("second", 0, 59)).chain(FIELDS).collect(),
+        n => {
+            return Some(format!(
+                "expected 5 fields (or 6 with seconds first), got {n}"
+            ));
+        }
+    };
+    for (text, (name, low, high)) in parts.iter().zip(fields) {
+        for item in text.split(',') {
+            let (range, step) = match item.split_once('/') {
+                Some((range, step)) => (range, Some(step)),
+                None => (item, None),
+            };
+            if let Some(step) = step {
+                match step.parse::<u32>() {
+                    Ok(0) => return Some(format!("{name}: step 0 in `{item}` must be >= 1")),
+                    Ok(_) => {}
+                    Err(_) if step.bytes().all(|b| b.is_ascii_digit()) => {
+                        return Some(format!("{name}: step `{step}` is out of range"));
+                    }
+                    Err(_) => return Some(format!("{name}: step `{step}` is not a number")),
+                }
+            }
+            for bound in range.split('-') {
+                if bound.is_empty() || !bound.bytes().all(|b| b.is_ascii_digit()) {
+                    continue;
+                }
+                match bound.parse::<u32>() {
+                    Ok(value) if (low..=high).contains(&value) => {}
+                    _ => {
+                        return Some(format!("{name}: {bound} is out of range {low}-{high}"));
+                    }
+                }
+            }
+            if let Some((from, to)) = range.split_once('-') {
+                if let (Ok(from), Ok(to)) = (from.parse::<u32>(), to.parse::<u32>()) {
+                    if from > to {
+                        return Some(format!("{name}: range {from}-{to} runs backwards"));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
 /// A parsed cron pattern and its time zone.
 #[derive(Clone, Debug)]
 pub(crate) struct CronTiming {
@@ -283,7 +346,9 @@ impl CronTiming {
             .parse(pattern)
             .map_err(|e| TimingError::Cron {
                 pattern: pattern.to_owned(),
-                reason: e.to_string(),
+                // The parser's words ("Number out of bounds") do not say where: name the field
+                // and its value when our own reading of the fields finds what is wrong.
+                reason: field_error(pattern).unwrap_or_else(|| e.to_string()),
             })?;
         Ok(CronTiming { cron, zone })
     }
@@ -419,6 +484,49 @@ mod tests {
             CronTiming::parse("0 0 * * * * 2030", "UTC").is_err(),
             "no year field"
         );
+    }
+
+    #[test]
+    fn s8_a_bad_cron_field_is_named_with_its_value() {
+        let reason = |pattern: &str| match CronTiming::parse(pattern, "UTC") {
+            Err(TimingError::Cron { reason, .. }) => reason,
+            other => panic!("{pattern}: {other:?}"),
+        };
+        assert_eq!(reason("61 * * * *"), "minute: 61 is out of range 0-59");
+        assert_eq!(reason("0 24 * * *"), "hour: 24 is out of range 0-23");
+        assert_eq!(reason("0 0 0 * *"), "day of month: 0 is out of range 1-31");
+        assert_eq!(reason("0 0 1 13 *"), "month: 13 is out of range 1-12");
+        assert_eq!(reason("0 0 * * 1-9"), "day of week: 9 is out of range 0-7");
+        assert_eq!(reason("60 0 0 * * *"), "second: 60 is out of range 0-59");
+        assert_eq!(reason("1,5,99 * * * *"), "minute: 99 is out of range 0-59");
+        assert_eq!(
+            reason("*/0 * * * *"),
+            "minute: step 0 in `*/0` must be >= 1"
+        );
+        assert_eq!(
+            reason("0 0 9-5 * *"),
+            "day of month: range 9-5 runs backwards"
+        );
+        assert_eq!(
+            reason("* * *"),
+            "expected 5 fields (or 6 with seconds first), got 3"
+        );
+        assert_eq!(
+            CronTiming::parse("61 * * * *", "UTC")
+                .err()
+                .map(|e| e.to_string()),
+            Some("invalid cron pattern `61 * * * *`: minute: 61 is out of range 0-59".to_owned())
+        );
+        // What the parser accepts is not second-guessed.
+        for good in [
+            "0 9 * * MON-FRI",
+            "0 0 L * *",
+            "0 0 * * 5#3",
+            "*/15 * * * *",
+            "0 0 * * 7",
+        ] {
+            assert!(CronTiming::parse(good, "UTC").is_ok(), "{good}");
+        }
     }
 
     #[test]

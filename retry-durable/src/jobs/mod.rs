@@ -27,7 +27,9 @@ pub use events::{Event, What};
 pub use handler::{HandlerResult, JobContext};
 pub use schedule::{ScheduleError, When, WorkOptions};
 
-use crate::record::{DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord};
+use crate::record::{
+    DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
+};
 use crate::store::{Inserted, Store, StoreError};
 use crate::timing::Timing;
 use events::Subscriber;
@@ -635,16 +637,28 @@ impl<S: Store, C: Clock> Jobs<S, C> {
 
     /// Cancels work. Waiting work is never run; a running attempt is signalled through its
     /// [`JobContext::cancel`] and its result is not recorded. The work stays, as
-    /// `cancelled`. `false` if there is no such work.
+    /// `cancelled`, and a [`What::Cancelled`] event is emitted.
+    ///
+    /// `true` only if this call cancelled it: `false` for work that was already cancelled,
+    /// has finished, or does not exist.
     pub async fn cancel(&self, id: WorkId) -> Result<bool, StoreError> {
-        if self.get(id).await?.is_none() {
+        let Some(record) = self.get(id).await? else {
+            return Ok(false);
+        };
+        if !record.state.can_run() {
             return Ok(false);
         }
         let was = self.inner.store.cancel(id, self.now()).await?;
-        if let Some(token) = lock(&self.inner.running).get(&id) {
+        if !was.is_some_and(WorkState::can_run) {
+            // Finished or cancelled by someone else between the two reads.
+            return Ok(false);
+        }
+        // Taken out of the running set, so that the attempt does not announce it again.
+        if let Some(token) = lock(&self.inner.running).remove(&id) {
             token.cancel();
         }
-        Ok(was.is_some())
+        self.inner.emit(&record, What::Cancelled);
+        Ok(true)
     }
 
     /// When the owner's next work falls due: the earliest due time of waiting work, or the

@@ -432,7 +432,12 @@ where
     );
     tracing::debug!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, "attempt started");
     let outcome = run_leased(&inner, &record, future, &cancel).await;
-    lock(&inner.running).remove(&record.id);
+    // Gone from the set: `Jobs::cancel` in this process cancelled it in the store (so no
+    // write of this attempt could land) and announced it; whatever the handler returned as
+    // it stopped is not recorded and not announced again.
+    if lock(&inner.running).remove(&record.id).is_none() {
+        return Ok(None);
+    }
 
     let Some(outcome) = outcome else {
         claim_lost(&inner, &record).await?;

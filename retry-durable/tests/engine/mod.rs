@@ -1590,6 +1590,87 @@ pub async fn s14_fire_once_runs_the_most_recent_missed_tick<S: Store>(store: S) 
     assert_eq!(jobs.next_due().await.unwrap(), Some(hour(12)));
 }
 
+pub async fn s14_cancel_answers_for_this_call_and_is_announced<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let log = Log::default();
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = Arc::new(Mutex::new(Some(entered_tx)));
+    let jobs = builder(store, &clock)
+        .handler("a", Flaky::default().handler(0))
+        .handler("slow", move |_: u32, ctx: retry_durable::JobContext| {
+            let entered = entered.lock().unwrap().take();
+            async move {
+                if let Some(tx) = entered {
+                    let _ = tx.send(());
+                }
+                ctx.cancel.cancelled().await;
+                Err(TaskFailure::Cancelled)
+            }
+        })
+        .subscribe(log.subscriber())
+        .build()
+        .unwrap();
+    let cancelled = |log: &Log| {
+        log.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.what == What::Cancelled)
+            .map(|e| e.id)
+            .collect::<Vec<_>>()
+    };
+
+    // Waiting work: this call cancels it, and says so once.
+    let waiting = jobs
+        .schedule(When::after(Duration::from_secs(60)), "a", &1u32, none())
+        .await
+        .unwrap();
+    assert!(jobs.cancel(waiting.id).await.unwrap());
+    assert_eq!(cancelled(&log), [waiting.id]);
+    assert!(!jobs.cancel(waiting.id).await.unwrap(), "already cancelled");
+    assert!(!jobs.cancel(WorkId(424_242)).await.unwrap(), "unknown");
+    assert_eq!(cancelled(&log), [waiting.id]);
+
+    // Finished work (kept for its key) is not cancelled.
+    let done = jobs
+        .enqueue("a", &2u32, WorkOptions::new().key("done"))
+        .await
+        .unwrap();
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert!(!jobs.cancel(done.id).await.unwrap(), "finished");
+    assert_eq!(
+        jobs.get(done.id).await.unwrap().map(|w| w.state),
+        Some(WorkState::Succeeded)
+    );
+
+    // Running work: one event, from the call that cancelled it.
+    let running = jobs.enqueue("slow", &3u32, none()).await.unwrap();
+    let worker = jobs.clone();
+    let run = tokio::spawn(async move { worker.run_due().await });
+    entered_rx.await.unwrap();
+    assert!(jobs.cancel(running.id).await.unwrap());
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+    assert!(!jobs.cancel(running.id).await.unwrap());
+    assert_eq!(cancelled(&log), [waiting.id, running.id]);
+}
+
+pub async fn s14_a_bad_cron_field_is_named<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store, &clock)
+        .handler("a", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let err = jobs
+        .schedule(When::cron("61 * * * *"), "a", &1u32, none())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid cron pattern `61 * * * *`: minute: 61 is out of range 0-59"
+    );
+    assert!(jobs.list().await.unwrap().is_empty());
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1627,6 +1708,8 @@ macro_rules! engine_suite {
             s14_a_panicking_hook_does_not_stop_run_due,
             s14_a_panicking_hook_does_not_stop_the_worker_loop,
             s14_fire_once_runs_the_most_recent_missed_tick,
+            s14_cancel_answers_for_this_call_and_is_announced,
+            s14_a_bad_cron_field_is_named,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
