@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use retry_core::effects::{Revision, Timestamp};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
-use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
+use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter};
 
 /// Durable work kept in memory, with the same semantics as the SQL stores. Clones share the
 /// same rows (as two connections to one database would).
@@ -112,6 +112,25 @@ impl Store for MemoryStore {
             .range(start..)
             .map(|(_, r)| r)
             .filter(|r| r.owner == owner)
+            .take(limit as usize)
+            .cloned()
+            .collect())
+    }
+
+    async fn list_where(
+        &self,
+        owner: &str,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        let start = after.map_or(i64::MIN, |id| id.0.saturating_add(1));
+        Ok(self
+            .lock()
+            .work
+            .range(start..)
+            .map(|(_, r)| r)
+            .filter(|r| r.owner == owner && filter.matches(r))
             .take(limit as usize)
             .cloned()
             .collect())

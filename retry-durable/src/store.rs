@@ -41,6 +41,36 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send;
 
+    /// An owner's work that matches `filter`, in id order, after `after`, at most `limit`
+    /// rows. The default reads [`list`](Self::list) page by page and filters the rows; the
+    /// stores of this crate filter in the store (SQL), reading only matching rows.
+    fn list_where(
+        &self,
+        owner: &str,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send {
+        async move {
+            let mut found = Vec::new();
+            let mut after = after;
+            while found.len() < limit as usize {
+                let page = self.list(owner, after, 500).await?;
+                let Some(last) = page.last() else {
+                    break;
+                };
+                after = Some(last.id);
+                let full = page.len() == 500;
+                found.extend(page.into_iter().filter(|r| filter.matches(r)));
+                if !full {
+                    break;
+                }
+            }
+            found.truncate(limit as usize);
+            Ok(found)
+        }
+    }
+
     /// Claims up to `limit` items of `owner` that are due at `now` — waiting with
     /// `due_at <= now`, or running with an expired lease (`lease_until <= now`, a worker that
     /// died) — oldest due first. Each claimed item becomes running with one more attempt, a
@@ -164,6 +194,52 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
         limit: u32,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+/// Which work a filtered listing returns ([`Store::list_where`],
+/// [`Jobs::list_where`](crate::Jobs::list_where)): every criterion that is set must match;
+/// none set matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkFilter {
+    /// Only work in this state.
+    pub state: Option<WorkState>,
+    /// Only work of this handler.
+    pub handler: Option<String>,
+    /// Only work of this kind: `once`, `queue`, `cron` or `every`.
+    pub kind: Option<String>,
+}
+
+impl WorkFilter {
+    /// Matches everything.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only work in `state`.
+    pub fn state(mut self, state: WorkState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Only work of handler `handler`.
+    pub fn handler(mut self, handler: impl Into<String>) -> Self {
+        self.handler = Some(handler.into());
+        self
+    }
+
+    /// Only work of kind `kind` (`once`, `queue`, `cron` or `every`).
+    pub fn kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// Whether `record` matches.
+    pub fn matches(&self, record: &WorkRecord) -> bool {
+        self.state.is_none_or(|state| record.state == state)
+            && self.handler.as_ref().is_none_or(|h| *h == record.handler)
+            && self.kind.as_ref().is_none_or(|k| k == record.timing.kind())
+    }
 }
 
 /// What [`Store::claim`] took.

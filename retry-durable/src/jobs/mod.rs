@@ -26,11 +26,12 @@ use tokio::sync::Notify;
 pub use events::{Event, What};
 pub use handler::{HandlerResult, JobContext};
 pub use schedule::{ScheduleError, When, WorkOptions};
+pub use worker::RUN_UNTIL_IDLE_LIMIT;
 
 use crate::record::{
     DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
 };
-use crate::store::{Inserted, Store, StoreError};
+use crate::store::{Inserted, Store, StoreError, WorkFilter};
 use crate::timing::Timing;
 use events::Subscriber;
 use handler::{Predicate, Registry};
@@ -633,6 +634,37 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             |after| self.inner.store.list(owner, after, PAGE),
         )
         .await
+    }
+
+    /// A page of the owner's work that matches `filter`, in id order, after `after`, at most
+    /// `limit` rows: the filter is applied by the store (in SQL on SQLite and PostgreSQL), so
+    /// a page of active work does not read the cancelled and finished rows around it.
+    ///
+    /// ```
+    /// use retry_durable::{Jobs, MemoryStore, WorkFilter, WorkOptions, WorkState};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let jobs = Jobs::builder(MemoryStore::new())
+    ///     .handler("send", |_: u32, _ctx| async { Ok(()) })
+    ///     .build()?;
+    /// let first = jobs.enqueue("send", &1, WorkOptions::new()).await?;
+    /// let second = jobs.enqueue("send", &2, WorkOptions::new()).await?;
+    /// jobs.cancel(first.id).await?;
+    /// let waiting = WorkFilter::new().state(WorkState::Waiting).handler("send");
+    /// let page = jobs.list_where(&waiting, None, 100).await?;
+    /// assert_eq!(page.iter().map(|w| w.id).collect::<Vec<_>>(), [second.id]);
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_where(
+        &self,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        self.inner
+            .store
+            .list_where(&self.inner.owner, filter, after, limit)
+            .await
     }
 
     /// Cancels work. Waiting work is never run; a running attempt is signalled through its

@@ -24,11 +24,15 @@ use tokio::task::{JoinError, JoinSet};
 use super::handler::JobContext;
 use super::protect::{self, Admission};
 use super::{Inner, Jobs, What, lock};
-use crate::record::{DeadReason, NewDeadLetter, WorkRecord, WorkState};
+use crate::record::{DeadReason, NewDeadLetter, WorkId, WorkRecord, WorkState};
 use crate::store::{Finish, Finished, Store, StoreError, Then};
 use crate::timing::Misfire;
 
 const TARGET: &str = "retry_durable";
+
+/// Most attempts one [`Jobs::run_until_idle`] call runs: enough for any test's backlog,
+/// and an end for a handler that enqueues itself again.
+pub const RUN_UNTIL_IDLE_LIMIT: usize = 10_000;
 
 /// Most kept rows one purge deletes: a short write, however many expired at once.
 const PURGE_ROWS: u32 = 500;
@@ -57,9 +61,37 @@ where
     /// items were claimed once every attempt has finished and been recorded. For tests,
     /// scripts and cron-like callers; long-running workers use [`run`](Self::run).
     pub async fn run_due(&self) -> Result<usize, StoreError> {
+        Ok(self.run_batch().await?.len())
+    }
+
+    /// Runs everything due now, batch after batch, until nothing is: retries and schedule
+    /// ticks that fall due at the same instant (a backoff of zero, work that a handler
+    /// enqueued) run too. Returns the ids of the items it ran, in the order of their claims
+    /// (an item retried within the call appears once per attempt). Nothing waits for time to
+    /// pass: with a mock clock, advance it and call again. For tests and scripts.
+    ///
+    /// Stops after [`RUN_UNTIL_IDLE_LIMIT`] attempts, so that a handler that enqueues itself
+    /// again cannot keep it running forever; what is left stays due.
+    ///
+    /// # Errors
+    /// A store failure (what ran before it is recorded).
+    pub async fn run_until_idle(&self) -> Result<Vec<WorkId>, StoreError> {
+        let mut ran = Vec::new();
+        while ran.len() < RUN_UNTIL_IDLE_LIMIT {
+            let batch = self.run_batch().await?;
+            if batch.is_empty() {
+                break;
+            }
+            ran.extend(batch);
+        }
+        Ok(ran)
+    }
+
+    /// One claim batch, run and recorded: the ids claimed.
+    async fn run_batch(&self) -> Result<Vec<WorkId>, StoreError> {
         self.purge_kept_keys().await;
         let claimed = self.claim(self.inner.settings.concurrency).await?;
-        let count = claimed.len();
+        let ids: Vec<WorkId> = claimed.iter().map(|r| r.id).collect();
         let mut attempts = JoinSet::new();
         for record in claimed {
             attempts.spawn(process(Arc::clone(&self.inner), record));
@@ -74,7 +106,7 @@ where
             }
             self.record_and_claim(ended, 0).await?;
         }
-        Ok(count)
+        Ok(ids)
     }
 
     /// Runs work as it falls due until `stop` fires, then lets the running attempts finish and

@@ -21,7 +21,7 @@ use tokio_postgres::{NoTls, Row};
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
+    Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then, WorkFilter,
 };
 use session::{Failed, release};
 
@@ -649,6 +649,38 @@ async fn purge(client: &Object, id: DeadLetterId) -> Result<bool, Failed> {
     Ok(client.execute(&statement, &[&id.0]).await? == 1)
 }
 
+/// [`Store::list_where`]: the filter in the statement, so only matching rows are read.
+async fn list_where(
+    client: &Object,
+    owner: &str,
+    filter: &WorkFilter,
+    after: Option<WorkId>,
+    limit: u32,
+) -> Result<Vec<WorkRecord>, Failed> {
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND id > $2
+                 AND ($4::text IS NULL OR state = $4) AND ($5::text IS NULL OR handler = $5)
+                 AND ($6::text IS NULL OR kind = $6)
+             ORDER BY id LIMIT $3"
+        ))
+        .await?;
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &owner,
+                &after.map_or(i64::MIN, |id| id.0),
+                &i64::from(limit),
+                &filter.state.map(WorkState::name),
+                &filter.handler,
+                &filter.kind,
+            ],
+        )
+        .await?;
+    Ok(rows.iter().map(work_row).collect::<Result<_, _>>()?)
+}
+
 /// [`Store::purge_kept_keys`].
 async fn purge_kept_keys(
     client: &Object,
@@ -697,6 +729,19 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let after = after.map(|id| id.0);
         let records = page(&client, &WORK_READS, owner, after, limit, work_row).await;
+        release(client, &records);
+        Ok(records?)
+    }
+
+    async fn list_where(
+        &self,
+        owner: &str,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        let client = self.client().await?;
+        let records = list_where(&client, owner, filter, after, limit).await;
         release(client, &records);
         Ok(records?)
     }

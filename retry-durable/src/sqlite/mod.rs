@@ -21,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::sql::{self, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
-use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
+use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter};
 use rows::{dead_from_row, work_from_row};
 
 /// How hard a commit tries to survive a crash. The default, [`Durability::Full`], keeps
@@ -282,6 +282,43 @@ impl Store for SqliteStore {
             let rows = statement
                 .query_map(
                     params![owner, after.map_or(i64::MIN, |id| id.0), limit],
+                    work_from_row,
+                )
+                .map_err(failed)?;
+            rows.map(|row| row.map_err(failed).and_then(sql::checked_work))
+                .collect()
+        })
+        .await
+    }
+
+    async fn list_where(
+        &self,
+        owner: &str,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        let owner = owner.to_owned();
+        let filter = filter.clone();
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(&format!(
+                    "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND id > ?2
+                         AND (?4 IS NULL OR state = ?4) AND (?5 IS NULL OR handler = ?5)
+                         AND (?6 IS NULL OR kind = ?6)
+                     ORDER BY id LIMIT ?3"
+                ))
+                .map_err(failed)?;
+            let rows = statement
+                .query_map(
+                    params![
+                        owner,
+                        after.map_or(i64::MIN, |id| id.0),
+                        limit,
+                        filter.state.map(WorkState::name),
+                        filter.handler,
+                        filter.kind
+                    ],
                     work_from_row,
                 )
                 .map_err(failed)?;

@@ -1671,6 +1671,167 @@ pub async fn s14_a_bad_cron_field_is_named<S: Store>(store: S) {
     assert!(jobs.list().await.unwrap().is_empty());
 }
 
+pub async fn s14_run_until_idle_runs_everything_due_now<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let jobs = builder(store, &clock)
+        // Fails once asking to be retried at once: the retry is due at the same instant.
+        .handler("flaky", move |_: u32, _ctx| {
+            let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    Err(TaskError::new("busy")
+                        .with_retryable(true)
+                        .with_retry_after(Duration::ZERO)
+                        .into())
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .handler("again", |_: u32, _ctx| async { Ok(()) })
+        .concurrency(1)
+        .build()
+        .unwrap();
+    let a = jobs.enqueue("flaky", &1u32, none()).await.unwrap();
+    let b = jobs.enqueue("again", &2u32, none()).await.unwrap();
+    let later = jobs
+        .schedule(When::after(Duration::from_secs(60)), "again", &3u32, none())
+        .await
+        .unwrap();
+    let mut ran = jobs.run_until_idle().await.unwrap();
+    ran.sort();
+    assert_eq!(
+        ran,
+        [a.id, a.id, b.id],
+        "a failed once and ran again at once"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(jobs.run_until_idle().await.unwrap(), []);
+    assert_eq!(jobs.next_due().await.unwrap(), Some(later.due_at));
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(jobs.run_until_idle().await.unwrap(), [later.id]);
+}
+
+pub async fn s14_run_until_idle_is_bounded<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let jobs_slot: Arc<Mutex<Option<Jobs<S, MockClock>>>> = Arc::new(Mutex::new(None));
+    let slot = Arc::clone(&jobs_slot);
+    let jobs = builder(store, &clock)
+        .handler("forever", move |n: u32, _ctx| {
+            let jobs = slot.lock().unwrap().clone();
+            async move {
+                if let Some(jobs) = jobs {
+                    jobs.enqueue("forever", &(n + 1), WorkOptions::new())
+                        .await
+                        .map_err(|e| TaskFailure::from(e.to_string()))?;
+                }
+                Ok(())
+            }
+        })
+        .concurrency(64)
+        .build()
+        .unwrap();
+    *jobs_slot.lock().unwrap() = Some(jobs.clone());
+    jobs.enqueue("forever", &0u32, none()).await.unwrap();
+    let ran = jobs.run_until_idle().await.unwrap();
+    assert!(
+        (retry_durable::RUN_UNTIL_IDLE_LIMIT..retry_durable::RUN_UNTIL_IDLE_LIMIT + 64)
+            .contains(&ran.len()),
+        "{}",
+        ran.len()
+    );
+    assert!(
+        jobs.next_due().await.unwrap().is_some(),
+        "the rest stays due"
+    );
+    jobs_slot.lock().unwrap().take();
+}
+
+pub async fn s14_list_where_filters_in_the_store_and_pages<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store, &clock)
+        .handler("a", Flaky::default().handler(0))
+        .handler("b", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let mut waiting_a = Vec::new();
+    for n in 0..5u32 {
+        let record = jobs
+            .schedule(When::after(Duration::from_secs(60)), "a", &n, none())
+            .await
+            .unwrap();
+        waiting_a.push(record.id);
+    }
+    let cancelled = jobs.enqueue("a", &9u32, none()).await.unwrap();
+    jobs.cancel(cancelled.id).await.unwrap();
+    let queued_b = jobs.enqueue("b", &1u32, none()).await.unwrap();
+    let cron_b = jobs
+        .schedule(When::cron("0 * * * *"), "b", &1u32, none())
+        .await
+        .unwrap();
+
+    let ids = |records: Vec<WorkRecord>| records.iter().map(|r| r.id).collect::<Vec<_>>();
+    let waiting = retry_durable::WorkFilter::new().state(WorkState::Waiting);
+    let a = waiting.clone().handler("a");
+    assert_eq!(
+        ids(jobs.list_where(&a, None, 100).await.unwrap()),
+        waiting_a
+    );
+    // Pages of two, after the last id of the previous page.
+    let first = ids(jobs.list_where(&a, None, 2).await.unwrap());
+    assert_eq!(first, waiting_a[..2]);
+    let second = ids(jobs.list_where(&a, first.last().copied(), 2).await.unwrap());
+    assert_eq!(second, waiting_a[2..4]);
+    let third = ids(jobs
+        .list_where(&a, second.last().copied(), 2)
+        .await
+        .unwrap());
+    assert_eq!(third, waiting_a[4..]);
+    assert_eq!(
+        ids(jobs
+            .list_where(
+                &retry_durable::WorkFilter::new().state(WorkState::Cancelled),
+                None,
+                100
+            )
+            .await
+            .unwrap()),
+        [cancelled.id]
+    );
+    assert_eq!(
+        ids(jobs
+            .list_where(&waiting.clone().kind("cron"), None, 100)
+            .await
+            .unwrap()),
+        [cron_b.id]
+    );
+    assert_eq!(
+        ids(jobs
+            .list_where(&waiting.handler("b").kind("queue"), None, 100)
+            .await
+            .unwrap()),
+        [queued_b.id]
+    );
+    assert_eq!(
+        jobs.list_where(&retry_durable::WorkFilter::new(), None, 100)
+            .await
+            .unwrap(),
+        jobs.list().await.unwrap()
+    );
+    assert!(
+        jobs.list_where(
+            &retry_durable::WorkFilter::new().handler("nobody"),
+            None,
+            100
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1710,6 +1871,8 @@ macro_rules! engine_suite {
             s14_fire_once_runs_the_most_recent_missed_tick,
             s14_cancel_answers_for_this_call_and_is_announced,
             s14_a_bad_cron_field_is_named,
+            s14_run_until_idle_runs_everything_due_now,
+            s14_list_where_filters_in_the_store_and_pages,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
