@@ -105,16 +105,8 @@ impl Store for MemoryStore {
         after: Option<WorkId>,
         limit: u32,
     ) -> Result<Vec<WorkRecord>, StoreError> {
-        let start = after.map_or(i64::MIN, |id| id.0.saturating_add(1));
-        Ok(self
-            .lock()
-            .work
-            .range(start..)
-            .map(|(_, r)| r)
-            .filter(|r| r.owner == owner)
-            .take(limit as usize)
-            .cloned()
-            .collect())
+        self.list_where(owner, &WorkFilter::new(), after, limit)
+            .await
     }
 
     async fn list_where(

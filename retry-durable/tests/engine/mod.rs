@@ -531,34 +531,50 @@ pub async fn s11_events_follow_the_attempts<S: Store>(store: S) {
     );
 }
 
+/// The same cron and interval schedule of handler `a` with payload 1, scheduled with
+/// `options`.
+async fn cron_and_every<S: Store>(
+    jobs: &Jobs<S, MockClock>,
+    options: WorkOptions,
+) -> (WorkRecord, WorkRecord) {
+    let cron = jobs
+        .schedule(When::cron("*/5 * * * *"), "a", &1u32, options.clone())
+        .await
+        .unwrap();
+    let every = jobs
+        .every(Duration::from_secs(60), "a", &1u32, options)
+        .await
+        .unwrap();
+    (cron, every)
+}
+
+/// Enqueuing other work (payload `payload`) of handler `a` under `key` is refused, naming
+/// the key.
+async fn other_work_under<S: Store>(jobs: &Jobs<S, MockClock>, key: &str, payload: u32) {
+    let err = jobs
+        .enqueue("a", &payload, WorkOptions::new().key(key))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("key `{key}` is already used by other work (handler `a`)")
+    );
+}
+
 pub async fn s9_scheduling_twice_returns_the_first_row<S: Store + Clone>(store: S) {
     let clock = MockClock::new();
     let jobs = builder(store.clone(), &clock)
         .handler("a", Flaky::default().handler(0))
         .build()
         .unwrap();
-    let cron = jobs
-        .schedule(When::cron("*/5 * * * *"), "a", &1u32, none())
-        .await
-        .unwrap();
-    let every = jobs
-        .every(Duration::from_secs(60), "a", &1u32, none())
-        .await
-        .unwrap();
+    let (cron, every) = cron_and_every(&jobs, none()).await;
     // A restarted process schedules the same things again, with other options.
     let restarted = builder(store, &clock)
         .handler("a", Flaky::default().handler(0))
         .build()
         .unwrap();
     let other_options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(9));
-    let cron_again = restarted
-        .schedule(When::cron("*/5 * * * *"), "a", &1u32, other_options.clone())
-        .await
-        .unwrap();
-    let every_again = restarted
-        .every(Duration::from_secs(60), "a", &1u32, other_options)
-        .await
-        .unwrap();
+    let (cron_again, every_again) = cron_and_every(&restarted, other_options).await;
     assert_eq!((cron_again, every_again), (cron.clone(), every));
     assert_eq!(restarted.list().await.unwrap().len(), 2);
     // Another payload is another schedule.
@@ -579,11 +595,7 @@ pub async fn s9_scheduling_twice_returns_the_first_row<S: Store + Clone>(store: 
             .id,
         once.id
     );
-    let err = restarted.enqueue("a", &43u32, keyed).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "key `invoice-42` is already used by other work (handler `a`)"
-    );
+    other_work_under(&restarted, "invoice-42", 43).await;
     assert_eq!(restarted.list().await.unwrap().len(), 4);
 }
 
@@ -1313,28 +1325,14 @@ pub async fn s14_scheduling_what_was_cancelled_creates_live_work<S: Store>(store
         .handler("a", flaky.handler(0))
         .build()
         .unwrap();
-    let cron = jobs
-        .schedule(When::cron("*/5 * * * *"), "a", &1u32, none())
-        .await
-        .unwrap();
-    let every = jobs
-        .every(Duration::from_secs(60), "a", &1u32, none())
-        .await
-        .unwrap();
+    let (cron, every) = cron_and_every(&jobs, none()).await;
     let keyed = WorkOptions::new().key("invoice-42");
     let once = jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap();
     for id in [cron.id, every.id, once.id] {
         assert!(jobs.cancel(id).await.unwrap());
     }
 
-    let cron_again = jobs
-        .schedule(When::cron("*/5 * * * *"), "a", &1u32, none())
-        .await
-        .unwrap();
-    let every_again = jobs
-        .every(Duration::from_secs(60), "a", &1u32, none())
-        .await
-        .unwrap();
+    let (cron_again, every_again) = cron_and_every(&jobs, none()).await;
     let once_again = jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap();
     for (old, new) in [
         (&cron, &cron_again),
@@ -1352,11 +1350,7 @@ pub async fn s14_scheduling_what_was_cancelled_creates_live_work<S: Store>(store
         jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap().id,
         once_again.id
     );
-    let err = jobs.enqueue("a", &43u32, keyed).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "key `invoice-42` is already used by other work (handler `a`)"
-    );
+    other_work_under(&jobs, "invoice-42", 43).await;
     // And it runs.
     clock.advance(Duration::from_secs(300));
     assert_eq!(jobs.run_due().await.unwrap(), 3);
@@ -1387,11 +1381,7 @@ pub async fn s14_a_key_outlives_its_work_for_the_retention<S: Store>(store: S) {
     assert_eq!((again.id, again.state), (first.id, WorkState::Succeeded));
     assert_eq!(jobs.run_due().await.unwrap(), 0, "nothing runs again");
     assert_eq!(flaky.calls(), 1);
-    let err = jobs.enqueue("a", &2u32, keyed.clone()).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "key `invoice-1` is already used by other work (handler `a`)"
-    );
+    other_work_under(&jobs, "invoice-1", 2).await;
     assert_eq!(jobs.next_due().await.unwrap(), None);
 
     // After the retention the key is free.
