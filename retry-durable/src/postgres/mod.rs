@@ -418,25 +418,29 @@ async fn page<T>(
 
 /// [`Store::insert`]: the row, or the one already under its key.
 async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
-    if let Some(id) = insert_work(client, &work).await? {
-        return Ok(Inserted::New(work.into_record(id)));
-    }
-    let statement = client
-        .prepare_cached(&format!(
-            "SELECT {WORK_COLUMNS} FROM retry_durable_work
-             WHERE owner = $1 AND key = $2 AND state <> 'cancelled'"
-        ))
-        .await?;
-    match client
-        .query_opt(&statement, &[&work.owner, &work.key])
-        .await?
-    {
-        Some(row) => {
+    // Each round either writes, finds the holder of the key, or frees a key whose retention
+    // ended; a round that loses a race to another writer looks again.
+    for _ in 0..3 {
+        if let Some(id) = insert_work(client, &work).await? {
+            return Ok(Inserted::New(work.into_record(id)));
+        }
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {WORK_COLUMNS} FROM retry_durable_work
+                 WHERE owner = $1 AND key = $2 AND state <> 'cancelled'"
+            ))
+            .await?;
+        // None: the holder of the key finished between the two statements; the key is free.
+        if let Some(row) = client
+            .query_opt(&statement, &[&work.owner, &work.key])
+            .await?
+        {
             let existing = work_row(&row)?;
             if !(existing.state.finished() && existing.due_at <= work.created_at) {
                 return Ok(Inserted::Existing(existing));
             }
-            // The key's retention is over: the kept row goes, the new work takes the key.
+            // The key's retention is over: the kept row goes (fenced on its revision), and
+            // the next round writes the new work under the key.
             let statement = client
                 .prepare_cached("DELETE FROM retry_durable_work WHERE id = $1 AND revision = $2")
                 .await?;
@@ -446,17 +450,9 @@ async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
                     &[&existing.id.0, &i64_of(existing.revision.get())?],
                 )
                 .await?;
-            match insert_work(client, &work).await? {
-                Some(id) => Ok(Inserted::New(work.into_record(id))),
-                None => Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into()),
-            }
         }
-        // The holder of the key finished between the two statements: the key is free.
-        None => match insert_work(client, &work).await? {
-            Some(id) => Ok(Inserted::New(work.into_record(id))),
-            None => Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into()),
-        },
     }
+    Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into())
 }
 
 /// [`Store::claim`].
