@@ -71,8 +71,8 @@ mod store;
 mod timing;
 
 pub use jobs::{
-    BuildError, Event, HandlerResult, JobContext, Jobs, JobsBuilder, ScheduleError, What, When,
-    WorkOptions,
+    BuildError, DEFAULT_KEY_RETENTION, Event, HandlerResult, JobContext, Jobs, JobsBuilder,
+    RUN_UNTIL_IDLE_LIMIT, ScheduleError, What, When, WorkOptions,
 };
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -82,8 +82,10 @@ pub use record::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
-pub use store::{Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then};
-pub use timing::{MAX_INTERVAL, Misfire, Timing, TimingError};
+pub use store::{
+    Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then, WorkFilter,
+};
+pub use timing::{MAX_COUNTED_TICKS, MAX_INTERVAL, Misfire, Timing, TimingError};
 
 /// The crate README's example, compiled with the doc tests.
 #[cfg(all(doctest, feature = "sqlite"))]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use retry_core::effects::{Revision, Timestamp};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
-use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
+use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter};
 
 /// Durable work kept in memory, with the same semantics as the SQL stores. Clones share the
 /// same rows (as two connections to one database would).
@@ -62,7 +62,10 @@ impl Inner {
     fn remove(&mut self, id: i64) {
         if let Some(record) = self.work.remove(&id) {
             if let Some(key) = record.key {
-                self.keys.remove(&(record.owner, key));
+                let slot = (record.owner, key);
+                if self.keys.get(&slot) == Some(&id) {
+                    self.keys.remove(&slot);
+                }
             }
         }
     }
@@ -78,9 +81,14 @@ impl Store for MemoryStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         let mut inner = self.lock();
         if let Some(key) = &work.key {
-            if let Some(id) = inner.keys.get(&(work.owner.clone(), key.clone())) {
-                if let Some(existing) = inner.work.get(id) {
-                    return Ok(Inserted::Existing(existing.clone()));
+            if let Some(&id) = inner.keys.get(&(work.owner.clone(), key.clone())) {
+                if let Some(existing) = inner.work.get(&id) {
+                    if existing.state.finished() && existing.due_at <= work.created_at {
+                        // Its key's retention is over: the key is free.
+                        inner.remove(id);
+                    } else {
+                        return Ok(Inserted::Existing(existing.clone()));
+                    }
                 }
             }
         }
@@ -97,13 +105,24 @@ impl Store for MemoryStore {
         after: Option<WorkId>,
         limit: u32,
     ) -> Result<Vec<WorkRecord>, StoreError> {
+        self.list_where(owner, &WorkFilter::new(), after, limit)
+            .await
+    }
+
+    async fn list_where(
+        &self,
+        owner: &str,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
         let start = after.map_or(i64::MIN, |id| id.0.saturating_add(1));
         Ok(self
             .lock()
             .work
             .range(start..)
             .map(|(_, r)| r)
-            .filter(|r| r.owner == owner)
+            .filter(|r| r.owner == owner && filter.matches(r))
             .take(limit as usize)
             .cloned()
             .collect())
@@ -177,7 +196,22 @@ impl Store for MemoryStore {
             return Ok(false);
         };
         let next = match &finish.then {
-            Then::Remove => None,
+            Then::Remove => match (finish.keep_key_until, &record.key) {
+                (Some(until), Some(_)) => {
+                    let mut next = record.clone();
+                    next.revision = next_revision(&record)?;
+                    next.state = if finish.dead_letter.is_some() {
+                        WorkState::DeadLettered
+                    } else {
+                        WorkState::Succeeded
+                    };
+                    next.lease_until = None;
+                    next.due_at = until;
+                    next.updated_at = finish.now;
+                    Some(next)
+                }
+                _ => None,
+            },
             Then::Wait {
                 due_at,
                 fire_at,
@@ -237,12 +271,20 @@ impl Store for MemoryStore {
             return Ok(None);
         };
         let was = record.state;
-        if was != WorkState::Cancelled {
+        if was.can_run() {
             let mut next = record.clone();
             next.revision = next_revision(record)?;
             next.state = WorkState::Cancelled;
             next.lease_until = None;
             next.updated_at = now;
+            // Cancelled work no longer holds its key: scheduling the same work again makes
+            // live work.
+            if let Some(key) = &next.key {
+                let slot = (next.owner.clone(), key.clone());
+                if inner.keys.get(&slot) == Some(&id.0) {
+                    inner.keys.remove(&slot);
+                }
+            }
             inner.work.insert(id.0, next);
         }
         Ok(Some(was))
@@ -257,7 +299,7 @@ impl Store for MemoryStore {
             .filter_map(|r| match r.state {
                 WorkState::Waiting => Some(r.due_at),
                 WorkState::Running => r.lease_until,
-                WorkState::Cancelled => None,
+                WorkState::Cancelled | WorkState::Succeeded | WorkState::DeadLettered => None,
             })
             .min())
     }
@@ -308,5 +350,25 @@ impl Store for MemoryStore {
 
     async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
         Ok(self.lock().dead.remove(&id.0).is_some())
+    }
+
+    async fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        let expired: Vec<i64> = inner
+            .work
+            .values()
+            .filter(|r| r.owner == owner && r.state.finished() && r.due_at <= now)
+            .take(limit as usize)
+            .map(|r| r.id.0)
+            .collect();
+        for &id in &expired {
+            inner.remove(id);
+        }
+        Ok(expired.len() as u64)
     }
 }

@@ -38,6 +38,13 @@ pub enum WorkState {
     Running,
     /// Cancelled: kept for inspection, never run again.
     Cancelled,
+    /// Keyed one-shot or queue work that succeeded, kept (never run again) so that its key
+    /// still answers for it until the record's `due_at`, the end of the key's retention.
+    Succeeded,
+    /// Keyed one-shot or queue work that was dead-lettered, kept (never run again) so that
+    /// its key still answers for it until the record's `due_at`, the end of the key's
+    /// retention. The dead letter holds what happened.
+    DeadLettered,
 }
 
 impl WorkState {
@@ -47,7 +54,20 @@ impl WorkState {
             WorkState::Waiting => "waiting",
             WorkState::Running => "running",
             WorkState::Cancelled => "cancelled",
+            WorkState::Succeeded => "succeeded",
+            WorkState::DeadLettered => "dead_lettered",
         }
+    }
+
+    /// Whether work in this state can still run (waiting or running): only such work holds
+    /// its key against new work and can be cancelled.
+    pub fn can_run(self) -> bool {
+        matches!(self, WorkState::Waiting | WorkState::Running)
+    }
+
+    /// Whether the work finished (succeeded or dead-lettered) and is only kept for its key.
+    pub fn finished(self) -> bool {
+        matches!(self, WorkState::Succeeded | WorkState::DeadLettered)
     }
 }
 
@@ -59,6 +79,8 @@ impl FromStr for WorkState {
             "waiting" => Ok(WorkState::Waiting),
             "running" => Ok(WorkState::Running),
             "cancelled" => Ok(WorkState::Cancelled),
+            "succeeded" => Ok(WorkState::Succeeded),
+            "dead_lettered" => Ok(WorkState::DeadLettered),
             other => Err(format!("unknown state `{other}`")),
         }
     }
@@ -178,13 +200,22 @@ impl WorkRecord {
         }
         match (self.state, self.lease_until) {
             (WorkState::Running, None) => return Err("running without a lease".to_owned()),
-            (WorkState::Waiting | WorkState::Cancelled, Some(_)) => {
+            (
+                WorkState::Waiting
+                | WorkState::Cancelled
+                | WorkState::Succeeded
+                | WorkState::DeadLettered,
+                Some(_),
+            ) => {
                 return Err(format!("{} with a lease", self.state));
             }
             _ => {}
         }
         if self.state == WorkState::Running && self.attempt == 0 {
             return Err("running with no attempt started".to_owned());
+        }
+        if self.state.finished() && (self.key.is_none() || self.timing.repeats()) {
+            return Err(format!("{} without a key to keep", self.state));
         }
         Ok(())
     }

@@ -18,8 +18,13 @@ use crate::record::{
 /// `PostgresStore` and [`MemoryStore`](crate::MemoryStore); the conformance suite in `tests/`
 /// runs against each.
 pub trait Store: Send + Sync + 'static {
-    /// Writes new work. With a key that the owner already uses, writes nothing and returns
-    /// the existing row as [`Inserted::Existing`].
+    /// Writes new work. With a key that the owner's work already holds, writes nothing and
+    /// returns that row as [`Inserted::Existing`]. A key is held by work that can still run
+    /// (waiting or running) and by finished work kept for its key
+    /// ([`WorkState::Succeeded`], [`WorkState::DeadLettered`]) until its `due_at`, the end of
+    /// the retention; from then on the kept row is deleted and the new work written in its
+    /// place (`work.created_at` is the time of the call). A cancelled row keeps its key for
+    /// inspection but does not hold it.
     fn insert(&self, work: NewWork) -> impl Future<Output = Result<Inserted, StoreError>> + Send;
 
     /// One piece of work by id.
@@ -35,6 +40,36 @@ pub trait Store: Send + Sync + 'static {
         after: Option<WorkId>,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send;
+
+    /// An owner's work that matches `filter`, in id order, after `after`, at most `limit`
+    /// rows. The default reads [`list`](Self::list) page by page and filters the rows; the
+    /// stores of this crate filter in the store (SQL), reading only matching rows.
+    fn list_where(
+        &self,
+        owner: &str,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send {
+        async move {
+            let mut found = Vec::new();
+            let mut after = after;
+            while found.len() < limit as usize {
+                let page = self.list(owner, after, 500).await?;
+                let Some(last) = page.last() else {
+                    break;
+                };
+                after = Some(last.id);
+                let full = page.len() == 500;
+                found.extend(page.into_iter().filter(|r| filter.matches(r)));
+                if !full {
+                    break;
+                }
+            }
+            found.truncate(limit as usize);
+            Ok(found)
+        }
+    }
 
     /// Claims up to `limit` items of `owner` that are due at `now` — waiting with
     /// `due_at <= now`, or running with an expired lease (`lease_until <= now`, a worker that
@@ -109,8 +144,8 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
-    /// Cancels waiting or running work: it stays, as `cancelled`, and is never claimed again.
-    /// Returns the state it had (`None` if there is no such work). Idempotent.
+    /// Cancels waiting or running work: it stays, as `cancelled`, and is never claimed again;
+    /// its key is free for new work. Returns the state it had (`None` if there is no such work). Idempotent.
     fn cancel(
         &self,
         id: WorkId,
@@ -148,6 +183,63 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes a dead letter; `false` if there was none.
     fn purge(&self, id: DeadLetterId) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Deletes up to `limit` of `owner`'s finished rows kept for their key
+    /// ([`Finish::keep_key_until`]) whose retention ended at or before `now`; returns how
+    /// many. Bounded, so that a purge after a long outage is many short writes, not one long
+    /// one.
+    fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+/// Which work a filtered listing returns ([`Store::list_where`],
+/// [`Jobs::list_where`](crate::Jobs::list_where)): every criterion that is set must match;
+/// none set matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkFilter {
+    /// Only work in this state.
+    pub state: Option<WorkState>,
+    /// Only work of this handler.
+    pub handler: Option<String>,
+    /// Only work of this kind: `once`, `queue`, `cron` or `every`.
+    pub kind: Option<String>,
+}
+
+impl WorkFilter {
+    /// Matches everything.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only work in `state`.
+    pub fn state(mut self, state: WorkState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Only work of handler `handler`.
+    pub fn handler(mut self, handler: impl Into<String>) -> Self {
+        self.handler = Some(handler.into());
+        self
+    }
+
+    /// Only work of kind `kind` (`once`, `queue`, `cron` or `every`).
+    pub fn kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// Whether `record` matches.
+    pub fn matches(&self, record: &WorkRecord) -> bool {
+        self.state.is_none_or(|state| record.state == state)
+            && self.handler.as_ref().is_none_or(|h| *h == record.handler)
+            && self.kind.as_ref().is_none_or(|k| k == record.timing.kind())
+    }
 }
 
 /// What [`Store::claim`] took.
@@ -178,6 +270,11 @@ pub struct Finish {
     pub then: Then,
     /// When this happened.
     pub now: Timestamp,
+    /// With [`Then::Remove`] of keyed work: keep the row until then instead of deleting it,
+    /// as [`WorkState::Succeeded`] (no dead letter) or [`WorkState::DeadLettered`], with
+    /// this time as its `due_at`, so that its key answers for it until then. Ignored with
+    /// [`Then::Wait`] and for work without a key.
+    pub keep_key_until: Option<Timestamp>,
 }
 
 /// An attempt that has ended, for [`Store::finish_and_claim`]: the claim it ran under and

@@ -99,13 +99,65 @@ impl Timing {
     }
 }
 
+/// The most ticks [`Timing::latest_tick`] counts one by one; a longer gap is reported as
+/// this many missed ticks.
+pub const MAX_COUNTED_TICKS: u64 = 100_000;
+
+impl Timing {
+    /// The most recent tick of a repeating schedule at or before `now`, counting from the
+    /// tick `fire_at` (which fell due and was not run), and how many ticks from `fire_at`
+    /// on came before it: `(fire_at, 0)` when no later tick is due yet. For fire-once after
+    /// missed ticks. Counts at most [`MAX_COUNTED_TICKS`] one by one; beyond that the count is
+    /// that cap and the tick is the last matching instant at or before `now`.
+    pub fn latest_tick(
+        &self,
+        anchor: Timestamp,
+        fire_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<(Timestamp, u64), TimingError> {
+        match self {
+            Timing::Once | Timing::Queued => Ok((fire_at, 0)),
+            Timing::Every { interval_ms, .. } => {
+                check_interval_ms(*interval_ms)?;
+                // `anchor + k * interval <= now`: never beyond `now`, so it cannot overflow.
+                let (anchor, now) = (anchor.as_millis(), now.as_millis());
+                let latest = match now.checked_sub(anchor) {
+                    Some(since) => anchor + since / interval_ms * interval_ms,
+                    None => return Ok((fire_at, 0)),
+                };
+                if latest <= fire_at.as_millis() {
+                    return Ok((fire_at, 0));
+                }
+                // Ticks between the two, by their distance (the grid keeps its phase).
+                let missed = (latest - fire_at.as_millis()).div_ceil(*interval_ms);
+                Ok((Timestamp::from_millis(latest), missed))
+            }
+            Timing::Cron { pattern, zone, .. } => {
+                let cron = CronTiming::parse(pattern, zone)?;
+                let (mut latest, mut missed) = (fire_at, 0);
+                while let Some(next) = cron.next_after(latest).filter(|next| *next <= now) {
+                    if missed == MAX_COUNTED_TICKS {
+                        return Ok((cron.latest_at_or_before(now).unwrap_or(next), missed));
+                    }
+                    latest = next;
+                    missed += 1;
+                }
+                Ok((latest, missed))
+            }
+        }
+    }
+}
+
 /// What a repeating schedule does about ticks that passed while no worker ran (a process that
 /// was down, a backlog).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Misfire {
     /// Missed ticks are dropped; the schedule waits for its next tick in the future.
     Skip,
-    /// Missed ticks collapse into one run now, then the schedule continues from now.
+    /// Missed ticks collapse into one run now, for the most recent of them: the handler's
+    /// [`JobContext::fire_at`](crate::JobContext::fire_at) is that tick and
+    /// [`JobContext::missed_ticks`](crate::JobContext::missed_ticks) says how many came
+    /// before it. Then the schedule continues from now.
     #[default]
     FireOnce,
     /// Every missed tick runs, one after another, oldest first.
@@ -211,6 +263,69 @@ fn next_interval_tick(anchor: Timestamp, interval_ms: u64, after: Timestamp) -> 
         .map(Timestamp::from_millis)
 }
 
+/// The fields of a 5-field pattern, with their ranges; a 6-field one has `second` first.
+const FIELDS: [(&str, u32, u32); 5] = [
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day of month", 1, 31),
+    ("month", 1, 12),
+    ("day of week", 0, 7),
+];
+
+/// What is wrong with a pattern the parser refused, naming the field and its value
+/// (`minute: 61 is out of range 0-59`); `None` when this simple reading finds nothing (the
+/// parser's message is used then). Only numbers are checked: names (`MON`, `JAN`) and
+/// croner's extensions (`L`, `W`, `#`, `?`) are left to the parser.
+fn field_error(pattern: &str) -> Option<String> {
+    let parts: Vec<&str> = pattern.split_whitespace().collect();
+    let fields: Vec<(&str, u32, u32)> = match parts.len() {
+        5 => FIELDS.to_vec(),
+        6 => std::iter::once(("second", 0, 59)).chain(FIELDS).collect(),
+        n => {
+            return Some(format!(
+                "expected 5 fields (or 6 with seconds first), got {n}"
+            ));
+        }
+    };
+    for (text, (name, low, high)) in parts.iter().zip(fields) {
+        for item in text.split(',') {
+            let (range, step) = match item.split_once('/') {
+                Some((range, step)) => (range, Some(step)),
+                None => (item, None),
+            };
+            if let Some(step) = step {
+                match step.parse::<u32>() {
+                    Ok(0) => return Some(format!("{name}: step 0 in `{item}` must be >= 1")),
+                    Ok(_) => {}
+                    Err(_) if step.bytes().all(|b| b.is_ascii_digit()) => {
+                        return Some(format!("{name}: step `{step}` is out of range"));
+                    }
+                    Err(_) => return Some(format!("{name}: step `{step}` is not a number")),
+                }
+            }
+            for bound in range.split('-') {
+                if bound.is_empty() || !bound.bytes().all(|b| b.is_ascii_digit()) {
+                    continue;
+                }
+                match bound.parse::<u32>() {
+                    Ok(value) if (low..=high).contains(&value) => {}
+                    _ => {
+                        return Some(format!("{name}: {bound} is out of range {low}-{high}"));
+                    }
+                }
+            }
+            if let Some((from, to)) = range.split_once('-') {
+                if let (Ok(from), Ok(to)) = (from.parse::<u32>(), to.parse::<u32>()) {
+                    if from > to {
+                        return Some(format!("{name}: range {from}-{to} runs backwards"));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
 /// A parsed cron pattern and its time zone.
 #[derive(Clone, Debug)]
 pub(crate) struct CronTiming {
@@ -231,9 +346,24 @@ impl CronTiming {
             .parse(pattern)
             .map_err(|e| TimingError::Cron {
                 pattern: pattern.to_owned(),
-                reason: e.to_string(),
+                // The parser's words ("Number out of bounds") do not say where: name the field
+                // and its value when our own reading of the fields finds what is wrong.
+                reason: field_error(pattern).unwrap_or_else(|| e.to_string()),
             })?;
         Ok(CronTiming { cron, zone })
+    }
+
+    /// The last matching instant at or before `at` (croner's backward search).
+    fn latest_at_or_before(&self, at: Timestamp) -> Option<Timestamp> {
+        let millis = i64::try_from(at.as_millis()).ok()?;
+        let local = Utc
+            .timestamp_millis_opt(millis)
+            .single()?
+            .with_timezone(&self.zone);
+        let previous = self.cron.find_previous_occurrence(&local, true).ok()?;
+        u64::try_from(previous.timestamp_millis())
+            .ok()
+            .map(Timestamp::from_millis)
     }
 
     /// The first matching instant strictly after `after`, in epoch milliseconds. Follows
@@ -357,6 +487,49 @@ mod tests {
     }
 
     #[test]
+    fn s8_a_bad_cron_field_is_named_with_its_value() {
+        let reason = |pattern: &str| match CronTiming::parse(pattern, "UTC") {
+            Err(TimingError::Cron { reason, .. }) => reason,
+            other => panic!("{pattern}: {other:?}"),
+        };
+        assert_eq!(reason("61 * * * *"), "minute: 61 is out of range 0-59");
+        assert_eq!(reason("0 24 * * *"), "hour: 24 is out of range 0-23");
+        assert_eq!(reason("0 0 0 * *"), "day of month: 0 is out of range 1-31");
+        assert_eq!(reason("0 0 1 13 *"), "month: 13 is out of range 1-12");
+        assert_eq!(reason("0 0 * * 1-9"), "day of week: 9 is out of range 0-7");
+        assert_eq!(reason("60 0 0 * * *"), "second: 60 is out of range 0-59");
+        assert_eq!(reason("1,5,99 * * * *"), "minute: 99 is out of range 0-59");
+        assert_eq!(
+            reason("*/0 * * * *"),
+            "minute: step 0 in `*/0` must be >= 1"
+        );
+        assert_eq!(
+            reason("0 0 9-5 * *"),
+            "day of month: range 9-5 runs backwards"
+        );
+        assert_eq!(
+            reason("* * *"),
+            "expected 5 fields (or 6 with seconds first), got 3"
+        );
+        assert_eq!(
+            CronTiming::parse("61 * * * *", "UTC")
+                .err()
+                .map(|e| e.to_string()),
+            Some("invalid cron pattern `61 * * * *`: minute: 61 is out of range 0-59".to_owned())
+        );
+        // What the parser accepts is not second-guessed.
+        for good in [
+            "0 9 * * MON-FRI",
+            "0 0 L * *",
+            "0 0 * * 5#3",
+            "*/15 * * * *",
+            "0 0 * * 7",
+        ] {
+            assert!(CronTiming::parse(good, "UTC").is_ok(), "{good}");
+        }
+    }
+
+    #[test]
     fn s1_interval_rules() {
         assert_eq!(interval_ms(Duration::ZERO), Err(TimingError::IntervalZero));
         assert_eq!(interval_ms(Duration::from_micros(1)), Ok(1));
@@ -376,6 +549,61 @@ mod tests {
         assert_eq!(
             interval_ms(Duration::MAX),
             Err(TimingError::IntervalTooLong)
+        );
+    }
+
+    #[test]
+    fn s14_the_latest_missed_tick_and_how_many_came_before_it() {
+        let every_four_hours = Timing::Cron {
+            pattern: "0 */4 * * *".to_owned(),
+            zone: "UTC".to_owned(),
+            misfire: Misfire::FireOnce,
+        };
+        let anchor = utc("2026-01-01T00:00:00Z");
+        let midnight = utc("2026-01-05T00:00:00Z");
+        assert_eq!(
+            every_four_hours.latest_tick(anchor, midnight, utc("2026-01-05T08:00:01Z")),
+            Ok((utc("2026-01-05T08:00:00Z"), 2))
+        );
+        assert_eq!(
+            every_four_hours.latest_tick(anchor, midnight, utc("2026-01-05T03:59:59Z")),
+            Ok((midnight, 0))
+        );
+        let every_second = Timing::Cron {
+            pattern: "* * * * * *".to_owned(),
+            zone: "UTC".to_owned(),
+            misfire: Misfire::FireOnce,
+        };
+        let far = midnight + Duration::from_secs(MAX_COUNTED_TICKS + 500);
+        assert_eq!(
+            every_second.latest_tick(anchor, midnight, far),
+            Ok((far, MAX_COUNTED_TICKS)),
+            "a gap beyond the count is capped, the tick still the latest"
+        );
+
+        let every = Timing::Every {
+            interval_ms: 100,
+            misfire: Misfire::FireOnce,
+        };
+        let anchor = Timestamp::from_millis(1_000);
+        let first = Timestamp::from_millis(1_100);
+        assert_eq!(
+            every.latest_tick(anchor, first, Timestamp::from_millis(1_450)),
+            Ok((Timestamp::from_millis(1_400), 3))
+        );
+        assert_eq!(
+            every.latest_tick(anchor, first, Timestamp::from_millis(1_199)),
+            Ok((first, 0))
+        );
+        assert_eq!(
+            every
+                .latest_tick(anchor, first, Timestamp::from_millis(u64::MAX))
+                .map(|(_, n)| n > 0),
+            Ok(true)
+        );
+        assert_eq!(
+            Timing::Queued.latest_tick(anchor, first, Timestamp::from_millis(5_000)),
+            Ok((first, 0))
         );
     }
 

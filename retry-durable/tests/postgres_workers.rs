@@ -82,7 +82,7 @@ async fn p4_a_newer_schema_is_refused() {
         Ok(_) => panic!("opened a newer schema"),
         Err(error) => error.to_string(),
     };
-    assert!(message.ends_with("has retry-durable schema version 99, newer than this library's 4: it was written by a newer retry-durable; upgrade this program instead"), "{message}");
+    assert!(message.ends_with("has retry-durable schema version 99, newer than this library's 5: it was written by a newer retry-durable; upgrade this program instead"), "{message}");
 }
 
 #[tokio::test]
@@ -117,7 +117,11 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
                  WHERE state = 'waiting';
              CREATE INDEX retry_durable_work_lease ON retry_durable_work (owner, lease_until, id)
                  WHERE state = 'running';
-             DELETE FROM retry_durable_schema WHERE version = 4;",
+             DROP INDEX retry_durable_work_live_key;
+             DROP INDEX retry_durable_work_kept;
+             CREATE UNIQUE INDEX retry_durable_work_key ON retry_durable_work (owner, key)
+                 WHERE key IS NOT NULL;
+             DELETE FROM retry_durable_schema WHERE version >= 4;",
         )
         .await
         .unwrap();
@@ -137,7 +141,8 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
     assert_eq!(
         indexes,
         [
-            "retry_durable_work_key",
+            "retry_durable_work_kept",
+            "retry_durable_work_live_key",
             "retry_durable_work_pkey",
             "retry_durable_work_ready"
         ]

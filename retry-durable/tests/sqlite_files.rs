@@ -98,7 +98,7 @@ fn p4_a_newer_schema_is_refused() {
         .unwrap();
     let message = open_error(&path);
     assert!(
-        message.ends_with("has schema version 99, newer than this library's 2: it was written by a newer retry-durable; upgrade this program instead of opening it"),
+        message.ends_with("has schema version 99, newer than this library's 3: it was written by a newer retry-durable; upgrade this program instead of opening it"),
         "{message}"
     );
 }

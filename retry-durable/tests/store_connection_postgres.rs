@@ -39,6 +39,7 @@ fn removed(now_ms: u64) -> Finish {
         dead_letter: None,
         then: Then::Remove,
         now: at(now_ms),
+        keep_key_until: None,
     }
 }
 
@@ -52,6 +53,7 @@ fn dead_lettered(now_ms: u64) -> Finish {
         }),
         then: Then::Remove,
         now: at(now_ms),
+        keep_key_until: None,
     }
 }
 

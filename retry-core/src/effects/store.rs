@@ -81,9 +81,10 @@ impl fmt::Display for Revision {
 ///
 /// let t = Timestamp::from_millis(1_000);
 /// assert_eq!(t + Duration::from_secs(2), Timestamp::from_millis(3_000));
-/// assert_eq!(t.to_string(), "1000ms");
+/// assert_eq!(t.to_string(), "1970-01-01T00:00:01.000Z");
+/// assert_eq!(format!("{t:?}"), "Timestamp(1970-01-01T00:00:01.000Z)");
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[cfg_attr(feature = "serde", serde(transparent))]
 pub struct Timestamp(u64);
@@ -118,10 +119,50 @@ impl Add<Duration> for Timestamp {
     }
 }
 
+/// RFC 3339 in UTC with milliseconds (`2026-01-05T00:00:00.000Z`), so that logs and test
+/// failures read as dates. A year past 9999 is written in full after a `+` (ISO 8601's
+/// expanded years); every value formats, none panics.
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}ms", self.0)
+        let secs = self.0 / 1000;
+        let (year, month, day) = civil_from_days(secs / 86_400);
+        let time = secs % 86_400;
+        if year > 9999 {
+            f.write_str("+")?;
+        }
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+            time / 3600,
+            time / 60 % 60,
+            time % 60,
+            self.0 % 1000
+        )
     }
+}
+
+/// The date as [`Display`](fmt::Display) writes it, for derived `Debug`s of the types that
+/// hold one.
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Timestamp({self})")
+    }
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` after 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`, for days that are not negative: every `u64` millisecond count gives
+/// at most 2.2e11 days, far from overflowing).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
 }
 
 /// A [`Clock`] anchored to a wall-clock [`Timestamp`]: `now()` is the anchor plus the time

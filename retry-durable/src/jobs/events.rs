@@ -74,7 +74,9 @@ pub enum What {
         /// What refused it, in words.
         reason: String,
     },
-    /// A running attempt was cancelled.
+    /// The work was cancelled while it was waiting or running (a running attempt is
+    /// signalled, and its result is not recorded). Emitted once: by the process that
+    /// cancelled it, or by the worker whose attempt found it cancelled by another process.
     Cancelled,
     /// The attempt's claim was lost (the lease expired and another worker took the work, or it
     /// was cancelled elsewhere): its result was not recorded.

@@ -22,8 +22,14 @@ pub struct JobContext {
     pub attempt: u32,
     /// The attempts the work's options allow.
     pub max_attempts: u32,
-    /// The tick (or due time) this run belongs to.
+    /// The tick (or due time) this run belongs to. After ticks were missed under the
+    /// fire-once policy, the most recent of them: a handler that processes "the period
+    /// ending at `fire_at`" processes the latest period.
     pub fire_at: Timestamp,
+    /// How many ticks of a repeating schedule fell due before `fire_at` and are not run
+    /// (folded into this run by the fire-once policy): 0 for a run on time, under the other
+    /// policies, for retries, one-shots and queue items. Counted up to 100,000.
+    pub missed_ticks: u64,
     /// Fires when the work is cancelled or its lease is lost: stop, the result will not be
     /// recorded.
     pub cancel: CancelToken,

@@ -9,6 +9,8 @@ mod worker;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,9 +26,12 @@ use tokio::sync::Notify;
 pub use events::{Event, What};
 pub use handler::{HandlerResult, JobContext};
 pub use schedule::{ScheduleError, When, WorkOptions};
+pub use worker::RUN_UNTIL_IDLE_LIMIT;
 
-use crate::record::{DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord};
-use crate::store::{Inserted, Store, StoreError};
+use crate::record::{
+    DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
+};
+use crate::store::{Inserted, Store, StoreError, WorkFilter};
 use crate::timing::Timing;
 use events::Subscriber;
 use handler::{Predicate, Registry};
@@ -89,6 +94,10 @@ pub(crate) struct Inner<S, C> {
     pub(crate) rng: Mutex<JitterRng>,
     pub(crate) running: Mutex<HashMap<WorkId, CancelToken>>,
     pub(crate) wake: Notify,
+    /// When the worker next purges finished rows whose key retention ended.
+    pub(crate) next_purge: Mutex<Timestamp>,
+    /// Panics of the error hook and the subscribers, caught.
+    pub(crate) hook_panics: AtomicU64,
 }
 
 /// The worker's settings.
@@ -98,6 +107,7 @@ pub(crate) struct Settings {
     pub(crate) concurrency: u32,
     pub(crate) poll_interval: Duration,
     pub(crate) misfire_grace: Duration,
+    pub(crate) key_retention: Duration,
 }
 
 /// Why [`JobsBuilder::build`] refused.
@@ -146,7 +156,8 @@ pub struct JobsBuilder<S, C = DefaultClock> {
 impl<S: Store> Jobs<S> {
     /// Starts building the owner of the work in `store`. Defaults: owner `"default"`, the
     /// built-in retry options, a 30 s lease, 16 attempts at a time, a 1 s poll for work
-    /// written by other processes, a 60 s misfire grace, the default clock.
+    /// written by other processes, a 60 s misfire grace, keys kept 24 h after their work
+    /// finished, the default clock.
     pub fn builder(store: S) -> JobsBuilder<S> {
         JobsBuilder {
             store,
@@ -162,6 +173,7 @@ impl<S: Store> Jobs<S> {
                 concurrency: 16,
                 poll_interval: Duration::from_secs(1),
                 misfire_grace: Duration::from_secs(60),
+                key_retention: DEFAULT_KEY_RETENTION,
             },
             seed: None,
             error: None,
@@ -270,7 +282,8 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
 
     /// Called once for every run that ends without success, with the work and the dead
     /// letter, once the dead letter is written (a worker whose claim was lost meanwhile does
-    /// not call it).
+    /// not call it). A panic in the hook is caught, logged at ERROR with the work's id and
+    /// counted ([`Jobs::hook_panics`]); the worker goes on, and what was written stays.
     pub fn on_error<F>(mut self, hook: F) -> Self
     where
         F: Fn(&WorkRecord, &NewDeadLetter) + Send + Sync + 'static,
@@ -279,7 +292,9 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         self
     }
 
-    /// Calls `subscriber` with every [`Event`].
+    /// Calls `subscriber` with every [`Event`]. A panic in a subscriber is caught, logged at
+    /// ERROR with the work's id and counted ([`Jobs::hook_panics`]); the other subscribers
+    /// still get the event and the worker goes on.
     pub fn subscribe<F>(mut self, subscriber: F) -> Self
     where
         F: Fn(&Event) + Send + Sync + 'static,
@@ -312,6 +327,22 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     /// misfire policy).
     pub fn misfire_grace(mut self, grace: Duration) -> Self {
         self.settings.misfire_grace = grace;
+        self
+    }
+
+    /// How long a key outlives its work: keyed one-shot or queue work that finished
+    /// (succeeded or dead-lettered) is kept, as [`WorkState::Succeeded`] or
+    /// [`WorkState::DeadLettered`], for this long, so that a program that runs twice and
+    /// enqueues the same work under the same key gets the finished record back and runs
+    /// nothing. After it the key is free (the worker deletes the kept row, a bounded number
+    /// per pass). Default 24 hours, how long payment APIs keep an idempotency key;
+    /// [`Duration::ZERO`] deletes finished work at once, as work without a key always is. At
+    /// most 366 days.
+    ///
+    /// [`WorkState::Succeeded`]: crate::WorkState::Succeeded
+    /// [`WorkState::DeadLettered`]: crate::WorkState::DeadLettered
+    pub fn key_retention(mut self, retention: Duration) -> Self {
+        self.settings.key_retention = retention;
         self
     }
 
@@ -368,6 +399,9 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         if self.settings.poll_interval < Duration::from_millis(1) {
             return Err(BuildError::Setting("poll interval must be >= 1 ms"));
         }
+        if self.settings.key_retention > MAX_KEY_RETENTION {
+            return Err(BuildError::Setting("key retention must be <= 366 days"));
+        }
         if let Some(name) = self
             .registry
             .protection
@@ -400,6 +434,8 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
                 rng: Mutex::new(rng),
                 running: Mutex::new(HashMap::new()),
                 wake: Notify::new(),
+                next_purge: Mutex::new(Timestamp::from_millis(0)),
+                hook_panics: AtomicU64::new(0),
             }),
         })
     }
@@ -407,6 +443,12 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
 
 /// Rows per page when a listing reads everything.
 const PAGE: u32 = 500;
+
+/// How long a key outlives its work unless [`JobsBuilder::key_retention`] says otherwise.
+pub const DEFAULT_KEY_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest key retention: a year and a day.
+const MAX_KEY_RETENTION: Duration = Duration::from_secs(366 * 24 * 60 * 60);
 
 /// Every page of a listing that pages by the last id it returned.
 async fn all_pages<T, K, F, Fut>(id_of: impl Fn(&T) -> K, mut page: F) -> Result<Vec<T>, StoreError>
@@ -449,6 +491,13 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         self.inner.now()
     }
 
+    /// How many times the error hook or a subscriber panicked since this owner was built
+    /// (each panic caught and logged; nothing was lost to it). For a health check or a test
+    /// that no hook is broken.
+    pub fn hook_panics(&self) -> u64 {
+        self.inner.hook_panics.load(Ordering::Relaxed)
+    }
+
     /// Schedules `handler` to run once ([`When::after`], [`When::at`]) or on a cron pattern
     /// ([`When::cron`]) with `payload`. Returns the stored record, options resolved.
     ///
@@ -488,6 +537,13 @@ impl<S: Store, C: Clock> Jobs<S, C> {
     }
 
     /// Queues `handler` to run with `payload` as soon as a worker is free.
+    ///
+    /// With a key ([`WorkOptions::key`]) that the same work already holds, nothing is
+    /// written and the existing record is returned: while it can still run, as waiting or
+    /// running; after it finished and within the key's retention
+    /// ([`JobsBuilder::key_retention`]), with its `state`
+    /// [`Succeeded`](crate::WorkState::Succeeded) or
+    /// [`DeadLettered`](crate::WorkState::DeadLettered) — it finished, and nothing runs again.
     ///
     /// # Errors
     /// [`ScheduleError`]; nothing is written when queueing fails.
@@ -562,8 +618,9 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         }
     }
 
-    /// One piece of work by id (`None` once a one-shot or queue item has succeeded or been
-    /// dead-lettered).
+    /// One piece of work by id: `None` once a one-shot or queue item without a key has
+    /// succeeded or been dead-lettered; keyed work is kept as finished until its key's
+    /// retention ends ([`JobsBuilder::key_retention`]).
     pub async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
         let record = self.inner.store.get(id).await?;
         Ok(record.filter(|r| r.owner == self.inner.owner))
@@ -579,18 +636,61 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         .await
     }
 
+    /// A page of the owner's work that matches `filter`, in id order, after `after`, at most
+    /// `limit` rows: the filter is applied by the store (in SQL on SQLite and PostgreSQL), so
+    /// a page of active work does not read the cancelled and finished rows around it.
+    ///
+    /// ```
+    /// use retry_durable::{Jobs, MemoryStore, WorkFilter, WorkOptions, WorkState};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let jobs = Jobs::builder(MemoryStore::new())
+    ///     .handler("send", |_: u32, _ctx| async { Ok(()) })
+    ///     .build()?;
+    /// let first = jobs.enqueue("send", &1, WorkOptions::new()).await?;
+    /// let second = jobs.enqueue("send", &2, WorkOptions::new()).await?;
+    /// jobs.cancel(first.id).await?;
+    /// let waiting = WorkFilter::new().state(WorkState::Waiting).handler("send");
+    /// let page = jobs.list_where(&waiting, None, 100).await?;
+    /// assert_eq!(page.iter().map(|w| w.id).collect::<Vec<_>>(), [second.id]);
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_where(
+        &self,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        self.inner
+            .store
+            .list_where(&self.inner.owner, filter, after, limit)
+            .await
+    }
+
     /// Cancels work. Waiting work is never run; a running attempt is signalled through its
     /// [`JobContext::cancel`] and its result is not recorded. The work stays, as
-    /// `cancelled`. `false` if there is no such work.
+    /// `cancelled`, and a [`What::Cancelled`] event is emitted.
+    ///
+    /// `true` only if this call cancelled it: `false` for work that was already cancelled,
+    /// has finished, or does not exist.
     pub async fn cancel(&self, id: WorkId) -> Result<bool, StoreError> {
-        if self.get(id).await?.is_none() {
+        let Some(record) = self.get(id).await? else {
+            return Ok(false);
+        };
+        if !record.state.can_run() {
             return Ok(false);
         }
         let was = self.inner.store.cancel(id, self.now()).await?;
-        if let Some(token) = lock(&self.inner.running).get(&id) {
+        if !was.is_some_and(WorkState::can_run) {
+            // Finished or cancelled by someone else between the two reads.
+            return Ok(false);
+        }
+        // Taken out of the running set, so that the attempt does not announce it again.
+        if let Some(token) = lock(&self.inner.running).remove(&id) {
             token.cancel();
         }
-        Ok(was.is_some())
+        self.inner.emit(&record, What::Cancelled);
+        Ok(true)
     }
 
     /// When the owner's next work falls due: the earliest due time of waiting work, or the
@@ -663,7 +763,18 @@ impl<S, C: Clock> Inner<S, C> {
             what,
         };
         for subscriber in &self.subscribers {
-            subscriber(&event);
+            self.contain(record.id, "a subscriber", || subscriber(&event));
+        }
+    }
+
+    /// Runs a user's hook (the error hook, a subscriber) with its panic caught: logged at
+    /// ERROR with the work's id, counted, and otherwise ignored, so that a broken hook costs
+    /// its own call and not the worker.
+    pub(crate) fn contain(&self, id: WorkId, hook: &str, call: impl FnOnce()) {
+        if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(call)) {
+            self.hook_panics.fetch_add(1, Ordering::Relaxed);
+            let message = worker::panic_message(payload.as_ref());
+            tracing::error!(target: "retry_durable", id = id.0, panic = %message, "{hook} panicked; the worker goes on");
         }
     }
 }

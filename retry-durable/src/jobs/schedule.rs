@@ -71,8 +71,9 @@ pub struct WorkOptions {
     /// Retry options; unset fields come from the owner's defaults, then the built-in ones.
     pub retry: RetryOptions,
     /// An idempotency key: scheduling the same work with the same key again returns the
-    /// existing row. Repeating schedules get one from their handler, timing and payload when
-    /// none is given.
+    /// existing row while that row can still run (waiting or running); work that was
+    /// cancelled no longer holds its key, so scheduling it again makes live work. Repeating
+    /// schedules get one from their handler, timing and payload when none is given.
     pub key: Option<String>,
     /// The name of a registered retry predicate, used instead of the default rule.
     pub retry_if: Option<String>,

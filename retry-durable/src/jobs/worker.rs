@@ -24,11 +24,21 @@ use tokio::task::{JoinError, JoinSet};
 use super::handler::JobContext;
 use super::protect::{self, Admission};
 use super::{Inner, Jobs, What, lock};
-use crate::record::{DeadReason, NewDeadLetter, WorkRecord, WorkState};
+use crate::record::{DeadReason, NewDeadLetter, WorkId, WorkRecord, WorkState};
 use crate::store::{Finish, Finished, Store, StoreError, Then};
 use crate::timing::Misfire;
 
 const TARGET: &str = "retry_durable";
+
+/// Most attempts one [`Jobs::run_until_idle`] call runs: enough for any test's backlog,
+/// and an end for a handler that enqueues itself again.
+pub const RUN_UNTIL_IDLE_LIMIT: usize = 10_000;
+
+/// Most kept rows one purge deletes: a short write, however many expired at once.
+const PURGE_ROWS: u32 = 500;
+
+/// How often a worker purges kept rows whose retention ended (on the owner's clock).
+const PURGE_EVERY: Duration = Duration::from_secs(60);
 
 /// An attempt's end, not yet written: what to write, and what to announce once it is.
 struct Ended {
@@ -51,8 +61,37 @@ where
     /// items were claimed once every attempt has finished and been recorded. For tests,
     /// scripts and cron-like callers; long-running workers use [`run`](Self::run).
     pub async fn run_due(&self) -> Result<usize, StoreError> {
+        Ok(self.run_batch().await?.len())
+    }
+
+    /// Runs everything due now, batch after batch, until nothing is: retries and schedule
+    /// ticks that fall due at the same instant (a backoff of zero, work that a handler
+    /// enqueued) run too. Returns the ids of the items it ran, in the order of their claims
+    /// (an item retried within the call appears once per attempt). Nothing waits for time to
+    /// pass: with a mock clock, advance it and call again. For tests and scripts.
+    ///
+    /// Stops after [`RUN_UNTIL_IDLE_LIMIT`] attempts, so that a handler that enqueues itself
+    /// again cannot keep it running forever; what is left stays due.
+    ///
+    /// # Errors
+    /// A store failure (what ran before it is recorded).
+    pub async fn run_until_idle(&self) -> Result<Vec<WorkId>, StoreError> {
+        let mut ran = Vec::new();
+        while ran.len() < RUN_UNTIL_IDLE_LIMIT {
+            let batch = self.run_batch().await?;
+            if batch.is_empty() {
+                break;
+            }
+            ran.extend(batch);
+        }
+        Ok(ran)
+    }
+
+    /// One claim batch, run and recorded: the ids claimed.
+    async fn run_batch(&self) -> Result<Vec<WorkId>, StoreError> {
+        self.purge_kept_keys().await;
         let claimed = self.claim(self.inner.settings.concurrency).await?;
-        let count = claimed.len();
+        let ids: Vec<WorkId> = claimed.iter().map(|r| r.id).collect();
         let mut attempts = JoinSet::new();
         for record in claimed {
             attempts.spawn(process(Arc::clone(&self.inner), record));
@@ -67,7 +106,7 @@ where
             }
             self.record_and_claim(ended, 0).await?;
         }
-        Ok(count)
+        Ok(ids)
     }
 
     /// Runs work as it falls due until `stop` fires, then lets the running attempts finish and
@@ -86,6 +125,7 @@ where
             if stop.is_cancelled() {
                 break;
             }
+            self.purge_kept_keys().await;
             let free = settings.concurrency.saturating_sub(attempts.len() as u32);
             let mut wait = settings.poll_interval;
             if free > 0 || !ended.is_empty() {
@@ -120,6 +160,39 @@ where
         }
         // Claims nothing, so it cannot fail: an attempt it could not write is logged.
         let _ = self.record_and_claim(ended, 0).await;
+    }
+
+    /// Deletes finished rows whose key retention ended, at most [`PURGE_ROWS`] of them, once
+    /// every [`PURGE_EVERY`] on the owner's clock. A failure is logged: the rows are purged on
+    /// a later pass, and until then a kept row whose retention ended is replaced by the
+    /// first enqueue of its key.
+    async fn purge_kept_keys(&self) {
+        let now = self.now();
+        {
+            let mut next = lock(&self.inner.next_purge);
+            if now < *next {
+                return;
+            }
+            *next = now + PURGE_EVERY;
+        }
+        match self
+            .inner
+            .store
+            .purge_kept_keys(&self.inner.owner, now, PURGE_ROWS)
+            .await
+        {
+            Ok(0) => {}
+            Ok(purged) => {
+                tracing::debug!(target: TARGET, purged, "purged finished work whose key retention ended");
+                if purged == u64::from(PURGE_ROWS) {
+                    // More may be left: the next pass purges again.
+                    *lock(&self.inner.next_purge) = now;
+                }
+            }
+            Err(error) => {
+                tracing::error!(target: TARGET, %error, "could not purge finished work whose key retention ended");
+            }
+        }
     }
 
     /// How long an idle worker waits: until the next due time, at most a poll interval.
@@ -164,12 +237,21 @@ where
         let lease_until = now + inner.settings.lease;
         let mut batch = Vec::with_capacity(ended.len());
         let mut announced = Vec::with_capacity(ended.len());
+        let retention = inner.settings.key_retention;
         for Ended {
             record,
-            finish,
+            mut finish,
             events,
         } in ended
         {
+            if finish.then == Then::Remove
+                && record.key.is_some()
+                && !record.timing.repeats()
+                && !retention.is_zero()
+            {
+                // Keyed work that finished keeps its key for the retention.
+                finish.keep_key_until = Some(finish.now + retention);
+            }
             batch.push(Finished {
                 id: record.id,
                 revision: record.revision,
@@ -242,7 +324,7 @@ fn announce<S, C: Clock>(
     dead: Option<&NewDeadLetter>,
 ) {
     if let (Some(hook), Some(dead)) = (&inner.on_error, dead) {
-        hook(record, dead);
+        inner.contain(record.id, "the error hook", || hook(record, dead));
     }
     for what in events {
         let (id, handler) = (record.id.0, &record.handler);
@@ -280,16 +362,30 @@ where
     let now = inner.now();
     let max_attempts = record.options.max_attempts.unwrap_or(1);
 
+    let mut record = record;
+    let mut missed_ticks = 0;
     if let Some(misfire) = record.timing.misfire() {
         let late = now.as_millis().saturating_sub(record.fire_at.as_millis());
-        if record.attempt == 1
-            && misfire == Misfire::Skip
-            && Duration::from_millis(late) > inner.settings.misfire_grace
-        {
+        let missed =
+            record.attempt == 1 && Duration::from_millis(late) > inner.settings.misfire_grace;
+        if missed && misfire == Misfire::Skip {
             let skipped = What::Skipped {
                 missed: record.fire_at,
             };
             return rearm(record, now, None, vec![skipped]).map(Some);
+        }
+        if missed && misfire == Misfire::FireOnce {
+            // One run for the most recent missed tick, which its retries keep.
+            let (latest, before) = record
+                .timing
+                .latest_tick(record.created_at, record.fire_at, now)
+                .map_err(|e| StoreError::Corrupt {
+                    table: "work",
+                    id: record.id.0,
+                    reason: e.to_string(),
+                })?;
+            record.fire_at = latest;
+            missed_ticks = before;
         }
     }
 
@@ -344,6 +440,7 @@ where
         attempt: record.attempt,
         max_attempts,
         fire_at: record.fire_at,
+        missed_ticks,
         cancel: cancel.clone(),
     };
     let future = match handler.start(&record.payload, context) {
@@ -367,7 +464,12 @@ where
     );
     tracing::debug!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, "attempt started");
     let outcome = run_leased(&inner, &record, future, &cancel).await;
-    lock(&inner.running).remove(&record.id);
+    // Gone from the set: `Jobs::cancel` in this process cancelled it in the store (so no
+    // write of this attempt could land) and announced it; whatever the handler returned as
+    // it stopped is not recorded and not announced again.
+    if lock(&inner.running).remove(&record.id).is_none() {
+        return Ok(None);
+    }
 
     let Some(outcome) = outcome else {
         claim_lost(&inner, &record).await?;
@@ -498,7 +600,7 @@ fn catching(future: HandlerFuture) -> impl Future<Output = Result<(), TaskFailur
     })
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -547,6 +649,7 @@ fn ended(
             dead_letter,
             then,
             now,
+            keep_key_until: None,
         },
         events,
     }

@@ -21,7 +21,7 @@ use tokio_postgres::{NoTls, Row};
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
+    Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then, WorkFilter,
 };
 use session::{Failed, release};
 
@@ -243,7 +243,8 @@ static INSERT_RETURNING_ID: LazyLock<String> =
 /// row without a key can conflict with nothing (the key index holds only rows with one).
 static INSERT_KEYED_RETURNING_ID: LazyLock<String> = LazyLock::new(|| {
     claim::compact(&format!(
-        "{INSERT} ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING RETURNING id"
+        "{INSERT} ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state <> 'cancelled'
+         DO NOTHING RETURNING id"
     ))
 });
 
@@ -301,9 +302,25 @@ async fn apply_then(
     rev: i64,
     now: i64,
     then: &Then,
+    keep: Option<(WorkState, i64)>,
 ) -> Result<u64, Failed> {
     match then {
         Then::Remove => {
+            if let Some((state, until)) = keep {
+                let statement = client
+                    .prepare_cached(
+                        "UPDATE retry_durable_work SET state = $3, lease_until = NULL,
+                             due_at = $4, updated_at = $5, revision = revision + 1
+                         WHERE id = $1 AND revision = $2 AND key IS NOT NULL",
+                    )
+                    .await?;
+                let kept = client
+                    .execute(&statement, &[&id.0, &rev, &state.name(), &until, &now])
+                    .await?;
+                if kept == 1 {
+                    return Ok(kept);
+                }
+            }
             let statement = client
                 .prepare_cached(
                     "DELETE FROM retry_durable_work
@@ -401,25 +418,41 @@ async fn page<T>(
 
 /// [`Store::insert`]: the row, or the one already under its key.
 async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
-    if let Some(id) = insert_work(client, &work).await? {
-        return Ok(Inserted::New(work.into_record(id)));
+    // Each round either writes, finds the holder of the key, or frees a key whose retention
+    // ended; a round that loses a race to another writer looks again.
+    for _ in 0..3 {
+        if let Some(id) = insert_work(client, &work).await? {
+            return Ok(Inserted::New(work.into_record(id)));
+        }
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {WORK_COLUMNS} FROM retry_durable_work
+                 WHERE owner = $1 AND key = $2 AND state <> 'cancelled'"
+            ))
+            .await?;
+        // None: the holder of the key finished between the two statements; the key is free.
+        if let Some(row) = client
+            .query_opt(&statement, &[&work.owner, &work.key])
+            .await?
+        {
+            let existing = work_row(&row)?;
+            if !(existing.state.finished() && existing.due_at <= work.created_at) {
+                return Ok(Inserted::Existing(existing));
+            }
+            // The key's retention is over: the kept row goes (fenced on its revision), and
+            // the next round writes the new work under the key.
+            let statement = client
+                .prepare_cached("DELETE FROM retry_durable_work WHERE id = $1 AND revision = $2")
+                .await?;
+            client
+                .execute(
+                    &statement,
+                    &[&existing.id.0, &i64_of(existing.revision.get())?],
+                )
+                .await?;
+        }
     }
-    let statement = client
-        .prepare_cached(&format!(
-            "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND key = $2"
-        ))
-        .await?;
-    match client
-        .query_opt(&statement, &[&work.owner, &work.key])
-        .await?
-    {
-        Some(row) => Ok(Inserted::Existing(work_row(&row)?)),
-        // The holder of the key finished between the two statements: the key is free.
-        None => match insert_work(client, &work).await? {
-            Some(id) => Ok(Inserted::New(work.into_record(id))),
-            None => Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into()),
-        },
-    }
+    Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into())
 }
 
 /// [`Store::claim`].
@@ -482,9 +515,21 @@ async fn finish(
 ) -> Result<bool, Failed> {
     let rev = i64_of(revision.get())?;
     let now = i64_of(finish.now.as_millis())?;
+    let keep = match finish.keep_key_until {
+        Some(until) => {
+            let state = if finish.dead_letter.is_some() {
+                WorkState::DeadLettered
+            } else {
+                WorkState::Succeeded
+            };
+            Some((state, i64_of(until.as_millis())?))
+        }
+        None => None,
+    };
     let Some(dead) = &finish.dead_letter else {
-        // One fenced statement is atomic by itself: no BEGIN and COMMIT round trips.
-        return Ok(apply_then(client, id, rev, now, &finish.then).await? == 1);
+        // One fenced statement is atomic by itself (the delete after a keep that changed
+        // nothing is fenced on the same revision): no BEGIN and COMMIT round trips.
+        return Ok(apply_then(client, id, rev, now, &finish.then, keep).await? == 1);
     };
     let tx = client.transaction().await?;
     let statement = tx
@@ -514,7 +559,7 @@ async fn finish(
     if written != 1 {
         return Ok(false);
     }
-    if apply_then(&tx, id, rev, now, &finish.then).await? != 1 {
+    if apply_then(&tx, id, rev, now, &finish.then, keep).await? != 1 {
         // Dropping the transaction rolls the dead letter back.
         return Ok(false);
     }
@@ -538,7 +583,7 @@ async fn cancel(
         return Ok(None);
     };
     let record = work_row(&row)?;
-    if record.state != WorkState::Cancelled {
+    if record.state.can_run() {
         let statement = tx
             .prepare_cached(
                 "UPDATE retry_durable_work SET state = 'cancelled', lease_until = NULL,
@@ -600,6 +645,60 @@ async fn purge(client: &Object, id: DeadLetterId) -> Result<bool, Failed> {
     Ok(client.execute(&statement, &[&id.0]).await? == 1)
 }
 
+/// [`Store::list_where`]: the filter in the statement, so only matching rows are read.
+async fn list_where(
+    client: &Object,
+    owner: &str,
+    filter: &WorkFilter,
+    after: Option<WorkId>,
+    limit: u32,
+) -> Result<Vec<WorkRecord>, Failed> {
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND id > $2
+                 AND ($4::text IS NULL OR state = $4) AND ($5::text IS NULL OR handler = $5)
+                 AND ($6::text IS NULL OR kind = $6)
+             ORDER BY id LIMIT $3"
+        ))
+        .await?;
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &owner,
+                &after.map_or(i64::MIN, |id| id.0),
+                &i64::from(limit),
+                &filter.state.map(WorkState::name),
+                &filter.handler,
+                &filter.kind,
+            ],
+        )
+        .await?;
+    Ok(rows.iter().map(work_row).collect::<Result<_, _>>()?)
+}
+
+/// [`Store::purge_kept_keys`].
+async fn purge_kept_keys(
+    client: &Object,
+    owner: &str,
+    now: Timestamp,
+    limit: u32,
+) -> Result<u64, Failed> {
+    let statement = client
+        .prepare_cached(
+            "DELETE FROM retry_durable_work WHERE id IN (SELECT id FROM retry_durable_work
+                 WHERE owner = $1 AND state IN ('succeeded', 'dead_lettered') AND due_at <= $2
+                 LIMIT $3)",
+        )
+        .await?;
+    Ok(client
+        .execute(
+            &statement,
+            &[&owner, &i64_of(now.as_millis())?, &i64::from(limit)],
+        )
+        .await?)
+}
+
 // Every method takes a connection from the pool, runs on it, and gives it back through
 // `release`, which keeps a connection that died under the statement out of the pool.
 impl Store for PostgresStore {
@@ -626,6 +725,19 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let after = after.map(|id| id.0);
         let records = page(&client, &WORK_READS, owner, after, limit, work_row).await;
+        release(client, &records);
+        Ok(records?)
+    }
+
+    async fn list_where(
+        &self,
+        owner: &str,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        let client = self.client().await?;
+        let records = list_where(&client, owner, filter, after, limit).await;
         release(client, &records);
         Ok(records?)
     }
@@ -661,6 +773,16 @@ impl Store for PostgresStore {
         let mut previous = None;
         for (index, item) in items {
             let key = (item.id, item.revision);
+            if item.finish.keep_key_until.is_some() && item.finish.then == Then::Remove {
+                // Kept for its key: its own statement, which the batch does not write.
+                if previous == Some(key) {
+                    answers[index] = Some(Ok(false));
+                    continue;
+                }
+                previous = Some(key);
+                answers[index] = Some(self.finish(item.id, item.revision, item.finish).await);
+                continue;
+            }
             if previous == Some(key) {
                 // The same claim twice: the first ends it, so the second finds it gone.
                 answers[index] = Some(Ok(false));
@@ -791,6 +913,18 @@ impl Store for PostgresStore {
     async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
         let client = self.client().await?;
         let purged = purge(&client, id).await;
+        release(client, &purged);
+        Ok(purged?)
+    }
+
+    async fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let purged = purge_kept_keys(&client, owner, now, limit).await;
         release(client, &purged);
         Ok(purged?)
     }

@@ -110,6 +110,15 @@ const MIGRATIONS: &[&str] = &[
         DROP INDEX retry_durable_work_due;
         DROP INDEX retry_durable_work_lease;"
     ),
+    // 5: a key is held only by work that can still run, or finished work kept for its key
+    // (states `succeeded` and `dead_lettered`, kept until `due_at`): cancelled work keeps its
+    // key on the row (for inspection) but no longer blocks scheduling the same work again.
+    // The worker purges kept rows whose retention ended, oldest first, from their own index.
+    "DROP INDEX retry_durable_work_key;
+    CREATE UNIQUE INDEX retry_durable_work_live_key ON retry_durable_work (owner, key)
+        WHERE key IS NOT NULL AND state <> 'cancelled';
+    CREATE INDEX retry_durable_work_kept ON retry_durable_work (owner, due_at)
+        WHERE state IN ('succeeded', 'dead_lettered');",
 ];
 
 /// The schema version this library writes.

@@ -21,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::sql::{self, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
-use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
+use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter};
 use rows::{dead_from_row, work_from_row};
 
 /// How hard a commit tries to survive a crash. The default, [`Durability::Full`], keeps
@@ -185,7 +185,7 @@ fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, 
                  last_delay_ms, created_at, updated_at, revision)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'waiting', 0, ?12, ?12, NULL,
                  NULL, 0, ?13, ?13, 1)
-             ON CONFLICT (owner, key) WHERE key IS NOT NULL DO NOTHING
+             ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state <> 'cancelled' DO NOTHING
              RETURNING {WORK_COLUMNS}"
         ))
         .map_err(failed)?;
@@ -236,12 +236,27 @@ impl Store for SqliteStore {
             }
             let existing = conn
                 .prepare_cached(&format!(
-                    "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND key = ?2"
+                    "SELECT {WORK_COLUMNS} FROM work
+                     WHERE owner = ?1 AND key = ?2 AND state <> 'cancelled'"
                 ))
                 .map_err(failed)?
                 .query_row(params![work.owner, work.key], work_from_row)
                 .map_err(failed)?;
-            Ok(Inserted::Existing(sql::checked_work(existing)?))
+            let existing = sql::checked_work(existing)?;
+            if !(existing.state.finished() && existing.due_at <= work.created_at) {
+                return Ok(Inserted::Existing(existing));
+            }
+            // The key's retention is over: the kept row goes, the new work takes the key.
+            let tx = conn.transaction().map_err(failed)?;
+            tx.prepare_cached("DELETE FROM work WHERE id = ?1 AND revision = ?2")
+                .map_err(failed)?
+                .execute(params![existing.id.0, i64_of(existing.revision.get())?])
+                .map_err(failed)?;
+            let Some(record) = insert_work(&tx, &work)? else {
+                return Err(StoreError::Busy(format!("key {:?} is contended", work.key)));
+            };
+            tx.commit().map_err(failed)?;
+            Ok(Inserted::New(record))
         })
         .await
     }
@@ -267,6 +282,43 @@ impl Store for SqliteStore {
             let rows = statement
                 .query_map(
                     params![owner, after.map_or(i64::MIN, |id| id.0), limit],
+                    work_from_row,
+                )
+                .map_err(failed)?;
+            rows.map(|row| row.map_err(failed).and_then(sql::checked_work))
+                .collect()
+        })
+        .await
+    }
+
+    async fn list_where(
+        &self,
+        owner: &str,
+        filter: &WorkFilter,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<WorkRecord>, StoreError> {
+        let owner = owner.to_owned();
+        let filter = filter.clone();
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(&format!(
+                    "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND id > ?2
+                         AND (?4 IS NULL OR state = ?4) AND (?5 IS NULL OR handler = ?5)
+                         AND (?6 IS NULL OR kind = ?6)
+                     ORDER BY id LIMIT ?3"
+                ))
+                .map_err(failed)?;
+            let rows = statement
+                .query_map(
+                    params![
+                        owner,
+                        after.map_or(i64::MIN, |id| id.0),
+                        limit,
+                        filter.state.map(WorkState::name),
+                        filter.handler,
+                        filter.kind
+                    ],
                     work_from_row,
                 )
                 .map_err(failed)?;
@@ -388,13 +440,43 @@ impl Store for SqliteStore {
                 }
             }
             let changed = match &finish.then {
-                Then::Remove => tx
-                    .prepare_cached(
-                        "DELETE FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                    )
-                    .map_err(failed)?
-                    .execute(params![id.0, rev])
-                    .map_err(failed)?,
+                Then::Remove => {
+                    let kept = match finish.keep_key_until {
+                        Some(until) => {
+                            let state = if finish.dead_letter.is_some() {
+                                WorkState::DeadLettered
+                            } else {
+                                WorkState::Succeeded
+                            };
+                            tx.prepare_cached(
+                                "UPDATE work SET state = ?3, lease_until = NULL, due_at = ?4,
+                                     updated_at = ?5, revision = revision + 1
+                                 WHERE id = ?1 AND revision = ?2 AND state = 'running'
+                                     AND key IS NOT NULL",
+                            )
+                            .map_err(failed)?
+                            .execute(params![
+                                id.0,
+                                rev,
+                                state.name(),
+                                i64_of(until.as_millis())?,
+                                now
+                            ])
+                            .map_err(failed)?
+                        }
+                        None => 0,
+                    };
+                    if kept == 1 {
+                        kept
+                    } else {
+                        tx.prepare_cached(
+                            "DELETE FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                        )
+                        .map_err(failed)?
+                        .execute(params![id.0, rev])
+                        .map_err(failed)?
+                    }
+                }
                 Then::Wait {
                     due_at,
                     fire_at,
@@ -437,7 +519,7 @@ impl Store for SqliteStore {
             let Some(record) = get_work(&tx, id)? else {
                 return Ok(None);
             };
-            if record.state != WorkState::Cancelled {
+            if record.state.can_run() {
                 tx.prepare_cached(
                     "UPDATE work SET state = 'cancelled', lease_until = NULL, updated_at = ?2,
                          revision = revision + 1
@@ -551,6 +633,29 @@ impl Store for SqliteStore {
                 .execute([id.0])
                 .map_err(failed)?;
             Ok(deleted == 1)
+        })
+        .await
+    }
+
+    async fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let deleted = conn
+                .prepare_cached(
+                    "DELETE FROM work WHERE id IN (SELECT id FROM work
+                         WHERE owner = ?1 AND state IN ('succeeded', 'dead_lettered')
+                             AND due_at <= ?2
+                         LIMIT ?3 + 0)",
+                )
+                .map_err(failed)?
+                .execute(params![owner, i64_of(now.as_millis())?, limit])
+                .map_err(failed)?;
+            Ok(deleted as u64)
         })
         .await
     }

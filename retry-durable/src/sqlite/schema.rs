@@ -77,6 +77,13 @@ const MIGRATIONS: &[&str] = &[
         state    TEXT    NOT NULL,
         record   TEXT    NOT NULL
     );",
+    // 3: a key is held only by work that can still run, or finished work kept for its key
+    // (states `succeeded` and `dead_lettered`, kept until `due_at`; `work_due` finds them for
+    // the purge): cancelled work keeps its key on the row (for inspection) but no longer
+    // blocks scheduling the same work again.
+    "DROP INDEX work_key;
+    CREATE UNIQUE INDEX work_live_key ON work (owner, key)
+        WHERE key IS NOT NULL AND state <> 'cancelled';",
 ];
 
 /// The schema version this library writes.

@@ -52,6 +52,7 @@ fn wait(due_ms: u64, attempt: u32) -> Finish {
             last_delay_ms: 40,
         },
         now: at(1),
+        keep_key_until: None,
     }
 }
 
@@ -65,6 +66,7 @@ fn dead(attempts: u32) -> Finish {
         }),
         then: Then::Remove,
         now: at(5),
+        keep_key_until: None,
     }
 }
 
@@ -542,6 +544,7 @@ pub async fn a_repeating_schedule_is_rearmed_with_its_attempts_reset<S: Store>(s
             last_delay_ms: 0,
         },
         now: at(3),
+        keep_key_until: None,
     };
     assert!(store.finish(id, claim.revision, rearm).await.unwrap());
     let record = store.get(id).await.unwrap().unwrap();
@@ -670,6 +673,7 @@ pub async fn s4_dead_letters_in_a_batch_keep_what_happened<S: Store>(store: S) {
             last_delay_ms: 0,
         },
         now: at(7),
+        keep_key_until: None,
     };
     let batch = vec![
         ending(queue_claim, dead(3)),
@@ -784,6 +788,7 @@ pub async fn p2_a_batch_and_the_next_claim_in_one_call<S: Store>(store: S) {
         dead_letter: None,
         then: Then::Remove,
         now: at(1),
+        keep_key_until: None,
     };
 
     // Its lease is over by now, so the claim alone would take it back; the retry that the
@@ -865,6 +870,176 @@ pub async fn p5_a_value_out_of_range_refuses_its_attempt_alone<S: Store>(store: 
     }
 }
 
+pub async fn s14_cancelled_work_no_longer_holds_its_key<S: Store>(store: S) {
+    let mut keyed = work("o", "send", 0);
+    keyed.key = Some("invoice-7".to_owned());
+    let first = new(store.insert(keyed.clone()).await.unwrap());
+    assert_eq!(
+        store.cancel(first.id, at(1)).await.unwrap(),
+        Some(WorkState::Waiting)
+    );
+    // The same work again is live work, not the cancelled row.
+    let second = new(store.insert(keyed.clone()).await.unwrap());
+    assert_ne!(second.id, first.id);
+    assert_eq!(second.state, WorkState::Waiting);
+    let cancelled = store.get(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (cancelled.state, cancelled.key.as_deref()),
+        (WorkState::Cancelled, Some("invoice-7")),
+        "the cancelled row keeps its key for inspection"
+    );
+    // The live row holds the key again.
+    match store.insert(keyed.clone()).await.unwrap() {
+        Inserted::Existing(existing) => assert_eq!(existing.id, second.id),
+        Inserted::New(record) => panic!("a second live row {} for one key", record.id),
+    }
+    let claimed = store.claim("o", at(2), at(100), 10).await.unwrap().work;
+    assert_eq!(
+        claimed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [second.id]
+    );
+    // A running row holds its key too; cancelled while running, it frees it.
+    assert_eq!(
+        store.cancel(second.id, at(3)).await.unwrap(),
+        Some(WorkState::Running)
+    );
+    let third = new(store.insert(keyed).await.unwrap());
+    assert!(third.id != first.id && third.id != second.id);
+}
+
+fn kept(finish: Finish, until_ms: u64) -> Finish {
+    Finish {
+        keep_key_until: Some(at(until_ms)),
+        ..finish
+    }
+}
+
+fn removed() -> Finish {
+    Finish {
+        dead_letter: None,
+        then: Then::Remove,
+        now: at(5),
+        keep_key_until: None,
+    }
+}
+
+pub async fn s14_a_finished_key_is_kept_until_its_retention_ends<S: Store>(store: S) {
+    let mut keyed = work("o", "send", 0);
+    keyed.key = Some("invoice-1".to_owned());
+    let first = new(store.insert(keyed.clone()).await.unwrap());
+    let claimed = claim_one(&store, 0, 100).await;
+    assert!(
+        store
+            .finish(first.id, claimed.revision, kept(removed(), 1_000))
+            .await
+            .unwrap()
+    );
+    let done = store.get(first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (done.state, done.due_at, done.lease_until),
+        (WorkState::Succeeded, at(1_000), None)
+    );
+    assert!(done.revision > claimed.revision);
+    assert_eq!(
+        store.next_due("o").await.unwrap(),
+        None,
+        "kept work is never due"
+    );
+    assert!(
+        store
+            .claim("o", at(5_000), at(6_000), 10)
+            .await
+            .unwrap()
+            .work
+            .is_empty()
+    );
+    assert_eq!(
+        store.cancel(first.id, at(6)).await.unwrap(),
+        Some(WorkState::Succeeded),
+        "finished work is not cancelled"
+    );
+    // Inside the retention the key answers with the finished row.
+    let mut again = keyed.clone();
+    again.created_at = at(999);
+    match store.insert(again.clone()).await.unwrap() {
+        Inserted::Existing(existing) => assert_eq!(existing, done),
+        Inserted::New(record) => panic!("a new row {} inside the key's retention", record.id),
+    }
+    // The purge leaves it until its retention ends, then deletes it.
+    assert_eq!(store.purge_kept_keys("o", at(999), 10).await.unwrap(), 0);
+    assert_eq!(store.purge_kept_keys("p", at(1_000), 10).await.unwrap(), 0);
+    assert_eq!(store.purge_kept_keys("o", at(1_000), 10).await.unwrap(), 1);
+    assert_eq!(store.get(first.id).await.unwrap(), None);
+    again.created_at = at(1_000);
+    let second = new(store.insert(again).await.unwrap());
+    assert_ne!(second.id, first.id);
+
+    // Dead-lettered: kept with its dead letter; after the retention the first insert of its
+    // key takes the key, purged or not.
+    let mut other = work("o", "send", 0);
+    other.key = Some("invoice-2".to_owned());
+    let failed = new(store.insert(other.clone()).await.unwrap());
+    let claimed = store.claim("o", at(0), at(100), 10).await.unwrap().work;
+    let failed_claim = claimed.iter().find(|r| r.id == failed.id).unwrap();
+    assert!(
+        store
+            .finish(failed.id, failed_claim.revision, kept(dead(1), 2_000))
+            .await
+            .unwrap()
+    );
+    let dead_row = store.get(failed.id).await.unwrap().unwrap();
+    assert_eq!(
+        (dead_row.state, dead_row.due_at),
+        (WorkState::DeadLettered, at(2_000))
+    );
+    assert_eq!(store.dead_letters("o", None, 10).await.unwrap().len(), 1);
+    other.created_at = at(2_000);
+    let replaced = new(store.insert(other).await.unwrap());
+    assert_ne!(replaced.id, failed.id);
+    assert_eq!(store.get(failed.id).await.unwrap(), None);
+
+    // Without a key there is nothing to keep: the row goes.
+    let plain = new(store.insert(work("o", "send", 0)).await.unwrap());
+    let claimed = store.claim("o", at(0), at(100), 10).await.unwrap().work;
+    let plain_claim = claimed.iter().find(|r| r.id == plain.id).unwrap();
+    assert!(
+        store
+            .finish(plain.id, plain_claim.revision, kept(removed(), 1_000))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.get(plain.id).await.unwrap(), None);
+}
+
+pub async fn s14_a_purge_of_kept_keys_is_bounded<S: Store>(store: S) {
+    for n in 0..3 {
+        let mut keyed = work("o", "send", 0);
+        keyed.key = Some(format!("k-{n}"));
+        new(store.insert(keyed).await.unwrap());
+    }
+    let claimed = store.claim("o", at(0), at(100), 10).await.unwrap().work;
+    let finished = claimed
+        .iter()
+        .map(|r| Finished {
+            id: r.id,
+            revision: r.revision,
+            finish: kept(removed(), 10),
+        })
+        .collect();
+    let done = store
+        .finish_and_claim(finished, "o", at(5), at(100), 0)
+        .await;
+    assert!(done.finished.iter().all(|a| matches!(a, Ok(true))));
+    for record in &claimed {
+        let kept = store.get(record.id).await.unwrap().unwrap();
+        assert_eq!(kept.state, WorkState::Succeeded);
+    }
+    assert_eq!(store.purge_kept_keys("o", at(10), 2).await.unwrap(), 2);
+    assert_eq!(store.purge_kept_keys("o", at(10), 2).await.unwrap(), 1);
+    assert_eq!(store.purge_kept_keys("o", at(10), 2).await.unwrap(), 0);
+    assert!(store.list("o", None, 10).await.unwrap().is_empty());
+}
+
 /// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
 /// evaluates to `(store, guard)`).
 #[macro_export]
@@ -890,6 +1065,9 @@ macro_rules! conformance_suite {
             p2_an_empty_batch_claims_as_claim_does,
             p2_a_batch_and_the_next_claim_in_one_call,
             p5_a_value_out_of_range_refuses_its_attempt_alone,
+            s14_cancelled_work_no_longer_holds_its_key,
+            s14_a_finished_key_is_kept_until_its_retention_ends,
+            s14_a_purge_of_kept_keys_is_bounded,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {

@@ -531,34 +531,50 @@ pub async fn s11_events_follow_the_attempts<S: Store>(store: S) {
     );
 }
 
+/// The same cron and interval schedule of handler `a` with payload 1, scheduled with
+/// `options`.
+async fn cron_and_every<S: Store>(
+    jobs: &Jobs<S, MockClock>,
+    options: WorkOptions,
+) -> (WorkRecord, WorkRecord) {
+    let cron = jobs
+        .schedule(When::cron("*/5 * * * *"), "a", &1u32, options.clone())
+        .await
+        .unwrap();
+    let every = jobs
+        .every(Duration::from_secs(60), "a", &1u32, options)
+        .await
+        .unwrap();
+    (cron, every)
+}
+
+/// Enqueuing other work (payload `payload`) of handler `a` under `key` is refused, naming
+/// the key.
+async fn other_work_under<S: Store>(jobs: &Jobs<S, MockClock>, key: &str, payload: u32) {
+    let err = jobs
+        .enqueue("a", &payload, WorkOptions::new().key(key))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("key `{key}` is already used by other work (handler `a`)")
+    );
+}
+
 pub async fn s9_scheduling_twice_returns_the_first_row<S: Store + Clone>(store: S) {
     let clock = MockClock::new();
     let jobs = builder(store.clone(), &clock)
         .handler("a", Flaky::default().handler(0))
         .build()
         .unwrap();
-    let cron = jobs
-        .schedule(When::cron("*/5 * * * *"), "a", &1u32, none())
-        .await
-        .unwrap();
-    let every = jobs
-        .every(Duration::from_secs(60), "a", &1u32, none())
-        .await
-        .unwrap();
+    let (cron, every) = cron_and_every(&jobs, none()).await;
     // A restarted process schedules the same things again, with other options.
     let restarted = builder(store, &clock)
         .handler("a", Flaky::default().handler(0))
         .build()
         .unwrap();
     let other_options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(9));
-    let cron_again = restarted
-        .schedule(When::cron("*/5 * * * *"), "a", &1u32, other_options.clone())
-        .await
-        .unwrap();
-    let every_again = restarted
-        .every(Duration::from_secs(60), "a", &1u32, other_options)
-        .await
-        .unwrap();
+    let (cron_again, every_again) = cron_and_every(&restarted, other_options).await;
     assert_eq!((cron_again, every_again), (cron.clone(), every));
     assert_eq!(restarted.list().await.unwrap().len(), 2);
     // Another payload is another schedule.
@@ -579,11 +595,7 @@ pub async fn s9_scheduling_twice_returns_the_first_row<S: Store + Clone>(store: 
             .id,
         once.id
     );
-    let err = restarted.enqueue("a", &43u32, keyed).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "key `invoice-42` is already used by other work (handler `a`)"
-    );
+    other_work_under(&restarted, "invoice-42", 43).await;
     assert_eq!(restarted.list().await.unwrap().len(), 4);
 }
 
@@ -1195,6 +1207,15 @@ impl<S: Store> Store for FailingFinish<S> {
     async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
         self.0.purge(id).await
     }
+
+    async fn purge_kept_keys(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        self.0.purge_kept_keys(owner, now, limit).await
+    }
 }
 
 pub async fn s11_s12_nothing_is_announced_before_it_is_written<S: Store + Clone>(store: S) {
@@ -1297,6 +1318,510 @@ pub async fn s12_an_attempt_is_written_when_it_ends_not_with_the_slowest<S: Stor
     assert_eq!(jobs.get(long.id).await.unwrap(), None);
 }
 
+pub async fn s14_scheduling_what_was_cancelled_creates_live_work<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("a", flaky.handler(0))
+        .build()
+        .unwrap();
+    let (cron, every) = cron_and_every(&jobs, none()).await;
+    let keyed = WorkOptions::new().key("invoice-42");
+    let once = jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap();
+    for id in [cron.id, every.id, once.id] {
+        assert!(jobs.cancel(id).await.unwrap());
+    }
+
+    let (cron_again, every_again) = cron_and_every(&jobs, none()).await;
+    let once_again = jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap();
+    for (old, new) in [
+        (&cron, &cron_again),
+        (&every, &every_again),
+        (&once, &once_again),
+    ] {
+        assert_ne!(
+            old.id, new.id,
+            "scheduling what was cancelled makes new work"
+        );
+        assert_eq!(new.state, WorkState::Waiting);
+    }
+    // The live work holds the key: the same call returns it, other work is refused by key.
+    assert_eq!(
+        jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap().id,
+        once_again.id
+    );
+    other_work_under(&jobs, "invoice-42", 43).await;
+    // And it runs.
+    clock.advance(Duration::from_secs(300));
+    assert_eq!(jobs.run_due().await.unwrap(), 3);
+    assert_eq!(flaky.calls(), 3);
+}
+
+pub async fn s14_a_key_outlives_its_work_for_the_retention<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("a", flaky.handler(0))
+        .handler("fails", |_: u32, _ctx| async {
+            Err(TaskError::new("invalid invoice")
+                .with_retryable(false)
+                .into())
+        })
+        .key_retention(Duration::from_secs(3_600))
+        .build()
+        .unwrap();
+    let keyed = WorkOptions::new().key("invoice-1");
+    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(flaky.calls(), 1);
+
+    // The program runs again: the same work under the same key returns the finished record.
+    clock.advance(Duration::from_secs(3_599));
+    let again = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    assert_eq!((again.id, again.state), (first.id, WorkState::Succeeded));
+    assert_eq!(jobs.run_due().await.unwrap(), 0, "nothing runs again");
+    assert_eq!(flaky.calls(), 1);
+    other_work_under(&jobs, "invoice-1", 2).await;
+    assert_eq!(jobs.next_due().await.unwrap(), None);
+
+    // After the retention the key is free.
+    clock.advance(Duration::from_secs(1));
+    let fresh = jobs.enqueue("a", &1u32, keyed).await.unwrap();
+    assert_ne!(fresh.id, first.id);
+    assert_eq!(fresh.state, WorkState::Waiting);
+    assert_eq!(jobs.get(first.id).await.unwrap(), None);
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(flaky.calls(), 2);
+    // And the worker purges a kept row whose retention ended (it looks once a minute).
+    assert_eq!(
+        jobs.get(fresh.id).await.unwrap().map(|w| w.state),
+        Some(WorkState::Succeeded)
+    );
+    clock.advance(Duration::from_secs(3_600 + 60));
+    assert_eq!(jobs.run_due().await.unwrap(), 0);
+    assert_eq!(jobs.get(fresh.id).await.unwrap(), None);
+
+    // Dead-lettered work keeps its key too.
+    let keyed = WorkOptions::new().key("invoice-2");
+    let failed = jobs.enqueue("fails", &1u32, keyed.clone()).await.unwrap();
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    let again = jobs.enqueue("fails", &1u32, keyed).await.unwrap();
+    assert_eq!(
+        (again.id, again.state),
+        (failed.id, WorkState::DeadLettered)
+    );
+    assert_eq!(jobs.dead_letters().await.unwrap().len(), 1);
+}
+
+pub async fn s14_key_retention_is_a_checked_owner_setting<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let err = builder(store.clone(), &clock)
+        .key_retention(Duration::from_secs(367 * 24 * 3_600))
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(err.to_string(), "key retention must be <= 366 days");
+
+    // The default keeps a key a day.
+    let flaky = Flaky::default();
+    let jobs = builder(store.clone(), &clock)
+        .handler("a", flaky.handler(0))
+        .build()
+        .unwrap();
+    let keyed = WorkOptions::new().key("daily");
+    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    jobs.run_due().await.unwrap();
+    clock.advance(retry_durable::DEFAULT_KEY_RETENTION - Duration::from_millis(1));
+    assert_eq!(
+        jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap().id,
+        first.id
+    );
+    clock.advance(Duration::from_millis(1));
+    assert_ne!(jobs.enqueue("a", &1u32, keyed).await.unwrap().id, first.id);
+
+    // No retention: finished keyed work goes at once, as work without a key does.
+    let jobs = builder(store, &clock)
+        .owner("none")
+        .handler("a", flaky.handler(0))
+        .key_retention(Duration::ZERO)
+        .build()
+        .unwrap();
+    let keyed = WorkOptions::new().key("daily");
+    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    jobs.run_due().await.unwrap();
+    assert_eq!(jobs.get(first.id).await.unwrap(), None);
+    assert_ne!(jobs.enqueue("a", &1u32, keyed).await.unwrap().id, first.id);
+}
+
+/// An error hook and a subscriber that panic on every call.
+fn panicking<S: Store>(builder: JobsBuilder<S, MockClock>) -> JobsBuilder<S, MockClock> {
+    builder
+        .on_error(|work, _| panic!("hook broke on {}", work.id))
+        .subscribe(|event| {
+            if matches!(event.what, What::Failed { .. }) {
+                panic!("subscriber broke on {}", event.id);
+            }
+        })
+}
+
+pub async fn s14_a_panicking_hook_does_not_stop_run_due<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let log = Log::default();
+    let jobs = panicking(builder(store, &clock))
+        .handler("fails", |_: u32, _ctx| async {
+            Err(TaskError::new("bad input").with_retryable(false).into())
+        })
+        .subscribe(log.subscriber())
+        .concurrency(1)
+        .build()
+        .unwrap();
+    let mut ids = Vec::new();
+    for n in 0..3u32 {
+        ids.push(jobs.enqueue("fails", &n, none()).await.unwrap().id);
+    }
+    // Each call runs one item; every hook panics, and the next call goes on.
+    for _ in 0..3 {
+        assert_eq!(jobs.run_due().await.unwrap(), 1);
+    }
+    assert_eq!(jobs.run_due().await.unwrap(), 0);
+    // The writes before the hooks stay: every item dead-lettered, none left to run.
+    let dead: Vec<WorkId> = jobs
+        .dead_letters()
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.work_id)
+        .collect();
+    assert_eq!(dead, ids);
+    for id in ids {
+        assert_eq!(jobs.get(id).await.unwrap(), None);
+    }
+    // Two panics per item (the hook and one subscriber), each counted; the subscriber
+    // after the panicking one still saw every event.
+    assert_eq!(jobs.hook_panics(), 6);
+    let failed = log
+        .whats()
+        .iter()
+        .filter(|w| matches!(w, What::Failed { .. }))
+        .count();
+    assert_eq!(failed, 3);
+}
+
+pub async fn s14_a_panicking_hook_does_not_stop_the_worker_loop<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = panicking(builder(store, &clock))
+        .handler("fails", |_: u32, _ctx| async {
+            Err(TaskError::new("bad input").with_retryable(false).into())
+        })
+        .handler("ok", flaky.handler(0))
+        .poll_interval(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let stop = retry_core::CancelToken::new();
+    let worker = jobs.clone();
+    let stopper = stop.clone();
+    let run = tokio::spawn(async move { worker.run(stopper).await });
+    let broken = jobs.enqueue("fails", &1u32, none()).await.unwrap();
+    assert!(
+        eventually(|| async { jobs.hook_panics() == 2 }).await,
+        "the hooks did not run"
+    );
+    assert_eq!(jobs.get(broken.id).await.unwrap(), None);
+    // Work enqueued after the panic still runs on the same loop.
+    let later = jobs.enqueue("ok", &2u32, none()).await.unwrap();
+    let ran = eventually(|| async {
+        if clock.pending() > 0 && jobs.store().next_due("test").await.unwrap().is_some() {
+            clock.advance_to_next();
+        }
+        jobs.get(later.id).await.unwrap().is_none()
+    })
+    .await;
+    assert!(ran, "the loop stopped after a hook panicked");
+    assert_eq!(flaky.calls(), 1);
+    assert!(!run.is_finished());
+    stop.cancel();
+    run.await.unwrap();
+}
+
+pub async fn s14_fire_once_runs_the_most_recent_missed_tick<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let hour = |h: u64| Timestamp::from_millis(MONDAY.as_millis() + h * 3_600_000);
+    let sunday_evening = Timestamp::from_millis(MONDAY.as_millis() - 5 * 3_600_000);
+    let jobs = builder(store, &clock)
+        .starting_at(sunday_evening)
+        .handler("report", move |_: u32, ctx: retry_durable::JobContext| {
+            record.lock().unwrap().push((ctx.fire_at, ctx.missed_ticks));
+            async { Ok(()) }
+        })
+        .build()
+        .unwrap();
+    jobs.schedule(When::cron("0 */4 * * *"), "report", &1u32, none())
+        .await
+        .unwrap();
+    // Sunday 20:00, on time.
+    clock.advance(Duration::from_secs(3_600));
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    // The worker is down over 00:00 and 04:00 and back at 08:00:01.
+    clock.advance(Duration::from_secs(12 * 3_600 + 1));
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (
+                Timestamp::from_millis(MONDAY.as_millis() - 4 * 3_600_000),
+                0
+            ),
+            (hour(8), 2)
+        ]
+    );
+    assert_eq!(jobs.next_due().await.unwrap(), Some(hour(12)));
+}
+
+pub async fn s14_cancel_answers_for_this_call_and_is_announced<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let log = Log::default();
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = Arc::new(Mutex::new(Some(entered_tx)));
+    let jobs = builder(store, &clock)
+        .handler("a", Flaky::default().handler(0))
+        .handler("slow", move |_: u32, ctx: retry_durable::JobContext| {
+            let entered = entered.lock().unwrap().take();
+            async move {
+                if let Some(tx) = entered {
+                    let _ = tx.send(());
+                }
+                ctx.cancel.cancelled().await;
+                Err(TaskFailure::Cancelled)
+            }
+        })
+        .subscribe(log.subscriber())
+        .build()
+        .unwrap();
+    let cancelled = |log: &Log| {
+        log.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.what == What::Cancelled)
+            .map(|e| e.id)
+            .collect::<Vec<_>>()
+    };
+
+    // Waiting work: this call cancels it, and says so once.
+    let waiting = jobs
+        .schedule(When::after(Duration::from_secs(60)), "a", &1u32, none())
+        .await
+        .unwrap();
+    assert!(jobs.cancel(waiting.id).await.unwrap());
+    assert_eq!(cancelled(&log), [waiting.id]);
+    assert!(!jobs.cancel(waiting.id).await.unwrap(), "already cancelled");
+    assert!(!jobs.cancel(WorkId(424_242)).await.unwrap(), "unknown");
+    assert_eq!(cancelled(&log), [waiting.id]);
+
+    // Finished work (kept for its key) is not cancelled.
+    let done = jobs
+        .enqueue("a", &2u32, WorkOptions::new().key("done"))
+        .await
+        .unwrap();
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    assert!(!jobs.cancel(done.id).await.unwrap(), "finished");
+    assert_eq!(
+        jobs.get(done.id).await.unwrap().map(|w| w.state),
+        Some(WorkState::Succeeded)
+    );
+
+    // Running work: one event, from the call that cancelled it.
+    let running = jobs.enqueue("slow", &3u32, none()).await.unwrap();
+    let worker = jobs.clone();
+    let run = tokio::spawn(async move { worker.run_due().await });
+    entered_rx.await.unwrap();
+    assert!(jobs.cancel(running.id).await.unwrap());
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+    assert!(!jobs.cancel(running.id).await.unwrap());
+    assert_eq!(cancelled(&log), [waiting.id, running.id]);
+}
+
+pub async fn s14_a_bad_cron_field_is_named<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store, &clock)
+        .handler("a", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let err = jobs
+        .schedule(When::cron("61 * * * *"), "a", &1u32, none())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid cron pattern `61 * * * *`: minute: 61 is out of range 0-59"
+    );
+    assert!(jobs.list().await.unwrap().is_empty());
+}
+
+pub async fn s14_run_until_idle_runs_everything_due_now<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let jobs = builder(store, &clock)
+        // Fails once asking to be retried at once: the retry is due at the same instant.
+        .handler("flaky", move |_: u32, _ctx| {
+            let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    Err(TaskError::new("busy")
+                        .with_retryable(true)
+                        .with_retry_after(Duration::ZERO)
+                        .into())
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .handler("again", |_: u32, _ctx| async { Ok(()) })
+        .concurrency(1)
+        .build()
+        .unwrap();
+    let a = jobs.enqueue("flaky", &1u32, none()).await.unwrap();
+    let b = jobs.enqueue("again", &2u32, none()).await.unwrap();
+    let later = jobs
+        .schedule(When::after(Duration::from_secs(60)), "again", &3u32, none())
+        .await
+        .unwrap();
+    let mut ran = jobs.run_until_idle().await.unwrap();
+    ran.sort();
+    assert_eq!(
+        ran,
+        [a.id, a.id, b.id],
+        "a failed once and ran again at once"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(jobs.run_until_idle().await.unwrap(), []);
+    assert_eq!(jobs.next_due().await.unwrap(), Some(later.due_at));
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(jobs.run_until_idle().await.unwrap(), [later.id]);
+}
+
+pub async fn s14_run_until_idle_is_bounded<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let jobs_slot: Arc<Mutex<Option<Jobs<S, MockClock>>>> = Arc::new(Mutex::new(None));
+    let slot = Arc::clone(&jobs_slot);
+    let jobs = builder(store, &clock)
+        .handler("forever", move |n: u32, _ctx| {
+            let jobs = slot.lock().unwrap().clone();
+            async move {
+                if let Some(jobs) = jobs {
+                    jobs.enqueue("forever", &(n + 1), WorkOptions::new())
+                        .await
+                        .map_err(|e| TaskFailure::from(e.to_string()))?;
+                }
+                Ok(())
+            }
+        })
+        .concurrency(64)
+        .build()
+        .unwrap();
+    *jobs_slot.lock().unwrap() = Some(jobs.clone());
+    jobs.enqueue("forever", &0u32, none()).await.unwrap();
+    let ran = jobs.run_until_idle().await.unwrap();
+    assert!(
+        (retry_durable::RUN_UNTIL_IDLE_LIMIT..retry_durable::RUN_UNTIL_IDLE_LIMIT + 64)
+            .contains(&ran.len()),
+        "{}",
+        ran.len()
+    );
+    assert!(
+        jobs.next_due().await.unwrap().is_some(),
+        "the rest stays due"
+    );
+    jobs_slot.lock().unwrap().take();
+}
+
+pub async fn s14_list_where_filters_in_the_store_and_pages<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store, &clock)
+        .handler("a", Flaky::default().handler(0))
+        .handler("b", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let mut waiting_a = Vec::new();
+    for n in 0..5u32 {
+        let record = jobs
+            .schedule(When::after(Duration::from_secs(60)), "a", &n, none())
+            .await
+            .unwrap();
+        waiting_a.push(record.id);
+    }
+    let cancelled = jobs.enqueue("a", &9u32, none()).await.unwrap();
+    jobs.cancel(cancelled.id).await.unwrap();
+    let queued_b = jobs.enqueue("b", &1u32, none()).await.unwrap();
+    let cron_b = jobs
+        .schedule(When::cron("0 * * * *"), "b", &1u32, none())
+        .await
+        .unwrap();
+
+    let ids = |records: Vec<WorkRecord>| records.iter().map(|r| r.id).collect::<Vec<_>>();
+    let waiting = retry_durable::WorkFilter::new().state(WorkState::Waiting);
+    let a = waiting.clone().handler("a");
+    assert_eq!(
+        ids(jobs.list_where(&a, None, 100).await.unwrap()),
+        waiting_a
+    );
+    // Pages of two, after the last id of the previous page.
+    let first = ids(jobs.list_where(&a, None, 2).await.unwrap());
+    assert_eq!(first, waiting_a[..2]);
+    let second = ids(jobs.list_where(&a, first.last().copied(), 2).await.unwrap());
+    assert_eq!(second, waiting_a[2..4]);
+    let third = ids(jobs
+        .list_where(&a, second.last().copied(), 2)
+        .await
+        .unwrap());
+    assert_eq!(third, waiting_a[4..]);
+    assert_eq!(
+        ids(jobs
+            .list_where(
+                &retry_durable::WorkFilter::new().state(WorkState::Cancelled),
+                None,
+                100
+            )
+            .await
+            .unwrap()),
+        [cancelled.id]
+    );
+    assert_eq!(
+        ids(jobs
+            .list_where(&waiting.clone().kind("cron"), None, 100)
+            .await
+            .unwrap()),
+        [cron_b.id]
+    );
+    assert_eq!(
+        ids(jobs
+            .list_where(&waiting.handler("b").kind("queue"), None, 100)
+            .await
+            .unwrap()),
+        [queued_b.id]
+    );
+    assert_eq!(
+        jobs.list_where(&retry_durable::WorkFilter::new(), None, 100)
+            .await
+            .unwrap(),
+        jobs.list().await.unwrap()
+    );
+    assert!(
+        jobs.list_where(
+            &retry_durable::WorkFilter::new().handler("nobody"),
+            None,
+            100
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1328,6 +1853,16 @@ macro_rules! engine_suite {
             b3_protection_for_an_unknown_handler_is_refused_when_built,
             s11_s12_nothing_is_announced_before_it_is_written,
             s12_an_attempt_is_written_when_it_ends_not_with_the_slowest,
+            s14_scheduling_what_was_cancelled_creates_live_work,
+            s14_a_key_outlives_its_work_for_the_retention,
+            s14_key_retention_is_a_checked_owner_setting,
+            s14_a_panicking_hook_does_not_stop_run_due,
+            s14_a_panicking_hook_does_not_stop_the_worker_loop,
+            s14_fire_once_runs_the_most_recent_missed_tick,
+            s14_cancel_answers_for_this_call_and_is_announced,
+            s14_a_bad_cron_field_is_named,
+            s14_run_until_idle_runs_everything_due_now,
+            s14_list_where_filters_in_the_store_and_pages,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
