@@ -20,8 +20,11 @@ use crate::protect::Protection;
 /// `middleware` (reqwest, feature `reqwest`). Cheap to clone: clones share one policy.
 ///
 /// Defaults: 3 attempts (2 retries), 100 ms base, 3 s ceiling, full jitter; a server's
-/// `Retry-After` honoured up to 60 s; no attempt timeout, no deadline; no retry budget or
-/// circuit breaker.
+/// `Retry-After` honoured up to 60 s; no retry budget or circuit breaker; and **no time
+/// limit at all**: no attempt timeout, no deadline, no idle timeout, so a server that
+/// accepts a connection and never answers holds the call forever, and so does one that
+/// sends a head and stalls its body. Set them: [`bounded`](HttpRetryBuilder::bounded)
+/// gives every attempt (its response body included) and every call a limit in one line.
 ///
 /// ```
 /// use std::time::Duration;
@@ -58,6 +61,7 @@ impl<P, C: std::fmt::Debug> std::fmt::Debug for HttpRetry<P, C> {
             .field("policy", &s.policy)
             .field("attempt_timeout", &s.attempt_timeout)
             .field("deadline", &s.deadline)
+            .field("idle_timeout", &s.idle_timeout)
             .field("first_event", &s.first_event)
             .field("protection", &s.protection)
             .finish_non_exhaustive()
@@ -70,6 +74,7 @@ pub(crate) struct Shared<P, C> {
     pub(crate) classify: P,
     pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) deadline: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
     pub(crate) cancel: Option<CancelToken>,
     pub(crate) wall_clock: fn() -> SystemTime,
     pub(crate) first_event: bool,
@@ -87,6 +92,7 @@ impl HttpRetry {
             clock: DefaultClock,
             attempt_timeout: None,
             deadline: None,
+            idle_timeout: None,
             cancel: None,
             wall_clock: SystemTime::now,
             first_event: true,
@@ -115,6 +121,7 @@ fn from_parts<P, C: Clock>(b: HttpRetryBuilder<P, C>, policy: RetryPolicy) -> Ht
                 classify: b.classify,
                 attempt_timeout: b.attempt_timeout,
                 deadline: b.deadline,
+                idle_timeout: b.idle_timeout,
                 cancel: b.cancel,
                 wall_clock: b.wall_clock,
                 first_event: b.first_event,
@@ -140,6 +147,11 @@ impl<P, C> HttpRetry<P, C> {
         self.shared.deadline
     }
 
+    /// How long a response body may go without a byte, if limited.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.shared.idle_timeout
+    }
+
     /// The shared retry budget the calls spend their retries from, if one was given.
     pub fn budget(&self) -> Option<&RetryBudget> {
         self.shared.protection.budget.as_deref()
@@ -154,6 +166,10 @@ impl<P, C> HttpRetry<P, C> {
 
     /// The tower [`Layer`](tower_layer::Layer) that retries calls of the service it wraps
     /// under this policy.
+    ///
+    /// **Times nothing unless the policy has limits:** without an attempt timeout and a
+    /// deadline ([`bounded`](HttpRetryBuilder::bounded)), a server that never answers, or
+    /// stalls its body, holds the call forever.
     pub fn layer(&self) -> RetryLayer<P, C> {
         RetryLayer::new(self.clone())
     }
@@ -169,6 +185,7 @@ pub struct HttpRetryBuilder<P = DefaultClassify, C = DefaultClock> {
     clock: C,
     attempt_timeout: Option<Duration>,
     deadline: Option<Duration>,
+    idle_timeout: Option<Duration>,
     cancel: Option<CancelToken>,
     wall_clock: fn() -> SystemTime,
     first_event: bool,
@@ -197,6 +214,7 @@ impl<P, C> HttpRetryBuilder<P, C> {
             clock,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
+            idle_timeout: self.idle_timeout,
             cancel: self.cancel,
             wall_clock: self.wall_clock,
             first_event: self.first_event,
@@ -211,18 +229,55 @@ impl<P, C> HttpRetryBuilder<P, C> {
         self
     }
 
-    /// Gives each attempt at most `timeout` to be established: its response head (for an
-    /// event stream, its first event). An attempt that runs out is retried like a lost
-    /// connection, if its method allows. Must be above zero.
+    /// Gives each attempt at most `timeout`, from sending the request to the end of its
+    /// response body: the response must be established (its head; for an event stream, its
+    /// first event) in that time, or the attempt is retried like a lost connection if its
+    /// method allows; and a body the caller reads must end in what is left of it, or it
+    /// fails with [`BodyTimedOut`](crate::BodyTimedOut) (never replayed). An event stream,
+    /// once established, is not held to it: give it an
+    /// [`idle_timeout`](Self::idle_timeout). Must be above zero.
+    ///
+    /// **Unset by default: nothing is timed.** A server that accepts and never answers then
+    /// holds the call forever; [`bounded`](Self::bounded) sets this and the deadline at once.
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = Some(timeout);
         self
     }
 
-    /// Gives each call at most `budget`, attempts and waits together, to get its response
-    /// established; a wait that would end past it is not started. Must be above zero.
+    /// Gives each call at most `budget`, attempts, waits and the response body together: a
+    /// wait that would end past it is not started, and a body still arriving when it passes
+    /// fails with [`BodyTimedOut`](crate::BodyTimedOut) (an event stream excepted, as for
+    /// the attempt timeout). Must be above zero.
+    ///
+    /// **Unset by default: a call may take forever.**
     pub fn deadline(mut self, budget: Duration) -> Self {
         self.deadline = Some(budget);
+        self
+    }
+
+    /// Sets both limits in one line: each attempt, body included, gets at most
+    /// `attempt_timeout`; the whole call at most `deadline`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_http::HttpRetry;
+    ///
+    /// let retry = HttpRetry::builder()
+    ///     .bounded(Duration::from_secs(10), Duration::from_secs(30))
+    ///     .build()?;
+    /// assert_eq!(retry.deadline(), Some(Duration::from_secs(30)));
+    /// # Ok::<(), retry_http::BuildError>(())
+    /// ```
+    pub fn bounded(self, attempt_timeout: Duration, deadline: Duration) -> Self {
+        self.attempt_timeout(attempt_timeout).deadline(deadline)
+    }
+
+    /// Fails a response body when no byte arrives for `timeout`
+    /// ([`BodyTimedOut`](crate::BodyTimedOut), never replayed): the limit for event
+    /// streams and other long bodies, which the attempt timeout and the deadline do not
+    /// cover once established. Unset by default. Must be above zero.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
         self
     }
 
@@ -327,6 +382,7 @@ impl<P, C> HttpRetryBuilder<P, C> {
             clock: self.clock,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
+            idle_timeout: self.idle_timeout,
             cancel: self.cancel,
             wall_clock: self.wall_clock,
             first_event: self.first_event,
@@ -344,6 +400,7 @@ impl<P, C> HttpRetryBuilder<P, C> {
             clock,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
+            idle_timeout: self.idle_timeout,
             cancel: self.cancel,
             wall_clock: self.wall_clock,
             first_event: self.first_event,
@@ -356,7 +413,8 @@ impl<P, C> HttpRetryBuilder<P, C> {
     /// # Errors
     ///
     /// [`BuildError::Options`] for options that break a rule (the message is the rule's),
-    /// [`BuildError::ZeroAttemptTimeout`], [`BuildError::ZeroDeadline`].
+    /// [`BuildError::ZeroAttemptTimeout`], [`BuildError::ZeroDeadline`],
+    /// [`BuildError::ZeroIdleTimeout`].
     pub fn build(self) -> Result<HttpRetry<P, C>, BuildError>
     where
         C: Clock,
@@ -370,6 +428,9 @@ impl<P, C> HttpRetryBuilder<P, C> {
         }
         if self.deadline == Some(Duration::ZERO) {
             return Err(BuildError::ZeroDeadline);
+        }
+        if self.idle_timeout == Some(Duration::ZERO) {
+            return Err(BuildError::ZeroIdleTimeout);
         }
         Ok(from_parts(self, policy))
     }
@@ -388,6 +449,9 @@ pub enum BuildError {
     /// A deadline of zero would fail every call.
     #[error("http.deadline must be > 0")]
     ZeroDeadline,
+    /// An idle timeout of zero would fail every body that is not already complete.
+    #[error("http.idle_timeout must be > 0")]
+    ZeroIdleTimeout,
     /// A retry budget's settings break a rule (from [`BudgetBuilder::build`], so that one
     /// `?` covers the policy and its budget).
     ///

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use retry_core::{Clock, Scope};
 
 use crate::drive::{self, Driver};
+use crate::io::InFlight;
 
 /// The latest instant virtual time can reach: a hundred years after the clock started.
 ///
@@ -359,6 +360,55 @@ impl MockClock {
     /// ```
     pub fn run<F: Future>(&self, future: F) -> impl Future<Output = F::Output> + use<F> {
         Driver::new(self.clone(), self.scope(future), self.idle_yields)
+    }
+
+    /// Runs `future` on this clock like [`run`](MockClock::run), but moves time only when
+    /// the future is idle *and* `io` has nothing in flight: how a test with real sockets runs
+    /// on virtual time.
+    ///
+    /// The test's server takes an [`InFlight`] guard while it has work under way (a request
+    /// accepted, an answer being written) and drops it when it is done or means to stall.
+    /// While any guard is alive time stands still, so an attempt timeout fires only when the
+    /// server really went quiet, never because a reply was still on its way through the
+    /// socket.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_testkit::{InFlight, MockClock};
+    /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let (clock, io) = (MockClock::new(), InFlight::new());
+    /// let (mut client, mut server) = tokio::io::duplex(64);
+    /// // The "server" answers from another task; its guard holds time until it has.
+    /// let guard = io.guard();
+    /// tokio::spawn(async move {
+    ///     let mut request = [0u8; 4];
+    ///     let _ = server.read_exact(&mut request).await;
+    ///     let _ = server.write_all(b"pong").await;
+    ///     drop(guard);
+    /// });
+    /// let call = {
+    ///     let clock = clock.clone();
+    ///     async move {
+    ///         client.write_all(b"ping").await?;
+    ///         let mut answer = [0u8; 4];
+    ///         tokio::select! {
+    ///             read = client.read_exact(&mut answer) => read.map(|_| answer),
+    ///             () = clock.sleep(Duration::from_secs(1)) => Err(std::io::ErrorKind::TimedOut.into()),
+    ///         }
+    ///     }
+    /// };
+    /// assert_eq!(&clock.run_watching(&io, call).await?, b"pong");
+    /// assert_eq!(clock.elapsed(), Duration::ZERO); // the timeout never fired
+    /// # Ok(()) }
+    /// ```
+    pub fn run_watching<F: Future>(
+        &self,
+        io: &InFlight,
+        future: F,
+    ) -> impl Future<Output = F::Output> + use<F> {
+        Driver::new(self.clone(), self.scope(future), self.idle_yields).watching(io.clone())
     }
 
     /// Runs `future` to completion on the current thread, without any async runtime, moving
