@@ -12,7 +12,7 @@ use http::{HeaderMap, StatusCode};
 use retry_core::{CircuitBreaker, Counts, Handle, Protected, RetryBudget, RetryError};
 
 use crate::classify::{Classify, Kind, Outcome, never_sent};
-use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, write_chain};
+use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, open, write_chain};
 use crate::method::Safety;
 use crate::protect::{Held, Protection};
 use crate::retry_after::response_hint;
@@ -67,7 +67,7 @@ impl<R> fmt::Debug for Failure<R> {
         write!(f, "{}: ", self.target)?;
         match &self.what {
             What::Response(_, status) | What::Answer(_, status) => write!(f, "{status}"),
-            What::Error(e) => write!(f, "{}", Chain(&**e)),
+            What::Error(e) => write!(f, "{}", Chain(open(&**e))),
         }
     }
 }
@@ -132,8 +132,8 @@ impl Call {
         error: Failed,
     ) -> Lost<R> {
         let (kind, sent) = match &error {
-            Failed::Transport(e) => (Kind::Transport(&**e), !never_sent(&**e)),
-            Failed::Stream(e) => (Kind::Stream(&**e), true),
+            Failed::Transport(e) => (Kind::Transport(open(&**e)), !never_sent(open(&**e))),
+            Failed::Stream(e) => (Kind::Stream(open(&**e)), true),
             Failed::TimedOut(t) => (Kind::TimedOut(*t), true),
         };
         let outcome = Outcome::new(&self.target.method, kind);
@@ -228,7 +228,7 @@ pub(crate) fn retrying<R>(failure: &Lost<R>, attempt: u32, delay: Duration) {
             %host,
             attempt,
             ?delay,
-            error = %Chain(&**e),
+            error = %Chain(open(&**e)),
             "http attempt failed; retrying"
         ),
     }

@@ -259,7 +259,11 @@ where
     let response = match next.run(request, extensions).await {
         Ok(response) => response,
         Err(reqwest_middleware::Error::Reqwest(e)) => return Err(Failed::Transport(Box::new(e))),
-        Err(reqwest_middleware::Error::Middleware(e)) => return Err(Failed::Transport(e.into())),
+        // Kept as it came: `.into()` would re-box it where `downcast_ref` no longer finds the
+        // other middleware's own type, nor the classification its I/O error.
+        Err(reqwest_middleware::Error::Middleware(e)) => {
+            return Err(Failed::Transport(Box::new(Kept(e))));
+        }
     };
     let wait_for_event =
         shared.first_event && response.status().is_success() && is_event_stream(response.headers());
@@ -294,6 +298,24 @@ fn rebuild(url: reqwest::Url, mut head: http::response::Parts, body: reqwest::Bo
         .unwrap_or_else(|_| (http::Response::new(()).into_parts().0, ()));
     head.extensions.extend(with_url.extensions);
     Response::from(http::Response::from_parts(head, body))
+}
+
+/// An error another middleware raised, as it came. Wherever the crate reads a cause it reads
+/// the error inside ([`open`](crate::error::open)), so the chain and the classification see
+/// the other middleware's own error.
+#[derive(Debug)]
+pub(crate) struct Kept(pub(crate) anyhow::Error);
+
+impl std::fmt::Display for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Kept {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 pin_project! {

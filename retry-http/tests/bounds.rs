@@ -75,11 +75,14 @@ async fn h6_a_server_that_never_answers_ends_at_the_attempt_timeout() {
         (error.reason(), error.attempts()),
         (StopReason::Exhausted, 3)
     );
-    assert!(
-        error
-            .to_string()
-            .contains("no response within the attempt timeout of 1s"),
-        "{error}"
+    // The message says what happened; the cause is its source.
+    assert_eq!(
+        support::chain(&error),
+        format!(
+            "GET {} gave up after 3 attempts: attempts exhausted: \
+             no response within the attempt timeout of 1s",
+            server.addr
+        )
     );
     assert_eq!(server.seen().len(), 3);
     // Three attempt timeouts and the two backoffs between them; the deadline never came.
@@ -100,9 +103,9 @@ async fn h6_a_body_that_stalls_ends_at_the_attempt_timeout_and_is_not_replayed()
         (StopReason::AfterHead, 1)
     );
     assert!(
-        error
-            .to_string()
-            .contains("the response body did not end in time: the attempt timeout of 2s ran out"),
+        support::chain(&error).ends_with(
+            "(1 attempt): the response body did not end in time: the attempt timeout of 2s ran out"
+        ),
         "{error}"
     );
     assert_eq!(server.seen().len(), 1);

@@ -374,7 +374,8 @@ async fn b3_http_an_exhausted_budget_without_a_response_ends_with_the_last_error
     assert!(error.cause().is_some(), "the reset is the cause");
     let message = error.to_string();
     assert!(
-        message.contains("failed after 1 attempt (retry budget exhausted: 0 retries for 1 request"),
+        message
+            .contains("gave up after 1 attempt: retry budget exhausted: 0 retries for 1 request"),
         "{message}"
     );
     assert_eq!(server.seen().len(), 1);

@@ -136,7 +136,9 @@ async fn h5_a_call_without_an_answer_says_how_many_attempts_and_why() {
         (3, StopReason::Exhausted)
     );
     assert!(
-        error.to_string().contains("failed after 3 attempts"),
+        error
+            .to_string()
+            .contains("gave up after 3 attempts: attempts exhausted"),
         "{error}"
     );
 }

@@ -364,6 +364,17 @@ pub(crate) async fn drive_if<F: Future>(
     }
 }
 
+/// An error and its sources, `: `-separated, as anyhow's `{:#}` prints them.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        parts.push(e.to_string());
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
 /// Timers of `duration` that have fired on `clock`.
 pub(crate) fn fired(clock: &MockClock, duration: Duration) -> usize {
     clock
