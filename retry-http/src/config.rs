@@ -193,6 +193,10 @@ pub struct HttpRetryBuilder<P = DefaultClassify, C = DefaultClock> {
 }
 
 impl<P, C> HttpRetryBuilder<P, C> {
+    /// The longest [`max_retry_after`](Self::max_retry_after) a policy can hold:
+    /// `u32::MAX` milliseconds, about 49.7 days.
+    pub const MAX_RETRY_AFTER: Duration = Duration::from_millis(u32::MAX as u64);
+
     /// Retry options (attempts, base delay, ceiling, jitter), layered over the built-in
     /// defaults and validated by [`build`](HttpRetryBuilder::build) with the same rules
     /// and messages as everywhere.
@@ -223,7 +227,9 @@ impl<P, C> HttpRetryBuilder<P, C> {
     }
 
     /// The longest `Retry-After` a server may ask for (default 60 s): a longer hint ends
-    /// the call at once with that response, instead of parking the caller.
+    /// the call at once with that response, instead of parking the caller. Millisecond
+    /// resolution, at most [`MAX_RETRY_AFTER`](Self::MAX_RETRY_AFTER) (about 49.7 days):
+    /// [`build`](Self::build) refuses a longer one rather than shorten it.
     pub fn max_retry_after(mut self, ceiling: Duration) -> Self {
         self.max_retry_after = Some(ceiling);
         self
@@ -414,7 +420,7 @@ impl<P, C> HttpRetryBuilder<P, C> {
     ///
     /// [`BuildError::Options`] for options that break a rule (the message is the rule's),
     /// [`BuildError::ZeroAttemptTimeout`], [`BuildError::ZeroDeadline`],
-    /// [`BuildError::ZeroIdleTimeout`].
+    /// [`BuildError::ZeroIdleTimeout`], [`BuildError::RetryAfterCeilingTooLong`].
     pub fn build(self) -> Result<HttpRetry<P, C>, BuildError>
     where
         C: Clock,
@@ -431,6 +437,11 @@ impl<P, C> HttpRetryBuilder<P, C> {
         }
         if self.idle_timeout == Some(Duration::ZERO) {
             return Err(BuildError::ZeroIdleTimeout);
+        }
+        if let Some(ceiling) = self.max_retry_after {
+            if ceiling > Self::MAX_RETRY_AFTER {
+                return Err(BuildError::RetryAfterCeilingTooLong(ceiling));
+            }
         }
         Ok(from_parts(self, policy))
     }
@@ -452,6 +463,13 @@ pub enum BuildError {
     /// An idle timeout of zero would fail every body that is not already complete.
     #[error("http.idle_timeout must be > 0")]
     ZeroIdleTimeout,
+    /// A `Retry-After` ceiling longer than a policy can hold
+    /// ([`HttpRetryBuilder::MAX_RETRY_AFTER`]); it is refused rather than shortened.
+    #[error(
+        "http.max_retry_after must be <= 4294967295ms (about 49.7 days), got {0:?}; \
+         for no ceiling in practice, use HttpRetryBuilder::MAX_RETRY_AFTER"
+    )]
+    RetryAfterCeilingTooLong(Duration),
     /// A retry budget's settings break a rule (from [`BudgetBuilder::build`], so that one
     /// `?` covers the policy and its budget).
     ///

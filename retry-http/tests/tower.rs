@@ -186,6 +186,51 @@ async fn h2_a_malformed_retry_after_is_ignored_for_the_computed_backoff() {
 }
 
 #[tokio::test]
+async fn h2_a_retry_after_too_large_for_a_u64_is_malformed_and_ignored() {
+    // It used to be read as the longest wait there is, which ended the call at once.
+    let server = Server::start(vec![
+        Step::Respond(
+            503,
+            vec![header("retry-after", "99999999999999999999")],
+            "busy",
+        ),
+        Step::Respond(200, vec![], "ok"),
+    ])
+    .await;
+    let clock = MockClock::new();
+    let mut client = client(&retry(&clock));
+
+    let response = send(&clock, &mut client, get(&server.url("/")))
+        .await
+        .unwrap();
+
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(report(&response), Some((2, None)));
+    assert_eq!(clock.sleeps(), [Duration::from_millis(200)]);
+    server.assert_script_done();
+}
+
+#[test]
+fn h2_a_retry_after_ceiling_beyond_what_a_policy_holds_is_refused_when_built() {
+    let fifty_days = Duration::from_secs(50 * 86_400);
+    let error = HttpRetry::builder()
+        .max_retry_after(fifty_days)
+        .build()
+        .unwrap_err();
+    assert_eq!(error, BuildError::RetryAfterCeilingTooLong(fifty_days));
+    assert!(
+        error
+            .to_string()
+            .starts_with("http.max_retry_after must be <= 4294967295ms (about 49.7 days)"),
+        "{error}"
+    );
+    // The largest one it holds is kept exactly, not shortened.
+    let max = retry_http::HttpRetryBuilder::<retry_http::DefaultClassify>::MAX_RETRY_AFTER;
+    let retry = HttpRetry::builder().max_retry_after(max).build().unwrap();
+    assert_eq!(retry.policy().max_retry_after(), max);
+}
+
+#[tokio::test]
 async fn d5_a_429_asking_beyond_the_ceiling_is_returned_at_once() {
     let server = Server::start(vec![Step::Respond(
         429,
