@@ -279,10 +279,11 @@ fn failed_attempt<ResB: Body, P: Classify, C>(
     attempt: u32,
     failed: Failed,
 ) -> Lost<LayerResponse<ResB>> {
-    call.judge_error(&shared.classify, &shared.protection, attempt, failed)
+    let hook = shared.notify.as_ref();
+    call.judge_error(&shared.classify, &shared.protection, hook, attempt, failed)
 }
 
-fn judged<ResB: Body, P: Classify, C>(
+fn judged<ResB: Body, P: Classify, C: Clock>(
     call: &Call,
     shared: &Shared<P, C>,
     attempt: u32,
@@ -293,7 +294,8 @@ fn judged<ResB: Body, P: Classify, C>(
     call.judge_response(
         &shared.classify,
         &shared.protection,
-        shared.wall_clock,
+        shared.policy.clock(),
+        shared.notify.as_ref(),
         attempt,
         response,
     )

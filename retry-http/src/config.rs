@@ -3,7 +3,7 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use retry_core::{
     BreakerError, BudgetError, CancelToken, CircuitBreaker, Clock, DefaultClock, OptionsError,
@@ -11,6 +11,7 @@ use retry_core::{
 };
 
 use crate::classify::{Classify, DefaultClassify, Outcome};
+use crate::judge::Hook;
 use crate::layer::RetryLayer;
 use crate::protect::Protection;
 
@@ -64,6 +65,7 @@ impl<P, C: std::fmt::Debug> std::fmt::Debug for HttpRetry<P, C> {
             .field("idle_timeout", &s.idle_timeout)
             .field("first_event", &s.first_event)
             .field("protection", &s.protection)
+            .field("notify", &s.notify.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -76,9 +78,9 @@ pub(crate) struct Shared<P, C> {
     pub(crate) deadline: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) cancel: Option<CancelToken>,
-    pub(crate) wall_clock: fn() -> SystemTime,
     pub(crate) first_event: bool,
     pub(crate) protection: Protection,
+    pub(crate) notify: Option<Hook>,
 }
 
 impl HttpRetry {
@@ -94,9 +96,9 @@ impl HttpRetry {
             deadline: None,
             idle_timeout: None,
             cancel: None,
-            wall_clock: SystemTime::now,
             first_event: true,
             protection: Protection::default(),
+            notify: None,
         }
     }
 }
@@ -123,9 +125,9 @@ fn from_parts<P, C: Clock>(b: HttpRetryBuilder<P, C>, policy: RetryPolicy) -> Ht
                 deadline: b.deadline,
                 idle_timeout: b.idle_timeout,
                 cancel: b.cancel,
-                wall_clock: b.wall_clock,
                 first_event: b.first_event,
                 protection: b.protection,
+                notify: b.notify,
             }),
         }
     }
@@ -187,9 +189,9 @@ pub struct HttpRetryBuilder<P = DefaultClassify, C = DefaultClock> {
     deadline: Option<Duration>,
     idle_timeout: Option<Duration>,
     cancel: Option<CancelToken>,
-    wall_clock: fn() -> SystemTime,
     first_event: bool,
     protection: Protection,
+    notify: Option<Hook>,
 }
 
 impl<P, C> HttpRetryBuilder<P, C> {
@@ -220,9 +222,9 @@ impl<P, C> HttpRetryBuilder<P, C> {
             deadline: self.deadline,
             idle_timeout: self.idle_timeout,
             cancel: self.cancel,
-            wall_clock: self.wall_clock,
             first_event: self.first_event,
             protection: self.protection,
+            notify: self.notify,
         }
     }
 
@@ -301,13 +303,6 @@ impl<P, C> HttpRetryBuilder<P, C> {
         self
     }
 
-    /// The wall clock an HTTP-date `Retry-After` is measured from when the response has no
-    /// valid `Date` header (default [`SystemTime::now`]).
-    pub fn wall_clock(mut self, now: fn() -> SystemTime) -> Self {
-        self.wall_clock = now;
-        self
-    }
-
     /// Spends the retries of every call from `budget`, shared with whatever else holds it:
     /// clones of this policy, other policies, other loops. Each call counts as a request and
     /// each retry must be admitted, so an outage makes retries add a fraction to the load
@@ -377,6 +372,35 @@ impl<P, C> HttpRetryBuilder<P, C> {
         self
     }
 
+    /// Calls `hook` before each wait for a retry, with what the failed attempt produced (its
+    /// status and headers, or its error, or its timeout: an [`Outcome`]), the attempt's
+    /// number (from 1) and the wait that follows: for metrics and logs of your own, beside
+    /// the `tracing` events. Not called when no retry follows.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use retry_http::{HttpRetry, Outcome};
+    ///
+    /// let retries = Arc::new(AtomicU32::new(0));
+    /// let counter = Arc::clone(&retries);
+    /// let retry = HttpRetry::builder()
+    ///     .notify(move |outcome: &Outcome<'_>, attempt, delay| {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///         eprintln!("attempt {attempt}: {:?}; retrying in {delay:?}", outcome.status());
+    ///     })
+    ///     .build()?;
+    /// # let _ = retry;
+    /// # Ok::<(), retry_http::BuildError>(())
+    /// ```
+    pub fn notify<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Outcome<'_>, u32, Duration) + Send + Sync + 'static,
+    {
+        self.notify = Some(Arc::new(hook));
+        self
+    }
+
     /// Replaces the default classification of what is worth retrying (see
     /// [`Classify`]). Method safety still applies on top of it.
     pub fn classify<P2: Classify>(self, classify: P2) -> HttpRetryBuilder<P2, C> {
@@ -390,13 +414,15 @@ impl<P, C> HttpRetryBuilder<P, C> {
             deadline: self.deadline,
             idle_timeout: self.idle_timeout,
             cancel: self.cancel,
-            wall_clock: self.wall_clock,
             first_event: self.first_event,
             protection: self.protection,
+            notify: self.notify,
         }
     }
 
-    /// Runs waits, timeouts and deadlines on `clock` (the testkit's `MockClock` in tests).
+    /// Runs waits, timeouts and deadlines on `clock` (the testkit's `MockClock` in tests),
+    /// and measures an HTTP-date `Retry-After` from its wall time
+    /// ([`Clock::wall_now`]) when the response has no valid `Date` header.
     pub fn clock<C2: Clock>(self, clock: C2) -> HttpRetryBuilder<P, C2> {
         HttpRetryBuilder {
             options: self.options,
@@ -408,9 +434,9 @@ impl<P, C> HttpRetryBuilder<P, C> {
             deadline: self.deadline,
             idle_timeout: self.idle_timeout,
             cancel: self.cancel,
-            wall_clock: self.wall_clock,
             first_event: self.first_event,
             protection: self.protection,
+            notify: self.notify,
         }
     }
 

@@ -93,7 +93,10 @@ impl fmt::Display for StopReason {
             StopReason::AfterEvent => f.write_str(
                 "the event stream failed after delivering an event; a stream is never replayed",
             ),
-            StopReason::InvalidIdempotencyKey => f.write_str("invalid idempotency key"),
+            StopReason::InvalidIdempotencyKey => f.write_str(
+                "the idempotency key is invalid: it is not a valid header value, or differs \
+                 from the Idempotency-Key header the request already carries",
+            ),
             StopReason::CircuitOpen(open) => open.fmt(f),
             StopReason::BudgetExhausted(exhausted) => exhausted.fmt(f),
         }
@@ -232,7 +235,10 @@ impl fmt::Display for Error {
             StopReason::AfterHead | StopReason::AfterEvent => {
                 write!(f, ": {} ({})", this.reason, Attempts(this.attempts))?
             }
-            StopReason::CircuitOpen(_) if this.attempts == 0 => {
+            // Refused before anything was sent: no attempt to count.
+            StopReason::CircuitOpen(_) | StopReason::InvalidIdempotencyKey
+                if this.attempts == 0 =>
+            {
                 write!(f, " not sent: {}", this.reason)?
             }
             _ => write!(
@@ -293,17 +299,17 @@ pub(crate) fn write_chain(
     Ok(())
 }
 
-/// What a response says of its call's attempts: in the response's extensions when the call
-/// took more than one attempt, or when its retries stopped on this response (a 503 after
-/// every attempt, a POST without a key that was not retried). A first attempt that needed no
-/// retry carries none (so the success path allocates nothing).
+/// What a response says of its call's attempts: in the extensions of every response the
+/// layer or the middleware returns — 1 attempt when the first answered — and, when its
+/// retries stopped on this response (a 503 after every attempt, a POST without a key that
+/// was not retried), why.
 ///
 /// ```
 /// use retry_http::{RetryReport, StopReason};
 ///
 /// # fn check(response: http::Response<()>) {
 /// if let Some(report) = response.extensions().get::<RetryReport>() {
-///     println!("{} attempts; stopped: {:?}", report.attempts, report.stopped);
+///     println!("{} attempt(s); stopped: {:?}", report.attempts, report.stopped);
 /// }
 /// # }
 /// ```

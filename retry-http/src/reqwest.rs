@@ -191,14 +191,19 @@ where
                         .judge_response(
                             &shared.classify,
                             &shared.protection,
-                            shared.wall_clock,
+                            shared.policy.clock(),
+                            shared.notify.as_ref(),
                             attempt,
                             response,
                         )
                         .map(|response| reported(response, attempt)),
-                    Err(failed) => {
-                        Err(call.judge_error(&shared.classify, &shared.protection, attempt, failed))
-                    }
+                    Err(failed) => Err(call.judge_error(
+                        &shared.classify,
+                        &shared.protection,
+                        shared.notify.as_ref(),
+                        attempt,
+                        failed,
+                    )),
                 }
             }
         };

@@ -45,8 +45,12 @@ pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<Duration> {
 
 /// The hint of a response: its `Retry-After`, a date measured from the response's own `Date`
 /// header when that is valid (so a client whose clock is off still waits what the server
-/// meant), otherwise from `wall_now()`. Several `Retry-After` headers: the first counts.
-pub(crate) fn response_hint(headers: &HeaderMap, wall_now: fn() -> SystemTime) -> Option<Duration> {
+/// meant), otherwise from `wall_now()` (the policy clock's wall time, read only then).
+/// Several `Retry-After` headers: the first counts.
+pub(crate) fn response_hint(
+    headers: &HeaderMap,
+    wall_now: impl FnOnce() -> SystemTime,
+) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.as_bytes();
     let now = headers
         .get(DATE)

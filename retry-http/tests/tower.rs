@@ -146,11 +146,10 @@ async fn h2_an_http_date_hint_without_a_date_header_is_measured_from_the_wall_cl
         Step::Respond(200, vec![], "ok"),
     ])
     .await;
-    let clock = MockClock::new();
+    let clock = MockClock::new().with_wall_time(wall_clock_at_oct_21_2015());
     let retry = HttpRetry::builder()
         .options(options())
         .clock(clock.clone())
-        .wall_clock(wall_clock_at_oct_21_2015)
         .build()
         .unwrap();
     let mut client = client(&retry);
@@ -161,6 +160,39 @@ async fn h2_an_http_date_hint_without_a_date_header_is_measured_from_the_wall_cl
 
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(clock.sleeps(), [Duration::from_secs(4)]);
+}
+
+#[tokio::test]
+async fn h2_an_http_date_hint_follows_the_mock_clock() {
+    // Two 503s ask to wait until 07:28:10 and 07:28:15, the mock clock's wall time starting
+    // at 07:28:00: the waits are 10 s, then 5 s (10 s of virtual time have passed). Read
+    // against the machine's time, both dates would be long past (no wait at all).
+    let server = Server::start(vec![
+        Step::Respond(
+            503,
+            vec![header("retry-after", "Wed, 21 Oct 2015 07:28:10 GMT")],
+            "busy",
+        ),
+        Step::Respond(
+            503,
+            vec![header("retry-after", "Wed, 21 Oct 2015 07:28:15 GMT")],
+            "busy",
+        ),
+        Step::Respond(200, vec![], "ok"),
+    ])
+    .await;
+    let clock = MockClock::new().with_wall_time(wall_clock_at_oct_21_2015());
+    let mut client = client(&retry(&clock));
+
+    let call = client.ready().await.unwrap().call(get(&server.url("/")));
+    let response = clock.run_watching(server.io(), call).await.unwrap();
+
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        clock.sleeps(),
+        [Duration::from_secs(10), Duration::from_secs(5)]
+    );
+    server.assert_script_done();
 }
 
 #[tokio::test]
@@ -324,7 +356,8 @@ async fn h1_statuses_not_worth_retrying_are_the_answer() {
         .unwrap();
 
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
-    assert_eq!(report(&response), None, "a first answer carries no report");
+    // Every response carries a report: here one attempt, no retry stopped.
+    assert_eq!(report(&response), Some((1, None)));
     assert_eq!(server.seen().len(), 1);
 }
 

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use retry_core::{Clock, Scope};
 
@@ -60,6 +60,8 @@ struct Shared {
     /// The real instant that virtual time zero maps to.
     origin: Instant,
     state: Mutex<State>,
+    /// The wall time virtual time zero maps to (set by `with_wall_time`, shared by clones).
+    wall: Mutex<SystemTime>,
 }
 
 impl Shared {
@@ -142,6 +144,7 @@ impl MockClock {
             shared: Arc::new(Shared {
                 origin: Instant::now(),
                 state: Mutex::new(State::default()),
+                wall: Mutex::new(SystemTime::now()),
             }),
             seed: None,
             idle_yields: drive::IDLE_YIELDS,
@@ -175,6 +178,30 @@ impl MockClock {
     /// tasks that need more, or set 0 when the future waits on nothing but the clock.
     pub fn with_idle_yields(mut self, yields: u32) -> Self {
         self.idle_yields = yields;
+        self
+    }
+
+    /// This clock (the same timeline) reading `wall` as its wall-clock time at virtual time
+    /// zero; from there its wall time moves with its virtual time. By default it starts at
+    /// the real time the clock was created. What an HTTP `Retry-After` date is measured
+    /// from, for a loop on this clock ([`Clock::wall_now`]).
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use retry_core::Clock;
+    /// use retry_testkit::MockClock;
+    ///
+    /// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+    /// let clock = MockClock::new().with_wall_time(start);
+    /// clock.advance(Duration::from_secs(3));
+    /// assert_eq!(clock.wall_now(), start + Duration::from_secs(3));
+    /// ```
+    pub fn with_wall_time(self, wall: SystemTime) -> Self {
+        *self
+            .shared
+            .wall
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = wall;
         self
     }
 
@@ -452,6 +479,17 @@ impl Clock for MockClock {
 
     fn sleep(&self, duration: Duration) -> MockSleep {
         MockClock::sleep(self, duration)
+    }
+
+    /// The wall time at virtual time zero ([`with_wall_time`](MockClock::with_wall_time)),
+    /// plus the virtual time elapsed since.
+    fn wall_now(&self) -> SystemTime {
+        let start = *self
+            .shared
+            .wall
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        start.checked_add(self.elapsed()).unwrap_or(start)
     }
 
     /// Records the sleep and moves virtual time to its deadline at once, firing every sleep
