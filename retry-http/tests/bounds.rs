@@ -208,7 +208,6 @@ fn h6_an_idle_timeout_of_zero_is_refused() {
 #[cfg(feature = "reqwest")]
 mod through_reqwest {
     use super::*;
-    use reqwest_middleware::ClientBuilder;
 
     /// Sends a GET through the middleware and reads its body with `bytes()`, on `clock`.
     async fn get_bytes(
@@ -216,15 +215,9 @@ mod through_reqwest {
         server: &Server,
         retry: HttpRetry<DefaultClassify, MockClock>,
     ) -> Result<Bytes, reqwest::Error> {
-        let client = ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
-            .with(retry.middleware())
-            .build();
-        let url = server.url("/");
-        let call = async move {
-            let response = client.get(url).send().await.unwrap();
-            response.bytes().await
-        };
-        clock.run_watching(server.io(), call).await
+        let client = support::reqwest_client(&retry);
+        let response = support::reqwest_get(clock, server, &client).await.unwrap();
+        clock.run_watching(server.io(), response.bytes()).await
     }
 
     /// The limit a body ran out of, found by walking the error's chain.
@@ -277,18 +270,13 @@ mod through_reqwest {
         let server = Server::start(vec![Step::Hang]).await;
         let clock = MockClock::new();
         let retry = builder(&clock).deadline(5 * S).build().unwrap();
-        let client = ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
-            .with(retry.middleware())
-            .build();
+        let client = support::reqwest_client(&retry);
 
-        let error = clock
-            .run_watching(server.io(), client.get(server.url("/")).send())
+        let error = support::reqwest_get(&clock, &server, &client)
             .await
             .unwrap_err();
 
-        let reqwest_middleware::Error::Middleware(error) = error else {
-            panic!("not the retry's error: {error:?}");
-        };
+        let error = support::middleware_error(error);
         let ours = error.downcast_ref::<Error>().unwrap();
         assert!(ours.is_deadline(), "{ours}");
         assert_eq!(server.seen().len(), 1);

@@ -182,14 +182,11 @@ mod through_reqwest {
         let clock = MockClock::new();
         let (client, calls) = client(&clock, 1, || PolicyViolation("no-egress").into());
 
-        let error = clock
-            .run_watching(server.io(), client.get(server.url("/")).send())
+        let error = support::reqwest_get(&clock, &server, &client)
             .await
             .unwrap_err();
 
-        let reqwest_middleware::Error::Middleware(error) = error else {
-            panic!("not the retry's error: {error:?}");
-        };
+        let error = support::middleware_error(error);
         let ours = error.downcast_ref::<Error>().unwrap();
         assert_eq!(
             (ours.reason(), ours.attempts()),
@@ -221,8 +218,7 @@ mod through_reqwest {
             io::Error::new(io::ErrorKind::ConnectionReset, "reset by a proxy").into()
         });
 
-        let response = clock
-            .run_watching(server.io(), client.get(server.url("/")).send())
+        let response = support::reqwest_get(&clock, &server, &client)
             .await
             .unwrap();
 
@@ -240,14 +236,11 @@ mod through_reqwest {
                 .context("proxy hop")
         });
 
-        let error = clock
-            .run_watching(server.io(), client.get(server.url("/")).send())
+        let error = support::reqwest_get(&clock, &server, &client)
             .await
             .unwrap_err();
 
-        let reqwest_middleware::Error::Middleware(error) = error else {
-            panic!("not the retry's error: {error:?}");
-        };
+        let error = support::middleware_error(error);
         let ours = error.downcast_ref::<Error>().unwrap();
         assert_eq!((ours.reason(), ours.attempts()), (StopReason::Exhausted, 3));
         assert_eq!(io_kind(ours), Some(io::ErrorKind::ConnectionReset));

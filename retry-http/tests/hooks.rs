@@ -189,13 +189,7 @@ async fn h5_an_invalid_idempotency_key_says_so_and_that_nothing_was_sent() {
 #[cfg(feature = "reqwest")]
 mod through_reqwest {
     use super::*;
-    use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-
-    fn client(retry: &HttpRetry<DefaultClassify, MockClock>) -> ClientWithMiddleware {
-        ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
-            .with(retry.middleware())
-            .build()
-    }
+    use support::{reqwest_client as client, reqwest_get};
 
     fn report(response: &reqwest::Response) -> Option<(u32, Option<StopReason>)> {
         let report = response.extensions().get::<RetryReport>()?;
@@ -209,10 +203,7 @@ mod through_reqwest {
         let (retry, seen) = noting(&clock);
         let client = client(&retry);
 
-        let response = clock
-            .run_watching(server.io(), client.get(server.url("/")).send())
-            .await
-            .unwrap();
+        let response = reqwest_get(&clock, &server, &client).await.unwrap();
 
         assert_eq!(response.status(), 200);
         assert_eq!(report(&response), Some((3, None)));
@@ -225,10 +216,7 @@ mod through_reqwest {
         let clock = MockClock::new();
         let client = client(&builder(&clock).build().unwrap());
 
-        let response = clock
-            .run_watching(server.io(), client.get(server.url("/")).send())
-            .await
-            .unwrap();
+        let response = reqwest_get(&clock, &server, &client).await.unwrap();
 
         assert_eq!(report(&response), Some((1, None)));
     }
@@ -247,10 +235,7 @@ mod through_reqwest {
         let clock = MockClock::new().with_wall_time(oct_21_2015_072800());
         let client = client(&builder(&clock).build().unwrap());
 
-        let response = clock
-            .run_watching(server.io(), client.get(server.url("/")).send())
-            .await
-            .unwrap();
+        let response = reqwest_get(&clock, &server, &client).await.unwrap();
 
         assert_eq!(response.status(), 200);
         assert_eq!(clock.sleeps(), [Duration::from_secs(10)]);
@@ -274,9 +259,7 @@ mod through_reqwest {
             .await
             .unwrap_err();
 
-        let reqwest_middleware::Error::Middleware(error) = error else {
-            panic!("not the retry's error: {error:?}");
-        };
+        let error = support::middleware_error(error);
         let ours = error.downcast_ref::<retry_http::Error>().unwrap();
         assert_eq!(
             (ours.reason(), ours.attempts()),

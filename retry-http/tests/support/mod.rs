@@ -364,6 +364,36 @@ pub(crate) async fn drive_if<F: Future>(
     }
 }
 
+/// A reqwest client whose only middleware is `retry`'s, without the system's proxies.
+pub(crate) fn reqwest_client<P: retry_http::Classify>(
+    retry: &retry_http::HttpRetry<P, MockClock>,
+) -> reqwest_middleware::ClientWithMiddleware {
+    reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
+        .with(retry.middleware())
+        .build()
+}
+
+/// A GET of `server`'s `/` through `client`, on `clock`, time moving only when the server is
+/// quiet.
+pub(crate) async fn reqwest_get(
+    clock: &MockClock,
+    server: &Server,
+    client: &reqwest_middleware::ClientWithMiddleware,
+) -> reqwest_middleware::Result<reqwest::Response> {
+    clock
+        .run_watching(server.io(), client.get(server.url("/")).send())
+        .await
+}
+
+/// The retry's error as reqwest-middleware returns it (an `anyhow::Error` that keeps the
+/// chain); panics on any other error.
+pub(crate) fn middleware_error(error: reqwest_middleware::Error) -> anyhow::Error {
+    match error {
+        reqwest_middleware::Error::Middleware(error) => error,
+        other => panic!("not the retry's error: {other:?}"),
+    }
+}
+
 /// An error and its sources, `: `-separated, as anyhow's `{:#}` prints them.
 pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = Vec::new();
