@@ -211,10 +211,16 @@ where
                             continue;
                         }
                         this.step.set(Step::Done);
+                        // An event stream lasts as long as it lasts: only its idle timeout.
+                        let stream = is_event_stream(response.headers());
                         let (head, body) = response.into_parts();
                         let shared = &**this.shared;
-                        let watch =
-                            watch(shared.policy.clock(), *this.end, shared.idle_timeout, false);
+                        let watch = watch(
+                            shared.policy.clock(),
+                            *this.end,
+                            shared.idle_timeout,
+                            stream,
+                        );
                         let body = ResponseBody::direct(body, this.call.target.clone(), attempt)
                             .with_watch(watch);
                         return Poll::Ready(judged(this.call, this.shared, attempt, head, body));

@@ -274,7 +274,8 @@ where
         shared.first_event && response.status().is_success() && is_event_stream(response.headers());
     let clock = shared.policy.clock();
     if !wait_for_event {
-        let Some(watch) = watch(clock, end, shared.idle_timeout, false) else {
+        let stream = is_event_stream(response.headers());
+        let Some(watch) = watch(clock, end, shared.idle_timeout, stream) else {
             return Ok(response);
         };
         let url = response.url().clone();

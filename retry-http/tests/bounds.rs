@@ -166,6 +166,24 @@ async fn h6_an_event_stream_outlives_the_deadline_but_not_its_idle_timeout() {
 }
 
 #[tokio::test]
+async fn h6_an_event_stream_established_at_its_head_is_exempt_too() {
+    // With `first_event(false)` the stream is the answer at its head; still a stream.
+    let server = Server::start(vec![Step::EventsThenStall(vec!["data: one\n\n"])]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock)
+        .first_event(false)
+        .bounded(S, 2 * S)
+        .idle_timeout(3 * S)
+        .build()
+        .unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::Idle(3 * S)));
+    assert_eq!(clock.elapsed(), 3 * S);
+}
+
+#[tokio::test]
 async fn h6_without_limits_nothing_is_timed() {
     let server = Server::start(vec![stall()]).await;
     let clock = MockClock::new();
