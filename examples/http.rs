@@ -112,7 +112,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 }
             }
             Err(error) => {
-                println!("client: {error}");
+                // The message says what happened; the cause is its source.
+                let cause = std::error::Error::source(&error).map(ToString::to_string);
+                println!("client: {error}: {}", cause.unwrap_or_default());
                 break;
             }
         }

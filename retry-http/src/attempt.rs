@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use http::{Request, Response};
 use http_body::Body;
@@ -14,6 +15,7 @@ use retry_core::{Clock, Operation};
 use tower_service::Service;
 
 use crate::body::{ReplayBody, ResponseBody};
+use crate::bound::{Bound, exchange_end, watch};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
@@ -30,6 +32,8 @@ pub(crate) struct Attempts<S, B, P, C> {
     spare: Option<(S, Request<B>)>,
     shared: Arc<Shared<P, C>>,
     call: Call,
+    /// When the call's deadline passes, if it has one: its response bodies end by then.
+    deadline_at: Option<Instant>,
 }
 
 impl<S, B, P, C> Attempts<S, B, P, C> {
@@ -39,12 +43,14 @@ impl<S, B, P, C> Attempts<S, B, P, C> {
         request: Request<B>,
         shared: Arc<Shared<P, C>>,
         call: Call,
+        deadline_at: Option<Instant>,
     ) -> Self {
         Attempts {
             first: Some((ready, request)),
             spare,
             shared,
             call,
+            deadline_at,
         }
     }
 }
@@ -57,7 +63,8 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock,
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
 {
     type Attempt = AttemptFuture<S, B, ResB, P, C>;
 
@@ -78,16 +85,23 @@ where
                 None => Step::Refused,
             },
         };
-        let timer = self
-            .shared
-            .attempt_timeout
-            .map(|timeout| self.shared.policy.clock().sleep(timeout));
+        let (clock, timeout) = (self.shared.policy.clock(), self.shared.attempt_timeout);
+        let timer = timeout.map(|timeout| clock.sleep(timeout));
+        // Read the clock only when a limit will need it.
+        let end = match (timeout, self.deadline_at) {
+            (None, None) => None,
+            (timeout, deadline_at) => exchange_end(
+                timeout.map(|timeout| (clock.now(), timeout)),
+                deadline_at.zip(self.shared.deadline),
+            ),
+        };
         AttemptFuture {
             step,
             timer,
             shared: Arc::clone(&self.shared),
             call: self.call.clone(),
             attempt,
+            end,
         }
     }
 }
@@ -121,6 +135,8 @@ pin_project! {
         shared: Arc<Shared<P, C>>,
         call: Call,
         attempt: u32,
+        // When the exchange, response body included, must be over (if a limit says).
+        end: Option<(Instant, Bound)>,
     }
 }
 
@@ -151,7 +167,8 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock,
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
 {
     type Output = Result<LayerResponse<ResB>, Lost<LayerResponse<ResB>>>;
 
@@ -194,8 +211,18 @@ where
                             continue;
                         }
                         this.step.set(Step::Done);
+                        // An event stream lasts as long as it lasts: only its idle timeout.
+                        let stream = is_event_stream(response.headers());
                         let (head, body) = response.into_parts();
-                        let body = ResponseBody::direct(body, this.call.target.clone(), attempt);
+                        let shared = &**this.shared;
+                        let watch = watch(
+                            shared.policy.clock(),
+                            *this.end,
+                            shared.idle_timeout,
+                            stream,
+                        );
+                        let body = ResponseBody::direct(body, this.call.target.clone(), attempt)
+                            .with_watch(watch);
                         return Poll::Ready(judged(this.call, this.shared, attempt, head, body));
                     }
                     Poll::Ready(Err(e)) => {
@@ -213,6 +240,9 @@ where
                 StepProj::FirstEvent { wait } => match wait.poll(cx) {
                     Poll::Ready(Ok(response)) => {
                         this.step.set(Step::Done);
+                        let shared = &**this.shared;
+                        let watch = watch(shared.policy.clock(), None, shared.idle_timeout, true);
+                        let response = response.map(|body| body.with_watch(watch));
                         return Poll::Ready(Ok(reported(response, attempt)));
                     }
                     Poll::Ready(Err(e)) => {
@@ -255,10 +285,11 @@ fn failed_attempt<ResB: Body, P: Classify, C>(
     attempt: u32,
     failed: Failed,
 ) -> Lost<LayerResponse<ResB>> {
-    call.judge_error(&shared.classify, &shared.protection, attempt, failed)
+    let hook = shared.notify.as_ref();
+    call.judge_error(&shared.classify, &shared.protection, hook, attempt, failed)
 }
 
-fn judged<ResB: Body, P: Classify, C>(
+fn judged<ResB: Body, P: Classify, C: Clock>(
     call: &Call,
     shared: &Shared<P, C>,
     attempt: u32,
@@ -269,7 +300,8 @@ fn judged<ResB: Body, P: Classify, C>(
     call.judge_response(
         &shared.classify,
         &shared.protection,
-        shared.wall_clock,
+        shared.policy.clock(),
+        shared.notify.as_ref(),
         attempt,
         response,
     )

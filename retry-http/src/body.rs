@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::PoisonError;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
@@ -11,6 +12,7 @@ use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
 use http_body_util::{Either, Empty, Full};
 use pin_project_lite::pin_project;
 
+use crate::bound::{BodyTimedOut, Bound, Watch};
 use crate::error::{BoxError, Error, StopReason};
 use crate::target::Target;
 
@@ -108,6 +110,12 @@ pin_project! {
     /// For a server-sent-event stream the layer reads up to the first event before it
     /// returns the response (a stream that breaks before its first event may still be
     /// retried); the frames it read come first, unchanged.
+    ///
+    /// With an attempt timeout or a deadline set, reading the body counts against them
+    /// (an event stream excepted: it lasts as long as it lasts); with an idle timeout set,
+    /// every body fails when no byte arrives for that long. Either ends the body with an
+    /// [`Error`] whose cause is a [`BodyTimedOut`] naming the limit. Without any of these
+    /// limits, reading the body is not timed at all.
     pub struct ResponseBody<B: Body> {
         held: VecDeque<Frame<B::Data>>,
         #[pin]
@@ -115,6 +123,10 @@ pin_project! {
         target: Target,
         attempts: u32,
         after: StopReason,
+        // The body's time limits, if the policy sets any.
+        watch: Option<Watch>,
+        // The limit that ended the body, once one did.
+        expired: Option<Bound>,
     }
 }
 
@@ -137,7 +149,15 @@ impl<B: Body> ResponseBody<B> {
             target,
             attempts,
             after: StopReason::AfterHead,
+            watch: None,
+            expired: None,
         }
+    }
+
+    /// Times the body with `watch` (from [`watch`](crate::bound::watch)).
+    pub(crate) fn with_watch(mut self, watch: Option<Watch>) -> Self {
+        self.watch = watch;
+        self
     }
 
     /// An event stream whose first frames, `held`, were read already.
@@ -158,6 +178,8 @@ impl<B: Body> ResponseBody<B> {
             } else {
                 StopReason::AfterHead
             },
+            watch: None,
+            expired: None,
         }
     }
 }
@@ -178,18 +200,56 @@ where
         if let Some(frame) = this.held.pop_front() {
             return Poll::Ready(Some(Ok(frame)));
         }
+        if let Some(bound) = *this.expired {
+            return Poll::Ready(Some(Err(timed_out(
+                this.target,
+                *this.attempts,
+                *this.after,
+                bound,
+            ))));
+        }
         let polled = match this.source.project() {
             SourceProj::Direct { body } => body.poll_frame(cx),
             SourceProj::Boxed { body } => body.as_mut().poll_frame(cx),
         };
-        polled.map(|frame| {
-            frame.map(|result| {
-                result.map_err(|e| {
-                    Error::new(Some(this.target.clone()), *this.attempts, *this.after)
-                        .with_cause(Some(e.into()))
+        let Some(watch) = this.watch.as_mut() else {
+            return polled.map(|frame| {
+                frame.map(|result| {
+                    result.map_err(|e| {
+                        Error::new(Some(this.target.clone()), *this.attempts, *this.after)
+                            .with_cause(Some(e.into()))
+                    })
                 })
-            })
-        })
+            });
+        };
+        // `get_mut`: no lock is taken (the mutex only makes the body `Sync`).
+        let timers = watch.get_mut().unwrap_or_else(PoisonError::into_inner);
+        match polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                timers.as_mut().activity();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::new(
+                Some(this.target.clone()),
+                *this.attempts,
+                *this.after,
+            )
+            .with_cause(Some(e.into()))))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match timers.as_mut().poll_expired(cx) {
+                Poll::Ready(bound) => {
+                    *this.expired = Some(bound);
+                    *this.watch = None;
+                    Poll::Ready(Some(Err(timed_out(
+                        this.target,
+                        *this.attempts,
+                        *this.after,
+                        bound,
+                    ))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
     }
 
     fn is_end_stream(&self) -> bool {
@@ -218,6 +278,12 @@ where
         }
         hint
     }
+}
+
+/// The error of a body that ran out of time: never replayed, whichever limit fired.
+fn timed_out(target: &Target, attempts: u32, after: StopReason, bound: Bound) -> Error {
+    Error::new(Some(target.clone()), attempts, after)
+        .with_cause(Some(Box::new(BodyTimedOut(bound))))
 }
 
 impl<B: Body> std::fmt::Debug for ResponseBody<B> {

@@ -3,7 +3,7 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use retry_core::{
     BreakerError, BudgetError, CancelToken, CircuitBreaker, Clock, DefaultClock, OptionsError,
@@ -11,6 +11,7 @@ use retry_core::{
 };
 
 use crate::classify::{Classify, DefaultClassify, Outcome};
+use crate::judge::Hook;
 use crate::layer::RetryLayer;
 use crate::protect::Protection;
 
@@ -20,8 +21,11 @@ use crate::protect::Protection;
 /// `middleware` (reqwest, feature `reqwest`). Cheap to clone: clones share one policy.
 ///
 /// Defaults: 3 attempts (2 retries), 100 ms base, 3 s ceiling, full jitter; a server's
-/// `Retry-After` honoured up to 60 s; no attempt timeout, no deadline; no retry budget or
-/// circuit breaker.
+/// `Retry-After` honoured up to 60 s; no retry budget or circuit breaker; and **no time
+/// limit at all**: no attempt timeout, no deadline, no idle timeout, so a server that
+/// accepts a connection and never answers holds the call forever, and so does one that
+/// sends a head and stalls its body. Set them: [`bounded`](HttpRetryBuilder::bounded)
+/// gives every attempt (its response body included) and every call a limit in one line.
 ///
 /// ```
 /// use std::time::Duration;
@@ -58,8 +62,10 @@ impl<P, C: std::fmt::Debug> std::fmt::Debug for HttpRetry<P, C> {
             .field("policy", &s.policy)
             .field("attempt_timeout", &s.attempt_timeout)
             .field("deadline", &s.deadline)
+            .field("idle_timeout", &s.idle_timeout)
             .field("first_event", &s.first_event)
             .field("protection", &s.protection)
+            .field("notify", &s.notify.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -70,10 +76,11 @@ pub(crate) struct Shared<P, C> {
     pub(crate) classify: P,
     pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) deadline: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
     pub(crate) cancel: Option<CancelToken>,
-    pub(crate) wall_clock: fn() -> SystemTime,
     pub(crate) first_event: bool,
     pub(crate) protection: Protection,
+    pub(crate) notify: Option<Hook>,
 }
 
 impl HttpRetry {
@@ -87,10 +94,11 @@ impl HttpRetry {
             clock: DefaultClock,
             attempt_timeout: None,
             deadline: None,
+            idle_timeout: None,
             cancel: None,
-            wall_clock: SystemTime::now,
             first_event: true,
             protection: Protection::default(),
+            notify: None,
         }
     }
 }
@@ -115,10 +123,11 @@ fn from_parts<P, C: Clock>(b: HttpRetryBuilder<P, C>, policy: RetryPolicy) -> Ht
                 classify: b.classify,
                 attempt_timeout: b.attempt_timeout,
                 deadline: b.deadline,
+                idle_timeout: b.idle_timeout,
                 cancel: b.cancel,
-                wall_clock: b.wall_clock,
                 first_event: b.first_event,
                 protection: b.protection,
+                notify: b.notify,
             }),
         }
     }
@@ -140,6 +149,11 @@ impl<P, C> HttpRetry<P, C> {
         self.shared.deadline
     }
 
+    /// How long a response body may go without a byte, if limited.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.shared.idle_timeout
+    }
+
     /// The shared retry budget the calls spend their retries from, if one was given.
     pub fn budget(&self) -> Option<&RetryBudget> {
         self.shared.protection.budget.as_deref()
@@ -154,6 +168,10 @@ impl<P, C> HttpRetry<P, C> {
 
     /// The tower [`Layer`](tower_layer::Layer) that retries calls of the service it wraps
     /// under this policy.
+    ///
+    /// **Times nothing unless the policy has limits:** without an attempt timeout and a
+    /// deadline ([`bounded`](HttpRetryBuilder::bounded)), a server that never answers, or
+    /// stalls its body, holds the call forever.
     pub fn layer(&self) -> RetryLayer<P, C> {
         RetryLayer::new(self.clone())
     }
@@ -169,13 +187,18 @@ pub struct HttpRetryBuilder<P = DefaultClassify, C = DefaultClock> {
     clock: C,
     attempt_timeout: Option<Duration>,
     deadline: Option<Duration>,
+    idle_timeout: Option<Duration>,
     cancel: Option<CancelToken>,
-    wall_clock: fn() -> SystemTime,
     first_event: bool,
     protection: Protection,
+    notify: Option<Hook>,
 }
 
 impl<P, C> HttpRetryBuilder<P, C> {
+    /// The longest [`max_retry_after`](Self::max_retry_after) a policy can hold:
+    /// `u32::MAX` milliseconds, about 49.7 days.
+    pub const MAX_RETRY_AFTER: Duration = Duration::from_millis(u32::MAX as u64);
+
     /// Retry options (attempts, base delay, ceiling, jitter), layered over the built-in
     /// defaults and validated by [`build`](HttpRetryBuilder::build) with the same rules
     /// and messages as everywhere.
@@ -197,32 +220,72 @@ impl<P, C> HttpRetryBuilder<P, C> {
             clock,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
+            idle_timeout: self.idle_timeout,
             cancel: self.cancel,
-            wall_clock: self.wall_clock,
             first_event: self.first_event,
             protection: self.protection,
+            notify: self.notify,
         }
     }
 
     /// The longest `Retry-After` a server may ask for (default 60 s): a longer hint ends
-    /// the call at once with that response, instead of parking the caller.
+    /// the call at once with that response, instead of parking the caller. Millisecond
+    /// resolution, at most [`MAX_RETRY_AFTER`](Self::MAX_RETRY_AFTER) (about 49.7 days):
+    /// [`build`](Self::build) refuses a longer one rather than shorten it.
     pub fn max_retry_after(mut self, ceiling: Duration) -> Self {
         self.max_retry_after = Some(ceiling);
         self
     }
 
-    /// Gives each attempt at most `timeout` to be established: its response head (for an
-    /// event stream, its first event). An attempt that runs out is retried like a lost
-    /// connection, if its method allows. Must be above zero.
+    /// Gives each attempt at most `timeout`, from sending the request to the end of its
+    /// response body: the response must be established (its head; for an event stream, its
+    /// first event) in that time, or the attempt is retried like a lost connection if its
+    /// method allows; and a body the caller reads must end in what is left of it, or it
+    /// fails with [`BodyTimedOut`](crate::BodyTimedOut) (never replayed). An event stream,
+    /// once established, is not held to it: give it an
+    /// [`idle_timeout`](Self::idle_timeout). Must be above zero.
+    ///
+    /// **Unset by default: nothing is timed.** A server that accepts and never answers then
+    /// holds the call forever; [`bounded`](Self::bounded) sets this and the deadline at once.
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = Some(timeout);
         self
     }
 
-    /// Gives each call at most `budget`, attempts and waits together, to get its response
-    /// established; a wait that would end past it is not started. Must be above zero.
+    /// Gives each call at most `budget`, attempts, waits and the response body together: a
+    /// wait that would end past it is not started, and a body still arriving when it passes
+    /// fails with [`BodyTimedOut`](crate::BodyTimedOut) (an event stream excepted, as for
+    /// the attempt timeout). Must be above zero.
+    ///
+    /// **Unset by default: a call may take forever.**
     pub fn deadline(mut self, budget: Duration) -> Self {
         self.deadline = Some(budget);
+        self
+    }
+
+    /// Sets both limits in one line: each attempt, body included, gets at most
+    /// `attempt_timeout`; the whole call at most `deadline`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_http::HttpRetry;
+    ///
+    /// let retry = HttpRetry::builder()
+    ///     .bounded(Duration::from_secs(10), Duration::from_secs(30))
+    ///     .build()?;
+    /// assert_eq!(retry.deadline(), Some(Duration::from_secs(30)));
+    /// # Ok::<(), retry_http::BuildError>(())
+    /// ```
+    pub fn bounded(self, attempt_timeout: Duration, deadline: Duration) -> Self {
+        self.attempt_timeout(attempt_timeout).deadline(deadline)
+    }
+
+    /// Fails a response body when no byte arrives for `timeout`
+    /// ([`BodyTimedOut`](crate::BodyTimedOut), never replayed): the limit for event
+    /// streams and other long bodies, which the attempt timeout and the deadline do not
+    /// cover once established. Unset by default. Must be above zero.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
         self
     }
 
@@ -237,13 +300,6 @@ impl<P, C> HttpRetryBuilder<P, C> {
     /// `true`) or already at its head (`false`).
     pub fn first_event(mut self, wait: bool) -> Self {
         self.first_event = wait;
-        self
-    }
-
-    /// The wall clock an HTTP-date `Retry-After` is measured from when the response has no
-    /// valid `Date` header (default [`SystemTime::now`]).
-    pub fn wall_clock(mut self, now: fn() -> SystemTime) -> Self {
-        self.wall_clock = now;
         self
     }
 
@@ -316,6 +372,35 @@ impl<P, C> HttpRetryBuilder<P, C> {
         self
     }
 
+    /// Calls `hook` before each wait for a retry, with what the failed attempt produced (its
+    /// status and headers, or its error, or its timeout: an [`Outcome`]), the attempt's
+    /// number (from 1) and the wait that follows: for metrics and logs of your own, beside
+    /// the `tracing` events. Not called when no retry follows.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use retry_http::{HttpRetry, Outcome};
+    ///
+    /// let retries = Arc::new(AtomicU32::new(0));
+    /// let counter = Arc::clone(&retries);
+    /// let retry = HttpRetry::builder()
+    ///     .notify(move |outcome: &Outcome<'_>, attempt, delay| {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///         eprintln!("attempt {attempt}: {:?}; retrying in {delay:?}", outcome.status());
+    ///     })
+    ///     .build()?;
+    /// # let _ = retry;
+    /// # Ok::<(), retry_http::BuildError>(())
+    /// ```
+    pub fn notify<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Outcome<'_>, u32, Duration) + Send + Sync + 'static,
+    {
+        self.notify = Some(Arc::new(hook));
+        self
+    }
+
     /// Replaces the default classification of what is worth retrying (see
     /// [`Classify`]). Method safety still applies on top of it.
     pub fn classify<P2: Classify>(self, classify: P2) -> HttpRetryBuilder<P2, C> {
@@ -327,14 +412,17 @@ impl<P, C> HttpRetryBuilder<P, C> {
             clock: self.clock,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
+            idle_timeout: self.idle_timeout,
             cancel: self.cancel,
-            wall_clock: self.wall_clock,
             first_event: self.first_event,
             protection: self.protection,
+            notify: self.notify,
         }
     }
 
-    /// Runs waits, timeouts and deadlines on `clock` (the testkit's `MockClock` in tests).
+    /// Runs waits, timeouts and deadlines on `clock` (the testkit's `MockClock` in tests),
+    /// and measures an HTTP-date `Retry-After` from its wall time
+    /// ([`Clock::wall_now`]) when the response has no valid `Date` header.
     pub fn clock<C2: Clock>(self, clock: C2) -> HttpRetryBuilder<P, C2> {
         HttpRetryBuilder {
             options: self.options,
@@ -344,10 +432,11 @@ impl<P, C> HttpRetryBuilder<P, C> {
             clock,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
+            idle_timeout: self.idle_timeout,
             cancel: self.cancel,
-            wall_clock: self.wall_clock,
             first_event: self.first_event,
             protection: self.protection,
+            notify: self.notify,
         }
     }
 
@@ -356,7 +445,8 @@ impl<P, C> HttpRetryBuilder<P, C> {
     /// # Errors
     ///
     /// [`BuildError::Options`] for options that break a rule (the message is the rule's),
-    /// [`BuildError::ZeroAttemptTimeout`], [`BuildError::ZeroDeadline`].
+    /// [`BuildError::ZeroAttemptTimeout`], [`BuildError::ZeroDeadline`],
+    /// [`BuildError::ZeroIdleTimeout`], [`BuildError::RetryAfterCeilingTooLong`].
     pub fn build(self) -> Result<HttpRetry<P, C>, BuildError>
     where
         C: Clock,
@@ -370,6 +460,14 @@ impl<P, C> HttpRetryBuilder<P, C> {
         }
         if self.deadline == Some(Duration::ZERO) {
             return Err(BuildError::ZeroDeadline);
+        }
+        if self.idle_timeout == Some(Duration::ZERO) {
+            return Err(BuildError::ZeroIdleTimeout);
+        }
+        if let Some(ceiling) = self.max_retry_after {
+            if ceiling > Self::MAX_RETRY_AFTER {
+                return Err(BuildError::RetryAfterCeilingTooLong(ceiling));
+            }
         }
         Ok(from_parts(self, policy))
     }
@@ -388,6 +486,16 @@ pub enum BuildError {
     /// A deadline of zero would fail every call.
     #[error("http.deadline must be > 0")]
     ZeroDeadline,
+    /// An idle timeout of zero would fail every body that is not already complete.
+    #[error("http.idle_timeout must be > 0")]
+    ZeroIdleTimeout,
+    /// A `Retry-After` ceiling longer than a policy can hold
+    /// ([`HttpRetryBuilder::MAX_RETRY_AFTER`]); it is refused rather than shortened.
+    #[error(
+        "http.max_retry_after must be <= 4294967295ms (about 49.7 days), got {0:?}; \
+         for no ceiling in practice, use HttpRetryBuilder::MAX_RETRY_AFTER"
+    )]
+    RetryAfterCeilingTooLong(Duration),
     /// A retry budget's settings break a rule (from [`BudgetBuilder::build`], so that one
     /// `?` covers the policy and its budget).
     ///

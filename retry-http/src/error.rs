@@ -93,7 +93,10 @@ impl fmt::Display for StopReason {
             StopReason::AfterEvent => f.write_str(
                 "the event stream failed after delivering an event; a stream is never replayed",
             ),
-            StopReason::InvalidIdempotencyKey => f.write_str("invalid idempotency key"),
+            StopReason::InvalidIdempotencyKey => f.write_str(
+                "the idempotency key is invalid: it is not a valid header value, or differs \
+                 from the Idempotency-Key header the request already carries",
+            ),
             StopReason::CircuitOpen(open) => open.fmt(f),
             StopReason::BudgetExhausted(exhausted) => exhausted.fmt(f),
         }
@@ -106,8 +109,22 @@ impl fmt::Display for StopReason {
 /// A call whose last attempt got a response (a 503 after every attempt, a 429 asking for too
 /// long a wait) returns that response instead, with a [`RetryReport`] in its extensions.
 ///
-/// The message says it all (the method, the host, the attempts, the reason and the last
-/// failure's chain of causes); [`cause`](Error::cause) is the last failure itself.
+/// The message says what happened (the method, the host, the attempts, the reason, the last
+/// status); the last failure is the error's [`source`](StdError::source) (and
+/// [`cause`](Error::cause)), so a report that walks the chain — anyhow's `{:#}`, a logger's —
+/// prints each cause once, and a search of the chain for an `io::ErrorKind` finds it.
+///
+/// ```
+/// # fn show(error: &retry_http::Error) {
+/// // "GET http://api.example/report gave up after 3 attempts: attempts exhausted", then the
+/// // last failure and its own causes.
+/// let mut chain: Option<&(dyn std::error::Error + 'static)> = Some(error);
+/// while let Some(e) = chain {
+///     eprintln!("{e}");
+///     chain = e.source();
+/// }
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Error {
     // Boxed: a `Result<Response, Error>` stays the size of the response.
@@ -174,12 +191,15 @@ impl Error {
         self.inner.target.as_ref().map(Target::host)
     }
 
-    /// The last failure: the transport's error, the body's, or the attempt timeout.
+    /// The last failure: the transport's error, the body's, or the attempt timeout (the
+    /// same as [`source`](StdError::source), with `Send + Sync`).
     pub fn cause(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
-        self.inner.cause.as_deref()
+        self.inner.cause.as_deref().map(open)
     }
 
-    /// The last failure, by value.
+    /// The last failure, by value. (An error another reqwest middleware raised comes in a
+    /// private wrapper here; read it through [`cause`](Error::cause) or the error's
+    /// [`source`](StdError::source), which give that middleware's own error.)
     pub fn into_cause(self) -> Option<BoxError> {
         self.inner.cause
     }
@@ -215,12 +235,15 @@ impl fmt::Display for Error {
             StopReason::AfterHead | StopReason::AfterEvent => {
                 write!(f, ": {} ({})", this.reason, Attempts(this.attempts))?
             }
-            StopReason::CircuitOpen(_) if this.attempts == 0 => {
+            // Refused before anything was sent: no attempt to count.
+            StopReason::CircuitOpen(_) | StopReason::InvalidIdempotencyKey
+                if this.attempts == 0 =>
+            {
                 write!(f, " not sent: {}", this.reason)?
             }
             _ => write!(
                 f,
-                " failed after {} ({})",
+                " gave up after {}: {}",
                 Attempts(this.attempts),
                 this.reason
             )?,
@@ -228,17 +251,31 @@ impl fmt::Display for Error {
         if let Some(status) = this.status {
             write!(f, "; last status {status}")?;
         }
-        if let Some(cause) = &this.cause {
-            f.write_str(": ")?;
-            write_chain(f, &**cause)?;
-        }
         Ok(())
     }
 }
 
-/// The message is the whole story, causes included, so there is no `source`: a report that
-/// prints the chain shows each cause once.
-impl StdError for Error {}
+/// The last failure is the source; the message does not repeat it.
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self.cause() {
+            Some(cause) => Some(cause),
+            None => None,
+        }
+    }
+}
+
+/// The error a boxed cause stands for: itself, or, for an error another reqwest middleware
+/// raised, that middleware's own error (so that `downcast_ref` finds its type).
+pub(crate) fn open<'a>(
+    error: &'a (dyn StdError + Send + Sync + 'static),
+) -> &'a (dyn StdError + Send + Sync + 'static) {
+    #[cfg(feature = "reqwest")]
+    if let Some(kept) = error.downcast_ref::<crate::reqwest::Kept>() {
+        return &*kept.0;
+    }
+    error
+}
 
 /// `error` and its causes, `: `-separated, each once (wrappers often repeat their cause).
 pub(crate) fn write_chain(
@@ -262,17 +299,17 @@ pub(crate) fn write_chain(
     Ok(())
 }
 
-/// What a response says of its call's attempts: in the response's extensions when the call
-/// took more than one attempt, or when its retries stopped on this response (a 503 after
-/// every attempt, a POST without a key that was not retried). A first attempt that needed no
-/// retry carries none (so the success path allocates nothing).
+/// What a response says of its call's attempts: in the extensions of every response the
+/// layer or the middleware returns — 1 attempt when the first answered — and, when its
+/// retries stopped on this response (a 503 after every attempt, a POST without a key that
+/// was not retried), why.
 ///
 /// ```
 /// use retry_http::{RetryReport, StopReason};
 ///
 /// # fn check(response: http::Response<()>) {
 /// if let Some(report) = response.extensions().get::<RetryReport>() {
-///     println!("{} attempts; stopped: {:?}", report.attempts, report.stopped);
+///     println!("{} attempt(s); stopped: {:?}", report.attempts, report.stopped);
 /// }
 /// # }
 /// ```

@@ -6,13 +6,13 @@
 //! are the plain functions here, so that the layer's future type can name them.
 
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
-use retry_core::{CircuitBreaker, Counts, Handle, Protected, RetryBudget, RetryError};
+use retry_core::{CircuitBreaker, Clock, Counts, Handle, Protected, RetryBudget, RetryError};
 
 use crate::classify::{Classify, Kind, Outcome, never_sent};
-use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, write_chain};
+use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, open, write_chain};
 use crate::method::Safety;
 use crate::protect::{Held, Protection};
 use crate::retry_after::response_hint;
@@ -45,9 +45,14 @@ pub(crate) struct Failure<R> {
     /// Whether the policy's circuit breaker counts this outcome as a failure.
     pub(crate) counts: bool,
     pub(crate) target: Target,
+    /// The policy's `notify` hook, if a retry may follow (cloned on failures only).
+    pub(crate) hook: Option<Hook>,
 }
 
 pub(crate) type Lost<R> = Box<Failure<R>>;
+
+/// The policy's `notify` hook: what failed, the attempt, the wait before the next.
+pub(crate) type Hook = std::sync::Arc<dyn Fn(&Outcome<'_>, u32, Duration) + Send + Sync>;
 
 /// What went wrong in an attempt.
 pub(crate) enum What<R> {
@@ -67,7 +72,7 @@ impl<R> fmt::Debug for Failure<R> {
         write!(f, "{}: ", self.target)?;
         match &self.what {
             What::Response(_, status) | What::Answer(_, status) => write!(f, "{status}"),
-            What::Error(e) => write!(f, "{}", Chain(&**e)),
+            What::Error(e) => write!(f, "{}", Chain(open(&**e))),
         }
     }
 }
@@ -83,11 +88,12 @@ impl fmt::Display for Chain<'_> {
 
 impl Call {
     /// Judges a response head: `Ok` if the response is the answer (not worth retrying).
-    pub(crate) fn judge_response<P: Classify, R: Answer>(
+    pub(crate) fn judge_response<P: Classify, R: Answer, C: Clock>(
         &self,
         classify: &P,
         protection: &Protection,
-        wall_clock: fn() -> SystemTime,
+        clock: &C,
+        hook: Option<&Hook>,
         attempt: u32,
         response: R,
     ) -> Result<R, Lost<R>> {
@@ -105,12 +111,13 @@ impl Call {
                 retry_after: None,
                 counts: true,
                 target: self.target.clone(),
+                hook: None,
             }));
         }
         let counts = protection.counts(&outcome);
         let verdict = self.verdict(true, false);
         let retry_after = match verdict {
-            Ok(()) => response_hint(headers, wall_clock),
+            Ok(()) => response_hint(headers, || clock.wall_now()),
             Err(_) => None,
         };
         Err(Box::new(Failure {
@@ -120,6 +127,7 @@ impl Call {
             retry_after,
             counts,
             target: self.target.clone(),
+            hook: hook.cloned(),
         }))
     }
 
@@ -128,12 +136,13 @@ impl Call {
         &self,
         classify: &P,
         protection: &Protection,
+        hook: Option<&Hook>,
         attempt: u32,
         error: Failed,
     ) -> Lost<R> {
         let (kind, sent) = match &error {
-            Failed::Transport(e) => (Kind::Transport(&**e), !never_sent(&**e)),
-            Failed::Stream(e) => (Kind::Stream(&**e), true),
+            Failed::Transport(e) => (Kind::Transport(open(&**e)), !never_sent(open(&**e))),
+            Failed::Stream(e) => (Kind::Stream(open(&**e)), true),
             Failed::TimedOut(t) => (Kind::TimedOut(*t), true),
         };
         let outcome = Outcome::new(&self.target.method, kind);
@@ -146,6 +155,7 @@ impl Call {
             retry_after: None,
             counts,
             target: self.target.clone(),
+            hook: hook.cloned(),
         })
     }
 
@@ -210,7 +220,19 @@ pub(crate) fn hint<R>(failure: &Lost<R>) -> Option<Duration> {
     failure.retry_after
 }
 
-pub(crate) fn retrying<R>(failure: &Lost<R>, attempt: u32, delay: Duration) {
+pub(crate) fn retrying<R: Answer>(failure: &Lost<R>, attempt: u32, delay: Duration) {
+    if let Some(hook) = &failure.hook {
+        let kind = match &failure.what {
+            What::Response(response, status) | What::Answer(response, status) => {
+                Kind::Response(*status, response.headers())
+            }
+            What::Error(e) => match e.downcast_ref::<AttemptTimedOut>() {
+                Some(timed_out) => Kind::TimedOut(timed_out.0),
+                None => Kind::Transport(open(&**e)),
+            },
+        };
+        hook(&Outcome::new(&failure.target.method, kind), attempt, delay);
+    }
     let (method, host) = (&failure.target.method, failure.target.host());
     match &failure.what {
         What::Response(_, status) | What::Answer(_, status) => tracing::warn!(
@@ -228,7 +250,7 @@ pub(crate) fn retrying<R>(failure: &Lost<R>, attempt: u32, delay: Duration) {
             %host,
             attempt,
             ?delay,
-            error = %Chain(&**e),
+            error = %Chain(open(&**e)),
             "http attempt failed; retrying"
         ),
     }
@@ -394,11 +416,9 @@ fn gave_up(target: &Target, status: Option<StatusCode>, attempts: u32, reason: S
     }
 }
 
-/// A retried call's answer says how many attempts it took.
+/// A call's answer says how many attempts it took (1 when the first answered).
 pub(crate) fn reported<R: Answer>(mut response: R, attempt: u32) -> R {
-    if attempt > 1 {
-        response.report(RetryReport::new(attempt, None));
-    }
+    response.report(RetryReport::new(attempt, None));
     response
 }
 
@@ -412,6 +432,7 @@ pub(crate) fn refused<R>(call: &Call, attempt: u32) -> Lost<R> {
         // Nothing was sent: the server is not to blame.
         counts: false,
         target: call.target.clone(),
+        hook: None,
     })
 }
 

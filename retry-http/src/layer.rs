@@ -34,6 +34,10 @@ use crate::target::Target;
 /// Retries the calls of the service it wraps under an [`HttpRetry`] policy. Made by
 /// [`HttpRetry::layer`].
 ///
+/// **Times nothing unless the policy has limits** (`HttpRetry::default()` has none): set an
+/// attempt timeout and a deadline with [`bounded`](crate::HttpRetryBuilder::bounded), or a
+/// server that never answers holds the call forever.
+///
 /// ```no_run
 /// use bytes::Bytes;
 /// use http_body_util::Full;
@@ -140,7 +144,8 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock + Clone,
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
 {
     type Response = LayerResponse<ResB>;
     type Error = Error;
@@ -183,7 +188,10 @@ where
             replayable: spare.is_some() || max_attempts <= 1,
             target: target.clone(),
         };
-        let attempts = Attempts::new(ready, spare, request, Arc::clone(shared), call);
+        let deadline_at = shared
+            .deadline
+            .and_then(|budget| shared.policy.clock().now().checked_add(budget));
+        let attempts = Attempts::new(ready, spare, request, Arc::clone(shared), call, deadline_at);
         let when: WhenFn<LayerResponse<ResB>> = may_retry;
         let notify: NotifyFn<LayerResponse<ResB>> = retrying;
         let hint: HintFn<LayerResponse<ResB>> = hint;
@@ -275,7 +283,8 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock,
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
 {
     type Output = Result<Response<ResponseBody<ResB>>, Error>;
 

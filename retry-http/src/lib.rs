@@ -25,8 +25,15 @@
 //!   response is final once its head arrives — an event stream once its first event
 //!   arrives — and a failure after that is returned, never replayed.
 //! - **Time:** exponential backoff with full jitter (retry-core's loop and options, validated
-//!   as everywhere), a per-attempt timeout, an overall deadline and cancellation, all on an
-//!   injectable clock, so tests run on the testkit's mock clock without sleeping.
+//!   as everywhere), a per-attempt timeout, an overall deadline, an idle timeout for bodies and
+//!   cancellation, all on an injectable clock, so tests run on the testkit's mock clock
+//!   without sleeping. The attempt timeout and the deadline cover the response body the
+//!   caller reads, not only its head; a body that runs out fails with [`BodyTimedOut`] and is
+//!   never replayed.
+//!
+//! **No time limit is the default.** Without an attempt timeout and a deadline, a server that
+//! accepts and never answers, or sends a head and stalls its body, holds the call forever.
+//! [`HttpRetryBuilder::bounded`] sets both in one line.
 //! - **Shared protection:** a [`RetryBudget`](retry_core::RetryBudget) and a
 //!   [`CircuitBreaker`](retry_core::CircuitBreaker) shared by every call to a dependency
 //!   ([`HttpRetryBuilder::budget`], [`HttpRetryBuilder::breaker`]): when a host is down,
@@ -51,8 +58,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let retry = HttpRetry::builder()
 //!     .options(RetryOptions::new().with_max_attempts(4))
-//!     .attempt_timeout(Duration::from_secs(10))
-//!     .deadline(Duration::from_secs(30))
+//!     .bounded(Duration::from_secs(10), Duration::from_secs(30)) // without it, no limit
 //!     .build()?;
 //! let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
 //! let mut client = ServiceBuilder::new().layer(retry.layer()).service(client);
@@ -70,7 +76,9 @@
 //! A call ends with the response when a response came (the last 503 when every attempt got
 //! one, a 429 whose `Retry-After` is too long): a [`RetryReport`] in its extensions says how
 //! many attempts it took and why the retries stopped. It ends with an [`Error`] when no
-//! response came: the attempts, the [`StopReason`] and the last failure, all in its message.
+//! response came: its message says how many attempts ran and the [`StopReason`]; the last
+//! failure is its `source()`, so anyhow's `{:#}` or a walk of the chain (for an
+//! `io::ErrorKind`, for your own error type raised by another reqwest middleware) finds it.
 //!
 //! # Logs
 //!
@@ -99,6 +107,7 @@
 
 mod attempt;
 mod body;
+mod bound;
 mod classify;
 mod config;
 mod error;
@@ -113,6 +122,7 @@ mod sse;
 mod target;
 
 pub use body::{ReplayBody, ResponseBody};
+pub use bound::{BodyTimedOut, Bound};
 pub use classify::{Classify, DefaultClassify, Outcome};
 pub use config::{BuildError, HttpRetry, HttpRetryBuilder};
 pub use error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason};

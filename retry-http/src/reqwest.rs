@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use http::{Extensions, Uri};
 use pin_project_lite::pin_project;
@@ -12,8 +13,10 @@ use reqwest_middleware::{Middleware, Next};
 use retry_core::effects::IdempotencyKey;
 use retry_core::{CancelToken, Clock, DefaultClock};
 
+use crate::body::ResponseBody;
+use crate::bound::{Bound, exchange_end, watch};
 use crate::classify::{Classify, DefaultClassify};
-use crate::config::HttpRetry;
+use crate::config::{HttpRetry, Shared};
 use crate::error::{Error, RetryReport};
 use crate::judge::{
     Answer, Call, Counted, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported,
@@ -71,6 +74,11 @@ impl<P, C: std::fmt::Debug> std::fmt::Debug for RetryMiddleware<P, C> {
 
 impl<P, C> HttpRetry<P, C> {
     /// The reqwest-middleware [`Middleware`] that retries calls under this policy.
+    ///
+    /// **Times nothing unless the policy has limits:** without an attempt timeout and a
+    /// deadline ([`bounded`](crate::HttpRetryBuilder::bounded)), a server that never
+    /// answers, or stalls its body, holds the call forever. With them, the response's
+    /// `bytes()` and `text()` are bounded too.
     #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
     pub fn middleware(&self) -> RetryMiddleware<P, C> {
         RetryMiddleware {
@@ -98,7 +106,7 @@ impl<P, C> Middleware for RetryMiddleware<P, C>
 where
     P: Classify,
     C: Clock + Clone + Send + Sync + 'static,
-    C::Sleep: Send,
+    C::Sleep: Send + 'static,
 {
     async fn handle(
         &self,
@@ -136,6 +144,9 @@ where
             replayable: spare.is_some() || max_attempts <= 1,
             target: target.clone(),
         };
+        let deadline_at = shared
+            .deadline
+            .and_then(|budget| shared.policy.clock().now().checked_add(budget));
         let mut first = Some(request);
         let extensions = &*extensions;
         let (call, next) = (&call, &next);
@@ -143,16 +154,25 @@ where
             let request = first
                 .take()
                 .or_else(|| spare.as_ref().and_then(Request::try_clone));
+            let clock = shared.policy.clock();
             let timer = shared
                 .attempt_timeout
-                .map(|timeout| (timeout, shared.policy.clock().sleep(timeout)));
+                .map(|timeout| (timeout, clock.sleep(timeout)));
+            // Read the clock only when a limit will need it.
+            let end = match (shared.attempt_timeout, deadline_at) {
+                (None, None) => None,
+                (timeout, deadline_at) => exchange_end(
+                    timeout.map(|timeout| (clock.now(), timeout)),
+                    deadline_at.zip(shared.deadline),
+                ),
+            };
             let mut extensions = extensions.clone();
             let next = next.clone();
             async move {
                 let Some(request) = request else {
                     return Err(refused(call, attempt));
                 };
-                let exchange = exchange(shared, call, attempt, next, request, &mut extensions);
+                let exchange = exchange(shared, call, attempt, end, next, request, &mut extensions);
                 let (timeout, sleep) = match timer {
                     Some((timeout, sleep)) => (Some(timeout), Some(sleep)),
                     None => (None, None),
@@ -171,14 +191,19 @@ where
                         .judge_response(
                             &shared.classify,
                             &shared.protection,
-                            shared.wall_clock,
+                            shared.policy.clock(),
+                            shared.notify.as_ref(),
                             attempt,
                             response,
                         )
                         .map(|response| reported(response, attempt)),
-                    Err(failed) => {
-                        Err(call.judge_error(&shared.classify, &shared.protection, attempt, failed))
-                    }
+                    Err(failed) => Err(call.judge_error(
+                        &shared.classify,
+                        &shared.protection,
+                        shared.notify.as_ref(),
+                        attempt,
+                        failed,
+                    )),
                 }
             }
         };
@@ -220,41 +245,83 @@ where
     }
 }
 
-/// One exchange: the rest of the chain, then, for an event stream, its first event.
+/// One exchange: the rest of the chain, then, for an event stream, its first event. When
+/// the policy limits time, the body is timed too (`end`: the rest of the attempt timeout or
+/// the deadline), so that `bytes()` and `text()` cannot outlast them.
 async fn exchange<P, C>(
-    shared: &crate::config::Shared<P, C>,
+    shared: &Shared<P, C>,
     call: &Call,
     attempt: u32,
+    end: Option<(Instant, Bound)>,
     next: Next<'_>,
     request: Request,
     extensions: &mut Extensions,
-) -> Result<Response, Failed> {
+) -> Result<Response, Failed>
+where
+    C: Clock + Clone + Send + Sync + 'static,
+    C::Sleep: Send + 'static,
+{
     let response = match next.run(request, extensions).await {
         Ok(response) => response,
         Err(reqwest_middleware::Error::Reqwest(e)) => return Err(Failed::Transport(Box::new(e))),
-        Err(reqwest_middleware::Error::Middleware(e)) => return Err(Failed::Transport(e.into())),
+        // Kept as it came: `.into()` would re-box it where `downcast_ref` no longer finds the
+        // other middleware's own type, nor the classification its I/O error.
+        Err(reqwest_middleware::Error::Middleware(e)) => {
+            return Err(Failed::Transport(Box::new(Kept(e))));
+        }
     };
     let wait_for_event =
         shared.first_event && response.status().is_success() && is_event_stream(response.headers());
+    let clock = shared.policy.clock();
     if !wait_for_event {
-        return Ok(response);
+        let stream = is_event_stream(response.headers());
+        let Some(watch) = watch(clock, end, shared.idle_timeout, stream) else {
+            return Ok(response);
+        };
+        let url = response.url().clone();
+        let response: http::Response<reqwest::Body> = response.into();
+        let (head, body) = response.into_parts();
+        let body = ResponseBody::direct(body, call.target.clone(), attempt).with_watch(Some(watch));
+        return Ok(rebuild(url, head, reqwest::Body::wrap(body)));
     }
     let url = response.url().clone();
     let response: http::Response<reqwest::Body> = response.into();
     let waited = FirstEvent::new(response, call.target.clone(), attempt)
         .await
         .map_err(|e| Failed::Stream(Box::new(e)))?;
-    let (mut head, body) = waited.into_parts();
-    // The conversion from `http::Response` keeps the URL only in an extension that
-    // reqwest's own builder method sets.
+    let (head, body) = waited.into_parts();
+    let body = body.with_watch(watch(clock, None, shared.idle_timeout, true));
+    Ok(rebuild(url, head, reqwest::Body::wrap(body)))
+}
+
+/// A reqwest response from its parts, with its URL (the conversion from `http::Response`
+/// keeps the URL only in an extension that reqwest's own builder method sets).
+fn rebuild(url: reqwest::Url, mut head: http::response::Parts, body: reqwest::Body) -> Response {
     let (with_url, ()) = http::Response::builder()
         .url(url)
         .body(())
         .map(http::Response::into_parts)
         .unwrap_or_else(|_| (http::Response::new(()).into_parts().0, ()));
     head.extensions.extend(with_url.extensions);
-    let body = reqwest::Body::wrap(body);
-    Ok(Response::from(http::Response::from_parts(head, body)))
+    Response::from(http::Response::from_parts(head, body))
+}
+
+/// An error another middleware raised, as it came. Wherever the crate reads a cause it reads
+/// the error inside ([`open`](crate::error::open)), so the chain and the classification see
+/// the other middleware's own error.
+#[derive(Debug)]
+pub(crate) struct Kept(pub(crate) anyhow::Error);
+
+impl std::fmt::Display for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Kept {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 pin_project! {

@@ -15,8 +15,9 @@ use http::header::{DATE, RETRY_AFTER};
 /// else.
 ///
 /// A date is measured from `now`; a date in the past means "retry now" (zero). Seconds too
-/// many for a `u64` saturate (the loop then gives up on a hint that long). Spaces and tabs
-/// around the value are allowed; a sign, a fraction or any other text is not.
+/// many for a `u64` are malformed like any other value the two forms do not allow (`None`),
+/// not "the longest wait there is". Spaces and tabs around the value are allowed; a sign, a
+/// fraction or any other text is not.
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -28,6 +29,7 @@ use http::header::{DATE, RETRY_AFTER};
 /// assert_eq!(parse_retry_after(b"-1", now), None);
 /// assert_eq!(parse_retry_after(b"1.5", now), None);
 /// assert_eq!(parse_retry_after(b"soon", now), None);
+/// assert_eq!(parse_retry_after(b"99999999999999999999", now), None); // more than a u64
 /// ```
 pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<Duration> {
     let value = trim(value);
@@ -35,7 +37,7 @@ pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<Duration> {
         return None;
     }
     if value.iter().all(u8::is_ascii_digit) {
-        return Some(Duration::from_secs(delta_seconds(value)));
+        return delta_seconds(value).map(Duration::from_secs);
     }
     let date = http_date(value)?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
@@ -43,8 +45,12 @@ pub fn parse_retry_after(value: &[u8], now: SystemTime) -> Option<Duration> {
 
 /// The hint of a response: its `Retry-After`, a date measured from the response's own `Date`
 /// header when that is valid (so a client whose clock is off still waits what the server
-/// meant), otherwise from `wall_now()`. Several `Retry-After` headers: the first counts.
-pub(crate) fn response_hint(headers: &HeaderMap, wall_now: fn() -> SystemTime) -> Option<Duration> {
+/// meant), otherwise from `wall_now()` (the policy clock's wall time, read only then).
+/// Several `Retry-After` headers: the first counts.
+pub(crate) fn response_hint(
+    headers: &HeaderMap,
+    wall_now: impl FnOnce() -> SystemTime,
+) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.as_bytes();
     let now = headers
         .get(DATE)
@@ -53,10 +59,11 @@ pub(crate) fn response_hint(headers: &HeaderMap, wall_now: fn() -> SystemTime) -
     parse_retry_after(value, now)
 }
 
-/// Whole seconds, saturating at `u64::MAX`.
-fn delta_seconds(digits: &[u8]) -> u64 {
-    digits.iter().fold(0u64, |n, &d| {
-        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+/// Whole seconds; `None` when they do not fit a `u64`.
+fn delta_seconds(digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(0u64, |n, &d| {
+        n.checked_mul(10)?
+            .checked_add(u64::from(d.wrapping_sub(b'0')))
     })
 }
 
@@ -97,9 +104,13 @@ mod tests {
             Some(Duration::from_secs(7))
         );
         assert_eq!(
-            parse_retry_after(b"99999999999999999999999999", now),
+            parse_retry_after(b"18446744073709551615", now),
             Some(Duration::from_secs(u64::MAX))
         );
+        // One more than a u64 holds: malformed, like the others.
+        assert_eq!(parse_retry_after(b"18446744073709551616", now), None);
+        assert_eq!(parse_retry_after(b"99999999999999999999", now), None);
+        assert_eq!(parse_retry_after(b"99999999999999999999999999", now), None);
     }
 
     #[test]

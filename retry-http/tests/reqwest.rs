@@ -59,6 +59,30 @@ async fn h2_a_503_with_retry_after_2_waits_two_seconds_of_clock_time() {
 }
 
 #[tokio::test]
+async fn h2_a_retry_after_too_large_for_a_u64_is_malformed_and_ignored() {
+    let server = Server::start(vec![
+        Step::Respond(
+            503,
+            vec![("retry-after", "99999999999999999999".into())],
+            "busy",
+        ),
+        Step::Respond(200, vec![], "ok"),
+    ])
+    .await;
+    let clock = MockClock::new();
+    let client = client(&clock);
+
+    let response = drive(&clock, &[], client.get(server.url("/")).send())
+        .await
+        .unwrap();
+
+    assert_eq!(response.status(), 200);
+    assert_eq!(report(&response), Some((2, None)));
+    assert_eq!(clock.sleeps(), [Duration::from_millis(200)]);
+    server.assert_script_done();
+}
+
+#[tokio::test]
 async fn d5_a_429_asking_beyond_the_ceiling_is_returned_at_once() {
     let server = Server::start(vec![Step::Respond(
         429,
@@ -136,7 +160,9 @@ async fn h5_a_call_without_an_answer_says_how_many_attempts_and_why() {
         (3, StopReason::Exhausted)
     );
     assert!(
-        error.to_string().contains("failed after 3 attempts"),
+        error
+            .to_string()
+            .contains("gave up after 3 attempts: attempts exhausted"),
         "{error}"
     );
 }

@@ -12,11 +12,12 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use retry_core::{Clock, Scope};
 
 use crate::drive::{self, Driver};
+use crate::io::InFlight;
 
 /// The latest instant virtual time can reach: a hundred years after the clock started.
 ///
@@ -59,6 +60,8 @@ struct Shared {
     /// The real instant that virtual time zero maps to.
     origin: Instant,
     state: Mutex<State>,
+    /// The wall time virtual time zero maps to (set by `with_wall_time`, shared by clones).
+    wall: Mutex<SystemTime>,
 }
 
 impl Shared {
@@ -141,6 +144,7 @@ impl MockClock {
             shared: Arc::new(Shared {
                 origin: Instant::now(),
                 state: Mutex::new(State::default()),
+                wall: Mutex::new(SystemTime::now()),
             }),
             seed: None,
             idle_yields: drive::IDLE_YIELDS,
@@ -174,6 +178,30 @@ impl MockClock {
     /// tasks that need more, or set 0 when the future waits on nothing but the clock.
     pub fn with_idle_yields(mut self, yields: u32) -> Self {
         self.idle_yields = yields;
+        self
+    }
+
+    /// This clock (the same timeline) reading `wall` as its wall-clock time at virtual time
+    /// zero; from there its wall time moves with its virtual time. By default it starts at
+    /// the real time the clock was created. What an HTTP `Retry-After` date is measured
+    /// from, for a loop on this clock ([`Clock::wall_now`]).
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use retry_core::Clock;
+    /// use retry_testkit::MockClock;
+    ///
+    /// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+    /// let clock = MockClock::new().with_wall_time(start);
+    /// clock.advance(Duration::from_secs(3));
+    /// assert_eq!(clock.wall_now(), start + Duration::from_secs(3));
+    /// ```
+    pub fn with_wall_time(self, wall: SystemTime) -> Self {
+        *self
+            .shared
+            .wall
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = wall;
         self
     }
 
@@ -361,6 +389,55 @@ impl MockClock {
         Driver::new(self.clone(), self.scope(future), self.idle_yields)
     }
 
+    /// Runs `future` on this clock like [`run`](MockClock::run), but moves time only when
+    /// the future is idle *and* `io` has nothing in flight: how a test with real sockets runs
+    /// on virtual time.
+    ///
+    /// The test's server takes an [`InFlight`] guard while it has work under way (a request
+    /// accepted, an answer being written) and drops it when it is done or means to stall.
+    /// While any guard is alive time stands still, so an attempt timeout fires only when the
+    /// server really went quiet, never because a reply was still on its way through the
+    /// socket.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_testkit::{InFlight, MockClock};
+    /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> std::io::Result<()> {
+    /// let (clock, io) = (MockClock::new(), InFlight::new());
+    /// let (mut client, mut server) = tokio::io::duplex(64);
+    /// // The "server" answers from another task; its guard holds time until it has.
+    /// let guard = io.guard();
+    /// tokio::spawn(async move {
+    ///     let mut request = [0u8; 4];
+    ///     let _ = server.read_exact(&mut request).await;
+    ///     let _ = server.write_all(b"pong").await;
+    ///     drop(guard);
+    /// });
+    /// let call = {
+    ///     let clock = clock.clone();
+    ///     async move {
+    ///         client.write_all(b"ping").await?;
+    ///         let mut answer = [0u8; 4];
+    ///         tokio::select! {
+    ///             read = client.read_exact(&mut answer) => read.map(|_| answer),
+    ///             () = clock.sleep(Duration::from_secs(1)) => Err(std::io::ErrorKind::TimedOut.into()),
+    ///         }
+    ///     }
+    /// };
+    /// assert_eq!(&clock.run_watching(&io, call).await?, b"pong");
+    /// assert_eq!(clock.elapsed(), Duration::ZERO); // the timeout never fired
+    /// # Ok(()) }
+    /// ```
+    pub fn run_watching<F: Future>(
+        &self,
+        io: &InFlight,
+        future: F,
+    ) -> impl Future<Output = F::Output> + use<F> {
+        Driver::new(self.clone(), self.scope(future), self.idle_yields).watching(io.clone())
+    }
+
     /// Runs `future` to completion on the current thread, without any async runtime, moving
     /// virtual time whenever the future waits.
     ///
@@ -402,6 +479,17 @@ impl Clock for MockClock {
 
     fn sleep(&self, duration: Duration) -> MockSleep {
         MockClock::sleep(self, duration)
+    }
+
+    /// The wall time at virtual time zero ([`with_wall_time`](MockClock::with_wall_time)),
+    /// plus the virtual time elapsed since.
+    fn wall_now(&self) -> SystemTime {
+        let start = *self
+            .shared
+            .wall
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        start.checked_add(self.elapsed()).unwrap_or(start)
     }
 
     /// Records the sleep and moves virtual time to its deadline at once, firing every sleep

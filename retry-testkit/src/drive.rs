@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
 use crate::clock::MockClock;
+use crate::io::InFlight;
 
 /// How many times [`MockClock::run`](crate::MockClock::run) yields to the executor, with no
 /// wakeup arriving, before it moves time: each yield lets every ready task run once, so a
@@ -75,6 +76,8 @@ pub(crate) struct Driver<F> {
     idle: u32,
     /// How many idle yields before time moves.
     yields: u32,
+    /// I/O that must be quiet before time moves, if the test gave any.
+    io: Option<InFlight>,
 }
 
 impl<F: Future> Driver<F> {
@@ -88,7 +91,14 @@ impl<F: Future> Driver<F> {
             must_poll: true,
             idle: 0,
             yields,
+            io: None,
         }
+    }
+
+    /// Moves time only while `io` has nothing in flight.
+    pub(crate) fn watching(mut self, io: InFlight) -> Self {
+        self.io = Some(io);
+        self
     }
 }
 
@@ -123,6 +133,11 @@ impl<F: Future> Future for Driver<F> {
                 return Poll::Pending;
             }
             this.idle = 0;
+            if this.io.as_ref().is_some_and(|io| io.busy(cx.waker())) {
+                // Real I/O is under way: time waits for it. The last guard to go wakes us,
+                // and the idle yields start over before time moves.
+                return Poll::Pending;
+            }
             if this.clock.advance_to_next().is_none() {
                 // No sleep pending: the future waits for something outside the clock. Our
                 // waker passes that wakeup on to the executor.

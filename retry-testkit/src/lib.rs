@@ -105,6 +105,7 @@ mod clock;
 mod drive;
 mod fault;
 mod format;
+mod io;
 mod journal;
 pub mod postgres;
 pub mod sim;
@@ -120,5 +121,6 @@ pub use fault::{
     AttemptEnd, AttemptRecord, Fault, FaultScript, Outcome, Scripted, ScriptedAttempt, Step,
     Unconsumed,
 };
+pub use io::{InFlight, InFlightGuard};
 pub use journal::Journal;
 pub use timeline::{Recorded, RowOutcome, Timeline, TimelineRow};

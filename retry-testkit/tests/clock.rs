@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use retry_testkit::{FAR_FUTURE, MockClock, SleepRecord, SleepStatus, Stalled, join_all};
+use retry_testkit::{FAR_FUTURE, InFlight, MockClock, SleepRecord, SleepStatus, Stalled, join_all};
 use support::{MS, no_jitter};
 
 /// A library function that retries with the default clock: the test cannot hand it a clock,
@@ -166,6 +166,63 @@ async fn t1_idle_yields_bound_how_long_run_waits_for_other_tasks() {
     assert_eq!(clock.elapsed(), 100 * MS);
     let clock = MockClock::new().with_idle_yields(4);
     assert_eq!(attempt_waiting_on_a_task(&clock, 4).await, Ok(7));
+}
+
+/// An attempt under a 100 ms timeout that waits on a task needing `turns` scheduler turns;
+/// the task holds an `io` guard while it works (and, with `answer` false, then drops it and
+/// never answers: a server that went quiet).
+async fn attempt_waiting_on_io(
+    clock: &MockClock,
+    io: &InFlight,
+    turns: u32,
+    answer: bool,
+) -> Result<u32, String> {
+    let io_for_attempt = io.clone();
+    clock
+        .run_watching(
+            io,
+            no_jitter(1)
+                .retry(move |_| {
+                    let guard = io_for_attempt.guard();
+                    async move {
+                        let (tx, rx) = tokio::sync::oneshot::channel();
+                        tokio::spawn(async move {
+                            for _ in 1..turns {
+                                tokio::task::yield_now().await;
+                            }
+                            drop(guard);
+                            if answer {
+                                let _ = tx.send(7);
+                            } else {
+                                std::mem::forget(tx);
+                            }
+                        });
+                        rx.await.map_err(|_| "sender dropped")
+                    }
+                })
+                .attempt_timeout(100 * MS),
+        )
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn t1_run_watching_holds_time_while_io_is_in_flight() {
+    // 4 idle yields lose against 200 turns under `run` (above); not while the guard is held.
+    let (clock, io) = (MockClock::new().with_idle_yields(4), InFlight::new());
+    assert_eq!(attempt_waiting_on_io(&clock, &io, 200, true).await, Ok(7));
+    assert_eq!(clock.elapsed(), Duration::ZERO);
+    assert_eq!(io.count(), 0);
+}
+
+#[tokio::test]
+async fn t1_run_watching_moves_time_once_the_io_went_quiet() {
+    let (clock, io) = (MockClock::new().with_idle_yields(4), InFlight::new());
+    assert_eq!(
+        attempt_waiting_on_io(&clock, &io, 200, false).await,
+        Err("attempt 1 timed out after 100ms".to_owned())
+    );
+    assert_eq!(clock.elapsed(), 100 * MS);
 }
 
 #[tokio::test]

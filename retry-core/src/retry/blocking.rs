@@ -16,7 +16,7 @@ use std::fmt;
 use std::future::{Future, Ready, ready};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::hooks::Operation;
 use super::limits::Limits;
@@ -173,6 +173,10 @@ impl<C: Clock + Clone> Clock for OnThread<C> {
     #[inline]
     fn now(&self) -> Instant {
         self.0.now()
+    }
+
+    fn wall_now(&self) -> SystemTime {
+        self.0.wall_now()
     }
 
     /// Creating the wait blocks nothing: a loop's limit timers are created for every attempt

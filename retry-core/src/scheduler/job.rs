@@ -12,7 +12,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::runtime::Handle;
 
@@ -343,6 +343,10 @@ impl Clock for Inherited {
 
     fn now(&self) -> Instant {
         self.0.now()
+    }
+
+    fn wall_now(&self) -> SystemTime {
+        self.0.wall_now()
     }
 
     fn sleep(&self, duration: Duration) -> BoxSleep {

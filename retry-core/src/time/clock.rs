@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A source of time and sleeps.
 ///
@@ -37,6 +37,14 @@ pub trait Clock {
 
     /// A future that completes once `duration` has passed on this clock.
     fn sleep(&self, duration: Duration) -> Self::Sleep;
+
+    /// The wall-clock time now, on this clock's timeline: what a date from outside (an HTTP
+    /// `Retry-After` date) is measured from. The default reads [`SystemTime::now`]; a virtual
+    /// clock returns its own wall time, which moves with its sleeps (the testkit's
+    /// `MockClock` does), so that such dates follow it in tests.
+    fn wall_now(&self) -> SystemTime {
+        SystemTime::now()
+    }
 
     /// Blocks the calling thread until `duration` has passed on this clock: how a blocking
     /// retry ([`Retry::call`](crate::Retry::call)) waits.
@@ -85,6 +93,7 @@ pub(crate) type BoxSleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// Object-safe face of a [`Clock`], for the scoped override.
 pub(crate) trait DynClock: Send + Sync {
     fn now(&self) -> Instant;
+    fn wall_now(&self) -> SystemTime;
     fn sleep_boxed(&self, duration: Duration) -> BoxSleep;
     fn sleep_blocking(&self, duration: Duration);
 }
@@ -96,6 +105,10 @@ where
 {
     fn now(&self) -> Instant {
         Clock::now(self)
+    }
+
+    fn wall_now(&self) -> SystemTime {
+        Clock::wall_now(self)
     }
 
     fn sleep_boxed(&self, duration: Duration) -> BoxSleep {

@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use pin_project_lite::pin_project;
 
@@ -31,6 +31,13 @@ impl Clock for DefaultClock {
         match scope::scoped_clock() {
             Some(clock) => clock.now(),
             None => Clock::now(&TokioClock),
+        }
+    }
+
+    fn wall_now(&self) -> SystemTime {
+        match scope::scoped_clock() {
+            Some(clock) => clock.wall_now(),
+            None => SystemTime::now(),
         }
     }
 

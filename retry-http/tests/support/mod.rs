@@ -23,7 +23,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use retry_testkit::{MockClock, SleepRecord, SleepStatus};
+use retry_testkit::{InFlight, InFlightGuard, MockClock, SleepRecord, SleepStatus};
 use tokio::net::TcpListener;
 
 /// What the server does with the next request.
@@ -41,6 +41,11 @@ pub(crate) enum Step {
     Events(Vec<&'static str>),
     /// Never answers.
     Hang,
+    /// Answers `200 text/event-stream` with `chunks`, then goes quiet without closing.
+    EventsThenStall(Vec<&'static str>),
+    /// Answers `200` declaring `declared` bytes, sends `sent`, then neither sends more nor
+    /// closes: a body that stalls.
+    StallBody { declared: usize, sent: &'static str },
 }
 
 /// A request as the server saw it.
@@ -58,6 +63,7 @@ pub(crate) struct Server {
     script: Arc<Mutex<VecDeque<Step>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
     hanging: Arc<AtomicUsize>,
+    io: InFlight,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -78,14 +84,25 @@ impl Server {
         let script = Arc::new(Mutex::new(VecDeque::from(script)));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let hanging = Arc::new(AtomicUsize::new(0));
+        let io = InFlight::new();
         let (s, v, h) = (Arc::clone(&script), Arc::clone(&seen), Arc::clone(&hanging));
+        let i = io.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
+                // In flight from the accept to the first request's answer.
+                let accepted = i.guard();
                 let (script, seen, hanging) = (Arc::clone(&s), Arc::clone(&v), Arc::clone(&h));
-                tokio::spawn(connection(stream, script, seen, hanging));
+                tokio::spawn(connection(
+                    stream,
+                    script,
+                    seen,
+                    hanging,
+                    i.clone(),
+                    accepted,
+                ));
             }
         });
         Server {
@@ -93,6 +110,7 @@ impl Server {
             script,
             seen,
             hanging,
+            io,
             task,
         }
     }
@@ -105,6 +123,13 @@ impl Server {
     /// The requests seen so far.
     pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// What the server has in flight: a connection accepted, a request being answered, a
+    /// body being sent. A hang or a stall is not in flight (it is meant to wait for the
+    /// client's timers). Hand it to `MockClock::run_watching`.
+    pub(crate) fn io(&self) -> &InFlight {
+        &self.io
     }
 
     /// Requests the server holds without answering ([`Step::Hang`]).
@@ -124,7 +149,10 @@ async fn connection(
     script: Arc<Mutex<VecDeque<Step>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
     hanging: Arc<AtomicUsize>,
+    io: InFlight,
+    accepted: InFlightGuard,
 ) {
+    let accepted = Arc::new(Mutex::new(Some(accepted)));
     // A second handle on the socket, to reset it from inside the service.
     let std = stream.into_std().expect("std stream");
     let handle = Arc::new(Mutex::new(Some(std.try_clone().expect("clone the socket"))));
@@ -132,6 +160,8 @@ async fn connection(
     let service = service_fn(move |request: Request<Incoming>| {
         let (script, seen, handle) = (Arc::clone(&script), Arc::clone(&seen), Arc::clone(&handle));
         let hanging = Arc::clone(&hanging);
+        let busy = io.guard();
+        drop(accepted.lock().unwrap().take());
         async move {
             let (head, body) = request.into_parts();
             let body = body
@@ -146,7 +176,7 @@ async fn connection(
                 body,
             });
             let step = script.lock().unwrap().pop_front();
-            answer(step, &handle, &hanging).await
+            answer(step, &handle, &hanging, busy).await
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -160,19 +190,20 @@ async fn answer(
     step: Option<Step>,
     handle: &Mutex<Option<std::net::TcpStream>>,
     hanging: &AtomicUsize,
+    busy: InFlightGuard,
 ) -> Result<Response<ScriptBody>, std::io::Error> {
     let step = match step {
         Some(step) => step,
         None => {
-            return Ok(respond(
-                500,
-                "the test's script has no step for this request",
-            ));
+            return Ok(
+                respond(500, "the test's script has no step for this request")
+                    .map(|body| body.busy(busy)),
+            );
         }
     };
     match step {
         Step::Respond(status, headers, body) => {
-            let mut response = respond(status, body);
+            let mut response = respond(status, body).map(|body| body.busy(busy));
             for (name, value) in headers {
                 response.headers_mut().append(name, value.parse().unwrap());
             }
@@ -189,17 +220,26 @@ async fn answer(
             Err(std::io::Error::other("scripted reset"))
         }
         Step::CutBody { declared, sent } => {
-            let mut response = Response::new(ScriptBody::new(vec![sent], Then::Fail));
+            let mut response = Response::new(ScriptBody::new(vec![sent], Then::Fail).busy(busy));
             response
                 .headers_mut()
                 .insert("content-length", declared.to_string().parse().unwrap());
             Ok(response)
         }
-        Step::EventsThenCut(chunks) => Ok(events(chunks, Then::Fail)),
-        Step::Events(chunks) => Ok(events(chunks, Then::End)),
+        Step::EventsThenCut(chunks) => Ok(events(chunks, Then::Fail).map(|b| b.busy(busy))),
+        Step::Events(chunks) => Ok(events(chunks, Then::End).map(|b| b.busy(busy))),
+        Step::EventsThenStall(chunks) => Ok(events(chunks, Then::Stall).map(|b| b.busy(busy))),
         Step::Hang => {
             hanging.fetch_add(1, Ordering::SeqCst);
+            drop(busy);
             std::future::pending().await
+        }
+        Step::StallBody { declared, sent } => {
+            let mut response = Response::new(ScriptBody::new(vec![sent], Then::Stall).busy(busy));
+            response
+                .headers_mut()
+                .insert("content-length", declared.to_string().parse().unwrap());
+            Ok(response)
         }
     }
 }
@@ -224,6 +264,8 @@ enum Then {
     End,
     /// Gives hyper one turn to flush what was sent, then fails (hyper closes the connection).
     Fail,
+    /// Gives hyper one turn to flush what was sent, then never sends more.
+    Stall,
 }
 
 /// A body that sends its chunks, then ends or breaks the connection.
@@ -231,6 +273,8 @@ pub(crate) struct ScriptBody {
     chunks: VecDeque<Bytes>,
     then: Then,
     flushed: bool,
+    /// In flight until the body ends, breaks or stalls.
+    busy: Option<InFlightGuard>,
 }
 
 impl ScriptBody {
@@ -242,7 +286,13 @@ impl ScriptBody {
                 .collect(),
             then,
             flushed: false,
+            busy: None,
         }
+    }
+
+    fn busy(mut self, guard: InFlightGuard) -> Self {
+        self.busy = Some(guard);
+        self
     }
 }
 
@@ -258,13 +308,24 @@ impl Body for ScriptBody {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         match self.then {
-            Then::End => Poll::Ready(None),
-            Then::Fail if !self.flushed => {
+            Then::End => {
+                self.busy = None;
+                Poll::Ready(None)
+            }
+            Then::Fail | Then::Stall if !self.flushed => {
                 self.flushed = true;
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
-            Then::Fail => Poll::Ready(Some(Err(std::io::Error::other("scripted cut")))),
+            Then::Fail => {
+                self.busy = None;
+                Poll::Ready(Some(Err(std::io::Error::other("scripted cut"))))
+            }
+            Then::Stall => {
+                // Quiet from now on: the client's timers may fire.
+                self.busy = None;
+                Poll::Pending
+            }
         }
     }
 }
@@ -301,6 +362,47 @@ pub(crate) async fn drive_if<F: Future>(
             _ => tokio::task::yield_now().await,
         }
     }
+}
+
+/// A reqwest client whose only middleware is `retry`'s, without the system's proxies.
+pub(crate) fn reqwest_client<P: retry_http::Classify>(
+    retry: &retry_http::HttpRetry<P, MockClock>,
+) -> reqwest_middleware::ClientWithMiddleware {
+    reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
+        .with(retry.middleware())
+        .build()
+}
+
+/// A GET of `server`'s `/` through `client`, on `clock`, time moving only when the server is
+/// quiet.
+pub(crate) async fn reqwest_get(
+    clock: &MockClock,
+    server: &Server,
+    client: &reqwest_middleware::ClientWithMiddleware,
+) -> reqwest_middleware::Result<reqwest::Response> {
+    clock
+        .run_watching(server.io(), client.get(server.url("/")).send())
+        .await
+}
+
+/// The retry's error as reqwest-middleware returns it (an `anyhow::Error` that keeps the
+/// chain); panics on any other error.
+pub(crate) fn middleware_error(error: reqwest_middleware::Error) -> anyhow::Error {
+    match error {
+        reqwest_middleware::Error::Middleware(error) => error,
+        other => panic!("not the retry's error: {other:?}"),
+    }
+}
+
+/// An error and its sources, `: `-separated, as anyhow's `{:#}` prints them.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        parts.push(e.to_string());
+        next = e.source();
+    }
+    parts.join(": ")
 }
 
 /// Timers of `duration` that have fired on `clock`.

@@ -1,0 +1,177 @@
+//! Time limits on a response body: the rest of the attempt timeout or of the deadline for a
+//! body the caller reads to its end, and an idle timeout (no byte for a while) for any body.
+//!
+//! The loop times an attempt until its response is established; what the caller awaits after
+//! that — `collect()`, reqwest's `bytes()` — runs outside the loop. Without a limit there, a
+//! server that sends a head and then stalls holds the caller forever although the policy
+//! promised a deadline. A body that runs out of time fails with [`BodyTimedOut`], naming the
+//! limit, and is never replayed (its head was the call's answer).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use pin_project_lite::pin_project;
+use retry_core::Clock;
+
+/// Which time limit ended a response body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Bound {
+    /// The attempt timeout, counted from the start of the attempt whose response this is.
+    AttemptTimeout(Duration),
+    /// The call's deadline, counted from the start of the call.
+    Deadline(Duration),
+    /// The idle timeout: no byte arrived for this long.
+    Idle(Duration),
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bound::AttemptTimeout(t) => write!(f, "the attempt timeout of {t:?} ran out"),
+            Bound::Deadline(t) => write!(f, "the call's deadline of {t:?} passed"),
+            Bound::Idle(t) => write!(f, "no byte arrived within the idle timeout of {t:?}"),
+        }
+    }
+}
+
+/// A response body ran out of time before it ended: [`Bound`] says which limit fired. The
+/// body is not read further and the request is not sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the response body did not end in time: {0}")]
+pub struct BodyTimedOut(pub Bound);
+
+/// The limits of one response body, created when its head arrived: `None` when no limit is
+/// set (then nothing is timed and nothing is allocated).
+pub(crate) type Watch = Mutex<Pin<Box<dyn Watcher + Send>>>;
+
+/// The body's side of its timers: told of every frame, asked whether a limit fired.
+pub(crate) trait Watcher {
+    /// A frame arrived: the idle timer starts over.
+    fn activity(self: Pin<&mut Self>);
+    /// `Ready` with the limit that fired.
+    fn poll_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Bound>;
+}
+
+pin_project! {
+    /// The timers on the policy's clock.
+    struct Timers<C: Clock> {
+        clock: C,
+        // Until the whole body must have arrived, and which limit that is.
+        #[pin]
+        total: Option<C::Sleep>,
+        total_bound: Bound,
+        // Until the next byte must arrive.
+        #[pin]
+        idle: Option<C::Sleep>,
+        idle_for: Duration,
+        // A frame arrived since the idle timer started.
+        moved: bool,
+    }
+}
+
+impl<C: Clock> Watcher for Timers<C> {
+    fn activity(self: Pin<&mut Self>) {
+        *self.project().moved = true;
+    }
+
+    fn poll_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Bound> {
+        let mut this = self.project();
+        if let Some(total) = this.total.as_pin_mut() {
+            if total.poll(cx).is_ready() {
+                return Poll::Ready(*this.total_bound);
+            }
+        }
+        if std::mem::take(this.moved) && this.idle.is_some() {
+            // Restarted only when the body waits again: one timer per wait, not per frame.
+            this.idle.set(Some(this.clock.sleep(*this.idle_for)));
+        }
+        if let Some(idle) = this.idle.as_pin_mut() {
+            if idle.poll(cx).is_ready() {
+                return Poll::Ready(Bound::Idle(*this.idle_for));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// When the exchange must be over, as the call's limits say: the earlier of the attempt's
+/// end (`attempt`: its start and the attempt timeout) and the call's deadline (its instant
+/// and the deadline).
+pub(crate) fn exchange_end(
+    attempt: Option<(Instant, Duration)>,
+    deadline: Option<(Instant, Duration)>,
+) -> Option<(Instant, Bound)> {
+    let attempt = attempt.and_then(|(start, timeout)| {
+        start
+            .checked_add(timeout)
+            .map(|end| (end, Bound::AttemptTimeout(timeout)))
+    });
+    let deadline = deadline.map(|(end, budget)| (end, Bound::Deadline(budget)));
+    match (attempt, deadline) {
+        (Some(a), Some(d)) => Some(if d.0 < a.0 { d } else { a }),
+        (a, d) => a.or(d),
+    }
+}
+
+/// The timers of a body whose head just arrived: the rest of `end` (unless the body is a
+/// stream, which the caller reads for as long as it lasts) and the idle timeout.
+pub(crate) fn watch<C>(
+    clock: &C,
+    end: Option<(Instant, Bound)>,
+    idle: Option<Duration>,
+    stream: bool,
+) -> Option<Watch>
+where
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
+{
+    let end = if stream { None } else { end };
+    if end.is_none() && idle.is_none() {
+        return None;
+    }
+    let (total, total_bound) = match end {
+        Some((at, bound)) => {
+            let left = at.saturating_duration_since(clock.now());
+            (Some(clock.sleep(left)), bound)
+        }
+        None => (None, Bound::Idle(Duration::ZERO)),
+    };
+    let idle_for = idle.unwrap_or_default();
+    let timers = Timers {
+        total,
+        total_bound,
+        idle: idle.map(|idle| clock.sleep(idle)),
+        idle_for,
+        moved: false,
+        clock: clock.clone(),
+    };
+    Some(Mutex::new(Box::pin(timers)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn h6_the_earlier_limit_names_the_end() {
+        let start = Instant::now();
+        let s = Duration::from_secs;
+        let deadline_at = start + s(5);
+        assert_eq!(
+            exchange_end(Some((start, s(2))), Some((deadline_at, s(5)))),
+            Some((start + s(2), Bound::AttemptTimeout(s(2))))
+        );
+        assert_eq!(
+            exchange_end(Some((start, s(9))), Some((deadline_at, s(5)))),
+            Some((deadline_at, Bound::Deadline(s(5))))
+        );
+        assert_eq!(exchange_end(None, None), None);
+        // An end the clock cannot represent is no end.
+        assert_eq!(exchange_end(Some((start, Duration::MAX)), None), None);
+    }
+}
