@@ -215,6 +215,10 @@ pub enum DeadReason {
     BadPayload,
     /// The named retry predicate is no longer registered.
     UnknownPredicate,
+    /// The handler's error asked for a retry later than the retry policy's ceiling on
+    /// retry-after hints allows: the run ends, as an in-process retry loop ends, rather than
+    /// parking the work that long.
+    HintAboveCeiling,
 }
 
 impl DeadReason {
@@ -226,6 +230,7 @@ impl DeadReason {
             DeadReason::UnknownHandler => "unknown-handler",
             DeadReason::BadPayload => "bad-payload",
             DeadReason::UnknownPredicate => "unknown-predicate",
+            DeadReason::HintAboveCeiling => "hint-above-ceiling",
         }
     }
 }
@@ -240,6 +245,7 @@ impl FromStr for DeadReason {
             DeadReason::UnknownHandler,
             DeadReason::BadPayload,
             DeadReason::UnknownPredicate,
+            DeadReason::HintAboveCeiling,
         ]
         .into_iter()
         .find(|reason| reason.name() == name)

@@ -18,7 +18,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use retry_core::effects::Timestamp;
-use retry_core::{Backoff, CancelToken, Clock, TaskFailure, classify};
+use retry_core::{
+    Backoff, CancelToken, Clock, FailedAttempt, GiveUp, Next, RetryOptions, TaskFailure, classify,
+};
 use tokio::task::{JoinError, JoinSet};
 
 use super::handler::JobContext;
@@ -393,32 +395,37 @@ where
             }
         }
         Err(failure) => {
-            let error = failure.to_string();
             let retryable = !matches!(failure, TaskFailure::Cancelled)
                 && predicate
                     .as_ref()
                     .map_or_else(|| classify(&failure), |p| p(&failure));
-            if !retryable {
-                return dead_letter(record, DeadReason::NotRetryable, attempt, error, now)
-                    .map(Some);
+            let error = failure.to_string();
+            match decide(&inner, &record, &failure, retryable) {
+                Next::Retry(delay) => {
+                    let then = Then::Wait {
+                        due_at: now + delay,
+                        fire_at: record.fire_at,
+                        attempt,
+                        last_error: Some(error.clone()),
+                        last_delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    };
+                    let retrying = What::Retrying {
+                        attempt,
+                        delay,
+                        error,
+                    };
+                    Ok(Some(ended(record, then, None, now, vec![retrying])))
+                }
+                Next::GiveUp(why) => {
+                    let reason = match why {
+                        GiveUp::NotRetryable => DeadReason::NotRetryable,
+                        GiveUp::HintAboveCeiling { .. } => DeadReason::HintAboveCeiling,
+                        // `GiveUp` may grow; every other end is the end of the attempts.
+                        _ => DeadReason::Exhausted,
+                    };
+                    dead_letter(record, reason, attempt, error, now).map(Some)
+                }
             }
-            if attempt >= max_attempts {
-                return dead_letter(record, DeadReason::Exhausted, attempt, error, now).map(Some);
-            }
-            let delay = backoff(&inner, &record, &failure);
-            let then = Then::Wait {
-                due_at: now + delay,
-                fire_at: record.fire_at,
-                attempt,
-                last_error: Some(error.clone()),
-                last_delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            };
-            let retrying = What::Retrying {
-                attempt,
-                delay,
-                error,
-            };
-            Ok(Some(ended(record, then, None, now, vec![retrying])))
         }
     }
 }
@@ -506,32 +513,49 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "a non-text panic payload".to_owned())
 }
 
-/// The delay before the next attempt, in whole milliseconds (rounded up: the row keeps
-/// milliseconds, and a wait that was drawn is never cut short): the failure's retry-after hint
-/// if it has one, otherwise the stored options' backoff (full jitter by default).
-fn backoff<S, C>(inner: &Inner<S, C>, record: &WorkRecord, failure: &TaskFailure) -> Duration {
-    let delay = drawn_delay(inner, record, failure);
+/// What follows a failed attempt, decided as the in-process loop decides
+/// ([`retry_core::RetryPolicy::next`]: the row's attempts, the verdict on the error, its retry-after hint
+/// against the policy's ceiling, the drawn wait), with the wait in whole milliseconds,
+/// rounded up: the row keeps milliseconds, and a wait that was drawn is never cut short.
+fn decide<S, C>(
+    inner: &Inner<S, C>,
+    record: &WorkRecord,
+    failure: &TaskFailure,
+    retryable: bool,
+) -> Next {
+    let policy = match record.options.resolve() {
+        Ok(policy) => policy,
+        // Unreachable for a validated row: its stored attempts and the built-in rest.
+        Err(_) => RetryOptions::new()
+            .with_max_attempts(record.options.max_attempts.unwrap_or(1))
+            .resolve()
+            .unwrap_or_default(),
+    };
+    let previous = Duration::from_millis(record.last_delay_ms);
+    let drawn = policy
+        .backoff()
+        .delay(record.attempt, previous, &mut lock(&inner.rng));
+    let hint = match failure {
+        TaskFailure::Task(error) => error.retry_after(),
+        _ => None,
+    };
+    let failed = FailedAttempt::new(record.attempt, drawn)
+        .retryable(retryable)
+        .retry_after(hint);
+    match policy.next(&failed) {
+        Next::Retry(delay) => Next::Retry(whole_millis(delay)),
+        give_up => give_up,
+    }
+}
+
+/// `delay` rounded up to whole milliseconds.
+fn whole_millis(delay: Duration) -> Duration {
     let whole = Duration::from_millis(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
     if whole < delay {
         whole.saturating_add(Duration::from_millis(1))
     } else {
         whole
     }
-}
-
-fn drawn_delay<S, C>(inner: &Inner<S, C>, record: &WorkRecord, failure: &TaskFailure) -> Duration {
-    if let TaskFailure::Task(error) = failure {
-        if let Some(hint) = error.retry_after() {
-            return hint;
-        }
-    }
-    let Ok(policy) = record.options.resolve() else {
-        // Unreachable for a validated row; the base delay is still a sane wait.
-        return Duration::from_millis(record.options.base_delay_ms.unwrap_or(100));
-    };
-    let mut schedule = policy.backoff();
-    let previous = Duration::from_millis(record.last_delay_ms);
-    schedule.delay(record.attempt, previous, &mut lock(&inner.rng))
 }
 
 fn ended(
@@ -609,7 +633,10 @@ fn dead_letter(
         last_error: Some(error),
         failed_at: now,
     };
-    let can_run_again = matches!(reason, DeadReason::Exhausted | DeadReason::NotRetryable);
+    let can_run_again = matches!(
+        reason,
+        DeadReason::Exhausted | DeadReason::NotRetryable | DeadReason::HintAboveCeiling
+    );
     if record.timing.repeats() && can_run_again {
         rearm(record, now, Some(dead), vec![failed])
     } else {

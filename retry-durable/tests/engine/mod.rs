@@ -1297,6 +1297,95 @@ pub async fn s12_an_attempt_is_written_when_it_ends_not_with_the_slowest<S: Stor
     assert_eq!(jobs.get(long.id).await.unwrap(), None);
 }
 
+/// Issue 26, item 4 (D5): durable work decides a retry with the loop's own function, so a
+/// hint beyond the policy's ceiling ends the run at once (as the in-process loop ends), and
+/// a hint within it is the wait, exactly.
+pub async fn d5_a_hint_beyond_the_ceiling_ends_the_run_as_the_loop_does<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let year = Duration::from_secs(365 * 86_400);
+    let asked = Arc::new(Mutex::new(year));
+    let calls = Arc::new(AtomicU32::new(0));
+    let (hint, counted) = (Arc::clone(&asked), Arc::clone(&calls));
+    let jobs = builder(store, &clock)
+        .handler("throttled", move |_: u32, _ctx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let after = *hint.lock().unwrap();
+            async move {
+                Err(TaskError::new("429")
+                    .with_retryable(true)
+                    .with_retry_after(after)
+                    .into())
+            }
+        })
+        .build()
+        .unwrap();
+    let options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(5));
+    let record = jobs.enqueue("throttled", &1u32, options).await.unwrap();
+
+    // What the loop does with the same failure: one attempt, the error returned, no wait.
+    let policy = record.options.resolve().unwrap();
+    let failure =
+        retry_core::FailedAttempt::new(1, Duration::from_millis(100)).retry_after(Some(year));
+    assert_eq!(
+        policy.next(&failure),
+        retry_core::Next::GiveUp(retry_core::GiveUp::HintAboveCeiling {
+            hint: year,
+            ceiling: policy.max_retry_after(),
+        })
+    );
+    let looped = AtomicU32::new(0);
+    let outcome = policy
+        .with_clock(clock.clone())
+        .retry(|_| {
+            looped.fetch_add(1, Ordering::SeqCst);
+            async {
+                Err::<(), _>(TaskFailure::from(
+                    TaskError::new("429")
+                        .with_retryable(true)
+                        .with_retry_after(year),
+                ))
+            }
+        })
+        .retry_after(|e: &TaskFailure| e.as_task_error().and_then(TaskError::retry_after))
+        .await;
+    assert!(outcome.is_err());
+    assert_eq!(looped.load(Ordering::SeqCst), 1);
+
+    // Durable work: the same, not parked for a year.
+    jobs.run_due().await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(jobs.get(record.id).await.unwrap().is_none(), "parked");
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!(
+        (dead[0].reason, dead[0].attempts),
+        (DeadReason::HintAboveCeiling, 1)
+    );
+    assert_eq!(dead[0].reason.name(), "hint-above-ceiling");
+    assert!(
+        dead[0].last_error.as_deref().unwrap().starts_with("429"),
+        "{:?}",
+        dead[0].last_error
+    );
+
+    // A hint within the ceiling is the wait, to the millisecond; one at the ceiling too.
+    *asked.lock().unwrap() = policy.max_retry_after();
+    let at_ceiling = jobs
+        .enqueue(
+            "throttled",
+            &2u32,
+            WorkOptions::new().retry(RetryOptions::new().with_max_attempts(5)),
+        )
+        .await
+        .unwrap();
+    let before = jobs.now();
+    jobs.run_due().await.unwrap();
+    let waiting = jobs.get(at_ceiling.id).await.unwrap().expect("retried");
+    assert_eq!(
+        waiting.due_at.as_millis(),
+        before.as_millis() + policy.max_retry_after().as_millis() as u64
+    );
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1328,6 +1417,7 @@ macro_rules! engine_suite {
             b3_protection_for_an_unknown_handler_is_refused_when_built,
             s11_s12_nothing_is_announced_before_it_is_written,
             s12_an_attempt_is_written_when_it_ends_not_with_the_slowest,
+            d5_a_hint_beyond_the_ceiling_ends_the_run_as_the_loop_does,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
