@@ -71,8 +71,8 @@ mod store;
 mod timing;
 
 pub use jobs::{
-    BuildError, Event, HandlerResult, JobContext, Jobs, JobsBuilder, ScheduleError, What, When,
-    WorkOptions,
+    BuildError, Event, HandlerResult, JobContext, Jobs, JobsBuilder, MAX_ATTEMPT_TIMEOUT,
+    ScheduleError, What, When, WorkOptions,
 };
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -82,7 +82,9 @@ pub use record::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
-pub use store::{Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then};
+pub use store::{
+    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
+};
 pub use timing::{MAX_INTERVAL, Misfire, Timing, TimingError};
 
 /// The crate README's example, compiled with the doc tests.

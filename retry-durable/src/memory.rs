@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use retry_core::effects::{Revision, Timestamp};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
-use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
+use crate::store::{Batch, Claim, Finish, Inserted, Store, StoreError, Then, other_work};
 
 /// Durable work kept in memory, with the same semantics as the SQL stores. Clones share the
 /// same rows (as two connections to one database would).
@@ -85,6 +85,46 @@ impl Store for MemoryStore {
             }
         }
         Ok(Inserted::New(inner.insert(work)))
+    }
+
+    async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
+        let mut inner = self.lock();
+        // Checked first, written after: a conflict anywhere leaves the store as it was.
+        let mut taken: HashMap<(String, String), usize> = HashMap::new();
+        for (index, work) in batch.iter().enumerate() {
+            let Some(key) = &work.key else { continue };
+            let slot = (work.owner.clone(), key.clone());
+            let holder = inner.keys.get(&slot).and_then(|id| inner.work.get(id));
+            if let Some(existing) = holder {
+                if other_work(existing, work) {
+                    return Ok(Batch::Conflict {
+                        index,
+                        existing: Box::new(existing.clone()),
+                    });
+                }
+            } else if let Some(&first) = taken.get(&slot) {
+                let earlier = &batch[first];
+                if earlier.handler != work.handler || earlier.payload != work.payload {
+                    // The holder would be the earlier item, written by this batch: nothing is.
+                    let existing = Box::new(earlier.clone().into_record(WorkId(0)));
+                    return Ok(Batch::Conflict { index, existing });
+                }
+            } else {
+                taken.insert(slot, index);
+            }
+        }
+        let mut written = Vec::with_capacity(batch.len());
+        for work in batch {
+            let holder = work.key.as_ref().and_then(|key| {
+                let id = inner.keys.get(&(work.owner.clone(), key.clone()))?;
+                inner.work.get(id).cloned()
+            });
+            written.push(match holder {
+                Some(existing) => Inserted::Existing(existing),
+                None => Inserted::New(inner.insert(work)),
+            });
+        }
+        Ok(Batch::Written(written))
     }
 
     async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
@@ -211,6 +251,7 @@ impl Store for MemoryStore {
                     payload: record.payload.clone(),
                     options: record.options,
                     retry_if: record.retry_if.clone(),
+                    attempt_timeout: record.attempt_timeout,
                     kind: record.timing.kind().to_owned(),
                     reason: dead.reason,
                     attempts: dead.attempts,

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use retry_core::RetryOptions;
 use retry_core::effects::{Revision, Timestamp};
@@ -85,6 +86,8 @@ pub struct NewWork {
     pub options: RetryOptions,
     /// The name of a registered retry predicate, if the work uses one.
     pub retry_if: Option<String>,
+    /// How long one attempt may run, if the work has a limit (stored with the options).
+    pub attempt_timeout: Option<Duration>,
     /// How the work is timed.
     pub timing: Timing,
     /// When it first becomes eligible to run.
@@ -110,6 +113,8 @@ pub struct WorkRecord {
     pub options: RetryOptions,
     /// The name of its retry predicate, if any.
     pub retry_if: Option<String>,
+    /// How long one attempt may run, if it has a limit (stored with the options).
+    pub attempt_timeout: Option<Duration>,
     /// How it is timed.
     pub timing: Timing,
     /// Where it is in its life.
@@ -146,6 +151,7 @@ impl NewWork {
             payload: self.payload,
             options: self.options,
             retry_if: self.retry_if,
+            attempt_timeout: self.attempt_timeout,
             timing: self.timing,
             state: WorkState::Waiting,
             attempt: 0,
@@ -172,6 +178,11 @@ impl WorkRecord {
             return Err("owner and handler must not be empty".to_owned());
         }
         check_options(&self.options)?;
+        if let Some(timeout) = self.attempt_timeout {
+            if timeout.is_zero() || timeout > crate::jobs::MAX_ATTEMPT_TIMEOUT {
+                return Err(format!("attempt timeout {timeout:?} is out of range"));
+            }
+        }
         self.timing.check().map_err(|e| e.to_string())?;
         if serde_json::from_str::<serde::de::IgnoredAny>(&self.payload).is_err() {
             return Err("payload is not JSON".to_owned());
@@ -289,6 +300,8 @@ pub struct DeadLetter {
     pub options: RetryOptions,
     /// Its retry predicate's name, if any.
     pub retry_if: Option<String>,
+    /// The attempt timeout the work ran with, if any.
+    pub attempt_timeout: Option<Duration>,
     /// The kind of work it was (`once`, `queue`, `cron`, `every`).
     pub kind: String,
     /// Why it ended here.

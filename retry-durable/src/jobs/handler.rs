@@ -24,8 +24,8 @@ pub struct JobContext {
     pub max_attempts: u32,
     /// The tick (or due time) this run belongs to.
     pub fire_at: Timestamp,
-    /// Fires when the work is cancelled or its lease is lost: stop, the result will not be
-    /// recorded.
+    /// Fires when the work is cancelled or its lease is lost — stop, the result will not be
+    /// recorded — or when the attempt's timeout passes: stop, the attempt has failed.
     pub cancel: CancelToken,
 }
 

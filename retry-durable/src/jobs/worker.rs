@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use retry_core::effects::Timestamp;
 use retry_core::{
-    Backoff, CancelToken, Clock, FailedAttempt, GiveUp, Next, RetryOptions, TaskFailure, classify,
+    Backoff, CancelToken, Clock, FailedAttempt, GiveUp, Next, RetryOptions, TaskError, TaskFailure,
+    classify,
 };
 use tokio::task::{JoinError, JoinSet};
 
@@ -368,12 +369,26 @@ where
         },
     );
     tracing::debug!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, "attempt started");
-    let outcome = run_leased(&inner, &record, future, &cancel).await;
+    let leased = run_leased(&inner, &record, future, &cancel).await;
     lock(&inner.running).remove(&record.id);
 
-    let Some(outcome) = outcome else {
-        claim_lost(&inner, &record).await?;
-        return Ok(None);
+    let outcome = match leased {
+        Leased::Ended(outcome) => outcome,
+        Leased::Lost => {
+            claim_lost(&inner, &record).await?;
+            return Ok(None);
+        }
+        Leased::Abandoned(limit) => {
+            tracing::error!(
+                target: TARGET,
+                id = record.id.0,
+                handler = %record.handler,
+                attempt = record.attempt,
+                timeout = ?limit,
+                "attempt ignored the cancellation of its timeout; its lease is no longer extended and the work will be claimed again when it ends"
+            );
+            return Ok(None);
+        }
     };
     let counts = |f: &TaskFailure| predicate.as_ref().map_or_else(|| classify(f), |p| p(f));
     protect::settle(permit, &outcome, counts, inner.clock.now());
@@ -433,17 +448,31 @@ where
 /// The handler's future, with a panic turned into a failed attempt.
 type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), TaskFailure>> + Send>>;
 
-/// Runs the handler and extends the lease every third of it. `None` when the claim was lost
-/// or the work cancelled: the handler is signalled and dropped, and nothing is recorded.
+/// How an attempt's run under its lease ended.
+enum Leased {
+    /// The handler returned (a timed-out attempt's outcome is its timeout failure).
+    Ended(Result<(), TaskFailure>),
+    /// The claim was lost or the work cancelled: the handler was signalled and dropped,
+    /// nothing is recorded.
+    Lost,
+    /// The handler ignored its timeout's cancellation past the grace: it was dropped and its
+    /// lease is no longer extended, so the work is claimed again once the lease ends.
+    Abandoned(Duration),
+}
+
+/// Runs the handler and extends the lease every third of it, until the handler returns,
+/// the claim is lost, or — with an attempt timeout — the timeout plus a grace (a third of
+/// the lease) has passed. At the timeout the handler is signalled through its context; if
+/// it returns within the grace, the attempt failed with a timeout error.
 ///
 /// The handler runs inside the attempt's task, its panics caught there (a panic is a failed
-/// attempt, not a dead worker); one that is done at its first poll starts no lease timer.
+/// attempt, not a dead worker); one that is done at its first poll starts no timer.
 async fn run_leased<S, C>(
     inner: &Inner<S, C>,
     record: &WorkRecord,
     future: HandlerFuture,
     cancel: &CancelToken,
-) -> Option<Result<(), TaskFailure>>
+) -> Leased
 where
     S: Store,
     C: Clock,
@@ -451,21 +480,41 @@ where
     let mut handler = catching(future);
     let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut handler).poll(cx))).await;
     if let Poll::Ready(outcome) = first {
-        return Some(outcome);
+        return Leased::Ended(outcome);
     }
     let lease = inner.settings.lease;
     let every = (lease / 3).max(Duration::from_millis(1));
+    let limit = record.attempt_timeout;
+    // The attempt's timer: its timeout, then the grace after it.
+    let mut timer = std::pin::pin!(after(&inner.clock, limit));
+    let mut timed_out = false;
+    let mut extension = std::pin::pin!(inner.clock.sleep(every));
     loop {
         tokio::select! {
-            outcome = &mut handler => return Some(outcome),
-            () = cancel.cancelled() => return None,
-            () = inner.clock.sleep(every) => {
+            outcome = &mut handler => {
+                return Leased::Ended(match (timed_out, limit) {
+                    (true, Some(limit)) => Err(timed_out_failure(limit)),
+                    _ => outcome,
+                });
+            }
+            () = cancel.cancelled(), if !timed_out => return Leased::Lost,
+            () = &mut timer => {
+                let Some(limit) = limit else { continue };
+                if timed_out {
+                    return Leased::Abandoned(limit);
+                }
+                timed_out = true;
+                cancel.cancel();
+                timer.set(after(&inner.clock, Some(every)));
+            }
+            () = &mut extension => {
+                extension.set(inner.clock.sleep(every));
                 let now = inner.now();
                 match inner.store.extend_lease(record.id, record.revision, now + lease, now).await {
                     Ok(true) => {}
                     Ok(false) => {
                         cancel.cancel();
-                        return None;
+                        return Leased::Lost;
                     }
                     Err(error) => {
                         // Keep running: the next extension may succeed, and if the lease
@@ -476,6 +525,23 @@ where
             }
         }
     }
+}
+
+/// Sleeps `limit` on `clock`; never ends without one.
+async fn after<C: Clock>(clock: &C, limit: Option<Duration>) {
+    match limit {
+        Some(limit) => clock.sleep(limit).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The failure of an attempt cut off by its timeout: retryable, so the row's rules (its
+/// attempts, its backoff, its named predicate if it has one) decide what follows.
+fn timed_out_failure(limit: Duration) -> TaskFailure {
+    TaskError::new(format!("attempt timed out after {limit:?}"))
+        .with_kind("timeout")
+        .with_retryable(true)
+        .into()
 }
 
 /// `future`, with a panic while it is polled made into a failed attempt. A future that

@@ -21,7 +21,8 @@ use tokio_postgres::{NoTls, Row};
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
+    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
+    other_work,
 };
 use session::{Failed, release};
 
@@ -255,7 +256,7 @@ async fn insert_work(
     work: &NewWork,
 ) -> Result<Option<WorkId>, Failed> {
     let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
-    let options = sql::options_json(&work.options)?;
+    let options = sql::options_json(&work.options, work.attempt_timeout)?;
     let sql = if work.key.is_some() {
         &INSERT_KEYED_RETURNING_ID
     } else {
@@ -420,6 +421,46 @@ async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
             None => Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into()),
         },
     }
+}
+
+/// [`Store::insert_many`]: one transaction, rolled back by a conflict.
+async fn insert_many(client: &mut Object, batch: Vec<NewWork>) -> Result<Batch, Failed> {
+    let tx = client.transaction().await?;
+    let read = tx
+        .prepare_cached(&format!(
+            "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND key = $2"
+        ))
+        .await?;
+    let mut written = Vec::with_capacity(batch.len());
+    for (index, work) in batch.into_iter().enumerate() {
+        if let Some(id) = insert_work(&tx, &work).await? {
+            written.push(Inserted::New(work.into_record(id)));
+            continue;
+        }
+        let existing = match tx.query_opt(&read, &[&work.owner, &work.key]).await? {
+            Some(row) => work_row(&row)?,
+            // The holder of the key finished between the two statements: the key is free.
+            None => match insert_work(&tx, &work).await? {
+                Some(id) => {
+                    written.push(Inserted::New(work.into_record(id)));
+                    continue;
+                }
+                None => {
+                    return Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into());
+                }
+            },
+        };
+        if other_work(&existing, &work) {
+            // Dropping the transaction rolls every earlier item back.
+            return Ok(Batch::Conflict {
+                index,
+                existing: Box::new(existing),
+            });
+        }
+        written.push(Inserted::Existing(existing));
+    }
+    tx.commit().await?;
+    Ok(Batch::Written(written))
 }
 
 /// [`Store::claim`].
@@ -606,6 +647,13 @@ impl Store for PostgresStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         let client = self.client().await?;
         let inserted = insert(&client, work).await;
+        release(client, &inserted);
+        Ok(inserted?)
+    }
+
+    async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
+        let mut client = self.client().await?;
+        let inserted = insert_many(&mut client, batch).await;
         release(client, &inserted);
         Ok(inserted?)
     }

@@ -21,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::sql::{self, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
-use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then};
+use crate::store::{Batch, Claim, Finish, Inserted, Store, StoreError, Then, other_work};
 use rows::{dead_from_row, work_from_row};
 
 /// How hard a commit tries to survive a crash. The default, [`Durability::Full`], keeps
@@ -177,7 +177,7 @@ pub(crate) fn failed(error: rusqlite::Error) -> StoreError {
 
 fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, StoreError> {
     let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
-    let options = sql::options_json(&work.options)?;
+    let options = sql::options_json(&work.options, work.attempt_timeout)?;
     let mut statement = conn
         .prepare_cached(&format!(
             "INSERT INTO work (owner, key, handler, payload, options, retry_if, kind, cron, zone,
@@ -242,6 +242,38 @@ impl Store for SqliteStore {
                 .query_row(params![work.owner, work.key], work_from_row)
                 .map_err(failed)?;
             Ok(Inserted::Existing(sql::checked_work(existing)?))
+        })
+        .await
+    }
+
+    async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(failed)?;
+            let mut written = Vec::with_capacity(batch.len());
+            for (index, work) in batch.iter().enumerate() {
+                if let Some(record) = insert_work(&tx, work)? {
+                    written.push(Inserted::New(record));
+                    continue;
+                }
+                let existing = tx
+                    .prepare_cached(&format!(
+                        "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND key = ?2"
+                    ))
+                    .map_err(failed)?
+                    .query_row(params![work.owner, work.key], work_from_row)
+                    .map_err(failed)?;
+                let existing = sql::checked_work(existing)?;
+                if other_work(&existing, work) {
+                    // Dropping the transaction rolls every earlier item back.
+                    return Ok(Batch::Conflict {
+                        index,
+                        existing: Box::new(existing),
+                    });
+                }
+                written.push(Inserted::Existing(existing));
+            }
+            tx.commit().map_err(failed)?;
+            Ok(Batch::Written(written))
         })
         .await
     }
