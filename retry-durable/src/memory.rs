@@ -96,7 +96,7 @@ impl Store for MemoryStore {
             let slot = (work.owner.clone(), key.clone());
             let holder = inner.keys.get(&slot).and_then(|id| inner.work.get(id));
             if let Some(existing) = holder {
-                if other_work(existing, work) {
+                if other_work(existing, &work.handler, &work.payload) {
                     return Ok(Batch::Conflict {
                         index,
                         existing: Box::new(existing.clone()),

@@ -194,9 +194,10 @@ pub enum Batch {
     },
 }
 
-/// Whether `existing`, found under `work`'s key, is other work: another handler or payload.
-pub(crate) fn other_work(existing: &WorkRecord, work: &NewWork) -> bool {
-    existing.handler != work.handler || existing.payload != work.payload
+/// Whether `existing`, found under the key of work for `handler` with `payload`, is other
+/// work: another handler or payload.
+pub(crate) fn other_work(existing: &WorkRecord, handler: &str, payload: &str) -> bool {
+    existing.handler != handler || existing.payload != payload
 }
 
 /// How [`Store::finish`] ends an attempt.

@@ -26,7 +26,7 @@ pub use handler::{HandlerResult, JobContext};
 pub use schedule::{MAX_ATTEMPT_TIMEOUT, ScheduleError, When, WorkOptions};
 
 use crate::record::{DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord};
-use crate::store::{Batch, Inserted, Store, StoreError};
+use crate::store::{Batch, Inserted, Store, StoreError, other_work};
 use crate::timing::Timing;
 use events::Subscriber;
 use handler::{Predicate, Registry};
@@ -464,8 +464,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
         let (timing, due_at) = schedule::timing_of(when, options.misfire, now)?;
-        self.submit(handler, payload, timing, due_at, options, now)
-            .await
+        let work = self.prepare(handler, payload, timing, due_at, options, now)?;
+        self.submit(work).await
     }
 
     /// Schedules `handler` every `interval` (`> 0`, at most 30 days), the first run one
@@ -483,8 +483,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
         let (timing, due_at) = schedule::every_of(interval, options.misfire, now)?;
-        self.submit(handler, payload, timing, due_at, options, now)
-            .await
+        let work = self.prepare(handler, payload, timing, due_at, options, now)?;
+        self.submit(work).await
     }
 
     /// Queues `handler` to run with `payload` as soon as a worker is free.
@@ -499,8 +499,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
     ) -> Result<WorkRecord, ScheduleError> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
-        self.submit(handler, payload, Timing::Queued, now, options, now)
-            .await
+        let work = self.prepare(handler, payload, Timing::Queued, now, options, now)?;
+        self.submit(work).await
     }
 
     /// Queues many items for `handler` in one all-or-nothing write: every item is checked
@@ -627,16 +627,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         })
     }
 
-    async fn submit(
-        &self,
-        handler: &str,
-        payload: String,
-        timing: Timing,
-        due_at: Timestamp,
-        options: WorkOptions,
-        now: Timestamp,
-    ) -> Result<WorkRecord, ScheduleError> {
-        let work = self.prepare(handler, payload, timing, due_at, options, now)?;
+    /// Writes one checked item; a key held by other work is refused.
+    async fn submit(&self, work: NewWork) -> Result<WorkRecord, ScheduleError> {
         let (handler, payload) = (work.handler.clone(), work.payload.clone());
         match self.inner.store.insert(work).await? {
             Inserted::New(record) => {
@@ -644,7 +636,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
                 Ok(record)
             }
             Inserted::Existing(existing) => {
-                if existing.handler == handler && existing.payload == payload {
+                if !other_work(&existing, &handler, &payload) {
                     Ok(existing)
                 } else {
                     Err(ScheduleError::KeyConflict {

@@ -401,7 +401,7 @@ async fn page<T>(
 }
 
 /// [`Store::insert`]: the row, or the one already under its key.
-async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
+async fn insert(client: &impl GenericClient, work: NewWork) -> Result<Inserted, Failed> {
     if let Some(id) = insert_work(client, &work).await? {
         return Ok(Inserted::New(work.into_record(id)));
     }
@@ -426,38 +426,20 @@ async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
 /// [`Store::insert_many`]: one transaction, rolled back by a conflict.
 async fn insert_many(client: &mut Object, batch: Vec<NewWork>) -> Result<Batch, Failed> {
     let tx = client.transaction().await?;
-    let read = tx
-        .prepare_cached(&format!(
-            "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND key = $2"
-        ))
-        .await?;
     let mut written = Vec::with_capacity(batch.len());
     for (index, work) in batch.into_iter().enumerate() {
-        if let Some(id) = insert_work(&tx, &work).await? {
-            written.push(Inserted::New(work.into_record(id)));
-            continue;
+        let (handler, payload) = (work.handler.clone(), work.payload.clone());
+        let inserted = insert(&tx, work).await?;
+        if let Inserted::Existing(existing) = &inserted {
+            if other_work(existing, &handler, &payload) {
+                // Dropping the transaction rolls every earlier item back.
+                return Ok(Batch::Conflict {
+                    index,
+                    existing: Box::new(existing.clone()),
+                });
+            }
         }
-        let existing = match tx.query_opt(&read, &[&work.owner, &work.key]).await? {
-            Some(row) => work_row(&row)?,
-            // The holder of the key finished between the two statements: the key is free.
-            None => match insert_work(&tx, &work).await? {
-                Some(id) => {
-                    written.push(Inserted::New(work.into_record(id)));
-                    continue;
-                }
-                None => {
-                    return Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into());
-                }
-            },
-        };
-        if other_work(&existing, &work) {
-            // Dropping the transaction rolls every earlier item back.
-            return Ok(Batch::Conflict {
-                index,
-                existing: Box::new(existing),
-            });
-        }
-        written.push(Inserted::Existing(existing));
+        written.push(inserted);
     }
     tx.commit().await?;
     Ok(Batch::Written(written))

@@ -175,6 +175,21 @@ pub(crate) fn failed(error: rusqlite::Error) -> StoreError {
     }
 }
 
+/// [`Store::insert`] on `conn` (a transaction's too): the new row, or the key's holder.
+fn insert_or_existing(conn: &Connection, work: &NewWork) -> Result<Inserted, StoreError> {
+    if let Some(record) = insert_work(conn, work)? {
+        return Ok(Inserted::New(record));
+    }
+    let existing = conn
+        .prepare_cached(&format!(
+            "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND key = ?2"
+        ))
+        .map_err(failed)?
+        .query_row(params![work.owner, work.key], work_from_row)
+        .map_err(failed)?;
+    Ok(Inserted::Existing(sql::checked_work(existing)?))
+}
+
 fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, StoreError> {
     let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
     let options = sql::options_json(&work.options, work.attempt_timeout)?;
@@ -230,20 +245,7 @@ fn get_work(conn: &Connection, id: WorkId) -> Result<Option<WorkRecord>, StoreEr
 
 impl Store for SqliteStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
-        self.with(move |conn| {
-            if let Some(record) = insert_work(conn, &work)? {
-                return Ok(Inserted::New(record));
-            }
-            let existing = conn
-                .prepare_cached(&format!(
-                    "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND key = ?2"
-                ))
-                .map_err(failed)?
-                .query_row(params![work.owner, work.key], work_from_row)
-                .map_err(failed)?;
-            Ok(Inserted::Existing(sql::checked_work(existing)?))
-        })
-        .await
+        self.with(move |conn| insert_or_existing(conn, &work)).await
     }
 
     async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
@@ -251,19 +253,14 @@ impl Store for SqliteStore {
             let tx = conn.transaction().map_err(failed)?;
             let mut written = Vec::with_capacity(batch.len());
             for (index, work) in batch.iter().enumerate() {
-                if let Some(record) = insert_work(&tx, work)? {
-                    written.push(Inserted::New(record));
-                    continue;
-                }
-                let existing = tx
-                    .prepare_cached(&format!(
-                        "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND key = ?2"
-                    ))
-                    .map_err(failed)?
-                    .query_row(params![work.owner, work.key], work_from_row)
-                    .map_err(failed)?;
-                let existing = sql::checked_work(existing)?;
-                if other_work(&existing, work) {
+                let existing = match insert_or_existing(&tx, work)? {
+                    Inserted::Existing(existing) => existing,
+                    new => {
+                        written.push(new);
+                        continue;
+                    }
+                };
+                if other_work(&existing, &work.handler, &work.payload) {
                     // Dropping the transaction rolls every earlier item back.
                     return Ok(Batch::Conflict {
                         index,
