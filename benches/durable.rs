@@ -14,6 +14,8 @@
 //!   workspace (`peers/apalis-sqlite`, own lockfile: sqlx's SQLite and rusqlite's cannot
 //!   share one dependency graph), built once before timing and run with `cargo run --release
 //!   --manifest-path …`; it prints one machine-readable line that this bench parses.
+//! - **retry-durable enqueue_many**: the same, with the N items written by one
+//!   `Jobs::enqueue_many` (one transaction) instead of N `enqueue` calls.
 //! - **memory**: 100,000 pending items enqueued (NORMAL, to keep it short), the process's
 //!   VmRSS before, along the way and after — nothing run: the items live in the file.
 //!
@@ -281,6 +283,32 @@ fn durable(dir: &Path, durability: Durability, items: usize) -> Sample {
     })
 }
 
+/// As [`durable`], with the items written by one `enqueue_many` (one transaction) instead of
+/// one `enqueue` each.
+fn durable_batched(dir: &Path, durability: Durability, items: usize) -> Sample {
+    let rt = runtime();
+    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items);
+    let load = load();
+    rt.block_on(async {
+        let start = Instant::now();
+        let written = jobs
+            .enqueue_many("noop", (0..items as u64).map(|i| (i, WorkOptions::new())))
+            .await
+            .unwrap();
+        assert_eq!(written.len(), items);
+        let enqueue = start.elapsed();
+        jobs.run(stop).await;
+        let total = start.elapsed();
+        assert_eq!(done.load(Ordering::SeqCst), items);
+        Sample {
+            enqueue,
+            total,
+            load,
+            cpu: 0.0,
+        }
+    })
+}
+
 fn durable_interleaved(dir: &Path, durability: Durability, items: usize) -> Sample {
     let rt = runtime();
     let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items);
@@ -508,6 +536,16 @@ fn main() {
             },
             durability,
             run: Box::new(move |dir| durable(dir, durability, items)),
+            samples: Vec::new(),
+        });
+        rows.push(Row {
+            name: if full {
+                "retry-durable FULL enqueue_many"
+            } else {
+                "retry-durable NORMAL enqueue_many"
+            },
+            durability,
+            run: Box::new(move |dir| durable_batched(dir, durability, items)),
             samples: Vec::new(),
         });
         rows.push(Row {

@@ -127,6 +127,7 @@
 #[path = "__private.rs"]
 pub mod __private_0_1;
 mod backoff;
+mod decision;
 pub mod effects;
 mod error;
 mod jitter;
@@ -150,6 +151,7 @@ pub use backoff::{
     Backoff, BackoffError, BackoffFn, Constant, Delays, ExponentialBackoff,
     ExponentialBackoffBuilder, FromPolicy, PolicyBackoff, backoff_fn,
 };
+pub use decision::{FailedAttempt, GiveUp, Next};
 pub use error::{BoxError, Elapsed, TaskError, TaskFailure, TimeoutKind, classify};
 pub use jitter::{Jitter, UnknownJitter};
 #[cfg(feature = "middleware")]

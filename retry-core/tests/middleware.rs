@@ -309,6 +309,56 @@ async fn d5_a_retry_after_hint_above_the_ceiling_ends_the_loop_at_once() {
     assert_eq!(with_retry(script.task(), config).run().await.unwrap(), 2);
 }
 
+#[tokio::test(start_paused = true)]
+async fn d5_the_transform_decides_what_retry_policy_next_decides() {
+    // Issue 26, item 4: the transform's decision after a failure is `RetryPolicy::next`'s,
+    // for every row of its table: the calls made and the time waited follow from it.
+    let ceiling = Duration::from_secs(30);
+    let policy = retry_core::RetryOptions::new()
+        .with_max_attempts(3)
+        .resolve()
+        .unwrap()
+        .with_max_retry_after(ceiling);
+    let config = RetryConfig::new().retries(2).max_retry_after(ceiling);
+    let cases = [
+        (true, None),
+        (false, None),
+        (true, Some(MS * 700)),
+        (true, Some(ceiling)),
+        (true, Some(ceiling + MS)),
+        (false, Some(MS * 700)),
+    ];
+    for (retryable, hint) in cases {
+        let mut error = TaskError::new("503").with_retryable(retryable);
+        if let Some(hint) = hint {
+            error = error.with_retry_after(hint);
+        }
+        let failure: TaskFailure = error.into();
+        // What the decision says after each failed attempt; the default delay draws nothing.
+        let mut expected_calls = 0;
+        let mut expected_wait = Duration::ZERO;
+        for attempt in 1.. {
+            expected_calls = attempt;
+            let failed = retry_core::FailedAttempt::new(attempt, Duration::ZERO)
+                .retryable(retryable)
+                .retry_after(hint);
+            match policy.next(&failed) {
+                retry_core::Next::Retry(wait) => expected_wait += wait,
+                retry_core::Next::GiveUp(_) => break,
+            }
+        }
+        let script = Scripted::always(Call::fail(0, failure));
+        let start = Instant::now();
+        let err = with_retry(script.task(), config).run().await.unwrap_err();
+        assert_eq!(err.to_string(), "503");
+        assert_eq!(
+            (script.calls(), Instant::now() - start),
+            (expected_calls, expected_wait),
+            "retryable {retryable}, hint {hint:?}"
+        );
+    }
+}
+
 /// Calls the task again and again after a zero wait until a task spawned before the loop
 /// has run; returns the number of calls that took.
 async fn calls_until_a_spawned_task_ran<D: TaskDelay>(

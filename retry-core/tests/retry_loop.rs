@@ -187,6 +187,54 @@ async fn d5_hint_above_ceiling_ends_the_loop_at_once() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn d5_the_loop_decides_what_retry_policy_next_decides() {
+    // Issue 26, item 4: every row of the decision's table, run through the loop: the
+    // attempts made and the waits slept follow from `RetryPolicy::next`. With `Jitter::None`
+    // the drawn wait is the schedule's cap, `delay_cap(attempt)`.
+    let policy = policy(4)
+        .with_max_retry_after(Duration::from_secs(10))
+        .with_jitter(Jitter::None);
+    for (retryable, hint) in [
+        (true, None),
+        (false, None),
+        (true, Some(700 * MS)),
+        (true, Some(Duration::from_secs(10))),
+        (true, Some(Duration::from_secs(10) + MS)),
+        (false, Some(Duration::from_secs(3600))),
+    ] {
+        let mut expected_calls = 0;
+        let mut expected_sleeps = Vec::new();
+        for attempt in 1.. {
+            expected_calls = attempt;
+            let failed = retry_core::FailedAttempt::new(attempt, policy.delay_cap(attempt))
+                .retryable(retryable)
+                .retry_after(hint);
+            match policy.next(&failed) {
+                retry_core::Next::Retry(wait) => expected_sleeps.push(wait),
+                retry_core::Next::GiveUp(_) => break,
+            }
+        }
+        let clock = InstantClock::new();
+        let calls = AtomicU32::new(0);
+        let result: Result<(), &str> = policy
+            .retry(|_| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async { Err("failed") }
+            })
+            .clock(clock.clone())
+            .when(move |_, _| retryable)
+            .retry_after(move |_| hint)
+            .await;
+        assert_eq!(result, Err("failed"));
+        assert_eq!(
+            (calls.load(Ordering::SeqCst), clock.sleeps()),
+            (expected_calls, expected_sleeps),
+            "retryable {retryable}, hint {hint:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn d5_default_ceiling_is_sixty_seconds() {
     assert_eq!(
         RetryPolicy::DEFAULT.max_retry_after(),

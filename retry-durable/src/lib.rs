@@ -72,7 +72,7 @@ mod timing;
 
 pub use jobs::{
     BuildError, DEFAULT_KEY_RETENTION, Event, HandlerResult, JobContext, Jobs, JobsBuilder,
-    RUN_UNTIL_IDLE_LIMIT, ScheduleError, What, When, WorkOptions,
+    MAX_ATTEMPT_TIMEOUT, RUN_UNTIL_IDLE_LIMIT, ScheduleError, What, When, WorkOptions,
 };
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -83,7 +83,8 @@ pub use record::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{
-    Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then, WorkFilter,
+    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
+    WorkFilter,
 };
 pub use timing::{MAX_COUNTED_TICKS, MAX_INTERVAL, Misfire, Timing, TimingError};
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use retry_core::effects::{Revision, Timestamp};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
-use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter};
+use crate::store::{Batch, Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter, other_work};
 
 /// Durable work kept in memory, with the same semantics as the SQL stores. Clones share the
 /// same rows (as two connections to one database would).
@@ -59,6 +59,28 @@ impl Inner {
         record
     }
 
+    /// The work holding `work`'s key, unless its key's retention ended by `work.created_at`.
+    fn live_holder(&self, work: &NewWork) -> Option<&WorkRecord> {
+        let key = work.key.as_ref()?;
+        let id = self.keys.get(&(work.owner.clone(), key.clone()))?;
+        self.work
+            .get(id)
+            .filter(|held| !(held.state.finished() && held.due_at <= work.created_at))
+    }
+
+    /// [`live_holder`](Self::live_holder), freeing a key whose retention ended on the way.
+    fn holder(&mut self, work: &NewWork) -> Option<WorkRecord> {
+        if let Some(held) = self.live_holder(work) {
+            return Some(held.clone());
+        }
+        let key = work.key.as_ref()?;
+        if let Some(&id) = self.keys.get(&(work.owner.clone(), key.clone())) {
+            // Its key's retention is over: the key is free.
+            self.remove(id);
+        }
+        None
+    }
+
     fn remove(&mut self, id: i64) {
         if let Some(record) = self.work.remove(&id) {
             if let Some(key) = record.key {
@@ -80,19 +102,45 @@ impl Inner {
 impl Store for MemoryStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         let mut inner = self.lock();
-        if let Some(key) = &work.key {
-            if let Some(&id) = inner.keys.get(&(work.owner.clone(), key.clone())) {
-                if let Some(existing) = inner.work.get(&id) {
-                    if existing.state.finished() && existing.due_at <= work.created_at {
-                        // Its key's retention is over: the key is free.
-                        inner.remove(id);
-                    } else {
-                        return Ok(Inserted::Existing(existing.clone()));
-                    }
-                }
-            }
+        if let Some(existing) = inner.holder(&work) {
+            return Ok(Inserted::Existing(existing));
         }
         Ok(Inserted::New(inner.insert(work)))
+    }
+
+    async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
+        let mut inner = self.lock();
+        // Checked first, written after: a conflict anywhere leaves the store as it was.
+        let mut taken: HashMap<(String, String), usize> = HashMap::new();
+        for (index, work) in batch.iter().enumerate() {
+            let Some(key) = &work.key else { continue };
+            let slot = (work.owner.clone(), key.clone());
+            if let Some(existing) = inner.live_holder(work) {
+                if other_work(existing, &work.handler, &work.payload) {
+                    return Ok(Batch::Conflict {
+                        index,
+                        existing: Box::new(existing.clone()),
+                    });
+                }
+            } else if let Some(&first) = taken.get(&slot) {
+                let earlier = &batch[first];
+                if earlier.handler != work.handler || earlier.payload != work.payload {
+                    // The holder would be the earlier item, written by this batch: nothing is.
+                    let existing = Box::new(earlier.clone().into_record(WorkId(0)));
+                    return Ok(Batch::Conflict { index, existing });
+                }
+            } else {
+                taken.insert(slot, index);
+            }
+        }
+        let mut written = Vec::with_capacity(batch.len());
+        for work in batch {
+            written.push(match inner.holder(&work) {
+                Some(existing) => Inserted::Existing(existing),
+                None => Inserted::New(inner.insert(work)),
+            });
+        }
+        Ok(Batch::Written(written))
     }
 
     async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
@@ -245,6 +293,7 @@ impl Store for MemoryStore {
                     payload: record.payload.clone(),
                     options: record.options,
                     retry_if: record.retry_if.clone(),
+                    attempt_timeout: record.attempt_timeout,
                     kind: record.timing.kind().to_owned(),
                     reason: dead.reason,
                     attempts: dead.attempts,

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use retry_core::RetryOptions;
 use retry_core::effects::{Revision, Timestamp};
@@ -107,6 +108,8 @@ pub struct NewWork {
     pub options: RetryOptions,
     /// The name of a registered retry predicate, if the work uses one.
     pub retry_if: Option<String>,
+    /// How long one attempt may run, if the work has a limit (stored with the options).
+    pub attempt_timeout: Option<Duration>,
     /// How the work is timed.
     pub timing: Timing,
     /// When it first becomes eligible to run.
@@ -132,6 +135,8 @@ pub struct WorkRecord {
     pub options: RetryOptions,
     /// The name of its retry predicate, if any.
     pub retry_if: Option<String>,
+    /// How long one attempt may run, if it has a limit (stored with the options).
+    pub attempt_timeout: Option<Duration>,
     /// How it is timed.
     pub timing: Timing,
     /// Where it is in its life.
@@ -168,6 +173,7 @@ impl NewWork {
             payload: self.payload,
             options: self.options,
             retry_if: self.retry_if,
+            attempt_timeout: self.attempt_timeout,
             timing: self.timing,
             state: WorkState::Waiting,
             attempt: 0,
@@ -194,6 +200,11 @@ impl WorkRecord {
             return Err("owner and handler must not be empty".to_owned());
         }
         check_options(&self.options)?;
+        if let Some(timeout) = self.attempt_timeout {
+            if timeout.is_zero() || timeout > crate::jobs::MAX_ATTEMPT_TIMEOUT {
+                return Err(format!("attempt timeout {timeout:?} is out of range"));
+            }
+        }
         self.timing.check().map_err(|e| e.to_string())?;
         if serde_json::from_str::<serde::de::IgnoredAny>(&self.payload).is_err() {
             return Err("payload is not JSON".to_owned());
@@ -246,6 +257,10 @@ pub enum DeadReason {
     BadPayload,
     /// The named retry predicate is no longer registered.
     UnknownPredicate,
+    /// The handler's error asked for a retry later than the retry policy's ceiling on
+    /// retry-after hints allows: the run ends, as an in-process retry loop ends, rather than
+    /// parking the work that long.
+    HintAboveCeiling,
 }
 
 impl DeadReason {
@@ -257,6 +272,7 @@ impl DeadReason {
             DeadReason::UnknownHandler => "unknown-handler",
             DeadReason::BadPayload => "bad-payload",
             DeadReason::UnknownPredicate => "unknown-predicate",
+            DeadReason::HintAboveCeiling => "hint-above-ceiling",
         }
     }
 }
@@ -271,6 +287,7 @@ impl FromStr for DeadReason {
             DeadReason::UnknownHandler,
             DeadReason::BadPayload,
             DeadReason::UnknownPredicate,
+            DeadReason::HintAboveCeiling,
         ]
         .into_iter()
         .find(|reason| reason.name() == name)
@@ -314,6 +331,8 @@ pub struct DeadLetter {
     pub options: RetryOptions,
     /// Its retry predicate's name, if any.
     pub retry_if: Option<String>,
+    /// The attempt timeout the work ran with, if any.
+    pub attempt_timeout: Option<Duration>,
     /// The kind of work it was (`once`, `queue`, `cron`, `every`).
     pub kind: String,
     /// Why it ended here.

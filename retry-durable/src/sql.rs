@@ -3,6 +3,8 @@
 //! [`StoreError::Corrupt`] naming it. Each backend only says how to read one column
 //! ([`Columns`]).
 
+use std::time::Duration;
+
 use retry_core::RetryOptions;
 use retry_core::effects::{Revision, Timestamp};
 
@@ -48,9 +50,26 @@ pub(crate) fn timestamp(millis: i64) -> Result<Timestamp, String> {
         .map_err(|_| format!("negative time {millis}"))
 }
 
-/// The options column: JSON text, as stored and as shown.
-pub(crate) fn options_json(options: &RetryOptions) -> Result<String, StoreError> {
-    serde_json::to_string(options).map_err(|e| StoreError::Backend(format!("options: {e}")))
+/// The key of the attempt timeout in the options column, beside the retry options.
+const ATTEMPT_TIMEOUT_KEY: &str = "attempt_timeout_ms";
+
+/// The options column: JSON text, as stored and as shown — the retry options, and the
+/// attempt timeout (in milliseconds) when the work has one. A row written before attempt
+/// timeouts existed reads as having none.
+pub(crate) fn options_json(
+    options: &RetryOptions,
+    attempt_timeout: Option<Duration>,
+) -> Result<String, StoreError> {
+    let failed = |e: serde_json::Error| StoreError::Backend(format!("options: {e}"));
+    let Some(timeout) = attempt_timeout else {
+        return serde_json::to_string(options).map_err(failed);
+    };
+    let mut value = serde_json::to_value(options).map_err(failed)?;
+    if let serde_json::Value::Object(map) = &mut value {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        map.insert(ATTEMPT_TIMEOUT_KEY.to_owned(), ms.into());
+    }
+    serde_json::to_string(&value).map_err(failed)
 }
 
 /// A timing's columns: `cron`, `zone`, `interval_ms`, `misfire`.
@@ -87,8 +106,21 @@ pub(crate) fn timing_columns(timing: &Timing) -> Result<TimingColumns<'_>, Store
     })
 }
 
-fn options(text: &str) -> Result<RetryOptions, String> {
-    serde_json::from_str(text).map_err(|e| format!("options: {e}"))
+/// The options column read back: the retry options and the attempt timeout.
+fn options(text: &str) -> Result<(RetryOptions, Option<Duration>), String> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("options: {e}"))?;
+    let timeout = match &mut value {
+        serde_json::Value::Object(map) => match map.remove(ATTEMPT_TIMEOUT_KEY) {
+            None => None,
+            Some(ms) => Some(Duration::from_millis(ms.as_u64().ok_or_else(|| {
+                format!("options: {ATTEMPT_TIMEOUT_KEY} {ms} is not a whole number of milliseconds")
+            })?)),
+        },
+        _ => None,
+    };
+    let options = serde_json::from_value(value).map_err(|e| format!("options: {e}"))?;
+    Ok((options, timeout))
 }
 
 fn u32_of(value: i64, column: &str) -> Result<u32, String> {
@@ -135,14 +167,16 @@ pub(crate) fn work_from(id: i64, row: &impl Columns) -> Read<WorkRecord> {
     let time = |index| row.int(index).and_then(timestamp);
     let record = (|| {
         let kind = row.text(7)?;
+        let (options, attempt_timeout) = options(&row.text(5)?)?;
         Ok(WorkRecord {
             id: WorkId(id),
             owner: row.text(1)?,
             key: row.opt_text(2)?,
             handler: row.text(3)?,
             payload: row.text(4)?,
-            options: options(&row.text(5)?)?,
+            options,
             retry_if: row.opt_text(6)?,
+            attempt_timeout,
             timing: timing(
                 &kind,
                 row.opt_text(8)?,
@@ -169,14 +203,16 @@ pub(crate) fn work_from(id: i64, row: &impl Columns) -> Read<WorkRecord> {
 pub(crate) fn dead_from(id: i64, row: &impl Columns) -> Read<DeadLetter> {
     let time = |index| row.int(index).and_then(timestamp);
     let dead = (|| {
+        let (options, attempt_timeout) = options(&row.text(5)?)?;
         Ok(DeadLetter {
             id: DeadLetterId(id),
             work_id: WorkId(row.int(1)?),
             owner: row.text(2)?,
             handler: row.text(3)?,
             payload: row.text(4)?,
-            options: options(&row.text(5)?)?,
+            options,
             retry_if: row.opt_text(6)?,
+            attempt_timeout,
             kind: row.text(7)?,
             reason: row.text(8)?.parse()?,
             attempts: u32_of(row.int(9)?, "attempts")?,

@@ -27,6 +27,17 @@ pub trait Store: Send + Sync + 'static {
     /// inspection but does not hold it.
     fn insert(&self, work: NewWork) -> impl Future<Output = Result<Inserted, StoreError>> + Send;
 
+    /// Writes many pieces of work in one transaction, in order, each as
+    /// [`insert`](Self::insert) would (a key already used returns its holder, an earlier item
+    /// of the batch included). All or nothing: if an item's key is held by work of another
+    /// handler or payload, nothing is written and the answer is [`Batch::Conflict`]; if the
+    /// write fails, nothing is written either. No default implementation: one insert after
+    /// another could leave half a batch.
+    fn insert_many(
+        &self,
+        batch: Vec<NewWork>,
+    ) -> impl Future<Output = Result<Batch, StoreError>> + Send;
+
     /// One piece of work by id.
     fn get(
         &self,
@@ -259,6 +270,26 @@ pub enum Inserted {
     New(WorkRecord),
     /// The owner already has work with that key: nothing was written.
     Existing(WorkRecord),
+}
+
+/// What [`Store::insert_many`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Batch {
+    /// Every item, in order: written, or the existing holder of its key.
+    Written(Vec<Inserted>),
+    /// Item `index` uses a key held by other work (`existing`): nothing was written.
+    Conflict {
+        /// The item's position in the batch, from 0.
+        index: usize,
+        /// The work that holds the key.
+        existing: Box<WorkRecord>,
+    },
+}
+
+/// Whether `existing`, found under the key of work for `handler` with `payload`, is other
+/// work: another handler or payload.
+pub(crate) fn other_work(existing: &WorkRecord, handler: &str, payload: &str) -> bool {
+    existing.handler != handler || existing.payload != payload
 }
 
 /// How [`Store::finish`] ends an attempt.

@@ -20,6 +20,7 @@ fn work() -> NewWork {
         payload: "1".to_owned(),
         options: RetryOptions::BUILTIN,
         retry_if: None,
+        attempt_timeout: None,
         timing: Timing::Queued,
         due_at: Timestamp::from_millis(0),
         created_at: Timestamp::from_millis(0),

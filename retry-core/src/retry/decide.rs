@@ -16,6 +16,7 @@ use super::limits::{Exit, Limits, Memory, StopReason};
 use super::protect::{Ending, Protection, Refusal};
 use super::value::JudgeOk;
 use super::{OnRetry, Progress, RetryAfter, ShouldRetry, Timer};
+use crate::decision::{self, GiveUp};
 use crate::policy::Plan;
 use crate::schedule::Follow;
 use crate::time::Clock;
@@ -181,32 +182,31 @@ where
 {
     guard.failed(Some(&error), plan.clock());
     let attempt = progress.attempt;
-    if attempt >= checks.max_attempts {
-        tracing::info!(target: TARGET, attempts = attempt, ?error, "retry gave up: attempts exhausted");
-        return Next::Stop(Exit::Failed(error));
-    }
-    if !when.should_retry(&error, attempt + 1) {
-        // The caller's predicate decided: worth a debug line, not a log entry per call.
-        tracing::debug!(target: TARGET, attempts = attempt, ?error, "retry gave up: error not retryable");
-        return Next::Stop(Exit::Failed(error));
-    }
-    let hinted = hint.retry_after(&error);
-    let delay = match hinted {
-        Some(asked) if asked > checks.max_retry_after => {
-            tracing::info!(
-                target: TARGET,
-                attempts = attempt,
-                retry_after = ?asked,
-                ?error,
-                "retry gave up: retry-after hint above the policy's ceiling"
-            );
+    // The decision every retrier shares (`RetryPolicy::next`), its inputs read only when a
+    // rule needs them: the predicate is not asked after the last attempt, and a failure with
+    // a hint draws no wait.
+    let mut hinted = false;
+    let decided = decision::decide(
+        checks.max_attempts,
+        checks.max_retry_after,
+        attempt,
+        || when.should_retry(&error, attempt + 1),
+        || {
+            let asked = hint.retry_after(&error);
+            hinted = asked.is_some();
+            asked
+        },
+        || scheduled_delay(checks, backoff, Some(&error), progress),
+    );
+    let delay = match decided {
+        decision::Next::Retry(delay) => delay,
+        decision::Next::GiveUp(why) => {
+            trace_give_up(attempt, why, &error);
             return Next::Stop(Exit::Failed(error));
         }
-        Some(asked) => asked,
-        None => scheduled_delay(checks, backoff, Some(&error), progress),
     };
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
-        if delay >= left && hinted.is_some() {
+        if delay >= left && hinted {
             // D5: a server's hint that outlasts the budget ends the loop with its error.
             tracing::info!(target: TARGET, attempts = attempt, retry_after = ?delay, ?error, "retry gave up: retry-after hint beyond the deadline");
             return Next::Stop(Exit::Failed(error));
@@ -237,6 +237,29 @@ where
     progress.waited::<E>(delay);
     progress.memory.remember(error);
     Next::Wait(delay)
+}
+
+/// The event of a failure that ends the loop by the shared decision. The caller's predicate
+/// deciding is worth a debug line, not a log entry per call; the other reasons are
+/// information.
+#[cold]
+#[inline(never)]
+fn trace_give_up<E: fmt::Debug>(attempts: u32, why: GiveUp, error: &E) {
+    match why {
+        GiveUp::NotRetryable => {
+            tracing::debug!(target: TARGET, attempts, ?error, "retry gave up: error not retryable");
+        }
+        GiveUp::HintAboveCeiling { hint, .. } => tracing::info!(
+            target: TARGET,
+            attempts,
+            retry_after = ?hint,
+            ?error,
+            "retry gave up: retry-after hint above the policy's ceiling"
+        ),
+        GiveUp::AttemptsExhausted => {
+            tracing::info!(target: TARGET, attempts, ?error, "retry gave up: attempts exhausted");
+        }
+    }
 }
 
 /// The event of a retry after a failure: out of line and given values, so that a loop whose

@@ -30,8 +30,8 @@ pub struct JobContext {
     /// (folded into this run by the fire-once policy): 0 for a run on time, under the other
     /// policies, for retries, one-shots and queue items. Counted up to 100,000.
     pub missed_ticks: u64,
-    /// Fires when the work is cancelled or its lease is lost: stop, the result will not be
-    /// recorded.
+    /// Fires when the work is cancelled or its lease is lost — stop, the result will not be
+    /// recorded — or when the attempt's timeout passes: stop, the attempt has failed.
     pub cancel: CancelToken,
 }
 

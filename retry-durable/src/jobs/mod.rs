@@ -25,13 +25,13 @@ use tokio::sync::Notify;
 
 pub use events::{Event, What};
 pub use handler::{HandlerResult, JobContext};
-pub use schedule::{ScheduleError, When, WorkOptions};
+pub use schedule::{MAX_ATTEMPT_TIMEOUT, ScheduleError, When, WorkOptions};
 pub use worker::RUN_UNTIL_IDLE_LIMIT;
 
 use crate::record::{
     DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
 };
-use crate::store::{Inserted, Store, StoreError, WorkFilter};
+use crate::store::{Batch, Inserted, Store, StoreError, WorkFilter, other_work};
 use crate::timing::Timing;
 use events::Subscriber;
 use handler::{Predicate, Registry};
@@ -513,8 +513,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
         let (timing, due_at) = schedule::timing_of(when, options.misfire, now)?;
-        self.submit(handler, payload, timing, due_at, options, now)
-            .await
+        let work = self.prepare(handler, payload, timing, due_at, options, now)?;
+        self.submit(work).await
     }
 
     /// Schedules `handler` every `interval` (`> 0`, at most 30 days), the first run one
@@ -532,8 +532,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
         let (timing, due_at) = schedule::every_of(interval, options.misfire, now)?;
-        self.submit(handler, payload, timing, due_at, options, now)
-            .await
+        let work = self.prepare(handler, payload, timing, due_at, options, now)?;
+        self.submit(work).await
     }
 
     /// Queues `handler` to run with `payload` as soon as a worker is free.
@@ -555,11 +555,93 @@ impl<S: Store, C: Clock> Jobs<S, C> {
     ) -> Result<WorkRecord, ScheduleError> {
         let now = self.now();
         let payload = schedule::payload_json(handler, payload)?;
-        self.submit(handler, payload, Timing::Queued, now, options, now)
-            .await
+        let work = self.prepare(handler, payload, Timing::Queued, now, options, now)?;
+        self.submit(work).await
     }
 
-    async fn submit(
+    /// Queues many items for `handler` in one all-or-nothing write: every item is checked
+    /// before anything is written, and the records come back in the order given. An item
+    /// with a key already used by the same work returns that work's record, as
+    /// [`enqueue`](Self::enqueue) does.
+    ///
+    /// # Errors
+    /// [`ScheduleError::Item`] naming the first bad item's position (from 0) and what is
+    /// wrong with it, or a store error; either way nothing is written.
+    pub async fn enqueue_many<P: Serialize>(
+        &self,
+        handler: &str,
+        items: impl IntoIterator<Item = (P, WorkOptions)>,
+    ) -> Result<Vec<WorkRecord>, ScheduleError> {
+        let now = self.now();
+        let mut batch = Vec::new();
+        for (index, (payload, options)) in items.into_iter().enumerate() {
+            let work = schedule::payload_json(handler, &payload).and_then(|payload| {
+                self.prepare(handler, payload, Timing::Queued, now, options, now)
+            });
+            batch.push(work.map_err(|error| ScheduleError::item(index, error))?);
+        }
+        self.submit_many(batch).await
+    }
+
+    /// Schedules many one-shot or cron items for `handler` in one all-or-nothing write, as
+    /// [`enqueue_many`](Self::enqueue_many) queues them: every item checked first, records
+    /// in the order given.
+    ///
+    /// # Errors
+    /// [`ScheduleError::Item`] naming the first bad item, or a store error; nothing is
+    /// written.
+    pub async fn schedule_many<P: Serialize>(
+        &self,
+        handler: &str,
+        items: impl IntoIterator<Item = (When, P, WorkOptions)>,
+    ) -> Result<Vec<WorkRecord>, ScheduleError> {
+        let now = self.now();
+        let mut batch = Vec::new();
+        for (index, (when, payload, options)) in items.into_iter().enumerate() {
+            let work = schedule::payload_json(handler, &payload).and_then(|payload| {
+                let (timing, due_at) = schedule::timing_of(when, options.misfire, now)?;
+                self.prepare(handler, payload, timing, due_at, options, now)
+            });
+            batch.push(work.map_err(|error| ScheduleError::item(index, error))?);
+        }
+        self.submit_many(batch).await
+    }
+
+    /// Writes a checked batch; a key held by other work refuses the whole batch.
+    async fn submit_many(&self, batch: Vec<NewWork>) -> Result<Vec<WorkRecord>, ScheduleError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self.inner.store.insert_many(batch).await? {
+            Batch::Written(written) => {
+                let mut records = Vec::with_capacity(written.len());
+                let mut new = false;
+                for inserted in written {
+                    records.push(match inserted {
+                        Inserted::New(record) => {
+                            new = true;
+                            record
+                        }
+                        Inserted::Existing(record) => record,
+                    });
+                }
+                if new {
+                    self.inner.wake.notify_one();
+                }
+                Ok(records)
+            }
+            Batch::Conflict { index, existing } => Err(ScheduleError::item(
+                index,
+                ScheduleError::KeyConflict {
+                    key: existing.key.unwrap_or_default(),
+                    handler: existing.handler,
+                },
+            )),
+        }
+    }
+
+    /// Every check of scheduling one item, and the row it would write.
+    fn prepare(
         &self,
         handler: &str,
         payload: String,
@@ -567,7 +649,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         due_at: Timestamp,
         options: WorkOptions,
         now: Timestamp,
-    ) -> Result<WorkRecord, ScheduleError> {
+    ) -> Result<NewWork, ScheduleError> {
         let registry = &self.inner.registry;
         let Some(erased) = registry.handlers.get(handler) else {
             return Err(ScheduleError::UnknownHandler {
@@ -589,7 +671,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
                 });
             }
         }
-        let work = schedule::new_work(Request {
+        schedule::new_work(Request {
             owner: &self.inner.owner,
             handler,
             payload,
@@ -598,7 +680,11 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             options,
             defaults: self.inner.defaults,
             now,
-        })?;
+        })
+    }
+
+    /// Writes one checked item; a key held by other work is refused.
+    async fn submit(&self, work: NewWork) -> Result<WorkRecord, ScheduleError> {
         let (handler, payload) = (work.handler.clone(), work.payload.clone());
         match self.inner.store.insert(work).await? {
             Inserted::New(record) => {
@@ -606,7 +692,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
                 Ok(record)
             }
             Inserted::Existing(existing) => {
-                if existing.handler == handler && existing.payload == payload {
+                if !other_work(&existing, &handler, &payload) {
                     Ok(existing)
                 } else {
                     Err(ScheduleError::KeyConflict {
@@ -727,6 +813,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             payload: dead.payload,
             options: dead.options,
             retry_if: dead.retry_if,
+            attempt_timeout: dead.attempt_timeout,
             timing: Timing::Once,
             due_at: now,
             created_at: now,

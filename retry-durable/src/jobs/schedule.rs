@@ -79,6 +79,12 @@ pub struct WorkOptions {
     pub retry_if: Option<String>,
     /// What a repeating schedule does about missed ticks.
     pub misfire: Misfire,
+    /// How long one attempt may run (`> 0`, at most 30 days; none by default). An attempt
+    /// still running then is signalled through [`JobContext::cancel`](crate::JobContext) and
+    /// counts as a failed attempt with a timeout error, retried like any other failure; a
+    /// handler that ignores the signal loses its lease a grace period later, and the work is
+    /// claimed again.
+    pub attempt_timeout: Option<Duration>,
 }
 
 impl WorkOptions {
@@ -110,7 +116,17 @@ impl WorkOptions {
         self.misfire = misfire;
         self
     }
+
+    /// Bounds each attempt to `timeout` (`> 0`, at most 30 days): an attempt still running
+    /// then is cancelled and counts as a failed attempt.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
 }
+
+/// The longest attempt timeout: 30 days, as the longest interval.
+pub const MAX_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30 * 86_400);
 
 /// Why scheduling refused: nothing was written. `Display` is the message.
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +170,9 @@ pub enum ScheduleError {
         /// The registered names.
         registered: String,
     },
+    /// The attempt timeout is zero, or longer than [`MAX_ATTEMPT_TIMEOUT`].
+    #[error("attempt_timeout must be {0}")]
+    AttemptTimeout(&'static str),
     /// The key is empty or longer than 512 bytes.
     #[error("key must be 1 to 512 bytes long")]
     BadKey,
@@ -171,6 +190,24 @@ pub enum ScheduleError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// An item of a batch was refused (nothing of the batch was written).
+    #[error("item {index}: {error}")]
+    Item {
+        /// The item's position in the batch, from 0.
+        index: usize,
+        /// What is wrong with it.
+        error: Box<ScheduleError>,
+    },
+}
+
+impl ScheduleError {
+    /// `error`, as the refusal of item `index` of a batch.
+    pub(crate) fn item(index: usize, error: ScheduleError) -> Self {
+        ScheduleError::Item {
+            index,
+            error: Box::new(error),
+        }
+    }
 }
 
 /// The longest key, in bytes.
@@ -266,6 +303,10 @@ pub(crate) fn new_work(request: Request<'_>) -> Result<NewWork, ScheduleError> {
         .or(request.defaults)
         .or(RetryOptions::BUILTIN);
     merged.resolve()?;
+    let attempt_timeout = request.options.attempt_timeout;
+    if let Some(timeout) = attempt_timeout {
+        check_attempt_timeout(timeout)?;
+    }
     if let Some(key) = &request.options.key {
         if key.is_empty() || key.len() > MAX_KEY_LEN {
             return Err(ScheduleError::BadKey);
@@ -287,10 +328,26 @@ pub(crate) fn new_work(request: Request<'_>) -> Result<NewWork, ScheduleError> {
         payload: request.payload,
         options: merged,
         retry_if: request.options.retry_if,
+        attempt_timeout,
         timing: request.timing,
         due_at: request.due_at,
         created_at: request.now,
     })
+}
+
+/// An attempt timeout is whole milliseconds (as stored), above zero and at most
+/// [`MAX_ATTEMPT_TIMEOUT`].
+pub(crate) fn check_attempt_timeout(timeout: Duration) -> Result<(), ScheduleError> {
+    if timeout < Duration::from_millis(1) {
+        return Err(ScheduleError::AttemptTimeout(">= 1 ms"));
+    }
+    if timeout > MAX_ATTEMPT_TIMEOUT {
+        return Err(ScheduleError::AttemptTimeout("<= 30 days"));
+    }
+    if timeout.subsec_nanos() % 1_000_000 != 0 {
+        return Err(ScheduleError::AttemptTimeout("whole milliseconds"));
+    }
+    Ok(())
 }
 
 /// The key of a repeating schedule without one: the same handler, timing and payload are the

@@ -18,7 +18,10 @@ use std::task::Poll;
 use std::time::Duration;
 
 use retry_core::effects::Timestamp;
-use retry_core::{Backoff, CancelToken, Clock, TaskFailure, classify};
+use retry_core::{
+    Backoff, CancelToken, Clock, FailedAttempt, GiveUp, Next, RetryOptions, TaskError, TaskFailure,
+    classify,
+};
 use tokio::task::{JoinError, JoinSet};
 
 use super::handler::JobContext;
@@ -463,7 +466,7 @@ where
         },
     );
     tracing::debug!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, "attempt started");
-    let outcome = run_leased(&inner, &record, future, &cancel).await;
+    let leased = run_leased(&inner, &record, future, &cancel).await;
     // Gone from the set: `Jobs::cancel` in this process cancelled it in the store (so no
     // write of this attempt could land) and announced it; whatever the handler returned as
     // it stopped is not recorded and not announced again.
@@ -471,9 +474,23 @@ where
         return Ok(None);
     }
 
-    let Some(outcome) = outcome else {
-        claim_lost(&inner, &record).await?;
-        return Ok(None);
+    let outcome = match leased {
+        Leased::Ended(outcome) => outcome,
+        Leased::Lost => {
+            claim_lost(&inner, &record).await?;
+            return Ok(None);
+        }
+        Leased::Abandoned(limit) => {
+            tracing::error!(
+                target: TARGET,
+                id = record.id.0,
+                handler = %record.handler,
+                attempt = record.attempt,
+                timeout = ?limit,
+                "attempt ignored the cancellation of its timeout; its lease is no longer extended and the work will be claimed again when it ends"
+            );
+            return Ok(None);
+        }
     };
     let counts = |f: &TaskFailure| predicate.as_ref().map_or_else(|| classify(f), |p| p(f));
     protect::settle(permit, &outcome, counts, inner.clock.now());
@@ -495,32 +512,37 @@ where
             }
         }
         Err(failure) => {
-            let error = failure.to_string();
             let retryable = !matches!(failure, TaskFailure::Cancelled)
                 && predicate
                     .as_ref()
                     .map_or_else(|| classify(&failure), |p| p(&failure));
-            if !retryable {
-                return dead_letter(record, DeadReason::NotRetryable, attempt, error, now)
-                    .map(Some);
+            let error = failure.to_string();
+            match decide(&inner, &record, &failure, retryable) {
+                Next::Retry(delay) => {
+                    let then = Then::Wait {
+                        due_at: now + delay,
+                        fire_at: record.fire_at,
+                        attempt,
+                        last_error: Some(error.clone()),
+                        last_delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    };
+                    let retrying = What::Retrying {
+                        attempt,
+                        delay,
+                        error,
+                    };
+                    Ok(Some(ended(record, then, None, now, vec![retrying])))
+                }
+                Next::GiveUp(why) => {
+                    let reason = match why {
+                        GiveUp::NotRetryable => DeadReason::NotRetryable,
+                        GiveUp::HintAboveCeiling { .. } => DeadReason::HintAboveCeiling,
+                        // `GiveUp` may grow; every other end is the end of the attempts.
+                        _ => DeadReason::Exhausted,
+                    };
+                    dead_letter(record, reason, attempt, error, now).map(Some)
+                }
             }
-            if attempt >= max_attempts {
-                return dead_letter(record, DeadReason::Exhausted, attempt, error, now).map(Some);
-            }
-            let delay = backoff(&inner, &record, &failure);
-            let then = Then::Wait {
-                due_at: now + delay,
-                fire_at: record.fire_at,
-                attempt,
-                last_error: Some(error.clone()),
-                last_delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            };
-            let retrying = What::Retrying {
-                attempt,
-                delay,
-                error,
-            };
-            Ok(Some(ended(record, then, None, now, vec![retrying])))
         }
     }
 }
@@ -528,17 +550,31 @@ where
 /// The handler's future, with a panic turned into a failed attempt.
 type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), TaskFailure>> + Send>>;
 
-/// Runs the handler and extends the lease every third of it. `None` when the claim was lost
-/// or the work cancelled: the handler is signalled and dropped, and nothing is recorded.
+/// How an attempt's run under its lease ended.
+enum Leased {
+    /// The handler returned (a timed-out attempt's outcome is its timeout failure).
+    Ended(Result<(), TaskFailure>),
+    /// The claim was lost or the work cancelled: the handler was signalled and dropped,
+    /// nothing is recorded.
+    Lost,
+    /// The handler ignored its timeout's cancellation past the grace: it was dropped and its
+    /// lease is no longer extended, so the work is claimed again once the lease ends.
+    Abandoned(Duration),
+}
+
+/// Runs the handler and extends the lease every third of it, until the handler returns,
+/// the claim is lost, or — with an attempt timeout — the timeout plus a grace (a third of
+/// the lease) has passed. At the timeout the handler is signalled through its context; if
+/// it returns within the grace, the attempt failed with a timeout error.
 ///
 /// The handler runs inside the attempt's task, its panics caught there (a panic is a failed
-/// attempt, not a dead worker); one that is done at its first poll starts no lease timer.
+/// attempt, not a dead worker); one that is done at its first poll starts no timer.
 async fn run_leased<S, C>(
     inner: &Inner<S, C>,
     record: &WorkRecord,
     future: HandlerFuture,
     cancel: &CancelToken,
-) -> Option<Result<(), TaskFailure>>
+) -> Leased
 where
     S: Store,
     C: Clock,
@@ -546,21 +582,41 @@ where
     let mut handler = catching(future);
     let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut handler).poll(cx))).await;
     if let Poll::Ready(outcome) = first {
-        return Some(outcome);
+        return Leased::Ended(outcome);
     }
     let lease = inner.settings.lease;
     let every = (lease / 3).max(Duration::from_millis(1));
+    let limit = record.attempt_timeout;
+    // The attempt's timer: its timeout, then the grace after it.
+    let mut timer = std::pin::pin!(after(&inner.clock, limit));
+    let mut timed_out = false;
+    let mut extension = std::pin::pin!(inner.clock.sleep(every));
     loop {
         tokio::select! {
-            outcome = &mut handler => return Some(outcome),
-            () = cancel.cancelled() => return None,
-            () = inner.clock.sleep(every) => {
+            outcome = &mut handler => {
+                return Leased::Ended(match (timed_out, limit) {
+                    (true, Some(limit)) => Err(timed_out_failure(limit)),
+                    _ => outcome,
+                });
+            }
+            () = cancel.cancelled(), if !timed_out => return Leased::Lost,
+            () = &mut timer => {
+                let Some(limit) = limit else { continue };
+                if timed_out {
+                    return Leased::Abandoned(limit);
+                }
+                timed_out = true;
+                cancel.cancel();
+                timer.set(after(&inner.clock, Some(every)));
+            }
+            () = &mut extension => {
+                extension.set(inner.clock.sleep(every));
                 let now = inner.now();
                 match inner.store.extend_lease(record.id, record.revision, now + lease, now).await {
                     Ok(true) => {}
                     Ok(false) => {
                         cancel.cancel();
-                        return None;
+                        return Leased::Lost;
                     }
                     Err(error) => {
                         // Keep running: the next extension may succeed, and if the lease
@@ -571,6 +627,23 @@ where
             }
         }
     }
+}
+
+/// Sleeps `limit` on `clock`; never ends without one.
+async fn after<C: Clock>(clock: &C, limit: Option<Duration>) {
+    match limit {
+        Some(limit) => clock.sleep(limit).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The failure of an attempt cut off by its timeout: retryable, so the row's rules (its
+/// attempts, its backoff, its named predicate if it has one) decide what follows.
+fn timed_out_failure(limit: Duration) -> TaskFailure {
+    TaskError::new(format!("attempt timed out after {limit:?}"))
+        .with_kind("timeout")
+        .with_retryable(true)
+        .into()
 }
 
 /// `future`, with a panic while it is polled made into a failed attempt. A future that
@@ -608,32 +681,49 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "a non-text panic payload".to_owned())
 }
 
-/// The delay before the next attempt, in whole milliseconds (rounded up: the row keeps
-/// milliseconds, and a wait that was drawn is never cut short): the failure's retry-after hint
-/// if it has one, otherwise the stored options' backoff (full jitter by default).
-fn backoff<S, C>(inner: &Inner<S, C>, record: &WorkRecord, failure: &TaskFailure) -> Duration {
-    let delay = drawn_delay(inner, record, failure);
+/// What follows a failed attempt, decided as the in-process loop decides
+/// ([`retry_core::RetryPolicy::next`]: the row's attempts, the verdict on the error, its retry-after hint
+/// against the policy's ceiling, the drawn wait), with the wait in whole milliseconds,
+/// rounded up: the row keeps milliseconds, and a wait that was drawn is never cut short.
+fn decide<S, C>(
+    inner: &Inner<S, C>,
+    record: &WorkRecord,
+    failure: &TaskFailure,
+    retryable: bool,
+) -> Next {
+    let policy = match record.options.resolve() {
+        Ok(policy) => policy,
+        // Unreachable for a validated row: its stored attempts and the built-in rest.
+        Err(_) => RetryOptions::new()
+            .with_max_attempts(record.options.max_attempts.unwrap_or(1))
+            .resolve()
+            .unwrap_or_default(),
+    };
+    let previous = Duration::from_millis(record.last_delay_ms);
+    let drawn = policy
+        .backoff()
+        .delay(record.attempt, previous, &mut lock(&inner.rng));
+    let hint = match failure {
+        TaskFailure::Task(error) => error.retry_after(),
+        _ => None,
+    };
+    let failed = FailedAttempt::new(record.attempt, drawn)
+        .retryable(retryable)
+        .retry_after(hint);
+    match policy.next(&failed) {
+        Next::Retry(delay) => Next::Retry(whole_millis(delay)),
+        give_up => give_up,
+    }
+}
+
+/// `delay` rounded up to whole milliseconds.
+fn whole_millis(delay: Duration) -> Duration {
     let whole = Duration::from_millis(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
     if whole < delay {
         whole.saturating_add(Duration::from_millis(1))
     } else {
         whole
     }
-}
-
-fn drawn_delay<S, C>(inner: &Inner<S, C>, record: &WorkRecord, failure: &TaskFailure) -> Duration {
-    if let TaskFailure::Task(error) = failure {
-        if let Some(hint) = error.retry_after() {
-            return hint;
-        }
-    }
-    let Ok(policy) = record.options.resolve() else {
-        // Unreachable for a validated row; the base delay is still a sane wait.
-        return Duration::from_millis(record.options.base_delay_ms.unwrap_or(100));
-    };
-    let mut schedule = policy.backoff();
-    let previous = Duration::from_millis(record.last_delay_ms);
-    schedule.delay(record.attempt, previous, &mut lock(&inner.rng))
 }
 
 fn ended(
@@ -712,7 +802,10 @@ fn dead_letter(
         last_error: Some(error),
         failed_at: now,
     };
-    let can_run_again = matches!(reason, DeadReason::Exhausted | DeadReason::NotRetryable);
+    let can_run_again = matches!(
+        reason,
+        DeadReason::Exhausted | DeadReason::NotRetryable | DeadReason::HintAboveCeiling
+    );
     if record.timing.repeats() && can_run_again {
         rearm(record, now, Some(dead), vec![failed])
     } else {

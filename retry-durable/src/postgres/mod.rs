@@ -21,7 +21,8 @@ use tokio_postgres::{NoTls, Row};
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then, WorkFilter,
+    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
+    WorkFilter, other_work,
 };
 use session::{Failed, release};
 
@@ -256,7 +257,7 @@ async fn insert_work(
     work: &NewWork,
 ) -> Result<Option<WorkId>, Failed> {
     let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
-    let options = sql::options_json(&work.options)?;
+    let options = sql::options_json(&work.options, work.attempt_timeout)?;
     let sql = if work.key.is_some() {
         &INSERT_KEYED_RETURNING_ID
     } else {
@@ -417,7 +418,7 @@ async fn page<T>(
 }
 
 /// [`Store::insert`]: the row, or the one already under its key.
-async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
+async fn insert(client: &impl GenericClient, work: NewWork) -> Result<Inserted, Failed> {
     // Each round either writes, finds the holder of the key, or frees a key whose retention
     // ended; a round that loses a race to another writer looks again.
     for _ in 0..3 {
@@ -453,6 +454,28 @@ async fn insert(client: &Object, work: NewWork) -> Result<Inserted, Failed> {
         }
     }
     Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into())
+}
+
+/// [`Store::insert_many`]: one transaction, rolled back by a conflict.
+async fn insert_many(client: &mut Object, batch: Vec<NewWork>) -> Result<Batch, Failed> {
+    let tx = client.transaction().await?;
+    let mut written = Vec::with_capacity(batch.len());
+    for (index, work) in batch.into_iter().enumerate() {
+        let (handler, payload) = (work.handler.clone(), work.payload.clone());
+        let inserted = insert(&tx, work).await?;
+        if let Inserted::Existing(existing) = &inserted {
+            if other_work(existing, &handler, &payload) {
+                // Dropping the transaction rolls every earlier item back.
+                return Ok(Batch::Conflict {
+                    index,
+                    existing: Box::new(existing.clone()),
+                });
+            }
+        }
+        written.push(inserted);
+    }
+    tx.commit().await?;
+    Ok(Batch::Written(written))
 }
 
 /// [`Store::claim`].
@@ -705,6 +728,13 @@ impl Store for PostgresStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         let client = self.client().await?;
         let inserted = insert(&client, work).await;
+        release(client, &inserted);
+        Ok(inserted?)
+    }
+
+    async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
+        let mut client = self.client().await?;
+        let inserted = insert_many(&mut client, batch).await;
         release(client, &inserted);
         Ok(inserted?)
     }

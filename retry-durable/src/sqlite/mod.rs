@@ -21,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
 use crate::sql::{self, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
-use crate::store::{Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter};
+use crate::store::{Batch, Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter, other_work};
 use rows::{dead_from_row, work_from_row};
 
 /// How hard a commit tries to survive a crash. The default, [`Durability::Full`], keeps
@@ -175,9 +175,39 @@ pub(crate) fn failed(error: rusqlite::Error) -> StoreError {
     }
 }
 
+/// [`Store::insert`] on `conn` (a transaction's too): the new row, or the key's holder.
+fn insert_or_existing(conn: &Connection, work: &NewWork) -> Result<Inserted, StoreError> {
+    if let Some(record) = insert_work(conn, work)? {
+        return Ok(Inserted::New(record));
+    }
+    let existing = conn
+        .prepare_cached(&format!(
+            "SELECT {WORK_COLUMNS} FROM work
+             WHERE owner = ?1 AND key = ?2 AND state <> 'cancelled'"
+        ))
+        .map_err(failed)?
+        .query_row(params![work.owner, work.key], work_from_row)
+        .map_err(failed)?;
+    let existing = sql::checked_work(existing)?;
+    if !(existing.state.finished() && existing.due_at <= work.created_at) {
+        return Ok(Inserted::Existing(existing));
+    }
+    // The key's retention is over: the kept row goes (fenced on its revision), the new work
+    // takes the key. Inside a batch this is part of the batch's transaction; alone, a crash
+    // between the two statements loses only a row whose retention had ended.
+    conn.prepare_cached("DELETE FROM work WHERE id = ?1 AND revision = ?2")
+        .map_err(failed)?
+        .execute(params![existing.id.0, i64_of(existing.revision.get())?])
+        .map_err(failed)?;
+    match insert_work(conn, work)? {
+        Some(record) => Ok(Inserted::New(record)),
+        None => Err(StoreError::Busy(format!("key {:?} is contended", work.key))),
+    }
+}
+
 fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, StoreError> {
     let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
-    let options = sql::options_json(&work.options)?;
+    let options = sql::options_json(&work.options, work.attempt_timeout)?;
     let mut statement = conn
         .prepare_cached(&format!(
             "INSERT INTO work (owner, key, handler, payload, options, retry_if, kind, cron, zone,
@@ -230,33 +260,32 @@ fn get_work(conn: &Connection, id: WorkId) -> Result<Option<WorkRecord>, StoreEr
 
 impl Store for SqliteStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
+        self.with(move |conn| insert_or_existing(conn, &work)).await
+    }
+
+    async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
         self.with(move |conn| {
-            if let Some(record) = insert_work(conn, &work)? {
-                return Ok(Inserted::New(record));
-            }
-            let existing = conn
-                .prepare_cached(&format!(
-                    "SELECT {WORK_COLUMNS} FROM work
-                     WHERE owner = ?1 AND key = ?2 AND state <> 'cancelled'"
-                ))
-                .map_err(failed)?
-                .query_row(params![work.owner, work.key], work_from_row)
-                .map_err(failed)?;
-            let existing = sql::checked_work(existing)?;
-            if !(existing.state.finished() && existing.due_at <= work.created_at) {
-                return Ok(Inserted::Existing(existing));
-            }
-            // The key's retention is over: the kept row goes, the new work takes the key.
             let tx = conn.transaction().map_err(failed)?;
-            tx.prepare_cached("DELETE FROM work WHERE id = ?1 AND revision = ?2")
-                .map_err(failed)?
-                .execute(params![existing.id.0, i64_of(existing.revision.get())?])
-                .map_err(failed)?;
-            let Some(record) = insert_work(&tx, &work)? else {
-                return Err(StoreError::Busy(format!("key {:?} is contended", work.key)));
-            };
+            let mut written = Vec::with_capacity(batch.len());
+            for (index, work) in batch.iter().enumerate() {
+                let existing = match insert_or_existing(&tx, work)? {
+                    Inserted::Existing(existing) => existing,
+                    new => {
+                        written.push(new);
+                        continue;
+                    }
+                };
+                if other_work(&existing, &work.handler, &work.payload) {
+                    // Dropping the transaction rolls every earlier item back.
+                    return Ok(Batch::Conflict {
+                        index,
+                        existing: Box::new(existing),
+                    });
+                }
+                written.push(Inserted::Existing(existing));
+            }
             tx.commit().map_err(failed)?;
-            Ok(Inserted::New(record))
+            Ok(Batch::Written(written))
         })
         .await
     }

@@ -28,6 +28,7 @@ pub fn work(owner: &str, handler: &str, due_ms: u64) -> NewWork {
         payload: r#"{"n":1}"#.to_owned(),
         options: RetryOptions::BUILTIN.with_max_attempts(4),
         retry_if: None,
+        attempt_timeout: None,
         timing: Timing::Queued,
         due_at: at(due_ms),
         created_at: T0,

@@ -1138,6 +1138,10 @@ impl<S: Store> Store for FailingFinish<S> {
         self.0.insert(work).await
     }
 
+    async fn insert_many(&self, batch: Vec<NewWork>) -> Result<retry_durable::Batch, StoreError> {
+        self.0.insert_many(batch).await
+    }
+
     async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
         self.0.get(id).await
     }
@@ -1822,6 +1826,422 @@ pub async fn s14_list_where_filters_in_the_store_and_pages<S: Store>(store: S) {
     );
 }
 
+/// Issue 26, item 4 (D5): durable work decides a retry with the loop's own function, so a
+/// hint beyond the policy's ceiling ends the run at once (as the in-process loop ends), and
+/// a hint within it is the wait, exactly.
+pub async fn d5_a_hint_beyond_the_ceiling_ends_the_run_as_the_loop_does<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let year = Duration::from_secs(365 * 86_400);
+    let asked = Arc::new(Mutex::new(year));
+    let calls = Arc::new(AtomicU32::new(0));
+    let (hint, counted) = (Arc::clone(&asked), Arc::clone(&calls));
+    let jobs = builder(store, &clock)
+        .handler("throttled", move |_: u32, _ctx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let after = *hint.lock().unwrap();
+            async move {
+                Err(TaskError::new("429")
+                    .with_retryable(true)
+                    .with_retry_after(after)
+                    .into())
+            }
+        })
+        .build()
+        .unwrap();
+    let options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(5));
+    let record = jobs.enqueue("throttled", &1u32, options).await.unwrap();
+
+    // What the loop does with the same failure: one attempt, the error returned, no wait.
+    let policy = record.options.resolve().unwrap();
+    let failure =
+        retry_core::FailedAttempt::new(1, Duration::from_millis(100)).retry_after(Some(year));
+    assert_eq!(
+        policy.next(&failure),
+        retry_core::Next::GiveUp(retry_core::GiveUp::HintAboveCeiling {
+            hint: year,
+            ceiling: policy.max_retry_after(),
+        })
+    );
+    let looped = AtomicU32::new(0);
+    let outcome = policy
+        .with_clock(clock.clone())
+        .retry(|_| {
+            looped.fetch_add(1, Ordering::SeqCst);
+            async {
+                Err::<(), _>(TaskFailure::from(
+                    TaskError::new("429")
+                        .with_retryable(true)
+                        .with_retry_after(year),
+                ))
+            }
+        })
+        .retry_after(|e: &TaskFailure| e.as_task_error().and_then(TaskError::retry_after))
+        .await;
+    assert!(outcome.is_err());
+    assert_eq!(looped.load(Ordering::SeqCst), 1);
+
+    // Durable work: the same, not parked for a year.
+    jobs.run_due().await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(jobs.get(record.id).await.unwrap().is_none(), "parked");
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!(
+        (dead[0].reason, dead[0].attempts),
+        (DeadReason::HintAboveCeiling, 1)
+    );
+    assert_eq!(dead[0].reason.name(), "hint-above-ceiling");
+    assert!(
+        dead[0].last_error.as_deref().unwrap().starts_with("429"),
+        "{:?}",
+        dead[0].last_error
+    );
+
+    // A hint within the ceiling is the wait, to the millisecond; one at the ceiling too.
+    *asked.lock().unwrap() = policy.max_retry_after();
+    let at_ceiling = jobs
+        .enqueue(
+            "throttled",
+            &2u32,
+            WorkOptions::new().retry(RetryOptions::new().with_max_attempts(5)),
+        )
+        .await
+        .unwrap();
+    let before = jobs.now();
+    jobs.run_due().await.unwrap();
+    let waiting = jobs.get(at_ceiling.id).await.unwrap().expect("retried");
+    assert_eq!(
+        waiting.due_at.as_millis(),
+        before.as_millis() + policy.max_retry_after().as_millis() as u64
+    );
+}
+
+/// Issue 26, item 7 (S14): an attempt past its timeout is cancelled through its context,
+/// counts as a failed attempt with a timeout error and is retried by the row's rules; the
+/// last one is dead-lettered as exhausted.
+pub async fn s14_a_hanging_attempt_times_out_and_is_retried<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let cancelled = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&cancelled);
+    let log = Log::default();
+    let jobs = builder(store, &clock)
+        .lease(Duration::from_secs(30))
+        .subscribe(log.subscriber())
+        .handler("hang", move |_: u32, ctx: retry_durable::JobContext| {
+            let seen = Arc::clone(&seen);
+            async move {
+                // Hangs until it is told to stop, then stops as asked.
+                ctx.cancel.cancelled().await;
+                seen.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let options = WorkOptions::new()
+        .retry(RetryOptions::new().with_max_attempts(2))
+        .attempt_timeout(Duration::from_secs(5));
+    let record = jobs.enqueue("hang", &1u32, options).await.unwrap();
+    assert_eq!(record.attempt_timeout, Some(Duration::from_secs(5)));
+    assert_eq!(
+        jobs.get(record.id).await.unwrap().unwrap().attempt_timeout,
+        Some(Duration::from_secs(5)),
+        "stored with the row"
+    );
+
+    for attempt in 1..=2u32 {
+        let worker = jobs.clone();
+        let run = tokio::spawn(async move { worker.run_due().await });
+        // The lease timer and the attempt's timeout.
+        assert!(
+            eventually(|| std::future::ready(clock.pending() == 2)).await,
+            "no timeout timer"
+        );
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(run.await.unwrap().unwrap(), 1);
+        assert_eq!(cancelled.load(Ordering::SeqCst), attempt, "not signalled");
+        if attempt == 1 {
+            let waiting = jobs.get(record.id).await.unwrap().expect("retried");
+            assert_eq!((waiting.state, waiting.attempt), (WorkState::Waiting, 1));
+            assert_eq!(
+                waiting.last_error.as_deref(),
+                Some("timeout: attempt timed out after 5s")
+            );
+            advance_to_due(&jobs, &clock).await;
+        }
+    }
+    assert_eq!(jobs.get(record.id).await.unwrap(), None);
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!(
+        (
+            dead[0].reason,
+            dead[0].attempts,
+            dead[0].last_error.as_deref()
+        ),
+        (
+            DeadReason::Exhausted,
+            2,
+            Some("timeout: attempt timed out after 5s")
+        )
+    );
+    assert_eq!(dead[0].attempt_timeout, Some(Duration::from_secs(5)));
+    assert!(
+        log.whats()
+            .iter()
+            .any(|w| matches!(w, What::Retrying { attempt: 1, .. }))
+    );
+}
+
+/// Issue 26, item 7 (S14): a handler that ignores the cancellation keeps its lease no longer
+/// than the timeout plus a grace (a third of the lease); the work is then claimed again
+/// elsewhere, and that claim counts the lost attempt.
+pub async fn s14_a_handler_that_ignores_its_timeout_loses_its_lease<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store.clone(), &clock)
+        .lease(Duration::from_secs(30))
+        .handler("stubborn", |_: u32, _ctx| async {
+            std::future::pending::<()>().await;
+            Ok(())
+        })
+        .build()
+        .unwrap();
+    let options = WorkOptions::new()
+        .retry(RetryOptions::new().with_max_attempts(3))
+        .attempt_timeout(Duration::from_secs(5));
+    let record = jobs.enqueue("stubborn", &1u32, options).await.unwrap();
+    let worker = jobs.clone();
+    let run = tokio::spawn(async move { worker.run_due().await });
+    let rival = builder(store, &clock)
+        .handler("stubborn", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    // Timeout at 5 s, a lease extension at 10 s (inside the grace), the grace ends at 15 s.
+    for _ in 0..3 {
+        assert!(
+            eventually(|| std::future::ready(clock.pending() >= 2)).await,
+            "timers"
+        );
+        clock.advance(Duration::from_secs(5));
+    }
+    // The worker gave the attempt up: nothing written, the lease no longer extended.
+    assert_eq!(run.await.unwrap().unwrap(), 1);
+    let held = jobs.get(record.id).await.unwrap().unwrap();
+    assert_eq!((held.state, held.attempt), (WorkState::Running, 1));
+    let lease_until = held.lease_until.unwrap();
+    assert!(
+        lease_until.as_millis() <= MONDAY.as_millis() + 15_000 + 30_000,
+        "lease kept past the timeout and its grace: {lease_until:?}"
+    );
+    let now = jobs.now();
+    clock.advance(Duration::from_millis(
+        lease_until.as_millis() - now.as_millis() - 1,
+    ));
+    assert_eq!(
+        rival.run_due().await.unwrap(),
+        0,
+        "claimed inside the lease"
+    );
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(
+        rival.run_due().await.unwrap(),
+        1,
+        "not claimed after the lease"
+    );
+    assert_eq!(
+        jobs.get(record.id).await.unwrap(),
+        None,
+        "the rival's attempt succeeded"
+    );
+}
+
+/// Issue 26, item 7 (S14): the attempt timeout is validated like the other options.
+pub async fn s14_the_attempt_timeout_is_validated<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store, &clock)
+        .handler("count", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    for (timeout, message) in [
+        (Duration::ZERO, "attempt_timeout must be >= 1 ms"),
+        (
+            Duration::from_micros(999),
+            "attempt_timeout must be >= 1 ms",
+        ),
+        (
+            retry_durable::MAX_ATTEMPT_TIMEOUT + Duration::from_millis(1),
+            "attempt_timeout must be <= 30 days",
+        ),
+        (
+            Duration::from_micros(1_500),
+            "attempt_timeout must be whole milliseconds",
+        ),
+    ] {
+        let err = jobs
+            .enqueue("count", &1u32, WorkOptions::new().attempt_timeout(timeout))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ScheduleError::AttemptTimeout(_)), "{err}");
+        assert_eq!(err.to_string(), message);
+    }
+    assert!(
+        jobs.list().await.unwrap().is_empty(),
+        "an invalid call wrote a row"
+    );
+    let at_most = jobs
+        .enqueue(
+            "count",
+            &1u32,
+            WorkOptions::new().attempt_timeout(retry_durable::MAX_ATTEMPT_TIMEOUT),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        at_most.attempt_timeout,
+        Some(retry_durable::MAX_ATTEMPT_TIMEOUT)
+    );
+    let none = jobs.enqueue("count", &2u32, none()).await.unwrap();
+    assert_eq!(none.attempt_timeout, None);
+}
+
+/// Issue 26, item 7 (S14): many items in one write — every item checked first, ids in the
+/// order given, all or nothing (a bad item or a key held by other work anywhere: an error
+/// naming its position, no row written); keys follow the single-enqueue rules.
+pub async fn s14_enqueue_many_is_one_all_or_nothing_write<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("count", flaky.handler(0))
+        .build()
+        .unwrap();
+    let held = jobs
+        .enqueue("count", &100u32, WorkOptions::new().key("held"))
+        .await
+        .unwrap();
+
+    // A payload of the wrong type at position 2: nothing written.
+    let values = [
+        serde_json::json!(1),
+        serde_json::json!(2),
+        serde_json::json!("three"),
+        serde_json::json!(4),
+    ];
+    let err = jobs
+        .enqueue_many("count", values.iter().map(|v| (v, none())))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ScheduleError::Item { index: 2, .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("item 2: payload does not fit handler `count`: "),
+        "{err}"
+    );
+    // Bad options at position 1.
+    let err = jobs
+        .enqueue_many(
+            "count",
+            [
+                (1u32, none()),
+                (
+                    2u32,
+                    WorkOptions::new().retry(RetryOptions::new().with_max_attempts(0)),
+                ),
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "item 1: retry.max_attempts must be >= 1");
+    // A key held by other work at position 1: the item before it is not written either.
+    let err = jobs
+        .enqueue_many(
+            "count",
+            [(1u32, none()), (2u32, WorkOptions::new().key("held"))],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "item 1: key `held` is already used by other work (handler `count`)"
+    );
+    // Two items of the batch with one key and different work.
+    let err = jobs
+        .enqueue_many(
+            "count",
+            [
+                (7u32, WorkOptions::new().key("twice")),
+                (8u32, WorkOptions::new().key("twice")),
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ScheduleError::Item { index: 1, .. }), "{err}");
+    assert_eq!(
+        jobs.list().await.unwrap().len(),
+        1,
+        "a refused batch wrote a row"
+    );
+
+    // A good batch: records in order; the held key returns its holder, a key repeated with
+    // the same work returns the first.
+    let records = jobs
+        .enqueue_many(
+            "count",
+            [
+                (1u32, none()),
+                (100u32, WorkOptions::new().key("held")),
+                (3u32, WorkOptions::new().key("k")),
+                (3u32, WorkOptions::new().key("k")),
+                (5u32, none()),
+            ],
+        )
+        .await
+        .unwrap();
+    let payloads: Vec<&str> = records.iter().map(|r| r.payload.as_str()).collect();
+    assert_eq!(payloads, ["1", "100", "3", "3", "5"]);
+    assert_eq!(records[1].id, held.id);
+    assert_eq!(records[2].id, records[3].id);
+    assert!(records[0].id < records[2].id && records[2].id < records[4].id);
+    assert_eq!(jobs.list().await.unwrap().len(), 4);
+    assert!(
+        jobs.enqueue_many("count", Vec::<(u32, WorkOptions)>::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    jobs.run_due().await.unwrap();
+    assert_eq!(flaky.calls(), 4);
+
+    // One-shot schedules the same way.
+    let records = jobs
+        .schedule_many(
+            "count",
+            [
+                (When::after(Duration::from_secs(60)), 1u32, none()),
+                (When::after(Duration::from_secs(30)), 2u32, none()),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| r.due_at.as_millis() - MONDAY.as_millis())
+            .collect::<Vec<_>>(),
+        [60_000, 30_000]
+    );
+    let err = jobs
+        .schedule_many(
+            "count",
+            [
+                (When::after(Duration::from_secs(1)), 1u32, none()),
+                (When::cron("61 * * * *"), 2u32, none()),
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ScheduleError::Item { index: 1, .. }), "{err}");
+    assert_eq!(jobs.list().await.unwrap().len(), 2);
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -1863,6 +2283,11 @@ macro_rules! engine_suite {
             s14_a_bad_cron_field_is_named,
             s14_run_until_idle_runs_everything_due_now,
             s14_list_where_filters_in_the_store_and_pages,
+            d5_a_hint_beyond_the_ceiling_ends_the_run_as_the_loop_does,
+            s14_a_hanging_attempt_times_out_and_is_retried,
+            s14_a_handler_that_ignores_its_timeout_loses_its_lease,
+            s14_the_attempt_timeout_is_validated,
+            s14_enqueue_many_is_one_all_or_nothing_write,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
