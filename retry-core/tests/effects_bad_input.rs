@@ -91,6 +91,62 @@ fn a5_arguments_nested_10000_deep_are_refused_without_aborting() {
     worker.join().unwrap();
 }
 
+/// Issue 26 item 8: a tool whose result is nested 20,000 deep. Old code: `serde_json::to_value`
+/// recursed once per level before the depth check, and the process aborted with a stack
+/// overflow. Now the call fails with an invalid-output failure that names the limit.
+#[test]
+fn a5_a_tool_result_nested_20000_deep_fails_the_call_without_aborting() {
+    let worker = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let deep = tool_fn(
+                    ToolSpec::new("deep").with_effect(ToolEffect::Read),
+                    |_: (), _: ToolContext| async { Ok::<_, String>(nested(20_000)) },
+                );
+                let ledger = MemoryLedger::new();
+                let runner = ToolRunner::new(ledger.clone(), Toolbox::new().with(deep).unwrap());
+                let key = CallKey::new("run", "deep-result").unwrap();
+                let call = ToolCall::new(key.clone(), "deep", json!(null));
+                let outcome = tokio::spawn(async move { runner.call(call).await })
+                    .await
+                    .unwrap();
+                let said = format!("{outcome:?}");
+                assert!(said.contains("nested more than 128 levels"), "{said}");
+                let record = ledger.get(key).await.unwrap().unwrap();
+                assert!(
+                    format!("{record:?}").contains("nested more than 128 levels"),
+                    "{record:?}"
+                );
+            });
+        })
+        .unwrap();
+    worker.join().unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a5_a_tool_result_128_levels_deep_is_kept_and_129_fails() {
+    for (depth, kept) in [(128, true), (129, false)] {
+        let deep = tool_fn(
+            ToolSpec::new("deep").with_effect(ToolEffect::Read),
+            move |_: (), _: ToolContext| async move { Ok::<_, String>(nested(depth)) },
+        );
+        let runner = ToolRunner::new(MemoryLedger::new(), Toolbox::new().with(deep).unwrap());
+        let key = CallKey::new("run", "d").unwrap();
+        let outcome = runner.call(ToolCall::new(key, "deep", json!(null))).await;
+        let said = format!("{outcome:?}");
+        assert_eq!(
+            !said.contains("nested more than 128 levels"),
+            kept,
+            "{depth}: {said}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a5_arguments_128_levels_deep_are_accepted_and_129_refused_with_nothing_recorded() {
     let ledger = MemoryLedger::new();
