@@ -65,7 +65,23 @@ fn echo_runner(ledger: &MemoryLedger) -> ToolRunner<MemoryLedger> {
 /// Old code: the test process aborts with `fatal runtime error: stack overflow` (exit 134).
 #[test]
 fn a5_arguments_nested_10000_deep_are_refused_without_aborting() {
-    // A thread with the stack of a tokio worker (2 MiB), running the call as a spawned task.
+    on_a_worker_stack(async {
+        let ledger = MemoryLedger::new();
+        let runner = echo_runner(&ledger);
+        let key = CallKey::new("run", "deep").unwrap();
+        let call = ToolCall::new(key.clone(), "echo", nested(10_000));
+        let outcome = tokio::spawn(async move { runner.call(call).await.map(|_| ()) })
+            .await
+            .unwrap();
+        let error = outcome.unwrap_err().to_string();
+        assert!(error.contains("nested more than 128 levels"), "{error}");
+        assert!(error.contains("run:deep"), "{error}");
+        assert_eq!(ledger.get(key).await.unwrap(), None);
+    });
+}
+
+/// Runs `test` on a thread with the stack of a tokio worker (2 MiB), on a runtime of its own.
+fn on_a_worker_stack(test: impl std::future::Future<Output = ()> + Send + 'static) {
     let worker = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(|| {
@@ -73,19 +89,7 @@ fn a5_arguments_nested_10000_deep_are_refused_without_aborting() {
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(async {
-                let ledger = MemoryLedger::new();
-                let runner = echo_runner(&ledger);
-                let key = CallKey::new("run", "deep").unwrap();
-                let call = ToolCall::new(key.clone(), "echo", nested(10_000));
-                let outcome = tokio::spawn(async move { runner.call(call).await.map(|_| ()) })
-                    .await
-                    .unwrap();
-                let error = outcome.unwrap_err().to_string();
-                assert!(error.contains("nested more than 128 levels"), "{error}");
-                assert!(error.contains("run:deep"), "{error}");
-                assert_eq!(ledger.get(key).await.unwrap(), None);
-            });
+            rt.block_on(test);
         })
         .unwrap();
     worker.join().unwrap();
@@ -96,36 +100,26 @@ fn a5_arguments_nested_10000_deep_are_refused_without_aborting() {
 /// overflow. Now the call fails with an invalid-output failure that names the limit.
 #[test]
 fn a5_a_tool_result_nested_20000_deep_fails_the_call_without_aborting() {
-    let worker = std::thread::Builder::new()
-        .stack_size(2 << 20)
-        .spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let deep = tool_fn(
-                    ToolSpec::new("deep").with_effect(ToolEffect::Read),
-                    |_: (), _: ToolContext| async { Ok::<_, String>(nested(20_000)) },
-                );
-                let ledger = MemoryLedger::new();
-                let runner = ToolRunner::new(ledger.clone(), Toolbox::new().with(deep).unwrap());
-                let key = CallKey::new("run", "deep-result").unwrap();
-                let call = ToolCall::new(key.clone(), "deep", json!(null));
-                let outcome = tokio::spawn(async move { runner.call(call).await })
-                    .await
-                    .unwrap();
-                let said = format!("{outcome:?}");
-                assert!(said.contains("nested more than 128 levels"), "{said}");
-                let record = ledger.get(key).await.unwrap().unwrap();
-                assert!(
-                    format!("{record:?}").contains("nested more than 128 levels"),
-                    "{record:?}"
-                );
-            });
-        })
-        .unwrap();
-    worker.join().unwrap();
+    on_a_worker_stack(async {
+        let deep = tool_fn(
+            ToolSpec::new("deep").with_effect(ToolEffect::Read),
+            |_: (), _: ToolContext| async { Ok::<_, String>(nested(20_000)) },
+        );
+        let ledger = MemoryLedger::new();
+        let runner = ToolRunner::new(ledger.clone(), Toolbox::new().with(deep).unwrap());
+        let key = CallKey::new("run", "deep-result").unwrap();
+        let call = ToolCall::new(key.clone(), "deep", json!(null));
+        let outcome = tokio::spawn(async move { runner.call(call).await })
+            .await
+            .unwrap();
+        let said = format!("{outcome:?}");
+        assert!(said.contains("nested more than 128 levels"), "{said}");
+        let record = ledger.get(key).await.unwrap().unwrap();
+        assert!(
+            format!("{record:?}").contains("nested more than 128 levels"),
+            "{record:?}"
+        );
+    });
 }
 
 #[tokio::test(flavor = "current_thread")]

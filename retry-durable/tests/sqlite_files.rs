@@ -120,11 +120,15 @@ async fn p4_a_file_of_the_previous_schema_is_migrated_with_its_work() {
         .unwrap();
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(store.get(written.id).await.unwrap(), Some(written));
-    let version: i64 = Connection::open(&path)
+    assert_eq!(schema_version(&path), 3);
+}
+
+/// The schema version a file says it has.
+fn schema_version(path: &std::path::Path) -> i64 {
+    Connection::open(path)
         .unwrap()
         .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(version, 3);
+        .unwrap()
 }
 
 #[test]
@@ -364,11 +368,7 @@ fn p4_concurrent_first_opens_of_a_fresh_file_all_succeed() {
             let opened = thread.join().unwrap();
             assert!(opened.is_ok(), "round {round}: {opened:?}");
         }
-        let version: i64 = Connection::open(&path)
-            .unwrap()
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(schema_version(&path), 3);
     }
 }
 
