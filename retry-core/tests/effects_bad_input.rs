@@ -65,7 +65,23 @@ fn echo_runner(ledger: &MemoryLedger) -> ToolRunner<MemoryLedger> {
 /// Old code: the test process aborts with `fatal runtime error: stack overflow` (exit 134).
 #[test]
 fn a5_arguments_nested_10000_deep_are_refused_without_aborting() {
-    // A thread with the stack of a tokio worker (2 MiB), running the call as a spawned task.
+    on_a_worker_stack(async {
+        let ledger = MemoryLedger::new();
+        let runner = echo_runner(&ledger);
+        let key = CallKey::new("run", "deep").unwrap();
+        let call = ToolCall::new(key.clone(), "echo", nested(10_000));
+        let outcome = tokio::spawn(async move { runner.call(call).await.map(|_| ()) })
+            .await
+            .unwrap();
+        let error = outcome.unwrap_err().to_string();
+        assert!(error.contains("nested more than 128 levels"), "{error}");
+        assert!(error.contains("run:deep"), "{error}");
+        assert_eq!(ledger.get(key).await.unwrap(), None);
+    });
+}
+
+/// Runs `test` on a thread with the stack of a tokio worker (2 MiB), on a runtime of its own.
+fn on_a_worker_stack(test: impl std::future::Future<Output = ()> + Send + 'static) {
     let worker = std::thread::Builder::new()
         .stack_size(2 << 20)
         .spawn(|| {
@@ -73,22 +89,56 @@ fn a5_arguments_nested_10000_deep_are_refused_without_aborting() {
                 .enable_all()
                 .build()
                 .unwrap();
-            rt.block_on(async {
-                let ledger = MemoryLedger::new();
-                let runner = echo_runner(&ledger);
-                let key = CallKey::new("run", "deep").unwrap();
-                let call = ToolCall::new(key.clone(), "echo", nested(10_000));
-                let outcome = tokio::spawn(async move { runner.call(call).await.map(|_| ()) })
-                    .await
-                    .unwrap();
-                let error = outcome.unwrap_err().to_string();
-                assert!(error.contains("nested more than 128 levels"), "{error}");
-                assert!(error.contains("run:deep"), "{error}");
-                assert_eq!(ledger.get(key).await.unwrap(), None);
-            });
+            rt.block_on(test);
         })
         .unwrap();
     worker.join().unwrap();
+}
+
+/// Issue 26 item 8: a tool whose result is nested 20,000 deep. Old code: `serde_json::to_value`
+/// recursed once per level before the depth check, and the process aborted with a stack
+/// overflow. Now the call fails with an invalid-output failure that names the limit.
+#[test]
+fn a5_a_tool_result_nested_20000_deep_fails_the_call_without_aborting() {
+    on_a_worker_stack(async {
+        let deep = tool_fn(
+            ToolSpec::new("deep").with_effect(ToolEffect::Read),
+            |_: (), _: ToolContext| async { Ok::<_, String>(nested(20_000)) },
+        );
+        let ledger = MemoryLedger::new();
+        let runner = ToolRunner::new(ledger.clone(), Toolbox::new().with(deep).unwrap());
+        let key = CallKey::new("run", "deep-result").unwrap();
+        let call = ToolCall::new(key.clone(), "deep", json!(null));
+        let outcome = tokio::spawn(async move { runner.call(call).await })
+            .await
+            .unwrap();
+        let said = format!("{outcome:?}");
+        assert!(said.contains("nested more than 128 levels"), "{said}");
+        let record = ledger.get(key).await.unwrap().unwrap();
+        assert!(
+            format!("{record:?}").contains("nested more than 128 levels"),
+            "{record:?}"
+        );
+    });
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a5_a_tool_result_128_levels_deep_is_kept_and_129_fails() {
+    for (depth, kept) in [(128, true), (129, false)] {
+        let deep = tool_fn(
+            ToolSpec::new("deep").with_effect(ToolEffect::Read),
+            move |_: (), _: ToolContext| async move { Ok::<_, String>(nested(depth)) },
+        );
+        let runner = ToolRunner::new(MemoryLedger::new(), Toolbox::new().with(deep).unwrap());
+        let key = CallKey::new("run", "d").unwrap();
+        let outcome = runner.call(ToolCall::new(key, "deep", json!(null))).await;
+        let said = format!("{outcome:?}");
+        assert_eq!(
+            !said.contains("nested more than 128 levels"),
+            kept,
+            "{depth}: {said}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -19,6 +19,11 @@
 //!   [`DeadLetter`] that can be listed, re-driven and purged.
 //! - **What runs is what was validated.** Retry options are resolved and checked when work is
 //!   scheduled and stored on the row; a later change of defaults does not change stored work.
+//!   A row that fails its checks when a worker claims it (damaged in the database: an
+//!   impossible state, a value out of range, options that do not parse) is not run: it is set
+//!   apart as quarantined, reported once ([`What::Quarantined`]), listed
+//!   ([`Jobs::quarantined`]), and repaired ([`Jobs::repair`]) or purged
+//!   ([`Jobs::purge_quarantined`]) by its owner.
 //! - **A dependency that is down does not burn the queue.** A handler may share a
 //!   [`CircuitBreaker`](retry_core::CircuitBreaker) and a
 //!   [`RetryBudget`](retry_core::RetryBudget) with other callers
@@ -78,13 +83,14 @@ pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use record::{
-    DeadLetter, DeadLetterId, DeadReason, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
+    DeadLetter, DeadLetterId, DeadReason, NewDeadLetter, NewWork, QuarantinedWork, Released,
+    WorkId, WorkRecord, WorkState,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{
-    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
-    WorkFilter,
+    Batch, Claim, CorruptRow, Finish, Finished, FinishedAndClaimed, Inserted, Listing, Store,
+    StoreError, Then, WorkFilter,
 };
 pub use timing::{MAX_COUNTED_TICKS, MAX_INTERVAL, Misfire, Timing, TimingError};
 

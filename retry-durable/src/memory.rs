@@ -6,8 +6,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use retry_core::effects::{Revision, Timestamp};
 
-use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
-use crate::store::{Batch, Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter, other_work};
+use crate::record::{
+    DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
+};
+use crate::store::{
+    Batch, Claim, Finish, Inserted, Listing, Store, StoreError, Then, WorkFilter, other_work,
+};
 
 /// Durable work kept in memory, with the same semantics as the SQL stores. Clones share the
 /// same rows (as two connections to one database would).
@@ -23,6 +27,12 @@ struct Inner {
     work: BTreeMap<i64, WorkRecord>,
     keys: HashMap<(String, String), i64>,
     dead: BTreeMap<i64, DeadLetter>,
+    /// Claimed rows that failed their checks, with why, until they are quarantined (the SQL
+    /// stores' `quarantined` column on a running row).
+    flagged: HashMap<i64, String>,
+    /// Quarantined rows: why, and since when. Their records stay in `work` as they were
+    /// before the claim that found them bad, and are never claimed.
+    quarantined: BTreeMap<i64, (String, Timestamp)>,
 }
 
 impl MemoryStore {
@@ -37,6 +47,22 @@ impl MemoryStore {
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Writes `record` over the row of its id exactly as given, unchecked (the key index is
+    /// not updated): what a database's own tools can do to a row of a SQL store. For tests of
+    /// what a worker does with a row that went bad, and for repairing a quarantined row before
+    /// [`Store::release`].
+    pub fn overwrite(&self, record: WorkRecord) {
+        self.lock().work.insert(record.id.0, record);
+    }
+}
+
+fn corrupt(id: i64, reason: String) -> StoreError {
+    StoreError::Corrupt {
+        table: "work",
+        id,
+        reason,
     }
 }
 
@@ -92,6 +118,19 @@ impl Inner {
         }
     }
 
+    /// A row as a read returns it: set apart, or failing its checks, is an error naming it.
+    fn read(&self, record: &WorkRecord) -> Result<WorkRecord, StoreError> {
+        let id = record.id.0;
+        if let Some((reason, _)) = self.quarantined.get(&id) {
+            return Err(corrupt(id, reason.clone()));
+        }
+        if let Some(reason) = self.flagged.get(&id) {
+            return Err(corrupt(id, reason.clone()));
+        }
+        record.validate().map_err(|reason| corrupt(id, reason))?;
+        Ok(record.clone())
+    }
+
     fn claimed(&self, id: WorkId, revision: Revision) -> Option<&WorkRecord> {
         self.work
             .get(&id.0)
@@ -144,7 +183,8 @@ impl Store for MemoryStore {
     }
 
     async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
-        Ok(self.lock().work.get(&id.0).cloned())
+        let inner = self.lock();
+        inner.work.get(&id.0).map(|r| inner.read(r)).transpose()
     }
 
     async fn list(
@@ -152,7 +192,7 @@ impl Store for MemoryStore {
         owner: &str,
         after: Option<WorkId>,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Listing, StoreError> {
         self.list_where(owner, &WorkFilter::new(), after, limit)
             .await
     }
@@ -163,17 +203,18 @@ impl Store for MemoryStore {
         filter: &WorkFilter,
         after: Option<WorkId>,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Listing, StoreError> {
         let start = after.map_or(i64::MIN, |id| id.0.saturating_add(1));
-        Ok(self
-            .lock()
-            .work
-            .range(start..)
-            .map(|(_, r)| r)
-            .filter(|r| r.owner == owner && filter.matches(r))
-            .take(limit as usize)
-            .cloned()
-            .collect())
+        let inner = self.lock();
+        Listing::of(
+            inner
+                .work
+                .range(start..)
+                .map(|(_, r)| r)
+                .filter(|r| r.owner == owner && filter.matches(r))
+                .take(limit as usize)
+                .map(|r| inner.read(r)),
+        )
     }
 
     async fn claim(
@@ -187,7 +228,7 @@ impl Store for MemoryStore {
         let mut due: Vec<(Timestamp, i64)> = inner
             .work
             .values()
-            .filter(|r| r.owner == owner)
+            .filter(|r| r.owner == owner && !inner.quarantined.contains_key(&r.id.0))
             .filter_map(|r| match (r.state, r.lease_until) {
                 (WorkState::Waiting, _) if r.due_at <= now => Some((r.due_at, r.id.0)),
                 (WorkState::Running, Some(until)) if until <= now => Some((until, r.id.0)),
@@ -195,24 +236,45 @@ impl Store for MemoryStore {
             })
             .collect();
         due.sort_unstable();
-        let mut claimed = Vec::new();
+        let mut claim = Claim::default();
         for (_, id) in due.into_iter().take(limit as usize) {
             let Some(record) = inner.work.get(&id) else {
                 continue;
             };
+            // Checked as it was before this claim, which would hide a waiting row's lease.
+            let mut bad = inner.read(record).err();
             let mut next = record.clone();
-            next.revision = next_revision(record)?;
+            next.revision = match record.revision.checked_next() {
+                Some(revision) => revision,
+                None if bad.is_some() => record.revision,
+                None => next_revision(record)?,
+            };
             next.state = WorkState::Running;
-            next.attempt = next.attempt.saturating_add(1);
+            next.attempt = match record.attempt.checked_add(1) {
+                Some(attempt) => attempt,
+                None => {
+                    bad = bad.or_else(|| {
+                        Some(corrupt(
+                            id,
+                            format!("attempt {} out of range", u64::from(record.attempt) + 1),
+                        ))
+                    });
+                    record.attempt
+                }
+            };
             next.lease_until = Some(lease_until);
             next.updated_at = now;
             inner.work.insert(id, next.clone());
-            claimed.push(next);
+            match bad {
+                Some(StoreError::Corrupt { reason, .. }) => {
+                    inner.flagged.insert(id, reason.clone());
+                    claim.corrupt.push(corrupt(id, reason));
+                }
+                Some(other) => return Err(other),
+                None => claim.work.push(next),
+            }
         }
-        Ok(Claim {
-            work: claimed,
-            corrupt: Vec::new(),
-        })
+        Ok(claim)
     }
 
     async fn extend_lease(
@@ -314,11 +376,106 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
+    async fn quarantine(
+        &self,
+        id: WorkId,
+        claimed_until: Timestamp,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let Some(record) = inner.work.get(&id.0) else {
+            return Ok(false);
+        };
+        if record.state != WorkState::Running || record.lease_until != Some(claimed_until) {
+            return Ok(false);
+        }
+        let mut next = record.clone();
+        next.state = WorkState::Waiting;
+        next.lease_until = None;
+        next.attempt = next.attempt.saturating_sub(1);
+        next.updated_at = now;
+        inner.work.insert(id.0, next);
+        inner.flagged.remove(&id.0);
+        inner.quarantined.insert(id.0, (reason, now));
+        Ok(true)
+    }
+
+    async fn quarantined(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<QuarantinedWork>, StoreError> {
+        let start = after.map_or(i64::MIN, |id| id.0.saturating_add(1));
+        let inner = self.lock();
+        Ok(inner
+            .quarantined
+            .range(start..)
+            .filter(|(id, _)| inner.work.get(id).is_some_and(|r| r.owner == owner))
+            .take(limit as usize)
+            .map(|(id, (reason, since))| QuarantinedWork {
+                id: WorkId(*id),
+                reason: reason.clone(),
+                since: *since,
+            })
+            .collect())
+    }
+
+    async fn release(
+        &self,
+        owner: &str,
+        id: WorkId,
+        now: Timestamp,
+    ) -> Result<Released, StoreError> {
+        let mut inner = self.lock();
+        let Some(record) = inner.work.get(&id.0).filter(|r| r.owner == owner) else {
+            return Ok(Released::NotQuarantined);
+        };
+        let Some((_, since)) = inner.quarantined.get(&id.0) else {
+            return Ok(Released::NotQuarantined);
+        };
+        let since = *since;
+        let mut next = record.clone();
+        next.state = WorkState::Waiting;
+        next.lease_until = None;
+        next.updated_at = now;
+        let checked = match next.revision.checked_next() {
+            Some(revision) => {
+                next.revision = revision;
+                next.validate()
+            }
+            None => Err(format!("revision {} is out of range", next.revision.get())),
+        };
+        match checked {
+            Ok(()) => {
+                inner.quarantined.remove(&id.0);
+                inner.work.insert(id.0, next.clone());
+                Ok(Released::Waiting(Box::new(next)))
+            }
+            Err(reason) => {
+                inner.quarantined.insert(id.0, (reason.clone(), since));
+                Ok(Released::StillCorrupt(reason))
+            }
+        }
+    }
+
+    async fn purge_quarantined(&self, owner: &str, id: WorkId) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let ours = inner.work.get(&id.0).is_some_and(|r| r.owner == owner);
+        if !ours || inner.quarantined.remove(&id.0).is_none() {
+            return Ok(false);
+        }
+        inner.remove(id.0);
+        Ok(true)
+    }
+
     async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
         let mut inner = self.lock();
         let Some(record) = inner.work.get(&id.0) else {
             return Ok(None);
         };
+        inner.read(record)?;
         let was = record.state;
         if was.can_run() {
             let mut next = record.clone();
@@ -340,11 +497,11 @@ impl Store for MemoryStore {
     }
 
     async fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError> {
-        Ok(self
-            .lock()
+        let inner = self.lock();
+        Ok(inner
             .work
             .values()
-            .filter(|r| r.owner == owner)
+            .filter(|r| r.owner == owner && !inner.quarantined.contains_key(&r.id.0))
             .filter_map(|r| match r.state {
                 WorkState::Waiting => Some(r.due_at),
                 WorkState::Running => r.lease_until,

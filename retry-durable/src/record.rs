@@ -244,6 +244,32 @@ fn check_options(options: &RetryOptions) -> Result<(), String> {
     options.resolve().map(|_| ()).map_err(|e| e.to_string())
 }
 
+/// A row that failed its checks when a worker claimed it, set apart: never run, rewritten
+/// or deleted by a worker, and out of the due set until it is repaired
+/// ([`Jobs::repair`](crate::Jobs::repair)) or purged
+/// ([`Jobs::purge_quarantined`](crate::Jobs::purge_quarantined)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuarantinedWork {
+    /// The row's id.
+    pub id: WorkId,
+    /// What is wrong with it, as found when it was claimed.
+    pub reason: String,
+    /// When it was set apart.
+    pub since: Timestamp,
+}
+
+/// What [`Store::release`](crate::Store::release) did with a quarantined row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// The row passes its checks now: it waits again, due at its stored due time, with the
+    /// attempts it had before the claim that set it apart.
+    Waiting(Box<WorkRecord>),
+    /// The row still fails its checks: it stays quarantined, with this new reason.
+    StillCorrupt(String),
+    /// No quarantined row of that owner has that id.
+    NotQuarantined,
+}
+
 /// Why work ended in the dead-letter table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeadReason {

@@ -8,14 +8,25 @@ use std::time::Duration;
 use retry_core::RetryOptions;
 use retry_core::effects::{Revision, Timestamp};
 
-use crate::record::{DeadLetter, DeadLetterId, WorkId, WorkRecord};
+use crate::record::{DeadLetter, DeadLetterId, QuarantinedWork, WorkId, WorkRecord};
 use crate::store::StoreError;
 use crate::timing::{Misfire, Timing};
 
 /// The `work` columns every query returns, in [`work_from`]'s order.
 pub(crate) const WORK_COLUMNS: &str = "id, owner, key, handler, payload, options, retry_if, kind, \
      cron, zone, interval_ms, misfire, state, attempt, due_at, fire_at, lease_until, last_error, \
-     last_delay_ms, created_at, updated_at, revision";
+     last_delay_ms, created_at, updated_at, revision, quarantined";
+
+/// How many columns [`WORK_COLUMNS`] names.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) const WORK_COLUMN_COUNT: usize = 23;
+
+/// What a claim writes into the `quarantined` column (reading the row's values before the
+/// claim changes them): the one impossible state a claim's own rewrite would hide — a waiting
+/// row that holds a lease — and otherwise what was there (a row flagged by a claim whose
+/// worker died before quarantining it stays flagged).
+pub(crate) const CLAIM_FLAG: &str = "quarantined = CASE WHEN state = 'waiting' AND \
+     lease_until IS NOT NULL THEN 'waiting with a lease' ELSE quarantined END";
 
 /// The dead-letter columns every query returns, in [`dead_from`]'s order.
 pub(crate) const DEAD_COLUMNS: &str = "id, work_id, owner, handler, payload, options, retry_if, \
@@ -48,6 +59,12 @@ pub(crate) fn timestamp(millis: i64) -> Result<Timestamp, String> {
     u64::try_from(millis)
         .map(Timestamp::from_millis)
         .map_err(|_| format!("negative time {millis}"))
+}
+
+/// A next-due time as stored: one below zero is a corrupt row, due now (the claim that takes
+/// it quarantines it by id).
+pub(crate) fn due_or_now(millis: i64) -> Timestamp {
+    Timestamp::from_millis(u64::try_from(millis).unwrap_or(0))
 }
 
 /// The key of the attempt timeout in the options column, beside the retry options.
@@ -166,6 +183,11 @@ fn non_negative(value: i64, name: &str) -> Result<u64, String> {
 pub(crate) fn work_from(id: i64, row: &impl Columns) -> Read<WorkRecord> {
     let time = |index| row.int(index).and_then(timestamp);
     let record = (|| {
+        // A row set apart (quarantined, or flagged by the claim that found it bad) is what
+        // its stored reason says, whatever its other values.
+        if let Some(reason) = row.opt_text(22)? {
+            return Err(reason);
+        }
         let kind = row.text(7)?;
         let (options, attempt_timeout) = options(&row.text(5)?)?;
         Ok(WorkRecord {
@@ -224,6 +246,21 @@ pub(crate) fn dead_from(id: i64, row: &impl Columns) -> Read<DeadLetter> {
         })
     })();
     (id, dead)
+}
+
+/// A quarantined row as listed: `(id, reason, updated_at)`.
+pub(crate) fn quarantined_from(
+    (id, reason, since): (i64, Option<String>, i64),
+) -> Result<QuarantinedWork, StoreError> {
+    Ok(QuarantinedWork {
+        id: WorkId(id),
+        reason: reason.unwrap_or_else(|| "quarantined with no reason stored".to_owned()),
+        since: timestamp(since).map_err(|reason| StoreError::Corrupt {
+            table: "work",
+            id,
+            reason,
+        })?,
+    })
 }
 
 /// A work row that must pass its checks.

@@ -11,7 +11,8 @@ use std::future::Future;
 use retry_core::effects::{Revision, Timestamp};
 
 use crate::record::{
-    DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
+    DeadLetter, DeadLetterId, NewDeadLetter, NewWork, QuarantinedWork, Released, WorkId,
+    WorkRecord, WorkState,
 };
 
 /// A store of durable work. Implemented by [`SqliteStore`](crate::SqliteStore),
@@ -44,13 +45,15 @@ pub trait Store: Send + Sync + 'static {
         id: WorkId,
     ) -> impl Future<Output = Result<Option<WorkRecord>, StoreError>> + Send;
 
-    /// An owner's work in id order, after `after` (for paging), at most `limit` rows.
+    /// An owner's work in id order, after `after` (for paging), at most `limit` rows: those
+    /// that pass their checks, and those that do not (quarantined ones included) by id with
+    /// what is wrong — one bad row does not fail the page.
     fn list(
         &self,
         owner: &str,
         after: Option<WorkId>,
         limit: u32,
-    ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Listing, StoreError>> + Send;
 
     /// An owner's work that matches `filter`, in id order, after `after`, at most `limit`
     /// rows. The default reads [`list`](Self::list) page by page and filters the rows; the
@@ -61,23 +64,33 @@ pub trait Store: Send + Sync + 'static {
         filter: &WorkFilter,
         after: Option<WorkId>,
         limit: u32,
-    ) -> impl Future<Output = Result<Vec<WorkRecord>, StoreError>> + Send {
+    ) -> impl Future<Output = Result<Listing, StoreError>> + Send {
         async move {
-            let mut found = Vec::new();
+            let mut found = Listing::default();
             let mut after = after;
-            while found.len() < limit as usize {
+            while found.records.len() < limit as usize {
                 let page = self.list(owner, after, 500).await?;
-                let Some(last) = page.last() else {
+                let last = page.records.last().map(|r| r.id);
+                let last = match (last, page.corrupt.last().map(|c| c.id)) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                let Some(last) = last else {
                     break;
                 };
-                after = Some(last.id);
-                let full = page.len() == 500;
-                found.extend(page.into_iter().filter(|r| filter.matches(r)));
+                after = Some(last);
+                let full = page.records.len() + page.corrupt.len() == 500;
+                // A corrupt row's values are not trusted, so the filter cannot judge it: it is
+                // reported whatever the filter says.
+                found.corrupt.extend(page.corrupt);
+                found
+                    .records
+                    .extend(page.records.into_iter().filter(|r| filter.matches(r)));
                 if !full {
                     break;
                 }
             }
-            found.truncate(limit as usize);
+            found.records.truncate(limit as usize);
             Ok(found)
         }
     }
@@ -86,8 +99,10 @@ pub trait Store: Send + Sync + 'static {
     /// `due_at <= now`, or running with an expired lease (`lease_until <= now`, a worker that
     /// died) — oldest due first. Each claimed item becomes running with one more attempt, a
     /// lease until `lease_until` and a new revision; no item is claimed by two callers. A
-    /// claimed row that fails its checks is reported in [`Claim::corrupt`], not dropped and
-    /// not allowed to fail the rest of the batch.
+    /// claimed row that fails its checks — as it was before the claim, or as the claim left
+    /// it — is reported in [`Claim::corrupt`] (and stays claimed for
+    /// [`quarantine`](Self::quarantine)), not dropped and not allowed to fail the rest of the
+    /// batch; a quarantined row is never claimed.
     fn claim(
         &self,
         owner: &str,
@@ -155,6 +170,44 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
+    /// Sets apart a row that a claim reported in [`Claim::corrupt`]: it becomes quarantined
+    /// with `reason`, leaves the due set, and gives back the attempt the claim counted; no
+    /// other value of it changes. Fenced on the claim: only a row still running under the
+    /// lease `claimed_until` that claim gave it (its values may be unreadable, so the fence
+    /// is the lease the claim wrote, not the revision). `false`, nothing written, otherwise.
+    fn quarantine(
+        &self,
+        id: WorkId,
+        claimed_until: Timestamp,
+        reason: String,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// An owner's quarantined rows in id order, after `after`, at most `limit`.
+    fn quarantined(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<QuarantinedWork>, StoreError>> + Send;
+
+    /// Re-checks a quarantined row of `owner` (after its values were repaired, or to find it
+    /// fine): one that passes is made waiting again under a new revision; one that fails stays
+    /// quarantined with the new reason, nothing else written.
+    fn release(
+        &self,
+        owner: &str,
+        id: WorkId,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<Released, StoreError>> + Send;
+
+    /// Deletes a quarantined row of `owner`; `false` if there was none.
+    fn purge_quarantined(
+        &self,
+        owner: &str,
+        id: WorkId,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Cancels waiting or running work: it stays, as `cancelled`, and is never claimed again;
     /// its key is free for new work. Returns the state it had (`None` if there is no such work). Idempotent.
     fn cancel(
@@ -164,7 +217,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<WorkState>, StoreError>> + Send;
 
     /// The earliest time an item of `owner` becomes claimable: the earliest due time of
-    /// waiting work or lease end of running work.
+    /// waiting work or lease end of running work. A stored time below zero (a corrupt row)
+    /// counts as due at zero, so that a worker claims the row at once, and quarantines it by
+    /// id, instead of failing here.
     fn next_due(
         &self,
         owner: &str,
@@ -253,13 +308,105 @@ impl WorkFilter {
     }
 }
 
+/// A page of work as listed: the rows that passed their checks, and the ones that did not.
+///
+/// Dereferences to the good records, so that `listing.len()`, `listing.iter()` and
+/// `for record in listing` read those; [`corrupt`](Self::corrupt) holds the others.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The rows that passed their checks, in id order.
+    pub records: Vec<WorkRecord>,
+    /// The rows that did not (quarantined ones included), in id order, each with what is
+    /// wrong.
+    pub corrupt: Vec<CorruptRow>,
+}
+
+/// A row that failed its checks when it was read: its id and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorruptRow {
+    /// The row's id.
+    pub id: WorkId,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl Listing {
+    /// Adds a row as read: a record, a corrupt row, or a failure that is not the row's.
+    pub(crate) fn push(&mut self, row: Result<WorkRecord, StoreError>) -> Result<(), StoreError> {
+        match row {
+            Ok(record) => self.records.push(record),
+            Err(StoreError::Corrupt { id, reason, .. }) => self.corrupt.push(CorruptRow {
+                id: WorkId(id),
+                problem: reason,
+            }),
+            Err(other) => return Err(other),
+        }
+        Ok(())
+    }
+
+    /// The page of `rows` as read: a failure that is not a row's fails it.
+    pub(crate) fn of(
+        rows: impl IntoIterator<Item = Result<WorkRecord, StoreError>>,
+    ) -> Result<Listing, StoreError> {
+        let mut listing = Listing::default();
+        for row in rows {
+            listing.push(row)?;
+        }
+        Ok(listing)
+    }
+
+    /// How many rows the page holds, good and bad.
+    pub fn rows(&self) -> usize {
+        self.records.len() + self.corrupt.len()
+    }
+
+    /// The highest id on the page, good or bad: where the next page starts.
+    pub fn last_id(&self) -> Option<WorkId> {
+        let good = self.records.last().map(|r| r.id);
+        let bad = self.corrupt.last().map(|c| c.id);
+        good.max(bad)
+    }
+
+    /// Whether the page holds no row at all, good or bad.
+    pub fn holds_nothing(&self) -> bool {
+        self.rows() == 0
+    }
+}
+
+impl std::ops::Deref for Listing {
+    type Target = [WorkRecord];
+
+    fn deref(&self) -> &[WorkRecord] {
+        &self.records
+    }
+}
+
+impl<'a> IntoIterator for &'a Listing {
+    type Item = &'a WorkRecord;
+    type IntoIter = std::slice::Iter<'a, WorkRecord>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.records.iter()
+    }
+}
+
+impl IntoIterator for Listing {
+    type Item = WorkRecord;
+    type IntoIter = std::vec::IntoIter<WorkRecord>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.records.into_iter()
+    }
+}
+
 /// What [`Store::claim`] took.
 #[derive(Debug, Default)]
 pub struct Claim {
     /// The claimed work, running under the new lease, oldest due first.
     pub work: Vec<WorkRecord>,
-    /// Claimed rows that failed their checks ([`StoreError::Corrupt`], naming each): they stay
-    /// claimed until their lease ends, are reported again then, and are never run.
+    /// Claimed rows that failed their checks ([`StoreError::Corrupt`], naming each): never
+    /// run; they stay claimed until the claimer sets them apart with
+    /// [`Store::quarantine`], or until their lease ends and a claim reports them again.
     pub corrupt: Vec<StoreError>,
 }
 

@@ -99,9 +99,42 @@ fn p4_a_newer_schema_is_refused() {
         .unwrap();
     let message = open_error(&path);
     assert!(
-        message.ends_with("has schema version 99, newer than this library's 3: it was written by a newer retry-durable; upgrade this program instead of opening it"),
+        message.ends_with("has schema version 99, newer than this library's 4: it was written by a newer retry-durable; upgrade this program instead of opening it"),
         "{message}"
     );
+}
+
+/// A file of schema 2 (before the `quarantined` column) is migrated on open with its work.
+#[tokio::test]
+async fn p4_a_file_of_the_previous_schema_is_migrated_with_its_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let written = match store.insert(work()).await.unwrap() {
+        retry_durable::Inserted::New(record) => record,
+        other => panic!("{other:?}"),
+    };
+    drop(store);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "ALTER TABLE work DROP COLUMN quarantined;
+             DROP INDEX work_live_key;
+             CREATE UNIQUE INDEX work_key ON work (owner, key) WHERE key IS NOT NULL;
+             PRAGMA user_version = 2;",
+        )
+        .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.get(written.id).await.unwrap(), Some(written));
+    assert_eq!(schema_version(&path), 4);
+}
+
+/// The schema version a file says it has.
+fn schema_version(path: &std::path::Path) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap()
 }
 
 #[test]
@@ -177,8 +210,11 @@ async fn corrupt(sql: &str) -> String {
         ),
         "{error}"
     );
-    // Listing and claiming report it too: nothing skips or "fixes" the row.
-    assert!(store.list("o", None, 10).await.is_err());
+    // Listing reports it too, by id (nothing skips or "fixes" the row).
+    let listed = store.list("o", None, 10).await.unwrap();
+    assert!(listed.records.is_empty(), "{listed:?}");
+    assert_eq!(listed.corrupt.len(), 1, "{listed:?}");
+    assert_eq!(listed.corrupt[0].id.0, 1);
     error.to_string()
 }
 
@@ -269,7 +305,7 @@ async fn work_survives_a_reopen_and_a_second_connection_shares_it() {
     let (a, b) = tokio::join!(reopened.run_due(), other.run_due());
     assert_eq!(a.unwrap() + b.unwrap(), 21);
     assert_eq!(
-        reopened.list().await.unwrap(),
+        reopened.list().await.unwrap().records,
         [cron],
         "only the cron schedule is left"
     );
@@ -310,5 +346,107 @@ async fn p5_a_corrupt_row_among_claimed_ones_is_reported_and_the_rest_run() {
     assert_eq!(
         claim.corrupt[0].to_string(),
         format!("corrupt work row {}: payload is not JSON", bad.id.0)
+    );
+}
+
+/// Issue 26 item 8: many first opens of one fresh file at once all succeed (12 of 120
+/// processes used to fail with `table … already exists`: each migrated outside a write lock).
+/// Threads with connections of their own, released together by a barrier.
+#[test]
+fn p4_concurrent_first_opens_of_a_fresh_file_all_succeed() {
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.db");
+        let openers = 16;
+        let start = std::sync::Arc::new(std::sync::Barrier::new(openers));
+        let threads: Vec<_> = (0..openers)
+            .map(|_| {
+                let (path, start) = (path.clone(), std::sync::Arc::clone(&start));
+                std::thread::spawn(move || {
+                    start.wait();
+                    SqliteStore::open(&path)
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for thread in threads {
+            let opened = thread.join().unwrap();
+            assert!(opened.is_ok(), "round {round}: {opened:?}");
+        }
+        assert_eq!(schema_version(&path), 4);
+    }
+}
+
+/// A migration that fails says which and what is wrong in one line, without its SQL.
+#[test]
+fn p4_a_failed_migration_is_one_line_without_its_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    // Marked as ours at version 0, yet it already has a `work` table: migration 1 fails.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA application_id = 1383351410; CREATE TABLE work (x);")
+        .unwrap();
+    let message = open_error(&path);
+    let expected = format!(
+        "{}: schema migration 1 failed: table work already exists",
+        path.display()
+    );
+    assert!(message.contains(&expected), "{message}");
+    assert!(
+        !message.contains('\n') && !message.contains("CREATE") && message.len() < 300,
+        "{message}"
+    );
+}
+
+/// Issue 26 item 8: a damaged index hid rows with no error at all; the integrity check names
+/// it. Bytes are flipped in the pages of the `work_due` index of a real file.
+#[tokio::test]
+async fn p5_a_damaged_index_is_reported_by_the_integrity_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let store = SqliteStore::open(&path).unwrap();
+    for n in 0..300_u64 {
+        let mut item = work();
+        item.due_at = Timestamp::from_millis(n);
+        store.insert(item).await.unwrap();
+    }
+    assert_eq!(store.integrity_check().await.unwrap(), Vec::<String>::new());
+    assert_eq!(store.quick_check().await.unwrap(), Vec::<String>::new());
+    drop(store);
+
+    // Everything in the main file, then the index's pages damaged.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;")
+        .unwrap();
+    let page_size: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    let root: i64 = conn
+        .query_row(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'work_due'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    drop(conn);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page = usize::try_from((root - 1) * page_size).unwrap();
+    let size = usize::try_from(page_size).unwrap();
+    // The cell content at the end of the root page: keys and child pointers.
+    for byte in &mut bytes[page + size - 400..page + size] {
+        *byte ^= 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    let problems = store.integrity_check().await.unwrap();
+    assert!(!problems.is_empty(), "the damage was not reported");
+    assert!(
+        problems.iter().any(|p| p.contains("work_due")
+            || p.contains(&format!("Page {root}"))
+            || p.contains("Tree")),
+        "{problems:?}"
     );
 }

@@ -436,7 +436,11 @@ async fn p1_a_connection_lost_mid_enqueue_writes_nothing_and_the_enqueue_can_be_
         .await;
     lost("enqueue", inserted);
     // Nothing was written, and the key is free: repeating the enqueue writes the row once.
-    assert_eq!(first(listed), [], "an enqueue that failed wrote a row");
+    assert_eq!(
+        first(listed).records,
+        [],
+        "an enqueue that failed wrote a row"
+    );
     let record = new(lab.store.insert(keyed.clone()).await.unwrap());
     match lab.store.insert(keyed).await.unwrap() {
         Inserted::Existing(existing) => assert_eq!(existing, record),
@@ -447,7 +451,7 @@ async fn p1_a_connection_lost_mid_enqueue_writes_nothing_and_the_enqueue_can_be_
         .lose_during(lab.store.insert(work(0)), lab.store.list(OWNER, None, 10))
         .await;
     lost("enqueue", inserted);
-    assert_eq!(first(listed), std::slice::from_ref(&record));
+    assert_eq!(first(listed).records, std::slice::from_ref(&record));
     let plain = new(lab.store.insert(work(0)).await.unwrap());
     lab.each_runs_once_from(10, vec![record, plain]).await;
 }

@@ -14,6 +14,7 @@ use pin_project_lite::pin_project;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::json;
 use super::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use super::tool::{Tool, ToolContext, ToolSpec};
 
@@ -63,10 +64,7 @@ async fn run<T: Tool>(tool: &T, args: T::Args, ctx: ToolContext) -> Ran {
         Ok(output) => Ran::Finished(
             tool.validate_output(&output)
                 .map_err(|why| ToolFailure::new(FailureKind::InvalidOutput, why))
-                .and_then(|()| {
-                    serde_json::to_value(output)
-                        .map_err(|e| ToolFailure::new(FailureKind::InvalidOutput, e.to_string()))
-                }),
+                .and_then(|()| json::bounded_value(output)),
         ),
         Err(error) => {
             let failure = ToolFailure::new(FailureKind::Tool, error.to_string())

@@ -8,7 +8,13 @@
 //! anything, refuses what is deeper than [`MAX_JSON_DEPTH`], and takes a refused value apart
 //! by hand instead of letting its recursive `Drop` run.
 
+use std::cell::Cell;
+use std::io;
+
+use serde::Serialize;
 use serde_json::Value;
+
+use super::outcome::{FailureKind, ToolFailure};
 
 /// How deeply the arguments and results of a tool call may be nested: 128 levels.
 ///
@@ -111,6 +117,106 @@ pub(crate) fn dismantle(value: Value) {
 pub(crate) fn discard(value: Value) {
     if exceeds_depth(&value, MAX_JSON_DEPTH) {
         dismantle(value);
+    }
+}
+
+/// A tool's typed output as JSON, unless it is nested more than [`MAX_JSON_DEPTH`] levels
+/// deep: then an invalid-output failure that names the limit.
+///
+/// `serde_json::to_value` recurses once per level of the output, so the depth is measured
+/// first, by serializing into nothing through a formatter that stops at the limit: that walk
+/// recurses at most [`MAX_JSON_DEPTH`] levels, whatever the output. An output that is too
+/// deep is not dropped either (its `Drop` would recurse as deep as it is nested): its memory
+/// is leaked, once, for a call that failed.
+pub(crate) fn bounded_value<T: Serialize>(output: T) -> Result<Value, ToolFailure> {
+    let too_deep = Cell::new(false);
+    let formatter = DepthLimit {
+        open: 0,
+        limit: MAX_JSON_DEPTH,
+        too_deep: &too_deep,
+    };
+    let mut probe = serde_json::Serializer::with_formatter(io::sink(), formatter);
+    if let Err(error) = output.serialize(&mut probe) {
+        if too_deep.get() {
+            std::mem::forget(output);
+            return Err(ToolFailure::new(
+                FailureKind::InvalidOutput,
+                format!("the tool's output is nested more than {MAX_JSON_DEPTH} levels deep"),
+            ));
+        }
+        return Err(ToolFailure::new(
+            FailureKind::InvalidOutput,
+            error.to_string(),
+        ));
+    }
+    serde_json::to_value(output)
+        .map_err(|e| ToolFailure::new(FailureKind::InvalidOutput, e.to_string()))
+}
+
+/// A JSON formatter that writes nothing of its own and fails as soon as a value would sit more
+/// than `limit` levels deep (counted as [`MAX_JSON_DEPTH`] counts them), which ends the
+/// serialization there.
+struct DepthLimit<'a> {
+    /// Arrays and objects open around the next value.
+    open: usize,
+    limit: usize,
+    too_deep: &'a Cell<bool>,
+}
+
+impl DepthLimit<'_> {
+    /// A value is about to be written inside the open arrays and objects.
+    fn enter(&mut self) -> io::Result<()> {
+        if self.open >= self.limit {
+            self.too_deep.set(true);
+            return Err(io::Error::other("nested too deep"));
+        }
+        Ok(())
+    }
+
+    fn open(&mut self) -> io::Result<()> {
+        self.enter()?;
+        self.open += 1;
+        Ok(())
+    }
+}
+
+impl serde_json::ser::Formatter for DepthLimit<'_> {
+    fn begin_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.open()?;
+        writer.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.open = self.open.saturating_sub(1);
+        writer.write_all(b"]")
+    }
+
+    fn begin_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.open()?;
+        writer.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.open = self.open.saturating_sub(1);
+        writer.write_all(b"}")
+    }
+
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.enter()?;
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b",")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.enter()?;
+        writer.write_all(b":")
     }
 }
 

@@ -74,6 +74,14 @@ pub enum What {
         /// What refused it, in words.
         reason: String,
     },
+    /// A row failed its checks when a worker claimed it (an impossible state, a value out of
+    /// range, options that do not parse …): it was not run, and is set apart as quarantined
+    /// until it is repaired or purged. Reported once. The event's handler and kind are empty:
+    /// the row's own values are not trusted.
+    Quarantined {
+        /// What is wrong with the row.
+        reason: String,
+    },
     /// The work was cancelled while it was waiting or running (a running attempt is
     /// signalled, and its result is not recorded). Emitted once: by the process that
     /// cancelled it, or by the worker whose attempt found it cancelled by another process.

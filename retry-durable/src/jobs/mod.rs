@@ -29,9 +29,10 @@ pub use schedule::{MAX_ATTEMPT_TIMEOUT, ScheduleError, When, WorkOptions};
 pub use worker::RUN_UNTIL_IDLE_LIMIT;
 
 use crate::record::{
-    DeadLetter, DeadLetterId, NewDeadLetter, NewWork, WorkId, WorkRecord, WorkState,
+    DeadLetter, DeadLetterId, NewDeadLetter, NewWork, QuarantinedWork, Released, WorkId,
+    WorkRecord, WorkState,
 };
-use crate::store::{Batch, Inserted, Store, StoreError, WorkFilter, other_work};
+use crate::store::{Batch, Inserted, Listing, Store, StoreError, WorkFilter, other_work};
 use crate::timing::Timing;
 use events::Subscriber;
 use handler::{Predicate, Registry};
@@ -126,6 +127,17 @@ pub enum BuildError {
     /// A setting out of its range.
     #[error("{0}")]
     Setting(&'static str),
+    /// A handler or predicate name that cannot be stored and named back: empty, longer than
+    /// [`MAX_NAME_LEN`](Jobs::MAX_NAME_LEN) bytes, or holding a control character.
+    #[error("{kind} name {name:?} {problem}")]
+    InvalidName {
+        /// `handler` or `retry predicate`.
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// A breaker or a budget was given for a handler that is not registered.
     #[error(
         "a breaker or budget is given for handler `{handler}`, which is not registered (registered: {registered})"
@@ -154,6 +166,9 @@ pub struct JobsBuilder<S, C = DefaultClock> {
 }
 
 impl<S: Store> Jobs<S> {
+    /// The longest handler or predicate name [`JobsBuilder`] accepts, in bytes.
+    pub const MAX_NAME_LEN: usize = 200;
+
     /// Starts building the owner of the work in `store`. Defaults: owner `"default"`, the
     /// built-in retry options, a 30 s lease, 16 attempts at a time, a 1 s poll for work
     /// written by other processes, a 60 s misfire grace, keys kept 24 h after their work
@@ -182,6 +197,27 @@ impl<S: Store> Jobs<S> {
 }
 
 impl<S: Store, C: Clock> JobsBuilder<S, C> {
+    /// Keeps the first bad name for [`build`](Self::build) to refuse: a name that is stored on
+    /// every row must read back as itself and print on one line.
+    fn check_name(&mut self, kind: &'static str, name: &str) {
+        let problem = if name.is_empty() {
+            "is empty"
+        } else if name.len() > Jobs::<S>::MAX_NAME_LEN {
+            "is longer than 200 bytes"
+        } else if name.chars().any(char::is_control) {
+            "holds a control character"
+        } else {
+            return;
+        };
+        if self.error.is_none() {
+            self.error = Some(BuildError::InvalidName {
+                kind,
+                name: name.chars().take(Jobs::<S>::MAX_NAME_LEN).collect(),
+                problem,
+            });
+        }
+    }
+
     /// The owner's name: work is stored under it, and only workers of the same owner run it.
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
         self.owner = owner.into();
@@ -202,6 +238,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         F: Fn(P, JobContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HandlerResult> + Send + 'static,
     {
+        self.check_name("handler", name);
         if !self.registry.add_handler(name, handler) && self.error.is_none() {
             self.error = Some(BuildError::DuplicateHandler(name.to_owned()));
         }
@@ -267,6 +304,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     where
         F: Fn(&TaskFailure) -> bool + Send + Sync + 'static,
     {
+        self.check_name("retry predicate", name);
         let predicate: Predicate = Arc::new(predicate);
         if self
             .registry
@@ -381,7 +419,8 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     ///
     /// # Errors
     /// [`BuildError`]: invalid defaults (the same messages as everywhere options are checked), a name registered twice, an empty
-    /// owner, a zero lease, concurrency or poll interval.
+    /// owner, a zero lease, concurrency or poll interval, a handler or predicate name that is
+    /// empty, longer than [`Jobs::MAX_NAME_LEN`] bytes or holds a control character.
     pub fn build(self) -> Result<Jobs<S, C>, BuildError> {
         if let Some(error) = self.error {
             return Err(error);
@@ -712,14 +751,21 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         Ok(record.filter(|r| r.owner == self.inner.owner))
     }
 
-    /// All of the owner's work, in id order.
-    pub async fn list(&self) -> Result<Vec<WorkRecord>, StoreError> {
+    /// All of the owner's work, in id order: the rows that pass their checks, and the ones
+    /// that do not (quarantined ones included) by id with what is wrong in
+    /// [`Listing::corrupt`] — one bad row does not hide the others.
+    pub async fn list(&self) -> Result<Listing, StoreError> {
         let owner = &self.inner.owner;
-        all_pages(
-            |r: &WorkRecord| r.id,
-            |after| self.inner.store.list(owner, after, PAGE),
-        )
-        .await
+        let mut all = Listing::default();
+        loop {
+            let page = self.inner.store.list(owner, all.last_id(), PAGE).await?;
+            let done = page.rows() < PAGE as usize;
+            all.records.extend(page.records);
+            all.corrupt.extend(page.corrupt);
+            if done {
+                return Ok(all);
+            }
+        }
     }
 
     /// A page of the owner's work that matches `filter`, in id order, after `after`, at most
@@ -746,7 +792,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         filter: &WorkFilter,
         after: Option<WorkId>,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Listing, StoreError> {
         self.inner
             .store
             .list_where(&self.inner.owner, filter, after, limit)
@@ -825,6 +871,41 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         Ok(record)
     }
 
+    /// The owner's quarantined work, in id order: rows that failed their checks when a worker
+    /// claimed them, set apart instead of run. Each says what is wrong; fix the row in the
+    /// database and [`repair`](Self::repair) it, or [`purge_quarantined`](Self::purge_quarantined) it.
+    pub async fn quarantined(&self) -> Result<Vec<QuarantinedWork>, StoreError> {
+        let owner = &self.inner.owner;
+        all_pages(
+            |q: &QuarantinedWork| q.id,
+            |after| self.inner.store.quarantined(owner, after, PAGE),
+        )
+        .await
+    }
+
+    /// Checks a quarantined row again: one that passes now (its values were fixed) waits
+    /// again, due at its stored due time with the attempts it had, and a worker runs it;
+    /// one that still fails stays quarantined with the new reason.
+    pub async fn repair(&self, id: WorkId) -> Result<Released, StoreError> {
+        let released = self
+            .inner
+            .store
+            .release(&self.inner.owner, id, self.now())
+            .await?;
+        if matches!(released, Released::Waiting(_)) {
+            self.inner.wake.notify_one();
+        }
+        Ok(released)
+    }
+
+    /// Deletes a quarantined row; `false` if the owner has no quarantined row of that id.
+    pub async fn purge_quarantined(&self, id: WorkId) -> Result<bool, StoreError> {
+        self.inner
+            .store
+            .purge_quarantined(&self.inner.owner, id)
+            .await
+    }
+
     /// Deletes a dead letter; `false` if there was none.
     pub async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
         match self.inner.store.dead_letter(id).await? {
@@ -843,12 +924,15 @@ impl<S, C: Clock> Inner<S, C> {
         if self.subscribers.is_empty() {
             return;
         }
-        let event = Event {
+        self.emit_event(Event {
             id: record.id,
             handler: record.handler.clone(),
             kind: record.timing.kind(),
             what,
-        };
+        });
+    }
+
+    pub(crate) fn emit_event(&self, event: Event) {
         for subscriber in &self.subscribers {
             self.contain(record.id, "a subscriber", || subscriber(&event));
         }

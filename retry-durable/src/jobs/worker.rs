@@ -26,7 +26,7 @@ use tokio::task::{JoinError, JoinSet};
 
 use super::handler::JobContext;
 use super::protect::{self, Admission};
-use super::{Inner, Jobs, What, lock};
+use super::{Event, Inner, Jobs, What, lock};
 use crate::record::{DeadReason, NewDeadLetter, WorkId, WorkRecord, WorkState};
 use crate::store::{Finish, Finished, Store, StoreError, Then};
 use crate::timing::Misfire;
@@ -223,7 +223,7 @@ where
             .store
             .claim(&self.inner.owner, now, lease_until, limit)
             .await?;
-        Ok(checked(claim))
+        Ok(self.set_apart(claim, lease_until).await)
     }
 
     /// Writes the ended attempts and claims up to `limit` items, in one store call; announces
@@ -288,7 +288,7 @@ where
             }
         }
         match done.claim {
-            Ok(claim) => Ok(checked(claim)),
+            Ok(claim) => Ok(self.set_apart(claim, lease_until).await),
             // Nothing was asked for: a failed write is the attempts', logged above.
             Err(_) if limit == 0 => Ok(Vec::new()),
             Err(error) => Err(error),
@@ -296,13 +296,46 @@ where
     }
 }
 
-/// The claimed work; corrupt rows among it are logged by name and left alone (they stay
-/// claimed until their lease ends, and are reported again then).
-fn checked(claim: crate::store::Claim) -> Vec<WorkRecord> {
-    for corrupt in &claim.corrupt {
-        tracing::error!(target: TARGET, error = %corrupt, "claimed a corrupt row; it is not run");
+impl<S: Store, C: Clock> Jobs<S, C> {
+    /// The claimed work that may run. Each corrupt row of the claim is quarantined (one write
+    /// fenced on the claim's lease) and reported once, by id with what is wrong: an ERROR line
+    /// and a [`What::Quarantined`] event. One whose write fails stays claimed; its lease ends
+    /// and the next claim reports it again.
+    async fn set_apart(
+        &self,
+        claim: crate::store::Claim,
+        lease_until: Timestamp,
+    ) -> Vec<WorkRecord> {
+        let inner = &self.inner;
+        for corrupt in claim.corrupt {
+            let StoreError::Corrupt { id, reason, .. } = corrupt else {
+                tracing::error!(target: TARGET, error = %corrupt, "claimed a row that cannot be read; it is not run");
+                continue;
+            };
+            let work = crate::record::WorkId(id);
+            match inner
+                .store
+                .quarantine(work, lease_until, reason.clone(), self.now())
+                .await
+            {
+                Ok(true) => {
+                    tracing::error!(target: TARGET, id, %reason, "corrupt work quarantined: it is not run; repair or purge it");
+                    inner.emit_event(Event {
+                        id: work,
+                        handler: String::new(),
+                        kind: "",
+                        what: What::Quarantined { reason },
+                    });
+                }
+                // Another worker holds it now (our lease ended first): it reports it.
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::error!(target: TARGET, id, %reason, %error, "claimed a corrupt row and could not quarantine it; it is not run, and is reported again when its lease ends");
+                }
+            }
+        }
+        claim.work
     }
-    claim.work
 }
 
 /// Keeps an attempt's end for the next write; logs an attempt task that failed (a store

@@ -11,7 +11,7 @@ use tokio_postgres::types::ToSql;
 use super::schema::READY_AT;
 use super::session::Failed;
 use super::work_row;
-use crate::sql::{WORK_COLUMNS, i64_of};
+use crate::sql::{CLAIM_FLAG, WORK_COLUMN_COUNT, WORK_COLUMNS, i64_of};
 use crate::store::{Claim, Finished, StoreError, Then};
 
 /// `sql` with every run of whitespace made one space: the statement cache hashes and compares
@@ -28,7 +28,7 @@ pub(super) fn compact(sql: &str) -> String {
 /// queue's (one ordered index scan, then the rows by id).
 fn claim_sql(exclude: &str) -> String {
     format!(
-        "UPDATE retry_durable_work SET state = 'running', attempt = attempt + 1,
+        "UPDATE retry_durable_work SET {CLAIM_FLAG}, state = 'running', attempt = attempt + 1,
              lease_until = $3, updated_at = $2, revision = revision + 1
          WHERE id = ANY(ARRAY(
              SELECT id FROM retry_durable_work
@@ -194,8 +194,8 @@ static FINISH_AND_CLAIM: LazyLock<[String; 8]> =
     LazyLock::new(|| Shape::ALL.map(finish_and_claim_sql));
 
 /// Where the statement puts the ids and revisions of the attempts it wrote.
-const DONE_IDS: usize = 22;
-const DONE_REVISIONS: usize = 23;
+const DONE_IDS: usize = WORK_COLUMN_COUNT;
+const DONE_REVISIONS: usize = WORK_COLUMN_COUNT + 1;
 
 /// The claimed work of `rows`, oldest due first; corrupt rows set apart.
 pub(super) fn claimed<'a>(rows: impl Iterator<Item = &'a Row>) -> Result<Claim, StoreError> {

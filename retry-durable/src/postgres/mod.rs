@@ -18,10 +18,12 @@ use retry_core::effects::{Revision, Timestamp};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 
-use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
+use crate::record::{
+    DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
+};
 use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Store, StoreError, Then,
+    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Listing, Store, StoreError, Then,
     WorkFilter, other_work,
 };
 use session::{Failed, release};
@@ -626,10 +628,7 @@ async fn next_due(client: &Object, owner: &str) -> Result<Option<Timestamp>, Fai
     let statement = client.prepare_cached(&NEXT_DUE).await?;
     let row = client.query_one(&statement, &[&owner]).await?;
     let next: Option<i64> = row.try_get(0)?;
-    Ok(next
-        .map(sql::timestamp)
-        .transpose()
-        .map_err(StoreError::Range)?)
+    Ok(next.map(sql::due_or_now))
 }
 
 /// [`Store::redrive`].
@@ -660,6 +659,117 @@ async fn redrive(
     Ok(Some(record))
 }
 
+/// [`Store::quarantine`].
+async fn quarantine(
+    client: &Object,
+    id: WorkId,
+    claimed_until: Timestamp,
+    reason: &str,
+    now: Timestamp,
+) -> Result<bool, Failed> {
+    let statement = client
+        .prepare_cached(
+            "UPDATE retry_durable_work SET state = 'quarantined', quarantined = $3,
+                 lease_until = NULL, attempt = attempt - 1, updated_at = $4
+             WHERE id = $1 AND state = 'running' AND lease_until = $2",
+        )
+        .await?;
+    let changed = client
+        .execute(
+            &statement,
+            &[
+                &id.0,
+                &i64_of(claimed_until.as_millis())?,
+                &reason,
+                &i64_of(now.as_millis())?,
+            ],
+        )
+        .await?;
+    Ok(changed == 1)
+}
+
+/// [`Store::quarantined`].
+async fn quarantined(
+    client: &Object,
+    owner: &str,
+    after: Option<WorkId>,
+    limit: u32,
+) -> Result<Vec<QuarantinedWork>, Failed> {
+    let statement = client
+        .prepare_cached(
+            "SELECT id, quarantined, updated_at FROM retry_durable_work
+             WHERE owner = $1 AND state = 'quarantined' AND id > $2
+             ORDER BY id LIMIT $3",
+        )
+        .await?;
+    let after = after.map_or(i64::MIN, |id| id.0);
+    let rows = client
+        .query(&statement, &[&owner, &after, &i64::from(limit)])
+        .await?;
+    let mut listed = Vec::with_capacity(rows.len());
+    for row in &rows {
+        listed.push(sql::quarantined_from((
+            row.try_get(0)?,
+            row.try_get(1)?,
+            row.try_get(2)?,
+        ))?);
+    }
+    Ok(listed)
+}
+
+/// [`Store::release`].
+async fn release_row(
+    client: &mut Object,
+    owner: &str,
+    id: WorkId,
+    now: Timestamp,
+) -> Result<Released, Failed> {
+    let tx = client.transaction().await?;
+    let statement = tx
+        .prepare_cached(&format!(
+            "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
+                 quarantined = NULL, updated_at = $3, revision = revision + 1
+             WHERE id = $1 AND owner = $2 AND state = 'quarantined'
+             RETURNING {WORK_COLUMNS}"
+        ))
+        .await?;
+    let Some(row) = tx
+        .query_opt(&statement, &[&id.0, &owner, &i64_of(now.as_millis())?])
+        .await?
+    else {
+        return Ok(Released::NotQuarantined);
+    };
+    match work_row(&row) {
+        Ok(record) => {
+            tx.commit().await?;
+            Ok(Released::Waiting(Box::new(record)))
+        }
+        Err(StoreError::Corrupt { reason, .. }) => {
+            // Undo the release; only the reason is new.
+            tx.rollback().await?;
+            let statement = client
+                .prepare_cached(
+                    "UPDATE retry_durable_work SET quarantined = $2
+                     WHERE id = $1 AND state = 'quarantined'",
+                )
+                .await?;
+            client.execute(&statement, &[&id.0, &reason]).await?;
+            Ok(Released::StillCorrupt(reason))
+        }
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// [`Store::purge_quarantined`].
+async fn purge_quarantined(client: &Object, owner: &str, id: WorkId) -> Result<bool, Failed> {
+    let statement = client
+        .prepare_cached(
+            "DELETE FROM retry_durable_work WHERE id = $1 AND owner = $2 AND state = 'quarantined'",
+        )
+        .await?;
+    Ok(client.execute(&statement, &[&id.0, &owner]).await? == 1)
+}
+
 /// [`Store::purge`].
 async fn purge(client: &Object, id: DeadLetterId) -> Result<bool, Failed> {
     let statement = client
@@ -675,7 +785,7 @@ async fn list_where(
     filter: &WorkFilter,
     after: Option<WorkId>,
     limit: u32,
-) -> Result<Vec<WorkRecord>, Failed> {
+) -> Result<Vec<Result<WorkRecord, StoreError>>, Failed> {
     let statement = client
         .prepare_cached(&format!(
             "SELECT {WORK_COLUMNS} FROM retry_durable_work WHERE owner = $1 AND id > $2
@@ -697,7 +807,8 @@ async fn list_where(
             ],
         )
         .await?;
-    Ok(rows.iter().map(work_row).collect::<Result<_, _>>()?)
+    // Each row decoded on its own: a corrupt one is listed as such, not a failed page.
+    Ok(rows.iter().map(work_row).collect())
 }
 
 /// [`Store::purge_kept_keys`].
@@ -751,12 +862,16 @@ impl Store for PostgresStore {
         owner: &str,
         after: Option<WorkId>,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Listing, StoreError> {
         let client = self.client().await?;
         let after = after.map(|id| id.0);
-        let records = page(&client, &WORK_READS, owner, after, limit, work_row).await;
+        // Each row decoded on its own: a corrupt one is listed as such, not a failed page.
+        let records = page(&client, &WORK_READS, owner, after, limit, |row| {
+            Ok(work_row(row))
+        })
+        .await;
         release(client, &records);
-        Ok(records?)
+        Listing::of(records?)
     }
 
     async fn list_where(
@@ -765,11 +880,11 @@ impl Store for PostgresStore {
         filter: &WorkFilter,
         after: Option<WorkId>,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Listing, StoreError> {
         let client = self.client().await?;
         let records = list_where(&client, owner, filter, after, limit).await;
         release(client, &records);
-        Ok(records?)
+        Listing::of(records?)
     }
 
     async fn claim(
@@ -893,6 +1008,50 @@ impl Store for PostgresStore {
         let finished = self::finish(&mut client, id, revision, &finish).await;
         release(client, &finished);
         Ok(finished?)
+    }
+
+    async fn quarantine(
+        &self,
+        id: WorkId,
+        claimed_until: Timestamp,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let done = quarantine(&client, id, claimed_until, &reason, now).await;
+        release(client, &done);
+        Ok(done?)
+    }
+
+    async fn quarantined(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<QuarantinedWork>, StoreError> {
+        let client = self.client().await?;
+        let listed = quarantined(&client, owner, after, limit).await;
+        release(client, &listed);
+        Ok(listed?)
+    }
+
+    async fn release(
+        &self,
+        owner: &str,
+        id: WorkId,
+        now: Timestamp,
+    ) -> Result<Released, StoreError> {
+        let mut client = self.client().await?;
+        let released = release_row(&mut client, owner, id, now).await;
+        release(client, &released);
+        Ok(released?)
+    }
+
+    async fn purge_quarantined(&self, owner: &str, id: WorkId) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let purged = purge_quarantined(&client, owner, id).await;
+        release(client, &purged);
+        Ok(purged?)
     }
 
     async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {

@@ -19,9 +19,13 @@ use std::time::Duration;
 use retry_core::effects::{Revision, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::record::{DeadLetter, DeadLetterId, NewWork, WorkId, WorkRecord, WorkState};
-use crate::sql::{self, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
-use crate::store::{Batch, Claim, Finish, Inserted, Store, StoreError, Then, WorkFilter, other_work};
+use crate::record::{
+    DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
+};
+use crate::sql::{self, CLAIM_FLAG, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
+use crate::store::{
+    Batch, Claim, Finish, Inserted, Listing, Store, StoreError, Then, WorkFilter, other_work,
+};
 use rows::{dead_from_row, work_from_row};
 
 /// How hard a commit tries to survive a crash. The default, [`Durability::Full`], keeps
@@ -148,6 +152,61 @@ impl SqliteStore {
         Ok(SqliteStore {
             conn: Arc::new(conn),
         })
+    }
+
+    /// Checks the whole file with SQLite's `PRAGMA integrity_check`: the problems found, empty
+    /// when the file is sound. It finds damage that reads alone may never show — an index that
+    /// no longer matches its table hides rows from the claims that read through it, with no
+    /// error — and names it (`row 12 missing from index work_due`); `REINDEX` in the `sqlite3`
+    /// shell repairs a damaged index.
+    ///
+    /// It reads every page: about 0.2 s of CPU for 100,000 queued items (a 26 MB file),
+    /// measured with the `sqlite3` shell's `.timer`, so the store does not run it by itself;
+    /// run it at start-up or from a maintenance command.
+    ///
+    /// # Errors
+    /// [`StoreError::Busy`] or [`StoreError::Backend`] when the check cannot run; damage it
+    /// runs into before it can list it ("database disk image is malformed") is a problem
+    /// found, not an error.
+    pub async fn integrity_check(&self) -> Result<Vec<String>, StoreError> {
+        self.check("integrity_check").await
+    }
+
+    /// [`integrity_check`](Self::integrity_check) without comparing indexes to their tables
+    /// (`PRAGMA quick_check`): finds damaged pages and broken trees in about 0.08 s of CPU for
+    /// 100,000 items, but not an index whose entries went wrong.
+    ///
+    /// # Errors
+    /// As [`integrity_check`](Self::integrity_check).
+    pub async fn quick_check(&self) -> Result<Vec<String>, StoreError> {
+        self.check("quick_check").await
+    }
+
+    async fn check(&self, pragma: &'static str) -> Result<Vec<String>, StoreError> {
+        self.with(move |conn| {
+            let mut statement = conn.prepare(&format!("PRAGMA {pragma}")).map_err(failed)?;
+            let rows = statement
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(failed)?;
+            let mut problems = Vec::new();
+            for row in rows {
+                match row {
+                    Ok(line) if line == "ok" => {}
+                    Ok(line) => problems.push(line),
+                    // Damage the check ran into before it could list it is a finding too.
+                    Err(error)
+                        if error.sqlite_error_code()
+                            == Some(rusqlite::ErrorCode::DatabaseCorrupt) =>
+                    {
+                        problems.push(format!("{error} (the check stopped there)"));
+                        break;
+                    }
+                    Err(error) => return Err(failed(error)),
+                }
+            }
+            Ok(problems)
+        })
+        .await
     }
 
     /// Runs `job` on the connection, after the calls before it, on the thread the store's
@@ -299,7 +358,7 @@ impl Store for SqliteStore {
         owner: &str,
         after: Option<WorkId>,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Listing, StoreError> {
         let owner = owner.to_owned();
         self.with(move |conn| {
             let mut statement = conn
@@ -314,8 +373,7 @@ impl Store for SqliteStore {
                     work_from_row,
                 )
                 .map_err(failed)?;
-            rows.map(|row| row.map_err(failed).and_then(sql::checked_work))
-                .collect()
+            Listing::of(rows.map(|row| row.map_err(failed).and_then(sql::checked_work)))
         })
         .await
     }
@@ -326,7 +384,7 @@ impl Store for SqliteStore {
         filter: &WorkFilter,
         after: Option<WorkId>,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<Listing, StoreError> {
         let owner = owner.to_owned();
         let filter = filter.clone();
         self.with(move |conn| {
@@ -351,8 +409,7 @@ impl Store for SqliteStore {
                     work_from_row,
                 )
                 .map_err(failed)?;
-            rows.map(|row| row.map_err(failed).and_then(sql::checked_work))
-                .collect()
+            Listing::of(rows.map(|row| row.map_err(failed).and_then(sql::checked_work)))
         })
         .await
     }
@@ -377,8 +434,8 @@ impl Store for SqliteStore {
             // one per run): 40 % of all instructions of enqueue-and-run in benches/durable.
             let mut statement = conn
                 .prepare_cached(&format!(
-                    "UPDATE work SET state = 'running', attempt = attempt + 1, lease_until = ?3,
-                         updated_at = ?2, revision = revision + 1
+                    "UPDATE work SET {CLAIM_FLAG}, state = 'running', attempt = attempt + 1,
+                         lease_until = ?3, updated_at = ?2, revision = revision + 1
                      WHERE id IN (SELECT id FROM (
                          SELECT * FROM (SELECT id, due_at AS t FROM work
                              WHERE owner = ?1 AND state = 'waiting' AND due_at <= ?2
@@ -542,6 +599,123 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn quarantine(
+        &self,
+        id: WorkId,
+        claimed_until: Timestamp,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.with(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE work SET state = 'quarantined', quarantined = ?3, lease_until = NULL,
+                         attempt = attempt - 1, updated_at = ?4
+                     WHERE id = ?1 AND state = 'running' AND lease_until = ?2",
+                )
+                .map_err(failed)?
+                .execute(params![
+                    id.0,
+                    i64_of(claimed_until.as_millis())?,
+                    reason,
+                    i64_of(now.as_millis())?
+                ])
+                .map_err(failed)?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn quarantined(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<QuarantinedWork>, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT id, quarantined, updated_at FROM work
+                     WHERE owner = ?1 AND state = 'quarantined' AND id > ?2
+                     ORDER BY id LIMIT ?3",
+                )
+                .map_err(failed)?;
+            let rows = statement
+                .query_map(
+                    params![owner, after.map_or(i64::MIN, |id| id.0), limit],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .map_err(failed)?;
+            rows.map(|row| row.map_err(failed).and_then(sql::quarantined_from))
+                .collect()
+        })
+        .await
+    }
+
+    async fn release(
+        &self,
+        owner: &str,
+        id: WorkId,
+        now: Timestamp,
+    ) -> Result<Released, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let tx = conn.transaction().map_err(failed)?;
+            let released = tx
+                .prepare_cached(&format!(
+                    "UPDATE work SET state = 'waiting', lease_until = NULL, quarantined = NULL,
+                         updated_at = ?3, revision = revision + 1
+                     WHERE id = ?1 AND owner = ?2 AND state = 'quarantined'
+                     RETURNING {WORK_COLUMNS}"
+                ))
+                .map_err(failed)?
+                .query_row(
+                    params![id.0, owner, i64_of(now.as_millis())?],
+                    work_from_row,
+                )
+                .optional()
+                .map_err(failed)?;
+            let Some(released) = released else {
+                return Ok(Released::NotQuarantined);
+            };
+            match sql::checked_work(released) {
+                Ok(record) => {
+                    tx.commit().map_err(failed)?;
+                    Ok(Released::Waiting(Box::new(record)))
+                }
+                Err(StoreError::Corrupt { reason, .. }) => {
+                    // Undo the release; only the reason is new.
+                    tx.rollback().map_err(failed)?;
+                    conn.prepare_cached(
+                        "UPDATE work SET quarantined = ?2 WHERE id = ?1 AND state = 'quarantined'",
+                    )
+                    .map_err(failed)?
+                    .execute(params![id.0, reason])
+                    .map_err(failed)?;
+                    Ok(Released::StillCorrupt(reason))
+                }
+                Err(other) => Err(other),
+            }
+        })
+        .await
+    }
+
+    async fn purge_quarantined(&self, owner: &str, id: WorkId) -> Result<bool, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let deleted = conn
+                .prepare_cached(
+                    "DELETE FROM work WHERE id = ?1 AND owner = ?2 AND state = 'quarantined'",
+                )
+                .map_err(failed)?
+                .execute(params![id.0, owner])
+                .map_err(failed)?;
+            Ok(deleted == 1)
+        })
+        .await
+    }
+
     async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
         self.with(move |conn| {
             let tx = conn.transaction().map_err(failed)?;
@@ -577,9 +751,7 @@ impl Store for SqliteStore {
                 .map_err(failed)?
                 .query_row([owner], |row| row.get(0))
                 .map_err(failed)?;
-            next.map(sql::timestamp)
-                .transpose()
-                .map_err(StoreError::Range)
+            Ok(next.map(sql::due_or_now))
         })
         .await
     }

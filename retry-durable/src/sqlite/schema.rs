@@ -1,7 +1,7 @@
 //! The SQLite schema, versioned and shipped in the library: applied on open, and a file
 //! that is not ours or is newer than this library is refused before anything is written.
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::{Connection, ErrorCode, OptionalExtension};
 
 use crate::store::StoreError;
 
@@ -84,13 +84,42 @@ const MIGRATIONS: &[&str] = &[
     "DROP INDEX work_key;
     CREATE UNIQUE INDEX work_live_key ON work (owner, key)
         WHERE key IS NOT NULL AND state <> 'cancelled';",
+    // 4: rows set apart: a claim that finds a row bad writes why here, and its worker then
+    // makes the row `quarantined` (never claimed) until it is repaired or purged.
+    "ALTER TABLE work ADD COLUMN quarantined TEXT;",
 ];
 
 /// The schema version this library writes.
 pub(super) const LATEST: i64 = MIGRATIONS.len() as i64;
 
 /// Checks that the file is ours (or empty) and not newer, then applies what is missing.
+///
+/// The migrations run in one `BEGIN IMMEDIATE` transaction that checks the version again once
+/// it holds the write lock: processes that open a fresh file at once wait for each other (up
+/// to the busy timeout) instead of each creating the tables, all but one failing with
+/// `table … already exists`. A file already at the latest version takes no write lock.
 pub(super) fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreError> {
+    if check(conn, path)? == LATEST {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| open_error(path, &e))?;
+    let version = check(&tx, path)?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        let next = index + 1;
+        tx.execute_batch(sql)
+            .map_err(|e| migration_error(path, next, sql, &e))?;
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {next};"
+        ))
+        .map_err(|e| open_error(path, &e))?;
+    }
+    tx.commit().map_err(|e| open_error(path, &e))
+}
+
+/// The file's schema version, after checking that the file is ours (or empty) and not newer.
+fn check(conn: &Connection, path: &str) -> Result<i64, StoreError> {
     let application_id: i32 = conn
         .query_row("PRAGMA application_id", [], |row| row.get(0))
         .map_err(|e| open_error(path, &e))?;
@@ -125,22 +154,33 @@ pub(super) fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreErro
              written by a newer retry-durable; upgrade this program instead of opening it"
         )));
     }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
-        let next = index as i64 + 1;
-        let tx = conn.transaction().map_err(|e| open_error(path, &e))?;
-        tx.execute_batch(sql).map_err(|e| open_error(path, &e))?;
-        tx.execute_batch(&format!(
-            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {next};"
-        ))
-        .map_err(|e| open_error(path, &e))?;
-        tx.commit().map_err(|e| open_error(path, &e))?;
+    Ok(version)
+}
+
+/// A migration that failed, in one line: which, and what SQLite said — not the statement
+/// (several KB of SQL), which goes to `tracing` at debug level.
+fn migration_error(path: &str, version: usize, sql: &str, error: &rusqlite::Error) -> StoreError {
+    tracing::debug!(target: "retry_durable", path, version, sql, %error, "schema migration failed");
+    if let Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) = error.sqlite_error_code() {
+        return open_error(path, error);
     }
-    Ok(())
+    let said = match error {
+        rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
+        rusqlite::Error::SqliteFailure(failure, Some(msg)) => format!("{msg} ({failure})"),
+        other => other.to_string(),
+    };
+    StoreError::Backend(one_line(&format!(
+        "{path}: schema migration {version} failed: {said}"
+    )))
+}
+
+/// `text` with every line break made a space.
+pub(super) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// An error while opening, with the file's name and what to do about it.
 pub(super) fn open_error(path: &str, error: &rusqlite::Error) -> StoreError {
-    use rusqlite::ErrorCode;
     match error.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => StoreError::Incompatible(format!(
             "{path} is not a SQLite database: refusing to open it"
@@ -154,6 +194,6 @@ pub(super) fn open_error(path: &str, error: &rusqlite::Error) -> StoreError {
         Some(ErrorCode::CannotOpen) => StoreError::Backend(format!(
             "cannot open {path}: {error} (does its directory exist, and may this process write there?)"
         )),
-        _ => StoreError::Backend(format!("{path}: {error}")),
+        _ => StoreError::Backend(one_line(&format!("{path}: {error}"))),
     }
 }

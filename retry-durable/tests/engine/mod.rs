@@ -252,6 +252,57 @@ pub async fn o3_owner_defaults_and_registrations_are_checked_when_built<S: Store
         .err()
         .unwrap();
     assert_eq!(err.to_string(), "handler `a` is registered twice");
+
+    // Issue 26 item 8: names that would be stored on every row are checked when built (the
+    // handler `""` used to let enqueue write a row and then report it corrupt).
+    let long = "h".repeat(201);
+    for (kind, name, said) in [
+        ("handler", "", r#"handler name "" is empty"#.to_owned()),
+        (
+            "handler",
+            "a\nb",
+            r#"handler name "a\nb" holds a control character"#.to_owned(),
+        ),
+        (
+            "handler",
+            long.as_str(),
+            format!("handler name {:?} is longer than 200 bytes", &long[..200]),
+        ),
+        (
+            "predicate",
+            "",
+            r#"retry predicate name "" is empty"#.to_owned(),
+        ),
+        (
+            "predicate",
+            "tab\there",
+            r#"retry predicate name "tab\there" holds a control character"#.to_owned(),
+        ),
+    ] {
+        let built = builder(store.clone(), &clock);
+        let built = if kind == "handler" {
+            built.handler(name, Flaky::default().handler(0))
+        } else {
+            built.predicate(name, |_| true)
+        };
+        let err = built.build().err().unwrap();
+        assert!(matches!(err, BuildError::InvalidName { .. }), "{err:?}");
+        assert_eq!(err.to_string(), said);
+    }
+    let name = "h".repeat(200);
+    assert!(
+        builder(store.clone(), &clock)
+            .handler(&name, Flaky::default().handler(0))
+            .predicate("é ünïcode", |_| true)
+            .build()
+            .is_ok(),
+        "a name of 200 bytes and a non-ASCII one are fine"
+    );
+    assert!(
+        store.list("test", None, 10).await.unwrap().is_empty(),
+        "a refused build wrote a row"
+    );
+
     let err = builder(store.clone(), &clock)
         .concurrency(0)
         .build()
@@ -1151,7 +1202,7 @@ impl<S: Store> Store for FailingFinish<S> {
         owner: &str,
         after: Option<WorkId>,
         limit: u32,
-    ) -> Result<Vec<WorkRecord>, StoreError> {
+    ) -> Result<retry_durable::Listing, StoreError> {
         self.0.list(owner, after, limit).await
     }
 
@@ -1219,6 +1270,38 @@ impl<S: Store> Store for FailingFinish<S> {
         limit: u32,
     ) -> Result<u64, StoreError> {
         self.0.purge_kept_keys(owner, now, limit).await
+    }
+
+    async fn quarantine(
+        &self,
+        id: WorkId,
+        claimed_until: Timestamp,
+        reason: String,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.0.quarantine(id, claimed_until, reason, now).await
+    }
+
+    async fn quarantined(
+        &self,
+        owner: &str,
+        after: Option<WorkId>,
+        limit: u32,
+    ) -> Result<Vec<retry_durable::QuarantinedWork>, StoreError> {
+        self.0.quarantined(owner, after, limit).await
+    }
+
+    async fn release(
+        &self,
+        owner: &str,
+        id: WorkId,
+        now: Timestamp,
+    ) -> Result<retry_durable::Released, StoreError> {
+        self.0.release(owner, id, now).await
+    }
+
+    async fn purge_quarantined(&self, owner: &str, id: WorkId) -> Result<bool, StoreError> {
+        self.0.purge_quarantined(owner, id).await
     }
 }
 
@@ -1766,7 +1849,7 @@ pub async fn s14_list_where_filters_in_the_store_and_pages<S: Store>(store: S) {
         .await
         .unwrap();
 
-    let ids = |records: Vec<WorkRecord>| records.iter().map(|r| r.id).collect::<Vec<_>>();
+    let ids = |records: retry_durable::Listing| records.iter().map(|r| r.id).collect::<Vec<_>>();
     let waiting = retry_durable::WorkFilter::new().state(WorkState::Waiting);
     let a = waiting.clone().handler("a");
     assert_eq!(
