@@ -35,7 +35,8 @@
 //!
 //! `cargo bench -p retry-benches --bench durable_postgres [-- FILTER]` runs everything (a
 //! filter keeps the rows whose name contains it, or the one row of that name; `DURABLE_PG_ITEMS` changes the 10,000,
-//! `DURABLE_PG_SYNC=on|off` keeps one `synchronous_commit` setting).
+//! `DURABLE_PG_SYNC=on|off` keeps one `synchronous_commit` setting, `DURABLE_PG_ENQUEUE_MANY=1`
+//! has retry-durable enqueue with `enqueue_many`, one transaction per worker task).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -502,6 +503,12 @@ async fn floor(url: &str, workers: usize, items: usize) -> (Duration, Duration) 
 // ---------------------------------------------------------------------------------------------
 // retry-durable
 
+/// `DURABLE_PG_ENQUEUE_MANY=1`: each retry-durable task writes its share with one
+/// `Jobs::enqueue_many` (one transaction) instead of one `enqueue` per item.
+fn enqueue_many() -> bool {
+    std::env::var("DURABLE_PG_ENQUEUE_MANY").is_ok_and(|v| v == "1")
+}
+
 async fn ours(url: &str, workers: usize, concurrency: usize, items: usize) -> (Duration, Duration) {
     let done = Arc::new(AtomicUsize::new(0));
     let stop = CancelToken::new();
@@ -530,6 +537,15 @@ async fn ours(url: &str, workers: usize, concurrency: usize, items: usize) -> (D
         let jobs = jobs.clone();
         let count = share(items, workers, w);
         tasks.spawn(async move {
+            if enqueue_many() {
+                let items = (0..count as u64).map(|i| (i, WorkOptions::new()));
+                let written = jobs
+                    .enqueue_many("noop", items)
+                    .await
+                    .expect("enqueue_many");
+                assert_eq!(written.len(), count);
+                return;
+            }
             for i in 0..count as u64 {
                 jobs.enqueue("noop", &i, WorkOptions::new())
                     .await
