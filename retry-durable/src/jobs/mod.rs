@@ -934,7 +934,7 @@ impl<S, C: Clock> Inner<S, C> {
 
     pub(crate) fn emit_event(&self, event: Event) {
         for subscriber in &self.subscribers {
-            self.contain(record.id, "a subscriber", || subscriber(&event));
+            self.contain(event.id, "a subscriber", || subscriber(&event));
         }
     }
 
