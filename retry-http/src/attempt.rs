@@ -21,8 +21,8 @@ use crate::config::Shared;
 use crate::error::BoxError;
 use crate::judge::{Call, Failed, Lost, refused, reported};
 use crate::method::Safety;
-use crate::target::Target;
 use crate::sse::{FirstEvent, is_event_stream};
+use crate::target::Target;
 
 /// What the layer's loop runs: the call's first request on the service that was made ready
 /// for it, then copies of both for every retry.

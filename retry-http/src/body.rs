@@ -289,8 +289,7 @@ where
 
 /// The error of a body that ran out of time: never replayed, whichever limit fired.
 fn timed_out(target: Option<&Target>, attempts: u32, after: StopReason, bound: Bound) -> Error {
-    Error::new(target.cloned(), attempts, after)
-        .with_cause(Some(Box::new(BodyTimedOut(bound))))
+    Error::new(target.cloned(), attempts, after).with_cause(Some(Box::new(BodyTimedOut(bound))))
 }
 
 impl<B: Body> std::fmt::Debug for ResponseBody<B> {

@@ -317,11 +317,15 @@ fn answer<B: Body>(
     let Some(target) = target.take() else {
         return Poll::Pending;
     };
-    let answer = finish(outcome, &target, max_attempts, ceiling);
-    Poll::Ready(answer.map(|mut response| {
+    let mut answer = match outcome {
+        // The success path: no move through `finish`.
+        Ok(response) => Ok(response),
+        Err(e) => finish(Err(e), &target, max_attempts, ceiling),
+    };
+    if let Ok(response) = &mut answer {
         response.body_mut().name(target);
-        response
-    }))
+    }
+    Poll::Ready(answer)
 }
 
 /// The call's cancellation signal: its token's, or none.

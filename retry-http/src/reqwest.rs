@@ -225,7 +225,9 @@ where
                 Counted,
             );
             let policy = &shared.policy;
-            policy.retry_with(op, when, notify, hint, limits, guard).await
+            policy
+                .retry_with(op, when, notify, hint, limits, guard)
+                .await
         };
         finish(
             outcome,
@@ -287,7 +289,8 @@ where
         let url = response.url().clone();
         let response: http::Response<reqwest::Body> = response.into();
         let (head, body) = response.into_parts();
-        let body = ResponseBody::direct(body, Some(call.target.clone()), attempt).with_watch(Some(watch));
+        let body =
+            ResponseBody::direct(body, Some(call.target.clone()), attempt).with_watch(Some(watch));
         return Ok(rebuild(url, head, reqwest::Body::wrap(body)));
     }
     let url = response.url().clone();
