@@ -240,7 +240,7 @@ where
 }
 
 /// What a call's events and errors name: its method and host. Only the URL's scheme and
-/// authority are copied (one allocation); its path shows nowhere.
+/// authority are copied, not the whole URL parsed again: its path shows nowhere.
 fn target_of(request: &Request) -> Target {
     let url = request.url();
     let mut parts = Parts::default();
