@@ -20,18 +20,21 @@ use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
 use crate::judge::{Call, Failed, Lost, refused, reported};
+use crate::method::Safety;
 use crate::sse::{FirstEvent, is_event_stream};
+use crate::target::Target;
 
 /// What the layer's loop runs: the call's first request on the service that was made ready
 /// for it, then copies of both for every retry.
 pub(crate) struct Attempts<S, B, P, C> {
-    /// The service made ready by the layer's `poll_ready`, and the request as given.
-    first: Option<(S, Request<B>)>,
-    /// A spare of each for the retries; `None` when no retry can happen (one attempt
-    /// allowed, or a body that cannot be replayed).
-    spare: Option<(S, Request<B>)>,
+    /// The service made ready by the layer's `poll_ready`, the request as given, and what
+    /// its attempt judges by.
+    first: Option<(S, Request<B>, Call)>,
+    /// A spare of the service and the request for the retries, whose head also names each
+    /// retry's target; or, when no retry can happen (one attempt allowed, or a body that
+    /// cannot be replayed), what a refused retry would name.
+    spare: Result<(S, Request<B>), Call>,
     shared: Arc<Shared<P, C>>,
-    call: Call,
     /// When the call's deadline passes, if it has one: its response bodies end by then.
     deadline_at: Option<Instant>,
 }
@@ -45,11 +48,15 @@ impl<S, B, P, C> Attempts<S, B, P, C> {
         call: Call,
         deadline_at: Option<Instant>,
     ) -> Self {
+        // The first attempt takes `call`; a retry reads its own from the spare request.
+        let (call, spare) = match spare {
+            Some(spare) => (call, Ok(spare)),
+            None => (call.clone(), Err(call)),
+        };
         Attempts {
-            first: Some((ready, request)),
+            first: Some((ready, request, call)),
             spare,
             shared,
-            call,
             deadline_at,
         }
     }
@@ -69,20 +76,34 @@ where
     type Attempt = AttemptFuture<S, B, ResB, P, C>;
 
     fn start(&mut self, attempt: u32) -> Self::Attempt {
-        let step = match self.first.take() {
-            Some((service, request)) => Step::Ready {
-                service,
-                request: Some(request),
-            },
-            None => match &self.spare {
-                Some((service, request)) => match copy(request) {
-                    Some(request) => Step::Ready {
-                        service: service.clone(),
-                        request: Some(request),
-                    },
-                    None => Step::Refused,
+        let (step, call) = match self.first.take() {
+            Some((service, request, call)) => (
+                Step::Ready {
+                    service,
+                    request: Some(request),
                 },
-                None => Step::Refused,
+                call,
+            ),
+            None => match &self.spare {
+                Ok((service, request)) => {
+                    // The spare was copied after the key was applied: the same safety.
+                    let call = Call {
+                        target: Target::of(request),
+                        safety: Safety::of(request.method(), request.headers()),
+                        replayable: true,
+                    };
+                    match copy(request) {
+                        Some(request) => (
+                            Step::Ready {
+                                service: service.clone(),
+                                request: Some(request),
+                            },
+                            call,
+                        ),
+                        None => (Step::Refused, call),
+                    }
+                }
+                Err(call) => (Step::Refused, call.clone()),
             },
         };
         let (clock, timeout) = (self.shared.policy.clock(), self.shared.attempt_timeout);
@@ -99,7 +120,7 @@ where
             step,
             timer,
             shared: Arc::clone(&self.shared),
-            call: self.call.clone(),
+            call,
             attempt,
             end,
         }
@@ -221,8 +242,8 @@ where
                             shared.idle_timeout,
                             stream,
                         );
-                        let body = ResponseBody::direct(body, this.call.target.clone(), attempt)
-                            .with_watch(watch);
+                        // Named by the layer when the call returns it.
+                        let body = ResponseBody::direct(body, None, attempt).with_watch(watch);
                         return Poll::Ready(judged(this.call, this.shared, attempt, head, body));
                     }
                     Poll::Ready(Err(e)) => {

@@ -120,7 +120,9 @@ pin_project! {
         held: VecDeque<Frame<B::Data>>,
         #[pin]
         source: Source<B>,
-        target: Target,
+        // What its errors name: given by the layer when the call returns the response, so
+        // that a call's success path clones its target once.
+        target: Option<Target>,
         attempts: u32,
         after: StopReason,
         // The body's time limits, if the policy sets any.
@@ -142,7 +144,7 @@ pin_project! {
 
 impl<B: Body> ResponseBody<B> {
     /// The service's body as it came.
-    pub(crate) fn direct(body: B, target: Target, attempts: u32) -> Self {
+    pub(crate) fn direct(body: B, target: Option<Target>, attempts: u32) -> Self {
         ResponseBody {
             held: VecDeque::new(),
             source: Source::Direct { body },
@@ -152,6 +154,11 @@ impl<B: Body> ResponseBody<B> {
             watch: None,
             expired: None,
         }
+    }
+
+    /// Names the call's target in the body's errors, unless it names one already.
+    pub(crate) fn name(&mut self, target: Target) {
+        self.target.get_or_insert(target);
     }
 
     /// Times the body with `watch` (from [`watch`](crate::bound::watch)).
@@ -171,7 +178,7 @@ impl<B: Body> ResponseBody<B> {
         ResponseBody {
             held,
             source: Source::Boxed { body },
-            target,
+            target: Some(target),
             attempts,
             after: if event_delivered {
                 StopReason::AfterEvent
@@ -202,7 +209,7 @@ where
         }
         if let Some(bound) = *this.expired {
             return Poll::Ready(Some(Err(timed_out(
-                this.target,
+                this.target.as_ref(),
                 *this.attempts,
                 *this.after,
                 bound,
@@ -216,7 +223,7 @@ where
             return polled.map(|frame| {
                 frame.map(|result| {
                     result.map_err(|e| {
-                        Error::new(Some(this.target.clone()), *this.attempts, *this.after)
+                        Error::new(this.target.clone(), *this.attempts, *this.after)
                             .with_cause(Some(e.into()))
                     })
                 })
@@ -230,7 +237,7 @@ where
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::new(
-                Some(this.target.clone()),
+                this.target.clone(),
                 *this.attempts,
                 *this.after,
             )
@@ -241,7 +248,7 @@ where
                     *this.expired = Some(bound);
                     *this.watch = None;
                     Poll::Ready(Some(Err(timed_out(
-                        this.target,
+                        this.target.as_ref(),
                         *this.attempts,
                         *this.after,
                         bound,
@@ -281,9 +288,8 @@ where
 }
 
 /// The error of a body that ran out of time: never replayed, whichever limit fired.
-fn timed_out(target: &Target, attempts: u32, after: StopReason, bound: Bound) -> Error {
-    Error::new(Some(target.clone()), attempts, after)
-        .with_cause(Some(Box::new(BodyTimedOut(bound))))
+fn timed_out(target: Option<&Target>, attempts: u32, after: StopReason, bound: Bound) -> Error {
+    Error::new(target.cloned(), attempts, after).with_cause(Some(Box::new(BodyTimedOut(bound))))
 }
 
 impl<B: Body> std::fmt::Debug for ResponseBody<B> {

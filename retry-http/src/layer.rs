@@ -15,7 +15,8 @@ use pin_project_lite::pin_project;
 use retry_core::effects::IdempotencyKey;
 use retry_core::middleware::WaitForCancellation;
 use retry_core::{
-    CancelToken, Clock, DefaultClock, FromPolicy, Limited, NamedOp, Retry, Unprotected,
+    CancelToken, Clock, DefaultClock, FromPolicy, Limited, NamedOp, Protected, Retry, RetryError,
+    Unprotected,
 };
 use tower_layer::Layer;
 use tower_service::Service;
@@ -195,45 +196,33 @@ where
         let when: WhenFn<LayerResponse<ResB>> = may_retry;
         let notify: NotifyFn<LayerResponse<ResB>> = retrying;
         let hint: HintFn<LayerResponse<ResB>> = hint;
-        let run = shared
-            .policy
-            .retry_operation(attempts)
-            .when(when)
-            .notify(notify)
-            .retry_after(hint)
-            .cancel_on(Cancel(cancel));
-        let (ceiling, protection) = (shared.policy.max_retry_after(), &shared.protection);
-        if protection.is_none() {
-            let run = match shared.deadline {
-                Some(budget) => run.deadline(budget),
-                None => run,
-            };
-            return ResponseFuture {
-                state: State::Running {
-                    run,
-                    target,
-                    max_attempts,
-                    ceiling,
-                },
-            };
-        }
-        let run = run.protection(
-            protection.budget.clone(),
-            protection.breaker.clone(),
-            Counted,
-        );
-        let run = match shared.deadline {
-            Some(budget) => run.deadline(budget),
-            None => run,
-        };
-        ResponseFuture {
-            state: State::Protected {
-                run,
-                target,
+        // Without a token the loop has no signal to poll.
+        let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
+        let (policy, ceiling) = (&shared.policy, shared.policy.max_retry_after());
+        let protection = &shared.protection;
+        // The loop is built in one step, straight into the future (each builder method would
+        // move the whole loop, requests included).
+        let state = if protection.is_none() {
+            State::Running {
+                run: policy.retry_with(NamedOp(attempts), when, notify, hint, limits, Unprotected),
+                target: Some(target),
                 max_attempts,
                 ceiling,
-            },
-        }
+            }
+        } else {
+            let guard = Protected::of(
+                protection.budget.clone(),
+                protection.breaker.clone(),
+                Counted,
+            );
+            State::Protected {
+                run: policy.retry_with(NamedOp(attempts), when, notify, hint, limits, guard),
+                target: Some(target),
+                max_attempts,
+                ceiling,
+            }
+        };
+        ResponseFuture { state }
     }
 }
 
@@ -254,9 +243,10 @@ pin_project! {
     #[project = StateProj]
     enum State<L, G> {
         // The loop is running.
-        Running { #[pin] run: L, target: Target, max_attempts: u32, ceiling: Duration },
+        // `target` goes to the answer's body when the loop ends.
+        Running { #[pin] run: L, target: Option<Target>, max_attempts: u32, ceiling: Duration },
         // The loop is running with the policy's budget or breaker.
-        Protected { #[pin] run: G, target: Target, max_attempts: u32, ceiling: Duration },
+        Protected { #[pin] run: G, target: Option<Target>, max_attempts: u32, ceiling: Duration },
         // The request was refused before anything was sent.
         Refused { error: Option<Error> },
     }
@@ -297,9 +287,7 @@ where
                 max_attempts,
                 ceiling,
             } => match run.poll(cx) {
-                Poll::Ready(outcome) => {
-                    Poll::Ready(finish(outcome, target, *max_attempts, *ceiling))
-                }
+                Poll::Ready(outcome) => answer(outcome, target, *max_attempts, *ceiling),
                 Poll::Pending => Poll::Pending,
             },
             StateProj::Protected {
@@ -308,9 +296,7 @@ where
                 max_attempts,
                 ceiling,
             } => match run.poll(cx) {
-                Poll::Ready(outcome) => {
-                    Poll::Ready(finish(outcome, target, *max_attempts, *ceiling))
-                }
+                Poll::Ready(outcome) => answer(outcome, target, *max_attempts, *ceiling),
                 Poll::Pending => Poll::Pending,
             },
             StateProj::Refused { error } => match error.take() {
@@ -319,6 +305,27 @@ where
             },
         }
     }
+}
+
+/// The loop's end as the call's answer, whose body names the call's target from now on.
+fn answer<B: Body>(
+    outcome: Result<LayerResponse<B>, RetryError<Lost<LayerResponse<B>>>>,
+    target: &mut Option<Target>,
+    max_attempts: u32,
+    ceiling: Duration,
+) -> Poll<Result<LayerResponse<B>, Error>> {
+    let Some(target) = target.take() else {
+        return Poll::Pending;
+    };
+    let mut answer = match outcome {
+        // The success path: no move through `finish`.
+        Ok(response) => Ok(response),
+        Err(e) => finish(Err(e), &target, max_attempts, ceiling),
+    };
+    if let Ok(response) = &mut answer {
+        response.body_mut().name(target);
+    }
+    Poll::Ready(answer)
 }
 
 /// The call's cancellation signal: its token's, or none.

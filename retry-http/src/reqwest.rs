@@ -6,12 +6,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use http::uri::{Authority, Parts, PathAndQuery, Scheme};
 use http::{Extensions, Uri};
 use pin_project_lite::pin_project;
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 use retry_core::effects::IdempotencyKey;
-use retry_core::{CancelToken, Clock, DefaultClock};
+use retry_core::{CancelToken, Clock, DefaultClock, Limited, Protected, Unprotected};
 
 use crate::body::ResponseBody;
 use crate::bound::{Bound, exchange_end, watch};
@@ -115,10 +116,7 @@ where
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let shared = &*self.retry.shared;
-        let target = Target {
-            method: request.method().clone(),
-            uri: Uri::try_from(request.url().as_str()).unwrap_or_default(),
-        };
+        let target = target_of(&request);
         if let Some(key) = extensions.get::<IdempotencyKey>() {
             if let Err(reason) = apply_key(request.headers_mut(), key) {
                 tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
@@ -210,30 +208,26 @@ where
         let when: fn(&Lost<Response>, u32) -> bool = may_retry;
         let notify: fn(&Lost<Response>, u32, std::time::Duration) = retrying;
         let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
-        let run = shared
-            .policy
-            .retry(op)
-            .when(when)
-            .notify(notify)
-            .retry_after(hint)
-            .cancel_on(Cancel(cancel));
+        // Without a token the loop has no signal to poll.
+        let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
         let protection = &shared.protection;
-        // Without a budget or a breaker, the loop runs without either (as the tower layer).
+        // The loop is built in one step (each builder method would move the whole loop, the
+        // spare request included); without a budget or a breaker it runs without either.
         let outcome = if protection.is_none() {
-            match shared.deadline {
-                Some(budget) => run.deadline(budget).await,
-                None => run.await,
-            }
+            let policy = &shared.policy;
+            policy
+                .retry_with(op, when, notify, hint, limits, Unprotected)
+                .await
         } else {
-            let run = run.protection(
+            let guard = Protected::of(
                 protection.budget.clone(),
                 protection.breaker.clone(),
                 Counted,
             );
-            match shared.deadline {
-                Some(budget) => run.deadline(budget).await,
-                None => run.await,
-            }
+            let policy = &shared.policy;
+            policy
+                .retry_with(op, when, notify, hint, limits, guard)
+                .await
         };
         finish(
             outcome,
@@ -242,6 +236,20 @@ where
             shared.policy.max_retry_after(),
         )
         .map_err(reqwest_middleware::Error::middleware)
+    }
+}
+
+/// What a call's events and errors name: its method and host. Only the URL's scheme and
+/// authority are copied, not the whole URL parsed again: its path shows nowhere.
+fn target_of(request: &Request) -> Target {
+    let url = request.url();
+    let mut parts = Parts::default();
+    parts.scheme = Scheme::try_from(url.scheme()).ok();
+    parts.authority = Authority::try_from(url.authority()).ok();
+    parts.path_and_query = Some(PathAndQuery::from_static("/"));
+    Target {
+        method: request.method().clone(),
+        uri: Uri::from_parts(parts).unwrap_or_default(),
     }
 }
 
@@ -281,7 +289,8 @@ where
         let url = response.url().clone();
         let response: http::Response<reqwest::Body> = response.into();
         let (head, body) = response.into_parts();
-        let body = ResponseBody::direct(body, call.target.clone(), attempt).with_watch(Some(watch));
+        let body =
+            ResponseBody::direct(body, Some(call.target.clone()), attempt).with_watch(Some(watch));
         return Ok(rebuild(url, head, reqwest::Body::wrap(body)));
     }
     let url = response.url().clone();

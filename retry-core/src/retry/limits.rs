@@ -218,6 +218,18 @@ impl<S: Future> IntoLimited for Limited<S> {
 }
 
 impl<S> Limited<S> {
+    /// A deadline and a cancellation signal, each optional, for
+    /// [`retry_with`](crate::RetryPolicy::retry_with).
+    #[doc(hidden)]
+    #[inline]
+    pub fn new(deadline: Option<Duration>, cancel: Option<S>) -> Self {
+        Limited {
+            deadline,
+            attempt_timeout: None,
+            cancel,
+        }
+    }
+
     pub(crate) fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
         self

@@ -227,6 +227,48 @@ impl<C: Clock> RetryPolicy<C> {
     {
         Retry::new(self.clone(), NamedOp(op))
     }
+
+    /// [`retry`](RetryPolicy::retry) (a closure) or [`retry_operation`](RetryPolicy::retry_operation)
+    /// (a [`NamedOp`]) with its hooks, its limits and its protection given at once, for
+    /// adapters that set all of them on every call (retry-http): each builder method moves the
+    /// whole loop, and a loop around a large operation (a request and its spare copy) would pay
+    /// for each move on its success path. `limits`: [`Limited::new`]; `protection`:
+    /// [`Unprotected`] or [`Protected::of`].
+    #[doc(hidden)]
+    #[inline]
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    pub fn retry_with<Op, T, E, W, N, H, S, G>(
+        &self,
+        op: Op,
+        when: W,
+        notify: N,
+        hint: H,
+        limits: Limited<S>,
+        protection: G,
+    ) -> Retry<Op, Op::Attempt, E, C, FromPolicy, W, N, H, Limited<S>, G>
+    where
+        C: Clock + Clone,
+        Op: Operation,
+        Op::Attempt: Future<Output = Result<T, E>>,
+        W: FnMut(&E, u32) -> bool,
+        N: FnMut(&E, u32, Duration),
+        H: FnMut(&E) -> Option<Duration>,
+        S: Future,
+    {
+        let (plan, progress) = Progress::start::<E, C, FromPolicy>(self.clone());
+        Retry {
+            plan,
+            op,
+            backoff: FromPolicy,
+            when,
+            notify,
+            hint,
+            progress,
+            limits,
+            protection,
+            state: State::Start,
+        }
+    }
 }
 
 impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {

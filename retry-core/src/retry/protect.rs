@@ -261,6 +261,20 @@ impl<B, K: BreakerSlot, F, X> Protected<B, K, F, X> {
     }
 }
 
+impl<R, K, F> Protected<Option<Handle<R>>, Option<Handle<K>>, F>
+where
+    R: Deref<Target = RetryBudget>,
+    K: Deref<Target = CircuitBreaker>,
+{
+    /// What [`Retry::protection`] sets, built apart, for
+    /// [`retry_with`](crate::RetryPolicy::retry_with).
+    #[doc(hidden)]
+    #[inline]
+    pub fn of(budget: Option<R>, breaker: Option<K>, counts: F) -> Self {
+        Protected::new(budget.map(Handle), breaker.map(Handle), counts, Typed)
+    }
+}
+
 impl<B, K: BreakerSlot, F, X> Protected<B, K, F, X> {
     /// Replaces which errors count against the breaker; nothing is running yet.
     pub(crate) fn count_with(&mut self, counts: F) {
