@@ -423,6 +423,9 @@ mod tests {
         Admit::Pass { probe_since }
     }
 
+    /// `(from, event, to, reason, admit)`: one row of the table below.
+    type Row = (State, Event, Option<State>, Option<ChangeReason>, Admit);
+
     /// Every edge of the diagram in the module docs, and every event that must change
     /// nothing: `(from, event, to, reason, admit)`, with `to: None` for no write.
     #[test]
@@ -434,7 +437,7 @@ mod tests {
         let open = |until, opens| S::Open { until, opens };
         let refuse = |state, after_ms| Admit::Refuse { state, after_ms };
         #[rustfmt::skip]
-        let table: &[(State, Event, Option<State>, Option<ChangeReason>, Admit)] = &[
+        let table: &[Row] = &[
             // closed
             (closed(0), E::Admit { at: 5 },                    None,                     None,                  pass(None)),
             (closed(2), E::Look { at: 5 },                     None,                     None,                  pass(None)),
