@@ -65,6 +65,7 @@ pub type DriverGuard<E> = Protected<
 
 impl<E> Driver<E> {
     /// A driver for one call under `policy`, without hooks or limits.
+    #[inline]
     pub fn new(policy: RetryPolicy<DefaultClock>) -> Self {
         let (plan, progress) = Progress::start::<E, _, FromPolicy>(policy);
         Driver {
@@ -221,6 +222,7 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
     /// into `E`. `Continue` means: build the body's future again and call this once more.
     /// The attempt is counted (and its limits' timer armed) by this call; the returned future
     /// runs it.
+    #[inline]
     pub fn attempt<T, F>(&mut self, body: F) -> Attempt<'_, E, W, N, L, H, G, F>
     where
         F: Future<Output = Result<T, E>>,
@@ -285,6 +287,10 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
         }
     }
 
+    /// The outcome of an attempt: its value, or what follows a failure ([`Self::failed`]).
+    /// Inlined, as the expanded function's poll is, so that a first attempt that succeeds
+    /// costs what it costs in [`Retry`](super::Retry); a failure's decision stays out of line.
+    #[inline]
     fn decide<T>(
         &mut self,
         outcome: Result<Result<T, E>, Timer<<L::Limits as Limits>::Token>>,
@@ -296,12 +302,35 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
         H: RetryAfter<E>,
         G: Protection<E>,
     {
-        let next = match outcome {
+        let failed = match outcome {
             Ok(Ok(value)) => {
                 self.protection.succeeded(self.plan.clock());
                 return ControlFlow::Break(Ok(value));
             }
-            Ok(Err(error)) => self.after_failure(error),
+            Ok(Err(error)) => Ok(error),
+            Err(timer) => Err(timer),
+        };
+        match self.failed(failed) {
+            ControlFlow::Break(error) => ControlFlow::Break(Err(error)),
+            ControlFlow::Continue(delay) => ControlFlow::Continue(delay),
+        }
+    }
+
+    /// What follows a failed attempt (its error, or a limit's timer that fired): stop with
+    /// the function's error, or wait this long.
+    fn failed(
+        &mut self,
+        outcome: Result<E, Timer<<L::Limits as Limits>::Token>>,
+    ) -> ControlFlow<E, Duration>
+    where
+        E: std::fmt::Debug,
+        W: ShouldRetry<E>,
+        N: OnRetry<E>,
+        H: RetryAfter<E>,
+        G: Protection<E>,
+    {
+        let next = match outcome {
+            Ok(error) => self.after_failure(error),
             Err(Timer::AttemptTimeout(token, timeout)) => {
                 let error = self.limits.error(Exit::Stopped {
                     token,
@@ -322,7 +351,7 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
             ),
         };
         match next {
-            Next::Stop(exit) => ControlFlow::Break(Err(self.limits.error(exit))),
+            Next::Stop(exit) => ControlFlow::Break(self.limits.error(exit)),
             Next::Wait(delay) => ControlFlow::Continue(delay),
         }
     }

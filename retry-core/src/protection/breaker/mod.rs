@@ -19,7 +19,7 @@ pub use events::{ChangeReason, CircuitState, StateChange};
 use super::ticks::{Origin, nanos};
 use super::window::Window;
 use events::Listeners;
-use state::{OPENS_MAX, State, TIME_MAX};
+use state::{Admit, Event, Rules, State, Step, TIME_MAX};
 
 const NANOS_PER_MS: u64 = 1_000_000;
 
@@ -211,34 +211,10 @@ impl CircuitBreaker {
     /// The state at `now`. An open circuit whose break is over becomes half-open here (and
     /// reports that change), as it would for the next call.
     pub fn state(&self, now: Instant) -> CircuitState {
-        let at = self.ms(now);
-        loop {
-            let word = self.state.load(Ordering::Acquire);
-            return match State::decode(word) {
-                State::Closed { .. } => CircuitState::Closed,
-                State::Isolated => CircuitState::Isolated,
-                State::HalfOpen { .. } => CircuitState::HalfOpen,
-                State::Open { until, .. } if at < until => CircuitState::Open,
-                State::Open { opens, .. } => {
-                    let half_open = State::HalfOpen {
-                        since: at,
-                        in_flight: 0,
-                        succeeded: 0,
-                        opens,
-                    };
-                    if !self.swap(word, half_open) {
-                        continue;
-                    }
-                    self.changed(
-                        CircuitState::Open,
-                        half_open,
-                        ChangeReason::BreakElapsed,
-                        now,
-                    );
-                    CircuitState::HalfOpen
-                }
-            };
-        }
+        let event = Event::Look { at: self.ms(now) };
+        let (from, step) = self.apply(event, &self.judge(0));
+        self.report(from, step, now);
+        public(step.to.unwrap_or(from))
     }
 
     /// Asks to make a call at `now`.
@@ -296,77 +272,24 @@ impl CircuitBreaker {
     }
 
     #[cold]
-    fn admit_slow(&self, mut word: u64, now: Instant) -> Result<Ticket, CircuitOpen> {
-        let at = self.ms(now);
-        loop {
-            let (next, reason) = match State::decode(word) {
-                State::Closed { .. } => return Ok(Ticket::Closed),
-                State::Isolated => return Err(self.refusal(CircuitState::Isolated, None)),
-                State::Open { until, .. } if at < until => {
-                    return Err(self.refusal(CircuitState::Open, Some(until - at)));
-                }
-                State::Open { opens, .. } => (
-                    State::HalfOpen {
-                        since: at,
-                        in_flight: 1,
-                        succeeded: 0,
-                        opens,
-                    },
-                    Some(ChangeReason::BreakElapsed),
-                ),
-                State::HalfOpen {
-                    since,
-                    in_flight,
-                    succeeded,
-                    opens,
-                } => {
-                    if in_flight + succeeded < self.config.probes {
-                        let next = State::HalfOpen {
-                            since,
-                            in_flight: in_flight + 1,
-                            succeeded,
-                            opens,
-                        };
-                        (next, None)
-                    } else {
-                        // Probes that never report (their caller vanished) give their places
-                        // back after a break's length: a new half-open period begins.
-                        let deadline = since.saturating_add(self.break_ms(opens));
-                        if at < deadline {
-                            return Err(self.refusal(CircuitState::HalfOpen, Some(deadline - at)));
-                        }
-                        tracing::debug!(
-                            target: "retry_core::breaker",
-                            breaker = self.config.name,
-                            "half-open probes did not report; admitting new probes"
-                        );
-                        let next = State::HalfOpen {
-                            since: at,
-                            in_flight: 1,
-                            succeeded: 0,
-                            opens,
-                        };
-                        (next, None)
-                    }
-                }
-            };
-            match self.state.compare_exchange(
-                word,
-                next.encode(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    if let Some(reason) = reason {
-                        self.changed(CircuitState::Open, next, reason, now);
-                    }
-                    let State::HalfOpen { since, .. } = next else {
-                        return Ok(Ticket::Closed);
-                    };
-                    return Ok(Ticket::Probe { since });
-                }
-                Err(current) => word = current,
+    fn admit_slow(&self, word: u64, now: Instant) -> Result<Ticket, CircuitOpen> {
+        let event = Event::Admit { at: self.ms(now) };
+        let (from, step) = self.apply_from(word, event, &self.judge(0));
+        self.report(from, step, now);
+        match step.admit {
+            Admit::Pass { probe_since: None } => Ok(Ticket::Closed),
+            Admit::Pass {
+                probe_since: Some(since),
+            } => Ok(Ticket::Probe { since }),
+            Admit::Renew { since } => {
+                tracing::debug!(
+                    target: "retry_core::breaker",
+                    breaker = self.config.name,
+                    "half-open probes did not report; admitting new probes"
+                );
+                Ok(Ticket::Probe { since })
             }
+            Admit::Refuse { state, after_ms } => Err(self.refusal(state, after_ms)),
         }
     }
 
@@ -390,21 +313,8 @@ impl CircuitBreaker {
 
     /// A success clears the failures in a row.
     #[cold]
-    fn closed_success(&self, mut word: u64) {
-        while let State::Closed { failures } = State::decode(word) {
-            if failures == 0 {
-                return;
-            }
-            match self.state.compare_exchange(
-                word,
-                State::Closed { failures: 0 }.encode(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(current) => word = current,
-            }
-        }
+    fn closed_success(&self, word: u64) {
+        self.apply_from(word, Event::Success, &self.judge(0));
     }
 
     /// The call admitted with `ticket` failed at `now`.
@@ -419,73 +329,22 @@ impl CircuitBreaker {
                 at
             }
         };
-        let at_ms = at / NANOS_PER_MS;
-        let mut word = self.state.load(Ordering::Acquire);
         // Only a closed circuit counts: a late failure of a call admitted before the circuit
         // opened changes nothing.
-        while let State::Closed { failures } = State::decode(word) {
-            let failures = failures.saturating_add(1);
-            let trip = self.trips(failures, at);
-            let next = match trip {
-                Some(_) => State::Open {
-                    until: at_ms.saturating_add(self.break_ms(1)),
-                    opens: 1,
-                },
-                None => State::Closed { failures },
-            };
-            match self.state.compare_exchange(
-                word,
-                next.encode(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    if let Some(reason) = trip {
-                        self.changed(CircuitState::Closed, next, reason, now);
-                    }
-                    return;
-                }
-                Err(current) => word = current,
-            }
-        }
+        let event = Event::Failure {
+            at: at / NANOS_PER_MS,
+        };
+        let (from, step) = self.apply(event, &self.judge(at));
+        self.report(from, step, now);
     }
 
     /// The call admitted with `ticket` ended without an outcome (it was cancelled): a probe
     /// gives its place back.
     pub(crate) fn release(&self, ticket: Ticket) {
-        let Ticket::Probe {
-            since: ticket_since,
-        } = ticket
-        else {
+        let Ticket::Probe { since } = ticket else {
             return;
         };
-        let mut word = self.state.load(Ordering::Acquire);
-        while let State::HalfOpen {
-            since,
-            in_flight,
-            succeeded,
-            opens,
-        } = State::decode(word)
-        {
-            if since != ticket_since || in_flight == 0 {
-                return;
-            }
-            let next = State::HalfOpen {
-                since,
-                in_flight: in_flight - 1,
-                succeeded,
-                opens,
-            };
-            match self.state.compare_exchange(
-                word,
-                next.encode(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
-                Err(current) => word = current,
-            }
-        }
+        self.apply(Event::Release { since }, &self.judge(0));
     }
 
     /// Whether the circuit, asked at `now`, will still refuse calls at `at` for sure:
@@ -502,63 +361,61 @@ impl CircuitBreaker {
         }
     }
 
-    /// A probe of the half-open period that began at `ticket_since` ended.
-    fn probe_settled(&self, ticket_since: u64, success: bool, now: Instant) {
-        let at = self.ms(now);
-        let mut word = self.state.load(Ordering::Acquire);
+    /// A probe of the half-open period that began at `since` ended.
+    fn probe_settled(&self, since: u64, success: bool, now: Instant) {
+        let event = Event::Probe {
+            since,
+            success,
+            at: self.ms(now),
+        };
+        let (from, step) = self.apply(event, &self.judge(0));
+        if let Some(State::Closed { .. }) = step.to {
+            // Counting starts afresh: the failures that opened the circuit are history.
+            self.window.reset(self.origin.nanos(now));
+        }
+        self.report(from, step, now);
+    }
+
+    /// [`apply_from`](Self::apply_from) the word as it is now.
+    fn apply(&self, event: Event, rules: &Judge<'_>) -> (State, Step) {
+        self.apply_from(self.state.load(Ordering::Acquire), event, rules)
+    }
+
+    /// The breaker's one compare-and-swap loop: applies `event` to the state `word` holds
+    /// by [`State::next`]'s rules and swaps the next state in; if another call swapped first,
+    /// applies it again to what that call left. Returns the state the event applied to and
+    /// what the rules decided.
+    #[inline]
+    fn apply_from(&self, mut word: u64, event: Event, rules: &Judge<'_>) -> (State, Step) {
         loop {
-            let State::HalfOpen {
-                since,
-                in_flight,
-                succeeded,
-                opens,
-            } = State::decode(word)
-            else {
-                return; // the period is over: a late probe changes nothing
-            };
-            if since != ticket_since {
-                return;
-            }
-            let (next, reason) = if !success {
-                let opens = (opens + 1).min(OPENS_MAX);
-                let next = State::Open {
-                    until: at.saturating_add(self.break_ms(opens)),
-                    opens,
-                };
-                (next, Some(ChangeReason::ProbeFailed))
-            } else if succeeded + 1 >= self.config.probes {
-                let probes = succeeded + 1;
-                let next = State::Closed { failures: 0 };
-                (next, Some(ChangeReason::ProbesSucceeded { probes }))
-            } else {
-                let next = State::HalfOpen {
-                    since,
-                    in_flight: in_flight.saturating_sub(1),
-                    succeeded: succeeded + 1,
-                    opens,
-                };
-                (next, None)
+            let from = State::decode(word);
+            let step = from.next(event, rules);
+            let Some(to) = step.to else {
+                return (from, step);
             };
             match self.state.compare_exchange(
                 word,
-                next.encode(),
+                to.encode(),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => {
-                    if let State::Closed { .. } = next {
-                        // Counting starts afresh: the failures that opened the circuit are
-                        // history.
-                        self.window.reset(self.origin.nanos(now));
-                    }
-                    if let Some(reason) = reason {
-                        self.changed(CircuitState::HalfOpen, next, reason, now);
-                    }
-                    return;
-                }
+                Ok(_) => return (from, step),
                 Err(current) => word = current,
             }
         }
+    }
+
+    /// Reports the change a step made, if it changed the public state.
+    fn report(&self, from: State, step: Step, now: Instant) {
+        if let (Some(to), Some(reason)) = (step.to, step.reason) {
+            self.changed(public(from), to, reason, now);
+        }
+    }
+
+    /// The rules as this breaker's settings and failure window give them, for an event at
+    /// `at` (ns; read only by the failure rate, so 0 for any event but a closed failure).
+    fn judge(&self, at: u64) -> Judge<'_> {
+        Judge { breaker: self, at }
     }
 
     /// Whether the `failures`-th failure in a row, at `at` (ns), opens the circuit.
@@ -599,12 +456,6 @@ impl CircuitBreaker {
         self.origin.nanos(now) / NANOS_PER_MS
     }
 
-    fn swap(&self, word: u64, next: State) -> bool {
-        self.state
-            .compare_exchange(word, next.encode(), Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
     fn refusal(&self, state: CircuitState, after_ms: Option<u64>) -> CircuitOpen {
         CircuitOpen {
             breaker: self.config.name,
@@ -632,6 +483,26 @@ impl CircuitBreaker {
         };
         events::trace(&change);
         self.listeners.tell(&change);
+    }
+}
+
+/// [`Rules`] for [`State::next`]: a breaker's settings, and its failure window at `at` (ns).
+struct Judge<'a> {
+    breaker: &'a CircuitBreaker,
+    at: u64,
+}
+
+impl Rules for Judge<'_> {
+    fn probes(&self) -> u32 {
+        self.breaker.config.probes
+    }
+
+    fn break_ms(&self, opens: u32) -> u64 {
+        self.breaker.break_ms(opens)
+    }
+
+    fn trips(&self, failures: u32) -> Option<ChangeReason> {
+        self.breaker.trips(failures, self.at)
     }
 }
 
