@@ -99,7 +99,13 @@ pub(super) const LATEST: i64 = MIGRATIONS.len() as i64;
 /// to the busy timeout) instead of each creating the tables, all but one failing with
 /// `table … already exists`. A file already at the latest version takes no write lock.
 pub(super) fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreError> {
-    if check(conn, path)? == LATEST {
+    // The check reads the marker and the tables in two statements: inside one read
+    // transaction they see one snapshot, not a migration that another process commits
+    // between them (which looks like a foreign file: tables but no marker).
+    let snapshot = conn.transaction().map_err(|e| open_error(path, &e))?;
+    let current = check(&snapshot, path)?;
+    drop(snapshot);
+    if current == LATEST {
         return Ok(());
     }
     let tx = conn
