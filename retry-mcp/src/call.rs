@@ -11,8 +11,9 @@ use rmcp::model::{
 };
 use rmcp::model::{CallToolResponse, ContentBlock};
 
+use crate::TARGET;
 use crate::error::CallError;
-use crate::server::{Live, TARGET, ToolServer, race};
+use crate::server::{Live, ToolServer, race};
 
 /// What a call sends, and how long it may take.
 pub(crate) struct Outgoing<'a> {

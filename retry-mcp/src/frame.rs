@@ -109,7 +109,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for FrameGuard<R> {
             return Poll::Ready(Ok(()));
         };
         tracing::warn!(
-            target: crate::server::TARGET, %fault,
+            target: crate::TARGET, %fault,
             "the tool server sent a message that cannot be delivered; closing the connection"
         );
         let error = Self::error(&fault);

@@ -89,6 +89,10 @@
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// The `tracing` target of this crate (at the root, so that every module can name it without
+/// depending on another).
+const TARGET: &str = "retry_mcp";
+
 mod call;
 mod connector;
 mod error;

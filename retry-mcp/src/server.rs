@@ -28,8 +28,7 @@ use crate::error::{ConnectError, ConnectFailure, GaveUp, UnreadableMessage};
 use crate::frame::{Counted, Fault, FrameGuard};
 use crate::options::{ConnectOptions, ConnectOptionsError, ConnectPolicy};
 
-/// The `tracing` target of this crate.
-pub(crate) const TARGET: &str = "retry_mcp";
+use crate::TARGET;
 
 /// The longest message a server may send by default, in bytes: 16 MiB, the protocol SDK's own
 /// limit. A longer one closes the connection and fails the calls waiting on it.
