@@ -1222,3 +1222,78 @@ async fn a5_the_default_insert_then_writes_nothing_for_a_step_the_state_machine_
     );
     assert_eq!(ledger.get(key("c1")).await.unwrap(), None);
 }
+
+/// A ledger whose storage is unreachable: every method fails as a driver's connection error.
+struct Unreachable;
+
+fn unreachable_storage() -> LedgerError {
+    LedgerError::backend(
+        retry_core::effects::BackendKind::Connection,
+        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer"),
+    )
+}
+
+impl Ledger for Unreachable {
+    async fn insert(&self, _: CallRecord) -> Result<Insert, LedgerError> {
+        Err(unreachable_storage())
+    }
+    async fn get(&self, _: CallKey) -> Result<Option<CallRecord>, LedgerError> {
+        Err(unreachable_storage())
+    }
+    async fn compare_and_swap(
+        &self,
+        _: Revision,
+        _: CallRecord,
+    ) -> Result<CallRecord, LedgerError> {
+        Err(unreachable_storage())
+    }
+    async fn list_run(&self, _: String) -> Result<Vec<CallRecord>, LedgerError> {
+        Err(unreachable_storage())
+    }
+}
+
+/// Issue 28: a storage failure reaches the runner's caller with a kind to branch on and the
+/// driver's error as its source, shared (not copied) by a clone; the ledger's own refusals
+/// have no kind.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_storage_failure_keeps_its_kind_and_its_cause_through_the_runner() {
+    use retry_core::effects::BackendKind;
+    use std::error::Error as _;
+
+    let echo = tool_fn(ToolSpec::new("echo"), |x: u32, _: ToolContext| async move {
+        Ok::<_, String>(x)
+    });
+    let runner =
+        retry_core::effects::ToolRunner::new(Unreachable, Toolbox::new().with(echo).unwrap());
+    let ran = runner
+        .call(ToolCall::new(key("c1"), "echo", json!(1)))
+        .await;
+    let Err(RunnerError::Ledger(error)) = ran else {
+        panic!("{ran:?}")
+    };
+    assert_eq!(error.kind(), Some(BackendKind::Connection));
+    assert_eq!(error.to_string(), "ledger storage failed: reset by peer");
+    let cause = error
+        .source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .expect("the driver's error is the source itself");
+    assert_eq!(cause.kind(), std::io::ErrorKind::ConnectionReset);
+    let copy = error.clone();
+    match (&error, &copy) {
+        (LedgerError::Backend { source: a, .. }, LedgerError::Backend { source: b, .. }) => {
+            assert!(Arc::ptr_eq(a, b), "a clone shares the cause");
+        }
+        other => panic!("{other:?}"),
+    }
+    let conflict = LedgerError::Conflict {
+        key: key("c1"),
+        expected: Revision::FIRST,
+        found: None,
+    };
+    assert_eq!(conflict.kind(), None);
+    assert!(conflict.source().is_none());
+    assert_eq!(
+        conflict.to_string(),
+        "call `run-1:c1` changed under us: expected revision r1, found no record"
+    );
+}

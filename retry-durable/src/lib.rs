@@ -86,6 +86,8 @@ pub use record::{
     DeadLetter, DeadLetterId, DeadReason, NewDeadLetter, NewWork, QuarantinedWork, Released,
     WorkId, WorkRecord, WorkState,
 };
+/// The kind of a [`StoreError::Backend`], shared with the ledger's errors.
+pub use retry_core::effects::BackendKind;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use retry_core::RetryOptions;
-use retry_core::effects::{Revision, Timestamp};
+use retry_core::effects::{BackendKind, Revision, Timestamp};
 
 use crate::record::{DeadLetter, DeadLetterId, QuarantinedWork, WorkId, WorkRecord};
 use crate::store::StoreError;
@@ -77,7 +77,8 @@ pub(crate) fn options_json(
     options: &RetryOptions,
     attempt_timeout: Option<Duration>,
 ) -> Result<String, StoreError> {
-    let failed = |e: serde_json::Error| StoreError::Backend(format!("options: {e}"));
+    let failed =
+        |e: serde_json::Error| StoreError::failed(BackendKind::Other, format!("options: {e}"), e);
     let Some(timeout) = attempt_timeout else {
         return serde_json::to_string(options).map_err(failed);
     };

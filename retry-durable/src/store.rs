@@ -6,9 +6,12 @@
 //! retry, when, what to dead-letter — live in [`Jobs`](crate::Jobs), written once for every
 //! backend; a store only keeps rows and claims them atomically.
 
+use std::error::Error;
+use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
-use retry_core::effects::{Revision, Timestamp};
+use retry_core::effects::{BackendKind, LedgerError, Revision, Timestamp};
 
 use crate::record::{
     DeadLetter, DeadLetterId, NewDeadLetter, NewWork, QuarantinedWork, Released, WorkId,
@@ -500,11 +503,13 @@ pub enum Then {
 }
 
 /// A store failed. `Display` says what and where.
-#[derive(Clone, Debug, thiserror::Error)]
+///
+/// `Clone`, so that one failure can be handed to several waiters; a backend's error is shared
+/// through an [`Arc`], not copied.
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum StoreError {
     /// A row read back failed its checks: named, never "fixed".
-    #[error("corrupt {table} row {id}: {reason}")]
     Corrupt {
         /// The table (`work` or `dead_letter`).
         table: &'static str,
@@ -514,15 +519,108 @@ pub enum StoreError {
         reason: String,
     },
     /// The database is not one this library can use: a foreign file, a newer schema.
-    #[error("{0}")]
     Incompatible(String),
-    /// The database is locked by another connection for longer than the busy timeout.
-    #[error("database is locked: {0}")]
-    Busy(String),
-    /// Any other failure of the backend.
-    #[error("store failed: {0}")]
-    Backend(String),
+    /// The backend failed. `kind` says what a caller can do about it: wait and try again
+    /// ([`BackendKind::Busy`]: a lock held past the busy timeout, a deadlock, a contended
+    /// key), reconnect ([`BackendKind::Connection`]), or give up ([`BackendKind::Other`]).
+    /// `source` says what happened and on which store, and is the error's
+    /// [`source`](Error::source): the driver's error (rusqlite's, tokio-postgres's) is
+    /// further down the chain.
+    Backend {
+        /// What kind of failure: busy, connection, other.
+        kind: BackendKind,
+        /// What happened, with the driver's error as its source.
+        source: Arc<dyn Error + Send + Sync>,
+    },
     /// A value that the store cannot hold (a count or a time out of its range).
-    #[error("value out of range: {0}")]
     Range(String),
+}
+
+impl StoreError {
+    /// A failure of the backend, for a [`Store`] implemented outside this crate: `source`
+    /// is kept as the error's [`source`](Error::source).
+    pub fn backend(kind: BackendKind, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        StoreError::Backend {
+            kind,
+            source: Arc::from(source.into()),
+        }
+    }
+
+    /// A failure of the backend in words (`message`: what happened, on which store) over the
+    /// driver's error.
+    pub(crate) fn failed<E>(kind: BackendKind, message: String, cause: E) -> Self
+    where
+        E: Error + Send + Sync + 'static,
+    {
+        StoreError::Backend {
+            kind,
+            source: Arc::new(Failure { message, cause }),
+        }
+    }
+
+    /// What kind of backend failure this is, or `None` for an error that is not the
+    /// backend's (a corrupt row, an incompatible database, a value out of range).
+    pub fn kind(&self) -> Option<BackendKind> {
+        match self {
+            StoreError::Backend { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Corrupt { table, id, reason } => {
+                write!(f, "corrupt {table} row {id}: {reason}")
+            }
+            StoreError::Incompatible(message) => f.write_str(message),
+            StoreError::Backend { source, .. } => write!(f, "store failed: {source}"),
+            StoreError::Range(message) => write!(f, "value out of range: {message}"),
+        }
+    }
+}
+
+/// Written out rather than derived: the backend's error is the source itself, not the `Arc`
+/// around it, so that `downcast_ref` on the chain finds its type.
+impl Error for StoreError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            StoreError::Backend { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
+}
+
+/// The ledger's failures on the same database are the store's, kind and cause included.
+impl From<StoreError> for LedgerError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Backend { kind, source } => LedgerError::Backend { kind, source },
+            other => LedgerError::Backend {
+                kind: BackendKind::Other,
+                source: Arc::new(other),
+            },
+        }
+    }
+}
+
+/// What happened, in the store's words, over the driver's error: `Display` is the message
+/// (which already quotes what the driver said), `source` the driver's error itself.
+#[derive(Debug)]
+struct Failure<E> {
+    message: String,
+    cause: E,
+}
+
+impl<E> fmt::Display for Failure<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<E: Error + 'static> Error for Failure<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.cause)
+    }
 }

@@ -11,6 +11,8 @@
 //! result reached the transcript twice, nothing was lost, every call ended committed once.
 
 mod agent_crash;
+#[path = "support/chain.rs"]
+mod chain;
 #[path = "support/postgres.rs"]
 mod pg;
 
@@ -21,7 +23,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use agent_crash::postgres::{Postgres, client};
 use agent_crash::{Points, Run, World, agent, toolbox, write_name};
 use retry_core::effects::{
-    CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, RunnerError, ToolRunner, Transition,
+    BackendKind, CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, RunnerError,
+    ToolRunner, Transition,
 };
 use retry_durable::PostgresStore;
 
@@ -183,9 +186,18 @@ async fn a1_a5_a_connection_lost_inside_any_ledger_write_leaves_a_state_recovery
         };
         let at = format!("connection lost during {} ({})", lost.label, run.id);
         // The runner says so; it does not carry on as if the write had happened.
+        // As a connection error, the driver's error in its chain (issue 28).
+        let Err(RunnerError::Ledger(error)) = &ran else {
+            panic!("{at}: {ran:?}")
+        };
+        assert_eq!(
+            error.kind(),
+            Some(BackendKind::Connection),
+            "{at}: {error:?}"
+        );
         assert!(
-            matches!(ran, Err(RunnerError::Ledger(LedgerError::Backend(_)))),
-            "{at}: {ran:?}"
+            chain::find::<tokio_postgres::Error>(error).is_some(),
+            "{at}: no tokio-postgres error in the chain of {error:?}"
         );
         // The store's very next statement works: the dead connection did not go back to the
         // pool (it did, and failed this read, before the ledger dropped lost connections).

@@ -16,9 +16,7 @@ use std::time::Duration;
 
 use retry_core::effects::Timestamp;
 use retry_core::{RetryOptions, TaskFailure};
-use retry_durable::{
-    DeadReason, Jobs, PostgresOptions, PostgresStore, Store, StoreError, WorkOptions,
-};
+use retry_durable::{DeadReason, Jobs, PostgresOptions, PostgresStore, Store, WorkOptions};
 use retry_testkit::MockClock;
 
 async fn connect_error(url: &str) -> String {
@@ -201,7 +199,7 @@ async fn connections_killed_by_the_server_lose_no_item() {
     for _ in 0..20 {
         match jobs.run_due().await {
             Ok(n) => ran += n,
-            Err(StoreError::Backend(_)) => continue,
+            Err(e) if e.kind() == Some(retry_durable::BackendKind::Connection) => continue,
             Err(other) => panic!("{other}"),
         }
         if ran == 15 {

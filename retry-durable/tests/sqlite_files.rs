@@ -1,13 +1,16 @@
 //! SQLite files that are not what they should be (P4, P5), and what survives a reopen: clear
 //! errors at open, corrupt rows named, never a panic, nothing lost.
 
+#[path = "support/chain.rs"]
+mod chain;
+
 use std::time::Duration;
 
 use retry_core::RetryOptions;
-use retry_core::effects::Timestamp;
+use retry_core::effects::{CallKey, CallRecord, Timestamp, ToolEffect};
 use retry_durable::{
-    Jobs, NewWork, RunsOn, SqliteOptions, SqliteStore, Store, StoreError, Timing, When,
-    WorkOptions, WorkState,
+    BackendKind, Jobs, NewWork, RunsOn, SqliteOptions, SqliteStore, Store, StoreError, Timing,
+    When, WorkOptions, WorkState,
 };
 use retry_testkit::MockClock;
 use rusqlite::Connection;
@@ -140,8 +143,19 @@ fn schema_version(path: &std::path::Path) -> i64 {
 #[test]
 fn a_missing_directory_says_what_to_check() {
     let dir = tempfile::tempdir().unwrap();
-    let message = open_error(&dir.path().join("no/such/dir/jobs.db"));
+    let path = dir.path().join("no/such/dir/jobs.db");
+    let message = open_error(&path);
     assert!(message.contains("does its directory exist"), "{message}");
+    // A file the store cannot reach is the connection's kind, SQLite's error its cause.
+    let Err(error) = SqliteStore::open(&path) else {
+        panic!("{} opened", path.display())
+    };
+    assert_eq!(error.kind(), Some(BackendKind::Connection), "{error}");
+    let (_, driver) = chain::find::<rusqlite::Error>(&error).expect("rusqlite's error");
+    assert_eq!(
+        driver.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::CannotOpen)
+    );
 }
 
 #[tokio::test]
@@ -163,10 +177,31 @@ async fn locked_is_busy(runs_on: RunsOn) {
     let holder = Connection::open(&path).unwrap();
     holder.execute_batch("BEGIN EXCLUSIVE;").unwrap();
     let error = store.insert(work()).await.unwrap_err();
-    assert!(matches!(error, StoreError::Busy(_)), "{error}");
+    assert_eq!(error.kind(), Some(BackendKind::Busy), "{error}");
+    assert!(error.to_string().contains("database is locked"), "{error}");
+    // The cause is kept: rusqlite's error, with SQLite's code, down the chain (issue 28).
+    let (_, driver) = chain::find::<rusqlite::Error>(&error).expect("rusqlite's error");
+    assert_eq!(
+        driver.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy),
+        "{driver:?}"
+    );
+    // The ledger's writes on the same file say the same, of the same kind and cause.
+    let record = CallRecord::prepared(
+        CallKey::new("run-1", "call-1").unwrap(),
+        "lookup",
+        ToolEffect::Read,
+        serde_json::Value::from(1),
+        false,
+        Timestamp::from_millis(1_000),
+    );
+    let ledger = retry_core::effects::Ledger::insert(&store, record)
+        .await
+        .unwrap_err();
+    assert_eq!(ledger.kind(), Some(BackendKind::Busy), "{ledger}");
     assert!(
-        error.to_string().starts_with("database is locked"),
-        "{error}"
+        chain::find::<rusqlite::Error>(&ledger).is_some(),
+        "{ledger:?}"
     );
     holder.execute_batch("ROLLBACK;").unwrap();
     store

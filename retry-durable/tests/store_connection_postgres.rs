@@ -10,6 +10,8 @@
 //! call failed too), and every item still runs exactly once — claimed again once its lease is
 //! over, finished once, and gone. Times are the store's arguments (no clock, no sleeps).
 
+#[path = "support/chain.rs"]
+mod chain;
 mod conformance;
 #[path = "support/postgres.rs"]
 mod pg;
@@ -19,8 +21,8 @@ use std::future::Future;
 use conformance::at;
 use retry_core::effects::Revision;
 use retry_durable::{
-    DeadReason, Finish, Finished, Inserted, NewDeadLetter, NewWork, PostgresStore, Store,
-    StoreError, Then, WorkRecord, WorkState,
+    BackendKind, DeadReason, Finish, Finished, Inserted, NewDeadLetter, NewWork, PostgresStore,
+    Store, StoreError, Then, WorkRecord, WorkState,
 };
 
 const OWNER: &str = "o";
@@ -238,10 +240,30 @@ impl Lab {
     }
 }
 
+/// A write whose connection was lost fails with a connection error that a caller can branch
+/// on, and whose `source()` chain reaches tokio-postgres's error (issue 28).
 fn lost<T: std::fmt::Debug>(what: &str, result: Result<T, StoreError>) {
+    let error = match result {
+        Err(error) => error,
+        Ok(done) => panic!("{what} with its connection lost succeeded: {done:?}"),
+    };
+    assert_eq!(
+        error.kind(),
+        Some(BackendKind::Connection),
+        "{what} with its connection lost: {error:?}"
+    );
+    let Some((depth, driver)) = chain::find::<tokio_postgres::Error>(&error) else {
+        panic!("{what}: no tokio-postgres error in the chain of {error:?}")
+    };
     assert!(
-        matches!(result, Err(StoreError::Backend(_))),
-        "{what} with its connection lost: {result:?}"
+        depth >= 1,
+        "{what}: the driver's error is a source, not the error"
+    );
+    // pg_terminate_backend: the server ends the session (57P01), or the socket closes first.
+    let ended = driver.as_db_error().map(|db| db.code().code().to_owned());
+    assert!(
+        ended.as_deref() == Some("57P01") || driver.is_closed() || ended.is_none(),
+        "{what}: {driver:?}"
     );
 }
 
@@ -473,7 +495,7 @@ async fn a_failed_statement_whose_session_lives_keeps_its_connection() {
         )
         .await;
     assert!(
-        matches!(&claimed, Err(StoreError::Backend(m)) if m.contains("57014")),
+        matches!(&claimed, Err(e) if e.kind() == Some(BackendKind::Other) && e.to_string().contains("57014")),
         "a cancelled claim: {claimed:?}"
     );
     assert_eq!(first(now).map(|r| r.state), Some(WorkState::Waiting));

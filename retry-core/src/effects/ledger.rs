@@ -32,8 +32,11 @@
 //! [`list_run`]: Ledger::list_run
 
 use std::error::Error;
+use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
+use super::backend::BackendKind;
 use super::key::{CallKey, KeyError};
 use super::record::{CallRecord, IllegalTransition, InvalidRecord, Transition};
 use super::store::Revision;
@@ -58,11 +61,13 @@ pub enum Insert {
 }
 
 /// A ledger operation that did not happen.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Clone`, so that one failure can be handed to several waiters; a backend's error is shared
+/// through an [`Arc`], not copied.
+#[derive(Clone, Debug)]
 pub enum LedgerError {
     /// The record is not at the expected revision any more (or is gone): someone else moved it
     /// first. Nothing was written; read it again and decide anew.
-    #[error("call `{key}` changed under us: expected revision {expected}, found {}", found.map_or_else(|| "no record".to_owned(), |r| r.to_string()))]
     Conflict {
         /// The call.
         key: CallKey,
@@ -72,18 +77,99 @@ pub enum LedgerError {
         found: Option<Revision>,
     },
     /// The state machine refuses the change.
-    #[error(transparent)]
-    Illegal(#[from] IllegalTransition),
+    Illegal(IllegalTransition),
     /// A record breaks the invariants of [`CallRecord`] (see [`CallRecord::validate`]): read
     /// back corrupt, or refused before it was written.
-    #[error(transparent)]
-    Invalid(#[from] InvalidRecord),
+    Invalid(InvalidRecord),
     /// A run id that cannot name a run.
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    /// The storage itself failed (connection, disk, serialization).
-    #[error("ledger storage failed: {0}")]
-    Backend(#[source] Box<dyn Error + Send + Sync>),
+    Key(KeyError),
+    /// The storage itself failed. `kind` says what a caller can do about it (wait, reconnect,
+    /// give up); `source` is the error the backend reported, the error's
+    /// [`source`](Error::source), with its own causes behind it.
+    Backend {
+        /// What kind of failure: busy, connection, other.
+        kind: BackendKind,
+        /// The backend's error.
+        source: Arc<dyn Error + Send + Sync>,
+    },
+}
+
+impl LedgerError {
+    /// A failure of the storage: `source` is kept as the error's
+    /// [`source`](Error::source), so a caller can walk down to the driver's error.
+    pub fn backend(kind: BackendKind, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        LedgerError::Backend {
+            kind,
+            source: Arc::from(source.into()),
+        }
+    }
+
+    /// What kind of storage failure this is, or `None` for an error that is not the
+    /// storage's (a conflict, a refused transition, an invalid record or key).
+    pub fn kind(&self) -> Option<BackendKind> {
+        match self {
+            LedgerError::Backend { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for LedgerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LedgerError::Conflict {
+                key,
+                expected,
+                found,
+            } => {
+                write!(
+                    f,
+                    "call `{key}` changed under us: expected revision {expected}, found "
+                )?;
+                match found {
+                    Some(revision) => write!(f, "{revision}"),
+                    None => f.write_str("no record"),
+                }
+            }
+            LedgerError::Illegal(e) => e.fmt(f),
+            LedgerError::Invalid(e) => e.fmt(f),
+            LedgerError::Key(e) => e.fmt(f),
+            LedgerError::Backend { source, .. } => write!(f, "ledger storage failed: {source}"),
+        }
+    }
+}
+
+/// Written out rather than derived: the backend's error is the source itself, not the `Arc`
+/// around it, so that `downcast_ref` on the chain finds the driver's type.
+impl Error for LedgerError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            LedgerError::Conflict { .. } => None,
+            // Transparent: their message is this error's, so their source is too.
+            LedgerError::Illegal(e) => e.source(),
+            LedgerError::Invalid(e) => e.source(),
+            LedgerError::Key(e) => e.source(),
+            LedgerError::Backend { source, .. } => Some(&**source),
+        }
+    }
+}
+
+impl From<IllegalTransition> for LedgerError {
+    fn from(e: IllegalTransition) -> Self {
+        LedgerError::Illegal(e)
+    }
+}
+
+impl From<InvalidRecord> for LedgerError {
+    fn from(e: InvalidRecord) -> Self {
+        LedgerError::Invalid(e)
+    }
+}
+
+impl From<KeyError> for LedgerError {
+    fn from(e: KeyError) -> Self {
+        LedgerError::Key(e)
+    }
 }
 
 /// Durable storage of pending tool calls, where every change is a compare-and-swap on a

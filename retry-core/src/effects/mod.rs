@@ -79,6 +79,7 @@ assert_eq!(report.calls[0].effect, ToolEffect::SideEffect);
 // Compiled without the `effects` feature: the effect classification, its retry-safety rules,
 // call identity and the primitives every durable store shares. A store in another crate needs
 // these and nothing of the in-memory runner.
+mod backend;
 mod effect;
 mod key;
 mod safety;
@@ -109,6 +110,7 @@ mod runner;
 #[cfg(feature = "effects")]
 mod tool;
 
+pub use backend::BackendKind;
 pub use effect::{ToolEffect, UnknownEffect};
 pub use key::{CallKey, IdempotencyKey, KeyError};
 pub use safety::{

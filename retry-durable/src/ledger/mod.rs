@@ -14,11 +14,11 @@ pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
-use retry_core::effects::{CallKey, CallRecord, LedgerError, Revision, Transition};
+use retry_core::effects::{BackendKind, CallKey, CallRecord, LedgerError, Revision, Transition};
 
-/// A ledger failure from the database.
-pub(crate) fn backend(error: impl std::fmt::Display) -> LedgerError {
-    LedgerError::Backend(error.to_string().into())
+/// A ledger failure that is not the driver's: a row or value the ledger cannot use.
+pub(crate) fn backend(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LedgerError {
+    LedgerError::backend(BackendKind::Other, error)
 }
 
 /// The record a row holds, checked against the row's own columns.

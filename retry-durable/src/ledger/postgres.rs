@@ -5,11 +5,14 @@ use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revi
 
 use super::{Row, backend, first, first_step, next_record, record_of, refused};
 use crate::PostgresStore;
-use crate::postgres::session::{Failed, release};
+use crate::postgres::failed;
+use crate::postgres::session::release;
 
-/// A failed statement, carrying whether its session went with it (for [`release`]).
+/// A failed statement: the store's error, kind and cause kept; a session that ended under it
+/// is of [`BackendKind::Connection`](retry_core::effects::BackendKind::Connection), which
+/// [`release`] reads.
 fn db(error: tokio_postgres::Error) -> LedgerError {
-    LedgerError::Backend(Box::new(Failed::from(error)))
+    failed(error).into()
 }
 
 /// `sql` prepared once per connection (the pool's statement cache). A statement given as
@@ -70,7 +73,7 @@ async fn history(client: &impl GenericClient, key: &CallKey, row: &Row) -> Resul
 impl Ledger for PostgresStore {
     async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
         let (record, row) = first(record)?;
-        let mut client = self.client().await.map_err(backend)?;
+        let mut client = self.client().await?;
         let inserted = insert(&mut client, record, &row, &[&row]).await;
         release(client, &inserted);
         inserted
@@ -84,14 +87,14 @@ impl Ledger for PostgresStore {
         transition: Transition,
     ) -> Result<Insert, LedgerError> {
         let (recorded, moved, row) = first_step(record, transition)?;
-        let mut client = self.client().await.map_err(backend)?;
+        let mut client = self.client().await?;
         let inserted = insert(&mut client, moved, &row, &[&recorded, &row]).await;
         release(client, &inserted);
         inserted
     }
 
     async fn get(&self, key: CallKey) -> Result<Option<CallRecord>, LedgerError> {
-        let client = self.client().await.map_err(backend)?;
+        let client = self.client().await?;
         let record = read(&client, &key).await;
         release(client, &record);
         record
@@ -105,14 +108,14 @@ impl Ledger for PostgresStore {
         let next = next_record(expected, next)?;
         let row = Row::of(&next)?;
         let expected_db = i64::try_from(expected.get()).map_err(backend)?;
-        let mut client = self.client().await.map_err(backend)?;
+        let mut client = self.client().await?;
         let swapped = compare_and_swap(&mut client, expected, expected_db, next, &row).await;
         release(client, &swapped);
         swapped
     }
 
     async fn list_run(&self, run_id: String) -> Result<Vec<CallRecord>, LedgerError> {
-        let client = self.client().await.map_err(backend)?;
+        let client = self.client().await?;
         let records = list_run(&client, &run_id).await;
         release(client, &records);
         records

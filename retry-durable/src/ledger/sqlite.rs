@@ -7,6 +7,11 @@ use super::{Row, backend, first, first_step, next_record, record_of, refused};
 use crate::SqliteStore;
 use crate::sqlite::failed;
 
+/// A failed statement: the store's error, kind and cause kept.
+fn db(error: rusqlite::Error) -> LedgerError {
+    failed(error).into()
+}
+
 fn history(tx: &rusqlite::Transaction<'_>, key: &CallKey, row: &Row) -> Result<(), LedgerError> {
     tx.prepare_cached(
         "INSERT INTO call_history (run_id, call_id, revision, state, record)
@@ -21,7 +26,7 @@ fn history(tx: &rusqlite::Transaction<'_>, key: &CallKey, row: &Row) -> Result<(
             row.json
         ])
     })
-    .map_err(|e| backend(failed(e)))?;
+    .map_err(db)?;
     Ok(())
 }
 
@@ -34,7 +39,7 @@ fn read(conn: &rusqlite::Connection, key: &CallKey) -> Result<Option<CallRecord>
             })
             .optional()
         })
-        .map_err(|e| backend(failed(e)))?;
+        .map_err(db)?;
     row.map(|(revision, text)| record_of(key.run_id(), key.call_id(), revision, &text))
         .transpose()
 }
@@ -62,7 +67,7 @@ fn insert_row(
                 row.json
             ])
         })
-        .map_err(|e| backend(failed(e)))?;
+        .map_err(db)?;
     if inserted == 1 {
         return Ok(None);
     }
@@ -80,7 +85,7 @@ where
     // Ledger errors travel out inside the store's own result.
     match store.with(move |conn| Ok(job(conn))).await {
         Ok(inner) => inner,
-        Err(e) => Err(backend(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -88,12 +93,12 @@ impl Ledger for SqliteStore {
     async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
         let (record, row) = first(record)?;
         on(self, move |conn| {
-            let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
+            let tx = conn.transaction().map_err(db)?;
             if let Some(existing) = insert_row(&tx, &record.key, &row)? {
                 return Ok(Insert::Existing(existing));
             }
             history(&tx, &record.key, &row)?;
-            tx.commit().map_err(|e| backend(failed(e)))?;
+            tx.commit().map_err(db)?;
             Ok(Insert::Inserted(record))
         })
         .await
@@ -108,13 +113,13 @@ impl Ledger for SqliteStore {
     ) -> Result<Insert, LedgerError> {
         let (recorded, moved, row) = first_step(record, transition)?;
         on(self, move |conn| {
-            let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
+            let tx = conn.transaction().map_err(db)?;
             if let Some(existing) = insert_row(&tx, &moved.key, &row)? {
                 return Ok(Insert::Existing(existing));
             }
             history(&tx, &moved.key, &recorded)?;
             history(&tx, &moved.key, &row)?;
-            tx.commit().map_err(|e| backend(failed(e)))?;
+            tx.commit().map_err(db)?;
             Ok(Insert::Inserted(moved))
         })
         .await
@@ -133,7 +138,7 @@ impl Ledger for SqliteStore {
         let row = Row::of(&next)?;
         let expected_db = i64::try_from(expected.get()).map_err(backend)?;
         on(self, move |conn| {
-            let tx = conn.transaction().map_err(|e| backend(failed(e)))?;
+            let tx = conn.transaction().map_err(db)?;
             let key = next.key.clone();
             let changed = tx
                 .prepare_cached(
@@ -152,7 +157,7 @@ impl Ledger for SqliteStore {
                         row.args_hash
                     ])
                 })
-                .map_err(|e| backend(failed(e)))?;
+                .map_err(db)?;
             if changed != 1 {
                 let found: Option<(i64, String)> = tx
                     .prepare_cached(
@@ -164,11 +169,11 @@ impl Ledger for SqliteStore {
                         })
                         .optional()
                     })
-                    .map_err(|e| backend(failed(e)))?;
+                    .map_err(db)?;
                 return Err(refused(key, expected, found, &row.args_hash));
             }
             history(&tx, &key, &row)?;
-            tx.commit().map_err(|e| backend(failed(e)))?;
+            tx.commit().map_err(db)?;
             Ok(next)
         })
         .await
@@ -180,14 +185,14 @@ impl Ledger for SqliteStore {
                 .prepare_cached(
                     "SELECT call_id, revision, record FROM call WHERE run_id = ?1 ORDER BY seq",
                 )
-                .map_err(|e| backend(failed(e)))?;
+                .map_err(db)?;
             let rows = statement
                 .query_map([&run_id], |r| {
                     Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?))
                 })
-                .map_err(|e| backend(failed(e)))?;
+                .map_err(db)?;
             rows.map(|row| {
-                let (call_id, revision, text) = row.map_err(|e| backend(failed(e)))?;
+                let (call_id, revision, text) = row.map_err(db)?;
                 record_of(&run_id, &call_id, revision, &text)
             })
             .collect()

@@ -14,7 +14,7 @@ use std::time::Duration;
 use deadpool_postgres::{
     GenericClient, Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
 };
-use retry_core::effects::{Revision, Timestamp};
+use retry_core::effects::{BackendKind, Revision, Timestamp};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 
@@ -74,12 +74,18 @@ impl PostgresStore {
     /// the migrations the database lacks.
     ///
     /// # Errors
-    /// [`StoreError::Backend`] for a URL that does not parse, a server that cannot be reached,
+    /// [`StoreError::Backend`] for a URL that does not parse, a server that cannot be reached
+    /// (of [`BackendKind::Connection`]),
     /// refused credentials or a database that does not exist, each saying which;
     /// [`StoreError::Incompatible`] for a schema newer than this library.
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| StoreError::Backend(format!("not a PostgreSQL connection string: {e}")))?;
+        let config = tokio_postgres::Config::from_str(url).map_err(|e| {
+            StoreError::failed(
+                BackendKind::Other,
+                format!("not a PostgreSQL connection string: {e}"),
+                e,
+            )
+        })?;
         let target = describe(&config);
         let manager = Manager::from_config(
             config,
@@ -102,7 +108,9 @@ impl PostgresStore {
             .create_timeout(Some(options.connect_timeout))
             .wait_timeout(Some(options.connect_timeout))
             .build()
-            .map_err(|e| StoreError::Backend(format!("connection pool: {e}")))?;
+            .map_err(|e| {
+                StoreError::failed(BackendKind::Other, format!("connection pool: {e}"), e)
+            })?;
         let mut client = pool.get().await.map_err(|e| connect_error(&target, e))?;
         schema::migrate(&mut client, &target).await?;
         drop(client);
@@ -110,10 +118,9 @@ impl PostgresStore {
     }
 
     pub(crate) async fn client(&self) -> Result<Object, StoreError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| StoreError::Backend(format!("no PostgreSQL connection: {e}")))
+        self.pool.get().await.map_err(|e| {
+            StoreError::failed(pool_kind(&e), format!("no PostgreSQL connection: {e}"), e)
+        })
     }
 }
 
@@ -174,22 +181,53 @@ fn connect_error(target: &str, error: deadpool_postgres::PoolError) -> StoreErro
         }
         other => other.to_string(),
     };
-    StoreError::Backend(format!("cannot connect to {target}: {reason}"))
+    StoreError::failed(
+        pool_kind(&error),
+        format!("cannot connect to {target}: {reason}"),
+        error,
+    )
 }
 
-/// Maps a failed statement to a [`StoreError`].
+/// The pool had no connection to give: the server is down, unreachable or refused us, or the
+/// pool is closed. Only a pool built without a runtime is not the connection's fault.
+fn pool_kind(error: &deadpool_postgres::PoolError) -> BackendKind {
+    match error {
+        deadpool_postgres::PoolError::NoRuntimeSpecified => BackendKind::Other,
+        _ => BackendKind::Connection,
+    }
+}
+
+/// Maps a failed statement to a [`StoreError`]: what the server said, over tokio-postgres's
+/// error.
 pub(crate) fn failed(error: tokio_postgres::Error) -> StoreError {
+    StoreError::failed(kind_of(&error), said(&error), error)
+}
+
+/// What the server said (its code and message), or what the driver did.
+pub(crate) fn said(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("PostgreSQL: {}: {}", db.code().code(), db.message()),
+        None => format!("PostgreSQL: {error}"),
+    }
+}
+
+/// What kind of failure a statement met: a session that ended under it (the connection
+/// closed or broke, the server ended it) is the connection's; a lock not had in time, a
+/// deadlock or a serialization failure is busy (another transaction won; nothing of this one
+/// was written); everything else is other.
+pub(crate) fn kind_of(error: &tokio_postgres::Error) -> BackendKind {
+    if session::lost(error) {
+        return BackendKind::Connection;
+    }
     match error.code() {
         Some(code)
             if *code == SqlState::LOCK_NOT_AVAILABLE
-                || *code == SqlState::T_R_DEADLOCK_DETECTED =>
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::T_R_SERIALIZATION_FAILURE =>
         {
-            StoreError::Busy(error.to_string())
+            BackendKind::Busy
         }
-        _ => StoreError::Backend(match error.as_db_error() {
-            Some(db) => format!("PostgreSQL: {}: {}", db.code().code(), db.message()),
-            None => format!("PostgreSQL: {error}"),
-        }),
+        _ => BackendKind::Other,
     }
 }
 
@@ -212,12 +250,16 @@ impl Columns for Row {
 }
 
 fn work_row(row: &Row) -> Result<WorkRecord, StoreError> {
-    let id = row.int(0).map_err(StoreError::Backend)?;
+    let id = row
+        .int(0)
+        .map_err(|e| StoreError::backend(BackendKind::Other, e))?;
     sql::checked_work(sql::work_from(id, row))
 }
 
 fn dead_row(row: &Row) -> Result<DeadLetter, StoreError> {
-    let id = row.int(0).map_err(StoreError::Backend)?;
+    let id = row
+        .int(0)
+        .map_err(|e| StoreError::backend(BackendKind::Other, e))?;
     sql::checked_dead(sql::dead_from(id, row))
 }
 
@@ -455,7 +497,11 @@ async fn insert(client: &impl GenericClient, work: NewWork) -> Result<Inserted, 
                 .await?;
         }
     }
-    Err(StoreError::Busy(format!("key {:?} is contended", work.key)).into())
+    Err(StoreError::backend(
+        BackendKind::Busy,
+        format!("key {:?} is contended", work.key),
+    )
+    .into())
 }
 
 /// [`Store::insert_many`]: one transaction, rolled back by a conflict.
@@ -975,8 +1021,9 @@ impl Store for PostgresStore {
                 .into_iter()
                 .map(|answer| {
                     answer.unwrap_or_else(|| {
-                        Err(StoreError::Backend(
-                            "an attempt was left out of its batch".into(),
+                        Err(StoreError::backend(
+                            BackendKind::Other,
+                            "an attempt was left out of its batch",
                         ))
                     })
                 })

@@ -3,7 +3,7 @@
 
 use tokio_postgres::Client;
 
-use super::failed;
+use super::{failed, kind_of, said};
 use crate::store::StoreError;
 
 /// When a row is next claimable: a waiting row's due time, a running row's lease end (a
@@ -153,13 +153,11 @@ pub(super) async fn migrate(client: &mut Client, target: &str) -> Result<(), Sto
         tx.batch_execute(sql).await.map_err(|error| {
             // One line: what failed and what the server said; the statement only in `tracing`.
             tracing::debug!(target: "retry_durable", target_db = target, version = next, sql, %error, "schema migration failed");
-            match failed(error) {
-                StoreError::Backend(said) => StoreError::Backend(format!(
-                    "{target}: schema migration {next} failed: {}",
-                    said.split_whitespace().collect::<Vec<_>>().join(" ")
-                )),
-                other => other,
-            }
+            let message = format!(
+                "{target}: schema migration {next} failed: {}",
+                said(&error).split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+            StoreError::failed(kind_of(&error), message, error)
         })?;
         tx.execute(
             "INSERT INTO retry_durable_schema (version) VALUES ($1)",

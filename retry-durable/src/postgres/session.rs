@@ -4,7 +4,7 @@
 use std::fmt;
 
 use deadpool_postgres::Object;
-use retry_core::effects::LedgerError;
+use retry_core::effects::{BackendKind, LedgerError};
 
 use super::failed;
 use crate::store::StoreError;
@@ -80,15 +80,11 @@ impl Outcome for Failed {
     }
 }
 
-/// The ledger carries a [`Failed`] boxed in [`LedgerError::Backend`].
+/// The ledger's failures keep the store's kind: a statement whose session ended is of
+/// [`BackendKind::Connection`] (see [`kind_of`](super::kind_of)), and nothing else is.
 impl Outcome for LedgerError {
     fn session_lost(&self) -> bool {
-        match self {
-            LedgerError::Backend(error) => error
-                .downcast_ref::<Failed>()
-                .is_some_and(|f| f.session_lost),
-            _ => false,
-        }
+        self.kind() == Some(BackendKind::Connection)
     }
 }
 

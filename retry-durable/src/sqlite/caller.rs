@@ -73,14 +73,14 @@ mod tests {
         store
             .with(|conn| {
                 conn.execute_batch("CREATE TABLE t (x INTEGER)")
-                    .map_err(|e| StoreError::Backend(e.to_string()))
+                    .map_err(crate::sqlite::failed)
             })
             .await
             .expect("create");
         let panicked = store
             .with(|conn| -> Result<(), StoreError> {
                 conn.execute_batch("BEGIN; INSERT INTO t VALUES (1);")
-                    .map_err(|e| StoreError::Backend(e.to_string()))?;
+                    .map_err(crate::sqlite::failed)?;
                 panic!("in the middle of a transaction")
             })
             .await;
@@ -93,7 +93,7 @@ mod tests {
             .with(|conn| {
                 assert!(conn.is_autocommit(), "no transaction is inherited");
                 conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-                    .map_err(|e| StoreError::Backend(e.to_string()))
+                    .map_err(crate::sqlite::failed)
             })
             .await
             .expect("the next call works");

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::effects::{Revision, Timestamp};
+use retry_core::effects::{BackendKind, Revision, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{
@@ -65,8 +65,8 @@ pub enum RunsOn {
 pub struct SqliteOptions {
     /// How hard a commit tries to survive a crash.
     pub durability: Durability,
-    /// How long a statement waits for another connection's lock before failing with
-    /// [`StoreError::Busy`].
+    /// How long a statement waits for another connection's lock before failing with a
+    /// [`StoreError::Backend`] of [`BackendKind::Busy`].
     pub busy_timeout: Duration,
     /// Which thread runs the statements.
     pub runs_on: RunsOn,
@@ -121,19 +121,21 @@ impl SqliteStore {
     ///
     /// # Errors
     /// [`StoreError::Incompatible`] for a file that is not SQLite, a SQLite database of
-    /// another application, or a schema newer than this library; [`StoreError::Busy`] when
-    /// another connection holds the lock past the busy timeout; [`StoreError::Backend`] for a
-    /// file that cannot be opened or written.
+    /// another application, or a schema newer than this library; [`StoreError::Backend`]
+    /// of [`BackendKind::Busy`] when another connection holds the lock past the busy timeout,
+    /// of [`BackendKind::Connection`] for a file that cannot be opened or read, and of
+    /// [`BackendKind::Other`] for one that cannot be written.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let mut conn = Connection::open(path).map_err(|e| schema::open_error(&name, &e))?;
+        let mut conn = Connection::open(path).map_err(|e| schema::open_error(&name, e))?;
         conn.busy_timeout(options.busy_timeout)
-            .map_err(|e| schema::open_error(&name, &e))?;
+            .map_err(|e| schema::open_error(&name, e))?;
         if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
-            return Err(StoreError::Backend(format!(
-                "{name} is read-only: retry-durable needs to write to its database"
-            )));
+            return Err(StoreError::backend(
+                BackendKind::Other,
+                format!("{name} is read-only: retry-durable needs to write to its database"),
+            ));
         }
         schema::migrate(&mut conn, &name)?;
         let synchronous = match options.durability {
@@ -142,9 +144,9 @@ impl SqliteStore {
         };
         let _journal: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(|e| schema::open_error(&name, &e))?;
+            .map_err(|e| schema::open_error(&name, e))?;
         conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
-            .map_err(|e| schema::open_error(&name, &e))?;
+            .map_err(|e| schema::open_error(&name, e))?;
         let conn = match options.runs_on {
             RunsOn::StoreThread => Runner::Thread(thread::ConnectionThread::start(conn, &name)?),
             RunsOn::CallerThread => Runner::Caller(caller::CallerConnection::new(conn)),
@@ -165,7 +167,7 @@ impl SqliteStore {
     /// run it at start-up or from a maintenance command.
     ///
     /// # Errors
-    /// [`StoreError::Busy`] or [`StoreError::Backend`] when the check cannot run; damage it
+    /// [`StoreError::Backend`] when the check cannot run; damage it
     /// runs into before it can list it ("database disk image is malformed") is a problem
     /// found, not an error.
     pub async fn integrity_check(&self) -> Result<Vec<String>, StoreError> {
@@ -223,14 +225,20 @@ impl SqliteStore {
     }
 }
 
-/// Maps a failed statement to a [`StoreError`].
+/// Maps a failed statement to a [`StoreError`]: rusqlite's error is its source.
 pub(crate) fn failed(error: rusqlite::Error) -> StoreError {
+    StoreError::backend(kind_of(&error), error)
+}
+
+/// What kind of failure SQLite reported: the lock held past the busy timeout is busy; a file
+/// that cannot be opened or read is the connection's (the store cannot reach its data);
+/// everything else is other.
+pub(crate) fn kind_of(error: &rusqlite::Error) -> BackendKind {
     use rusqlite::ErrorCode;
     match error.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-            StoreError::Busy(error.to_string())
-        }
-        _ => StoreError::Backend(error.to_string()),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => BackendKind::Busy,
+        Some(ErrorCode::CannotOpen | ErrorCode::SystemIoFailure) => BackendKind::Connection,
+        _ => BackendKind::Other,
     }
 }
 
@@ -260,7 +268,10 @@ fn insert_or_existing(conn: &Connection, work: &NewWork) -> Result<Inserted, Sto
         .map_err(failed)?;
     match insert_work(conn, work)? {
         Some(record) => Ok(Inserted::New(record)),
-        None => Err(StoreError::Busy(format!("key {:?} is contended", work.key))),
+        None => Err(StoreError::backend(
+            BackendKind::Busy,
+            format!("key {:?} is contended", work.key),
+        )),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 
+use super::kind_of;
 use crate::store::StoreError;
 
 /// `PRAGMA application_id` of our files ("RtDr"): tells our database from any other SQLite
@@ -102,7 +103,7 @@ pub(super) fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreErro
     // The check reads the marker and the tables in two statements: inside one read
     // transaction they see one snapshot, not a migration that another process commits
     // between them (which looks like a foreign file: tables but no marker).
-    let snapshot = conn.transaction().map_err(|e| open_error(path, &e))?;
+    let snapshot = conn.transaction().map_err(|e| open_error(path, e))?;
     let current = check(&snapshot, path)?;
     drop(snapshot);
     if current == LATEST {
@@ -110,28 +111,28 @@ pub(super) fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreErro
     }
     let tx = conn
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| open_error(path, &e))?;
+        .map_err(|e| open_error(path, e))?;
     let version = check(&tx, path)?;
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
         let next = index + 1;
         tx.execute_batch(sql)
-            .map_err(|e| migration_error(path, next, sql, &e))?;
+            .map_err(|e| migration_error(path, next, sql, e))?;
         tx.execute_batch(&format!(
             "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {next};"
         ))
-        .map_err(|e| open_error(path, &e))?;
+        .map_err(|e| open_error(path, e))?;
     }
-    tx.commit().map_err(|e| open_error(path, &e))
+    tx.commit().map_err(|e| open_error(path, e))
 }
 
 /// The file's schema version, after checking that the file is ours (or empty) and not newer.
 fn check(conn: &Connection, path: &str) -> Result<i64, StoreError> {
     let application_id: i32 = conn
         .query_row("PRAGMA application_id", [], |row| row.get(0))
-        .map_err(|e| open_error(path, &e))?;
+        .map_err(|e| open_error(path, e))?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .map_err(|e| open_error(path, &e))?;
+        .map_err(|e| open_error(path, e))?;
     if application_id == 0 {
         let foreign: Option<String> = conn
             .query_row(
@@ -140,7 +141,7 @@ fn check(conn: &Connection, path: &str) -> Result<i64, StoreError> {
                 |row| row.get(0),
             )
             .optional()
-            .map_err(|e| open_error(path, &e))?;
+            .map_err(|e| open_error(path, e))?;
         if let Some(table) = foreign {
             return Err(StoreError::Incompatible(format!(
                 "{path} is a SQLite database of another application (it has `{table}` and no \
@@ -165,19 +166,23 @@ fn check(conn: &Connection, path: &str) -> Result<i64, StoreError> {
 
 /// A migration that failed, in one line: which, and what SQLite said — not the statement
 /// (several KB of SQL), which goes to `tracing` at debug level.
-fn migration_error(path: &str, version: usize, sql: &str, error: &rusqlite::Error) -> StoreError {
+fn migration_error(path: &str, version: usize, sql: &str, error: rusqlite::Error) -> StoreError {
     tracing::debug!(target: "retry_durable", path, version, sql, %error, "schema migration failed");
     if let Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) = error.sqlite_error_code() {
         return open_error(path, error);
     }
-    let said = match error {
+    let said = match &error {
         rusqlite::Error::SqlInputError { msg, .. } => msg.clone(),
         rusqlite::Error::SqliteFailure(failure, Some(msg)) => format!("{msg} ({failure})"),
         other => other.to_string(),
     };
-    StoreError::Backend(one_line(&format!(
-        "{path}: schema migration {version} failed: {said}"
-    )))
+    StoreError::failed(
+        kind_of(&error),
+        one_line(&format!(
+            "{path}: schema migration {version} failed: {said}"
+        )),
+        error,
+    )
 }
 
 /// `text` with every line break made a space.
@@ -186,20 +191,23 @@ pub(super) fn one_line(text: &str) -> String {
 }
 
 /// An error while opening, with the file's name and what to do about it.
-pub(super) fn open_error(path: &str, error: &rusqlite::Error) -> StoreError {
-    match error.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => StoreError::Incompatible(format!(
-            "{path} is not a SQLite database: refusing to open it"
-        )),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-            StoreError::Busy(format!("{path} is locked by another connection"))
+pub(super) fn open_error(path: &str, error: rusqlite::Error) -> StoreError {
+    let message = match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => {
+            return StoreError::Incompatible(format!(
+                "{path} is not a SQLite database: refusing to open it"
+            ));
         }
-        Some(ErrorCode::ReadOnly) => StoreError::Backend(format!(
-            "{path} is read-only: retry-durable needs to write to its database"
-        )),
-        Some(ErrorCode::CannotOpen) => StoreError::Backend(format!(
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            format!("{path} is locked by another connection")
+        }
+        Some(ErrorCode::ReadOnly) => {
+            format!("{path} is read-only: retry-durable needs to write to its database")
+        }
+        Some(ErrorCode::CannotOpen) => format!(
             "cannot open {path}: {error} (does its directory exist, and may this process write there?)"
-        )),
-        _ => StoreError::Backend(one_line(&format!("{path}: {error}"))),
-    }
+        ),
+        _ => one_line(&format!("{path}: {error}")),
+    };
+    StoreError::failed(kind_of(&error), message, error)
 }

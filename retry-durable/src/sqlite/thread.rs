@@ -19,6 +19,8 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use retry_core::effects::BackendKind;
+
 use crate::store::StoreError;
 
 /// One call: runs on the connection and sends its own answer.
@@ -41,9 +43,11 @@ impl ConnectionThread {
             .name("retry-sqlite".to_owned())
             .spawn(move || serve(conn, &queue))
             .map_err(|e| {
-                StoreError::Backend(format!(
-                    "{name}: cannot start the thread for its connection: {e}"
-                ))
+                StoreError::failed(
+                    BackendKind::Other,
+                    format!("{name}: cannot start the thread for its connection: {e}"),
+                    e,
+                )
             })?;
         Ok(ConnectionThread {
             jobs: Some(jobs),
@@ -106,10 +110,10 @@ pub(super) fn guarded<T>(
     job: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     let result = catch_unwind(AssertUnwindSafe(|| job(conn))).unwrap_or_else(|panic| {
-        Err(StoreError::Backend(format!(
-            "a statement panicked: {}",
-            panic_message(&*panic)
-        )))
+        Err(StoreError::backend(
+            BackendKind::Other,
+            format!("a statement panicked: {}", panic_message(&*panic)),
+        ))
     });
     if !conn.is_autocommit() {
         // A call that panicked inside a transaction: rusqlite's guard rolls back as it
@@ -120,7 +124,10 @@ pub(super) fn guarded<T>(
 }
 
 fn stopped() -> StoreError {
-    StoreError::Backend("the SQLite connection's thread has stopped".to_owned())
+    StoreError::backend(
+        BackendKind::Connection,
+        "the SQLite connection's thread has stopped",
+    )
 }
 
 /// What a panic said, if it said it as text.
@@ -217,8 +224,11 @@ mod tests {
             .expect_err("a panic is an error");
         assert_eq!(
             error.to_string(),
-            StoreError::Backend("a statement panicked: boom in a transaction".to_owned())
-                .to_string()
+            StoreError::backend(
+                BackendKind::Other,
+                "a statement panicked: boom in a transaction"
+            )
+            .to_string()
         );
         // The store still serves, and nothing of the panicked call was committed.
         assert_eq!(conn.run(|c| rows(c)).await.expect("the next call"), 0);

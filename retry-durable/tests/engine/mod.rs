@@ -1227,7 +1227,10 @@ impl<S: Store> Store for FailingFinish<S> {
     }
 
     async fn finish(&self, _: WorkId, _: Revision, _: Finish) -> Result<bool, StoreError> {
-        Err(StoreError::Backend("the server went away".to_owned()))
+        Err(StoreError::backend(
+            retry_durable::BackendKind::Connection,
+            "the server went away",
+        ))
     }
 
     async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
