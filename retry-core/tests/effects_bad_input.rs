@@ -172,3 +172,36 @@ async fn a5_arguments_128_levels_deep_are_accepted_and_129_refused_with_nothing_
     assert_eq!(ledger.get(over).await.unwrap(), None);
     assert_eq!(ledger.list_run("run".to_owned()).await.unwrap().len(), 1);
 }
+
+/// Issue 28: the runner writes a new call through the public `insert_then` (no hidden
+/// shortcut), and a ledger skips walking the arguments only for ones `CallArgs::new` found
+/// within the limit: arguments it measured too deep are still refused by the ledger's check,
+/// and nothing is stored.
+#[tokio::test]
+async fn a5_arguments_made_too_deep_are_refused_by_the_ledger_too() {
+    use retry_core::effects::{
+        CallArgs, CallRecord, LedgerError, RecordProblem, Timestamp, Transition,
+    };
+    let ledger = MemoryLedger::new();
+    let key = CallKey::new("run", "deep").unwrap();
+    let record = CallRecord::prepared(
+        key.clone(),
+        "echo",
+        ToolEffect::Read,
+        CallArgs::new(nested(200)),
+        false,
+        Timestamp::from_millis(1_000),
+    );
+    let lease_until = Timestamp::from_millis(2_000);
+    let refused = ledger
+        .insert_then(record, Transition::Start { lease_until })
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(LedgerError::Invalid(e)) if matches!(e.problem, RecordProblem::TooDeep { .. })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(ledger.get(key).await.unwrap(), None);
+}

@@ -13,10 +13,14 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::hash::ArgsHash;
-use super::json;
+use super::json::{self, MAX_JSON_DEPTH};
 
 /// A call's JSON arguments with their [`ArgsHash`]; cheap to clone (the clones share them).
 /// Dereferences to the arguments.
+///
+/// Made with [`new`](Self::new), they are hashed and their depth is measured once, there; a
+/// record holding them is checked without walking them again, by every ledger, since nothing
+/// can change them after.
 ///
 /// ```
 /// use retry_core::effects::{ArgsHash, CallArgs};
@@ -33,20 +37,42 @@ pub struct CallArgs(Arc<Shared>);
 struct Shared {
     value: Value,
     hash: ArgsHash,
+    /// Hashed here from `value`, and `value` nested at most [`MAX_JSON_DEPTH`] levels deep:
+    /// what [`CallRecord::validate`](super::CallRecord::validate) would check of the
+    /// arguments, known true for good (`value` never changes).
+    checked: bool,
 }
 
 impl CallArgs {
-    /// `value`, hashed now.
+    /// `value`, hashed now and its depth measured: the one way to arguments that a ledger
+    /// need not hash or measure again (unless they are nested more than [`MAX_JSON_DEPTH`]
+    /// levels deep, which [`CallRecord::validate`](super::CallRecord::validate) then refuses).
+    /// Hashing and measuring are iterative, so arguments of any depth are safe here.
     pub fn new(value: Value) -> Self {
+        let checked = !json::exceeds_depth(&value, MAX_JSON_DEPTH);
         let hash = ArgsHash::of(&value);
-        CallArgs(Arc::new(Shared { value, hash }))
+        CallArgs(Arc::new(Shared {
+            value,
+            hash,
+            checked,
+        }))
     }
 
     /// Arguments as a ledger stored them, with the hash stored beside them, **not** checked
     /// here: [`CallRecord::validate`](super::CallRecord::validate) checks it when the record
     /// is read back.
     pub fn from_stored(value: Value, hash: ArgsHash) -> Self {
-        CallArgs(Arc::new(Shared { value, hash }))
+        CallArgs(Arc::new(Shared {
+            value,
+            hash,
+            checked: false,
+        }))
+    }
+
+    /// Whether these arguments were hashed here ([`new`](Self::new)) and are within
+    /// [`MAX_JSON_DEPTH`]: then their hash and depth need no check.
+    pub(crate) fn checked(&self) -> bool {
+        self.0.checked
     }
 
     /// The arguments.
@@ -73,6 +99,13 @@ impl Deref for CallArgs {
 
     fn deref(&self) -> &Value {
         &self.0.value
+    }
+}
+
+impl From<Value> for CallArgs {
+    /// [`CallArgs::new`].
+    fn from(value: Value) -> Self {
+        CallArgs::new(value)
     }
 }
 

@@ -41,16 +41,6 @@ use super::key::{CallKey, KeyError};
 use super::record::{CallRecord, IllegalTransition, InvalidRecord, Transition};
 use super::store::Revision;
 
-/// Proof that a record comes straight from [`CallRecord::prepared`] in this crate's runner
-/// (see `Ledger::insert_prepared`). Public so that it can appear in the trait; nobody
-/// outside this crate can make one.
-#[derive(Debug)]
-#[allow(
-    unreachable_pub,
-    reason = "sealed: named by a public trait, made only in this crate"
-)]
-pub struct Prepared(pub(crate) ());
-
 /// What [`Ledger::insert`] found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Insert {
@@ -267,26 +257,6 @@ pub trait Ledger: Send + Sync {
                 existing @ Insert::Existing(_) => Ok(existing),
             }
         }
-    }
-
-    /// [`insert_then`](Ledger::insert_then) of a record the runner has just made with
-    /// [`CallRecord::prepared`], from arguments it checked against [`MAX_JSON_DEPTH`]: its
-    /// argument hash was computed from its arguments a moment ago, in this process, so a
-    /// ledger in memory need not compute it (or measure the arguments) again.
-    ///
-    /// The token cannot be made outside this crate, so nothing else calls this; a ledger that
-    /// does not override it inserts as usual.
-    ///
-    /// [`MAX_JSON_DEPTH`]: super::MAX_JSON_DEPTH
-    #[doc(hidden)]
-    fn insert_prepared(
-        &self,
-        record: CallRecord,
-        transition: Transition,
-        token: Prepared,
-    ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
-        let _ = token;
-        self.insert_then(record, transition)
     }
 
     /// The record of `key`, if any.

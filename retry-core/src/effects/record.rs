@@ -388,12 +388,13 @@ pub struct IllegalTransition {
 }
 
 impl CallRecord {
-    /// A new record in `prepared`, at [`Revision::FIRST`].
+    /// A new record in `prepared`, at [`Revision::FIRST`]. Arguments given as a [`Value`] are
+    /// hashed and measured here ([`CallArgs::new`]), once: no ledger walks them again.
     pub fn prepared(
         key: CallKey,
         tool: impl Into<Cow<'static, str>>,
         effect: ToolEffect,
-        args: Value,
+        args: impl Into<CallArgs>,
         requires_approval: bool,
         lease_until: Timestamp,
     ) -> Self {
@@ -401,7 +402,7 @@ impl CallRecord {
             key,
             tool: tool.into(),
             effect,
-            args: CallArgs::new(args),
+            args: args.into(),
             state: CallState::Prepared,
             revision: Revision::FIRST,
             attempts: 0,
@@ -420,6 +421,10 @@ impl CallRecord {
     ///
     /// [`InvalidRecord`], naming the call and the first invariant it breaks.
     pub fn validate(&self) -> Result<(), InvalidRecord> {
+        if self.args.checked() {
+            // Hashed and measured when they were made, and unchangeable since.
+            return self.validate_state();
+        }
         self.validate_shape()?;
         let actual = ArgsHash::of(&self.args);
         if actual != self.args.hash() {

@@ -5,7 +5,7 @@ use std::future::{Future, ready};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::key::{CallKey, check_run_id};
-use super::ledger::{Insert, Ledger, LedgerError, Prepared};
+use super::ledger::{Insert, Ledger, LedgerError};
 use super::record::{CallRecord, CallState, RecordProblem, Transition};
 use super::store::Revision;
 use calls::Calls;
@@ -161,23 +161,6 @@ impl Ledger for MemoryLedger {
             Ok(record) => record,
             Err(e) => return ready(Err(e.into())),
         };
-        ready(self.store_moved(record, transition))
-    }
-
-    fn insert_prepared(
-        &self,
-        mut record: CallRecord,
-        transition: Transition,
-        _: Prepared,
-    ) -> impl Future<Output = Result<Insert, LedgerError>> + Send {
-        record.revision = Revision::FIRST;
-        // Made by `CallRecord::prepared` a moment ago from arguments whose depth the runner
-        // checked: its hash is the hash of its arguments and they are within the depth
-        // limit, so only the rest is checked.
-        if let Err(e) = record.validate_state() {
-            record.discard();
-            return ready(Err(e.into()));
-        }
         ready(self.store_moved(record, transition))
     }
 

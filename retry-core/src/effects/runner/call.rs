@@ -36,12 +36,13 @@ use serde_json::Value;
 
 use super::error::KeyConflict;
 use super::{LEASE_MARGIN, RunnerError, TARGET, ToolRunner, read_back};
+use crate::effects::args::CallArgs;
 use crate::effects::effect::ToolEffect;
 use crate::effects::erased::{Checked, DynTool, Ran};
 use crate::effects::hash::ArgsHash;
 use crate::effects::json::{MAX_JSON_DEPTH, dismantle, exceeds_depth};
 use crate::effects::key::CallKey;
-use crate::effects::ledger::{Insert, Ledger, LedgerError, Prepared};
+use crate::effects::ledger::{Insert, Ledger, LedgerError};
 use crate::effects::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use crate::effects::record::{CallRecord, CallState, ReconcileReason, Transition};
 use crate::effects::store::Timestamp;
@@ -205,10 +206,12 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
         S: Future<Output = ()>,
     {
         let submitted = self.clock.now();
-        // First of all: every later step (hashing aside) clones, compares or drops the
-        // arguments recursively, and an early return drops them.
-        if exceeds_depth(&call.args, MAX_JSON_DEPTH) {
-            dismantle(call.args);
+        // First of all: every later step (hashing and measuring aside) clones, compares or
+        // drops the arguments recursively, and an early return drops them. Hashed and
+        // measured here once, in `CallArgs::new`: no ledger walks them again.
+        let args = CallArgs::new(call.args);
+        if !args.checked() {
+            args.discard();
             return Err(RunnerError::TooDeep {
                 key: call.key,
                 what: "arguments",
@@ -222,7 +225,7 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
             call.key,
             spec.name(),
             spec.effect(),
-            call.args,
+            args,
             spec.requires_approval(),
             lease_until,
         );
@@ -289,13 +292,9 @@ impl<L: Ledger, C: Clock> ToolRunner<L, C> {
                         Some((checked, remaining)),
                     ),
                 };
-                // Hashed just now by `prepared`, its depth checked by the caller: the ledger
-                // need not do either again.
-                match self
-                    .ledger
-                    .insert_prepared(record, transition, Prepared(()))
-                    .await?
-                {
+                // Its arguments hashed and measured by `CallArgs::new`: the ledger's check of
+                // the record does not walk them again.
+                match self.ledger.insert_then(record, transition).await? {
                     Insert::Inserted(moved) => match start {
                         Some((checked, remaining)) => break (moved, effect, checked, remaining),
                         None => return settled(moved, ResultSource::ThisCall),
