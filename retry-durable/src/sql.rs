@@ -77,17 +77,21 @@ pub(crate) fn options_json(
     options: &RetryOptions,
     attempt_timeout: Option<Duration>,
 ) -> Result<String, StoreError> {
-    let failed =
-        |e: serde_json::Error| StoreError::failed(BackendKind::Other, format!("options: {e}"), e);
-    let Some(timeout) = attempt_timeout else {
-        return serde_json::to_string(options).map_err(failed);
-    };
-    let mut value = serde_json::to_value(options).map_err(failed)?;
-    if let serde_json::Value::Object(map) = &mut value {
-        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        map.insert(ATTEMPT_TIMEOUT_KEY.to_owned(), ms.into());
+    /// The retry options' fields and the timeout's, written in one pass.
+    #[derive(serde::Serialize)]
+    struct WithTimeout<'a> {
+        #[serde(flatten)]
+        options: &'a RetryOptions,
+        attempt_timeout_ms: u64,
     }
-    serde_json::to_string(&value).map_err(failed)
+    let written = match attempt_timeout {
+        None => serde_json::to_string(options),
+        Some(timeout) => serde_json::to_string(&WithTimeout {
+            options,
+            attempt_timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        }),
+    };
+    written.map_err(|e| StoreError::failed(BackendKind::Other, format!("options: {e}"), e))
 }
 
 /// A timing's columns: `cron`, `zone`, `interval_ms`, `misfire`.
@@ -283,4 +287,25 @@ pub(crate) fn checked_dead((id, dead): Read<DeadLetter>) -> Result<DeadLetter, S
             id,
             reason,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The options column written in one pass reads back as written, with and without an
+    /// attempt timeout, under the key a reader looks for.
+    #[test]
+    fn the_options_column_reads_back_as_written() {
+        let retry = RetryOptions::default();
+        for timeout in [None, Some(Duration::from_millis(1_500))] {
+            let text = options_json(&retry, timeout).expect("written");
+            assert_eq!(
+                text.contains(ATTEMPT_TIMEOUT_KEY),
+                timeout.is_some(),
+                "{text}"
+            );
+            assert_eq!(options(&text), Ok((retry, timeout)), "{text}");
+        }
+    }
 }

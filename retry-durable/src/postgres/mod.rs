@@ -903,21 +903,15 @@ impl Store for PostgresStore {
         Ok(record?)
     }
 
+    /// [`list_where`](Store::list_where) with no filter: one statement for both.
     async fn list(
         &self,
         owner: &str,
         after: Option<WorkId>,
         limit: u32,
     ) -> Result<Listing, StoreError> {
-        let client = self.client().await?;
-        let after = after.map(|id| id.0);
-        // Each row decoded on its own: a corrupt one is listed as such, not a failed page.
-        let records = page(&client, &WORK_READS, owner, after, limit, |row| {
-            Ok(work_row(row))
-        })
-        .await;
-        release(client, &records);
-        Listing::of(records?)
+        self.list_where(owner, &WorkFilter::default(), after, limit)
+            .await
     }
 
     async fn list_where(

@@ -364,29 +364,15 @@ impl Store for SqliteStore {
         self.with(move |conn| get_work(conn, id)).await
     }
 
+    /// [`list_where`](Store::list_where) with no filter: one statement for both.
     async fn list(
         &self,
         owner: &str,
         after: Option<WorkId>,
         limit: u32,
     ) -> Result<Listing, StoreError> {
-        let owner = owner.to_owned();
-        self.with(move |conn| {
-            let mut statement = conn
-                .prepare_cached(&format!(
-                    "SELECT {WORK_COLUMNS} FROM work WHERE owner = ?1 AND id > ?2
-                     ORDER BY id LIMIT ?3"
-                ))
-                .map_err(failed)?;
-            let rows = statement
-                .query_map(
-                    params![owner, after.map_or(i64::MIN, |id| id.0), limit],
-                    work_from_row,
-                )
-                .map_err(failed)?;
-            Listing::of(rows.map(|row| row.map_err(failed).and_then(sql::checked_work)))
-        })
-        .await
+        self.list_where(owner, &WorkFilter::default(), after, limit)
+            .await
     }
 
     async fn list_where(
