@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use retry_core::CancelToken;
-use retry_durable::{Jobs, PostgresStore, WorkOptions};
+use retry_durable::{Jobs, PostgresStore, When, WorkOptions};
 use retry_testkit::postgres::PostgresCluster;
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, NoTls};
@@ -538,16 +538,16 @@ async fn ours(url: &str, workers: usize, concurrency: usize, items: usize) -> (D
         let count = share(items, workers, w);
         tasks.spawn(async move {
             if enqueue_many() {
-                let items = (0..count as u64).map(|i| (i, WorkOptions::new()));
+                let items = (0..count as u64).map(|i| (When::Now, i, WorkOptions::new()));
                 let written = jobs
-                    .enqueue_many("noop", items)
+                    .schedule_many("noop", items)
                     .await
                     .expect("enqueue_many");
                 assert_eq!(written.len(), count);
                 return;
             }
             for i in 0..count as u64 {
-                jobs.enqueue("noop", &i, WorkOptions::new())
+                jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
                     .await
                     .expect("enqueue");
             }

@@ -21,8 +21,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use agent_crash::postgres::{Postgres, client};
 use agent_crash::{Points, Run, World, agent, toolbox, write_name};
 use retry_core::effects::{
-    CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, RunnerError, ToolRunner, Transition,
+    CallKey, CallRecord, Insert, Ledger, LedgerError, RunnerError, ToolRunner, Transition,
 };
+use retry_core::store::Revision;
 use retry_durable::PostgresStore;
 
 /// The write whose connection is lost: which, and what the row held before it.

@@ -36,7 +36,7 @@ use std::future::Future;
 
 use super::key::{CallKey, KeyError};
 use super::record::{CallRecord, IllegalTransition, InvalidRecord, Transition};
-use super::store::Revision;
+use crate::store::Revision;
 
 /// Proof that a record comes straight from [`CallRecord::prepared`] in this crate's runner
 /// (see `Ledger::insert_prepared`). Public so that it can appear in the trait; nobody
@@ -96,7 +96,8 @@ pub enum LedgerError {
 /// An implementation can write its methods as `async fn`:
 ///
 /// ```
-/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger, Revision};
+/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger};
+/// use retry_core::store::Revision;
 ///
 /// /// Logs every write, stores in memory.
 /// struct Logged(MemoryLedger);

@@ -128,15 +128,7 @@ impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
     where
         W2: Fn(&TaskFailure, u32) -> bool,
     {
-        RetryTask {
-            task: self.task,
-            policy: self.policy,
-            backoff: self.backoff,
-            when: Arc::new(predicate),
-            notify: self.notify,
-            hint: self.hint,
-            budget: self.budget,
-        }
+        self.with_hooks(|_, notify, hint| (Arc::new(predicate), notify, hint))
     }
 
     /// Calls `observer(&failure, failed_attempt, delay)` before each wait, as
@@ -165,15 +157,7 @@ impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
     where
         N2: Fn(&TaskFailure, u32, Duration),
     {
-        RetryTask {
-            task: self.task,
-            policy: self.policy,
-            backoff: self.backoff,
-            when: self.when,
-            notify: Arc::new(observer),
-            hint: self.hint,
-            budget: self.budget,
-        }
+        self.with_hooks(|when, _, hint| (when, Arc::new(observer), hint))
     }
 
     /// Replaces the policy's schedule with `backoff` (an
@@ -225,15 +209,7 @@ impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
     where
         H2: Fn(&TaskFailure) -> Option<Duration>,
     {
-        RetryTask {
-            task: self.task,
-            policy: self.policy,
-            backoff: self.backoff,
-            when: self.when,
-            notify: self.notify,
-            hint: Arc::new(hint),
-            budget: self.budget,
-        }
+        self.with_hooks(|when, notify, _| (when, notify, Arc::new(hint)))
     }
 
     /// Spends retries from a [`RetryBudget`] shared with other tasks: each run counts as a
@@ -274,6 +250,25 @@ impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
             notify: self.notify,
             hint: self.hint,
             budget: Handle(budget),
+        }
+    }
+}
+
+impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
+    /// Replaces the hooks, keeping everything else; every hook builder is one call of this.
+    fn with_hooks<W2, N2, H2>(
+        self,
+        hooks: impl FnOnce(Arc<W>, Arc<N>, Arc<H>) -> (Arc<W2>, Arc<N2>, Arc<H2>),
+    ) -> RetryTask<F, B, W2, N2, H2, R> {
+        let (when, notify, hint) = hooks(self.when, self.notify, self.hint);
+        RetryTask {
+            task: self.task,
+            policy: self.policy,
+            backoff: self.backoff,
+            when,
+            notify,
+            hint,
+            budget: self.budget,
         }
     }
 }

@@ -14,7 +14,8 @@ pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
-use retry_core::effects::{CallKey, CallRecord, LedgerError, Revision, Transition};
+use retry_core::effects::{CallKey, CallRecord, LedgerError, Transition};
+use retry_core::store::Revision;
 
 /// A ledger failure from the database.
 pub(crate) fn backend(error: impl std::fmt::Display) -> LedgerError {
