@@ -13,7 +13,7 @@
 //! which means nothing outside the process that made it. Stores keep milliseconds since the
 //! Unix epoch instead, and a lease that ends at `until` has expired at `now` when
 //! `until <= now` (in SQL, `lease_until <= ?`). The runner reads them from a
-//! [`Clock`](crate::Clock) anchored to a wall-clock time once, so tests drive leases with
+//! [`Clock`] anchored to a wall-clock time once, so tests drive leases with
 //! virtual time like everything else.
 
 use std::fmt;
