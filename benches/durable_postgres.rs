@@ -8,7 +8,7 @@
 //!   statements, three commits. `W` workers are `W` tasks, each with its own connection, both
 //!   for the enqueue and for the run.
 //! - **retry-durable**: `W` `Jobs` instances, each on its own `PostgresStore` (its own pool,
-//!   as separate processes would have), `W` tasks calling `jobs.enqueue` between them, then
+//!   as separate processes would have), `W` tasks calling `jobs.schedule(When::Now, …)` between them, then
 //!   `W` tasks each in `jobs.run(stop)` until the handlers have seen every item. Concurrency 1
 //!   per instance (one attempt at a time, like one floor worker); the `c16` rows are one
 //!   instance at its default concurrency of 16 (claims in batches).
