@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use retry_core::CancelToken;
-use retry_durable::{Durability, Jobs, SqliteOptions, SqliteStore, WorkOptions};
+use retry_durable::{Durability, Jobs, SqliteOptions, SqliteStore, When, WorkOptions};
 use rusqlite::{Connection, params};
 use tokio::runtime::Runtime;
 
@@ -264,7 +264,9 @@ fn durable(dir: &Path, durability: Durability, items: usize) -> Sample {
     rt.block_on(async {
         let start = Instant::now();
         for i in 0..items as u64 {
-            jobs.enqueue("noop", &i, WorkOptions::new()).await.unwrap();
+            jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
+                .await
+                .unwrap();
         }
         let enqueue = start.elapsed();
         jobs.run(stop).await;
@@ -292,7 +294,10 @@ fn durable_batched(dir: &Path, durability: Durability, items: usize) -> Sample {
     rt.block_on(async {
         let start = Instant::now();
         let written = jobs
-            .enqueue_many("noop", (0..items as u64).map(|i| (i, WorkOptions::new())))
+            .schedule_many(
+                "noop",
+                (0..items as u64).map(|i| (When::Now, i, WorkOptions::new())),
+            )
             .await
             .unwrap();
         assert_eq!(written.len(), items);
@@ -319,7 +324,9 @@ fn durable_interleaved(dir: &Path, durability: Durability, items: usize) -> Samp
             let jobs = jobs.clone();
             tokio::spawn(async move {
                 for i in 0..items as u64 {
-                    jobs.enqueue("noop", &i, WorkOptions::new()).await.unwrap();
+                    jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
+                        .await
+                        .unwrap();
                 }
                 start.elapsed()
             })
@@ -455,7 +462,7 @@ fn memory(pending: usize) {
     rt.block_on(async {
         let step = pending / 10;
         for i in 0..pending {
-            jobs.enqueue("noop", &(i as u64), WorkOptions::new())
+            jobs.schedule(When::Now, "noop", &(i as u64), WorkOptions::new())
                 .await
                 .unwrap();
             if (i + 1) % step == 0 {

@@ -8,7 +8,7 @@
 //!   statements, three commits. `W` workers are `W` tasks, each with its own connection, both
 //!   for the enqueue and for the run.
 //! - **retry-durable**: `W` `Jobs` instances, each on its own `PostgresStore` (its own pool,
-//!   as separate processes would have), `W` tasks calling `jobs.enqueue` between them, then
+//!   as separate processes would have), `W` tasks calling `jobs.schedule(When::Now, …)` between them, then
 //!   `W` tasks each in `jobs.run(stop)` until the handlers have seen every item. Concurrency 1
 //!   per instance (one attempt at a time, like one floor worker); the `c16` rows are one
 //!   instance at its default concurrency of 16 (claims in batches).
@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use retry_core::CancelToken;
-use retry_durable::{Jobs, PostgresStore, WorkOptions};
+use retry_durable::{Jobs, PostgresStore, When, WorkOptions};
 use retry_testkit::postgres::PostgresCluster;
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, NoTls};
@@ -538,16 +538,16 @@ async fn ours(url: &str, workers: usize, concurrency: usize, items: usize) -> (D
         let count = share(items, workers, w);
         tasks.spawn(async move {
             if enqueue_many() {
-                let items = (0..count as u64).map(|i| (i, WorkOptions::new()));
+                let items = (0..count as u64).map(|i| (When::Now, i, WorkOptions::new()));
                 let written = jobs
-                    .enqueue_many("noop", items)
+                    .schedule_many("noop", items)
                     .await
                     .expect("enqueue_many");
                 assert_eq!(written.len(), count);
                 return;
             }
             for i in 0..count as u64 {
-                jobs.enqueue("noop", &i, WorkOptions::new())
+                jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
                     .await
                     .expect("enqueue");
             }

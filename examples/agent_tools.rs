@@ -26,9 +26,10 @@ use std::time::Duration;
 
 use retry_core::effects::{
     CallKey, CallResponse, IdempotencyKey, Ledger, MemoryLedger, Recovered, RecoveryAction,
-    RecoveryPolicy, Resolution, Review, RunnerError, Timestamp, ToolCall, ToolEffect, ToolOutcome,
-    ToolRunner, Toolbox, ToolboxError,
+    RecoveryPolicy, Resolution, Review, RunnerError, ToolCall, ToolEffect, ToolOutcome, ToolRunner,
+    Toolbox, ToolboxError,
 };
+use retry_core::store::Timestamp;
 use retry_core::tool;
 use retry_durable::SqliteStore;
 use serde_json::{Value, json};

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 use retry_core::{RetryOptions, TaskError, TaskFailure};
-use retry_durable::{Event, Jobs, PostgresStore, SqliteStore, Store, What, When, WorkOptions};
+use retry_durable::{Event, EventKind, Jobs, PostgresStore, SqliteStore, Store, When, WorkOptions};
 use retry_testkit::MockClock;
 
 /// 2026-12-01T09:00:00Z.
@@ -91,32 +91,32 @@ fn print_event(clock: &MockClock, event: &Event) {
         at % 1000
     );
     let what = match &event.what {
-        What::Started { attempt } => format!("attempt {attempt} started"),
-        What::Succeeded { attempt } => format!("attempt {attempt} succeeded"),
-        What::Retrying {
+        EventKind::Started { attempt } => format!("attempt {attempt} started"),
+        EventKind::Succeeded { attempt } => format!("attempt {attempt} succeeded"),
+        EventKind::Retrying {
             attempt,
             delay,
             error,
         } => {
             format!("attempt {attempt} failed ({error}); next try in {delay:?}, written to the row")
         }
-        What::Failed {
+        EventKind::Failed {
             attempts,
             reason,
             error,
         } => {
             format!("gave up after {attempts} attempt(s): {reason}: {error} -> dead letter")
         }
-        What::Rearmed { next } => {
+        EventKind::Rearmed { next } => {
             let minutes = (next.as_millis() - START.as_millis()) / 60_000;
             format!("re-armed for 09:{minutes:02}:00")
         }
-        What::Skipped { .. } => "missed tick skipped".to_owned(),
-        What::Cancelled => "cancelled".to_owned(),
-        What::ClaimLost => "claim lost".to_owned(),
+        EventKind::Skipped { .. } => "missed tick skipped".to_owned(),
+        EventKind::Cancelled => "cancelled".to_owned(),
+        EventKind::ClaimLost => "claim lost".to_owned(),
         _ => format!("{:?}", event.what),
     };
-    if !matches!(event.what, What::Started { .. }) || event.handler != "heartbeat" {
+    if !matches!(event.what, EventKind::Started { .. }) || event.handler != "heartbeat" {
         println!(
             "{clock_time}  {:<9} {:<5} #{:<2} {what}",
             event.handler, event.kind, event.id.0
@@ -194,8 +194,13 @@ where
         none(),
     )
     .await?;
-    jobs.every(Duration::from_secs(4 * 60), "heartbeat", &(), none())
-        .await?;
+    jobs.schedule(
+        When::every(Duration::from_secs(4 * 60)),
+        "heartbeat",
+        &(),
+        none(),
+    )
+    .await?;
     jobs.schedule(
         When::after(Duration::from_secs(90)),
         "reminder",
@@ -203,13 +208,16 @@ where
         none(),
     )
     .await?;
-    let charge = jobs.enqueue("charge", &4_200u64, none()).await?;
+    let charge = jobs
+        .schedule(When::Now, "charge", &4_200u64, none())
+        .await?;
     println!(
         "charge #{} stored with options {}",
         charge.id.0,
         serde_json::to_string(&charge.options)?
     );
-    jobs.enqueue("import", &"prices.csv", none()).await?;
+    jobs.schedule(When::Now, "import", &"prices.csv", none())
+        .await?;
     // Scheduling again after a restart must not duplicate the cron schedule: same row back.
     let again = jobs
         .schedule(
@@ -224,7 +232,7 @@ where
         again.id.0
     );
     let bad = jobs
-        .every(Duration::ZERO, "heartbeat", &(), none())
+        .schedule(When::every(Duration::ZERO), "heartbeat", &(), none())
         .await
         .unwrap_err();
     println!("refused before anything was written: {bad}");

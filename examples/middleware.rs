@@ -10,12 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_core::middleware::{
-    RetryConfig, exponential_backoff, with_fallback_when, with_retry, with_timeout,
-};
+use retry_core::middleware::{with_fallback_when, with_retry, with_timeout};
 use retry_core::{
-    ExponentialBackoff, Jitter, OnError, Scheduler, SchedulerOptions, Task, TaskContext, TaskError,
-    TaskEvent, TaskFailure, TaskOutcome,
+    ExponentialBackoff, Jitter, OnError, RetryOptions, Scheduler, SchedulerOptions, Task,
+    TaskContext, TaskError, TaskEvent, TaskFailure, TaskOutcome,
 };
 use tokio::time::Instant;
 
@@ -73,27 +71,26 @@ fn cached(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A deterministic backoff: 100, 200, 400 ms … (no jitter) so the timeline is readable.
     let backoff = ExponentialBackoff::builder().jitter(Jitter::None).build()?;
-    assert_eq!(backoff.base(), exponential_backoff().base());
+    assert_eq!(backoff.base(), ExponentialBackoff::DEFAULT.base());
+    // 4 attempts in all: the first and 3 retries.
+    let policy = RetryOptions::new().with_max_attempts(4).resolve()?;
 
     println!("1. with_fallback(with_timeout(with_retry(with_timeout(flaky, 200 ms)), 2 s), cache)");
-    println!("   retries 3, exponential backoff, timeouts retried, fallback admits timeouts:");
+    println!("   4 attempts, exponential backoff, timeouts retried, fallback admits timeouts:");
     let start = Instant::now();
-    let config = RetryConfig::new()
-        .retries(3)
-        .delay(backoff)
-        .retryable(|e| e.is_timeout() || e.is_retryable())
-        .on_attempt(move |info| {
+    let per_attempt = with_timeout(flaky(start), Duration::from_millis(200))?;
+    let retried = with_retry(per_attempt, policy)
+        .backoff(backoff)
+        .when(|e, _| e.is_timeout() || e.is_retryable())
+        .notify(move |e, attempt, delay| {
+            let max = policy.max_attempts();
             at(
                 start,
-                format!(
-                    "retry {}/{} in {:?} after: {}",
-                    info.attempt, info.max_retries, info.delay, info.error
-                ),
+                format!("attempt {attempt}/{max} failed, next in {delay:?}: {e}"),
             )
         });
-    let per_attempt = with_timeout(flaky(start), Duration::from_millis(200))?;
     let stack = with_fallback_when(
-        with_timeout(with_retry(per_attempt, config), Duration::from_secs(2))?,
+        with_timeout(retried, Duration::from_secs(2))?,
         cached(start),
         |e| e.is_timeout(),
     );
@@ -103,18 +100,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!();
     println!("2. the same stack with a 250 ms overall budget: the fallback answers");
     let start = Instant::now();
-    let config = RetryConfig::new()
-        .retries(3)
-        .delay(backoff)
-        .retryable(|e| e.is_timeout() || e.is_retryable());
+    let retried = with_retry(
+        with_timeout(flaky(start), Duration::from_millis(200))?,
+        policy,
+    )
+    .backoff(backoff)
+    .when(|e, _| e.is_timeout() || e.is_retryable());
     let stack = with_fallback_when(
-        with_timeout(
-            with_retry(
-                with_timeout(flaky(start), Duration::from_millis(200))?,
-                config,
-            ),
-            Duration::from_millis(250),
-        )?,
+        with_timeout(retried, Duration::from_millis(250))?,
         cached(start),
         |e| e.is_timeout(),
     );

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use retry_core::middleware::{RetryConfig, with_breaker, with_breaker_when, with_retry};
+use retry_core::middleware::{RetryTask, with_breaker, with_breaker_when, with_retry};
 use retry_core::{
     CircuitBreaker, CircuitState, Jitter, RetryBudget, RetryError, RetryOptions, RetryPolicy,
     StateChange, Task, TaskContext, TaskError, TaskFailure,
@@ -23,6 +23,15 @@ fn policy() -> RetryPolicy {
         .with_jitter(Jitter::None)
         .resolve()
         .unwrap()
+}
+
+/// The retry layer with `attempts` attempts in all and no wait of its own.
+fn retrying<F: Task>(task: F, attempts: u32) -> RetryTask<F, retry_core::Constant> {
+    let policy = RetryOptions::new()
+        .with_max_attempts(attempts)
+        .resolve()
+        .unwrap();
+    with_retry(task, policy).backoff(retry_core::Constant(Duration::ZERO))
 }
 
 fn breaker(failures: u32, break_duration: Duration) -> Arc<CircuitBreaker> {
@@ -389,10 +398,7 @@ fn b3_retrying_through_a_breaker_stops_when_it_opens() {
         counted.fetch_add(1, Ordering::SeqCst);
         async { Err::<(), _>(transient()) }
     };
-    let task = with_retry(
-        with_breaker(down, Arc::clone(&b)),
-        RetryConfig::new().retries(5),
-    );
+    let task = retrying(with_breaker(down, Arc::clone(&b)), 6);
     let error = clock.block_on(task.run()).unwrap().unwrap_err();
     assert!(error.is_circuit_open(), "{error}");
     assert!(!error.is_retryable());
@@ -458,10 +464,7 @@ fn b1_the_retry_layer_spends_a_shared_budget() {
         counted.fetch_add(1, Ordering::SeqCst);
         async { Err::<(), _>(transient()) }
     };
-    let task = with_retry(
-        down,
-        RetryConfig::new().retries(3).budget(Arc::clone(&budget)),
-    );
+    let task = retrying(down, 4).budget(Arc::clone(&budget));
     for _ in 0..4 {
         let error = clock.block_on(task.run()).unwrap().unwrap_err();
         assert_eq!(error.to_string(), "503", "the last failure, as it was");

@@ -108,6 +108,9 @@
 //! - [`effects`]: agent tool calls that are never replayed blindly — declared effects,
 //!   stable idempotency keys, the pending-call ledger, recovery after a crash. The runner and
 //!   ledger need feature `effects` (off by default: it pulls `serde_json` and `sha2`).
+//! - [`store`]: what every durable store shares, the tool-call ledger's and the durable job
+//!   stores' alike — compare-and-swap [`Revision`](store::Revision)s and epoch-millisecond
+//!   [`Timestamp`](store::Timestamp)s read through an [`Epoch`](store::Epoch).
 //! - `#[retry(...)]` (feature `macros`, on by default): the same loop as an attribute on an
 //!   `async fn` or a plain blocking `fn`, its options checked at compile time; limits reach the function's own error
 //!   type through [`LimitExceeded`].
@@ -145,6 +148,7 @@ mod schedule;
 #[cfg(feature = "scheduler")]
 mod scheduler;
 mod shapes;
+pub mod store;
 mod time;
 
 pub use backoff::{

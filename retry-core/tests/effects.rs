@@ -11,9 +11,10 @@ use effects_support::{LOOKUP, PAY, RUN, SEND, T0, UPSERT, World, call, key, runn
 use retry_core::effects::{
     ArgsHash, CallArgs, CallKey, CallLimits, CallRecord, CallResponse, CallState, FailureKind,
     Insert, KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Review,
-    Revision, RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome,
-    ToolSpec, Toolbox, ToolboxError, Transition, tool_fn,
+    RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome, ToolSpec,
+    Toolbox, ToolboxError, Transition, tool_fn,
 };
+use retry_core::store::Revision;
 use serde_json::{Value, json};
 
 fn crash_free_toolbox(world: &World) -> Toolbox {

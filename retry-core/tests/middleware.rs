@@ -11,12 +11,13 @@ use std::task::Poll;
 use std::time::Duration;
 
 use retry_core::middleware::{
-    MiddlewareError, RetryConfig, RetryTaskOptions, TaskDelay, exponential_backoff,
-    with_activity_timeout, with_fallback, with_fallback_when, with_retry, with_timeout,
+    MiddlewareError, RetryTask, with_activity_timeout, with_fallback, with_fallback_when,
+    with_retry, with_timeout,
 };
 use retry_core::{
-    DEFAULT_MAX_RETRY_AFTER, Elapsed, ExponentialBackoff, Jitter, Scope, Task, TaskContext,
-    TaskError, TaskFailure, TimeoutKind, classify,
+    Constant, DEFAULT_MAX_RETRY_AFTER, Elapsed, ExponentialBackoff, Jitter, RetryOptions,
+    RetryPolicy, Scope, Task, TaskContext, TaskError, TaskFailure, TimeoutKind, backoff_fn,
+    classify,
 };
 use support::InstantClock;
 use task_support::{Call, MS, Scripted, fatal, transient};
@@ -85,44 +86,56 @@ async fn e4_timeout_is_never_retryable_by_classification() {
 
 // ---------------------------------------------------------------- M1–M3: retry
 
+/// `attempts` attempts in all, no ceiling on a wait the caller chose.
+fn attempts(attempts: u32) -> RetryPolicy {
+    RetryOptions::new()
+        .with_max_attempts(attempts)
+        .with_max_delay_ms(u64::MAX)
+        .resolve()
+        .unwrap()
+}
+
+/// The retry layer with `attempts` attempts and no wait of its own: a failure's retry-after
+/// hint only.
+fn retrying<F: Task>(task: F, attempts_in_all: u32) -> RetryTask<F, Constant> {
+    with_retry(task, attempts(attempts_in_all)).backoff(Constant(Duration::ZERO))
+}
+
 #[tokio::test(start_paused = true)]
 async fn m1_defaults_two_retries_and_attempt_info() {
     let script = Scripted::always(Call::fail(0, transient("503")));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    let task = with_retry(
-        script.task(),
-        RetryConfig::new()
-            .on_attempt(move |info| log.lock().unwrap().push((info.attempt, info.max_retries))),
-    );
+    let task = with_retry(script.task(), RetryPolicy::DEFAULT)
+        .notify(move |_, failed_attempt, _| log.lock().unwrap().push(failed_attempt));
     assert!(task.run().await.is_err());
-    assert_eq!(script.calls(), 3); // 1 + retries (default 2)
-    assert_eq!(*seen.lock().unwrap(), [(1, 2), (2, 2)]); // 1-based retry index, max_retries = retries
+    assert_eq!(script.calls(), 3); // default 3 attempts (2 retries)
+    assert_eq!(task.policy().max_attempts(), 3);
+    assert_eq!(*seen.lock().unwrap(), [1, 2]); // the 1-based attempt that failed
 }
 
 #[tokio::test(start_paused = true)]
 async fn m1_delay_as_constant_function_or_retry_after_hint() {
-    async fn waits_with<D: retry_core::middleware::TaskDelay>(
-        delay: Option<D>,
+    async fn waits_with<B: retry_core::Schedule<TaskFailure> + Clone>(
+        delay: Option<B>,
         failure: TaskFailure,
     ) -> Vec<Duration> {
         let script = Scripted::always(Call::fail(0, failure));
-        let config = RetryConfig::new().retries(3);
         let start = Instant::now();
         match delay {
-            Some(d) => drop(with_retry(script.task(), config.delay(d)).run().await),
-            None => drop(with_retry(script.task(), config).run().await),
+            Some(d) => drop(retrying(script.task(), 4).backoff(d).run().await),
+            None => drop(retrying(script.task(), 4).run().await),
         }
         let exits = script.exits_since(start);
         exits.windows(2).map(|w| w[1] - w[0]).collect()
     }
     // Constant.
     assert_eq!(
-        waits_with(Some(MS * 25), transient("x")).await,
+        waits_with(Some(Constant(MS * 25)), transient("x")).await,
         [MS * 25; 3]
     );
-    // A function of the 0-based retry index.
-    let linear = |i: u32, _: &TaskFailure| MS * 10 * (i + 1);
+    // A function of the 1-based attempt that failed.
+    let linear = backoff_fn(|attempt: u32| MS * 10 * attempt);
     assert_eq!(
         waits_with(Some(linear), transient("x")).await,
         [MS * 10, MS * 20, MS * 30]
@@ -132,12 +145,12 @@ async fn m1_delay_as_constant_function_or_retry_after_hint() {
         .with_retryable(true)
         .with_retry_after(MS * 70);
     assert_eq!(
-        waits_with(None::<Duration>, hinted.into()).await,
+        waits_with(None::<Constant>, hinted.into()).await,
         [MS * 70; 3]
     );
     // … or nothing at all.
     assert_eq!(
-        waits_with(None::<Duration>, transient("x")).await,
+        waits_with(None::<Constant>, transient("x")).await,
         [Duration::ZERO; 3]
     );
 }
@@ -151,29 +164,19 @@ async fn m2_exits_without_another_attempt() {
     ];
     for (failure, why) in exits {
         let script = Scripted::always(Call::fail(0, failure));
-        let _ = with_retry(script.task(), RetryConfig::new().retries(5))
-            .run()
-            .await;
+        let _ = retrying(script.task(), 6).run().await;
         assert_eq!(script.calls(), 1, "{why}");
     }
     // Timeout from an inner budget.
     let script = Scripted::always(Call::ok(100));
-    let result = with_retry(
-        with_timeout(script.task(), MS * 10).unwrap(),
-        RetryConfig::new().retries(5),
-    )
-    .run()
-    .await;
+    let result = retrying(with_timeout(script.task(), MS * 10).unwrap(), 6)
+        .run()
+        .await;
     assert!(result.unwrap_err().is_timeout());
     assert_eq!(script.calls(), 1, "timeout");
     // The caller's predicate saying no.
     let script = Scripted::always(Call::fail(0, transient("503")));
-    let _ = with_retry(
-        script.task(),
-        RetryConfig::new().retries(5).retryable(|_| false),
-    )
-    .run()
-    .await;
+    let _ = retrying(script.task(), 6).when(|_, _| false).run().await;
     assert_eq!(script.calls(), 1, "predicate");
 }
 
@@ -182,12 +185,7 @@ async fn m3_scenario_two_retryable_failures_then_success() {
     let script = Scripted::new([Call::fail(0, transient("a")), Call::fail(0, transient("b"))]);
     let on_attempt = Arc::new(Mutex::new(0));
     let count = Arc::clone(&on_attempt);
-    let task = with_retry(
-        script.task(),
-        RetryConfig::new()
-            .retries(3)
-            .on_attempt(move |_| *count.lock().unwrap() += 1),
-    );
+    let task = retrying(script.task(), 4).notify(move |_, _, _| *count.lock().unwrap() += 1);
     assert_eq!(task.run().await.unwrap(), 3); // the 3rd call's answer
     assert_eq!(script.calls(), 3);
     assert_eq!(*on_attempt.lock().unwrap(), 2);
@@ -197,10 +195,7 @@ async fn m3_scenario_two_retryable_failures_then_success() {
 #[tokio::test(start_paused = true)]
 async fn m3_scenario_non_retryable_task_error_is_called_once() {
     let script = Scripted::always(Call::fail(0, fatal("400")));
-    let err = with_retry(script.task(), RetryConfig::new().retries(3))
-        .run()
-        .await
-        .unwrap_err();
+    let err = retrying(script.task(), 4).run().await.unwrap_err();
     assert_eq!(err.to_string(), "400");
     assert_eq!(script.calls(), 1);
 }
@@ -209,9 +204,7 @@ async fn m3_scenario_non_retryable_task_error_is_called_once() {
 async fn m3_scenario_always_failing_is_called_one_plus_retries_times() {
     for retries in [0, 1, 4] {
         let script = Scripted::always(Call::fail(0, transient("503")));
-        let _ = with_retry(script.task(), RetryConfig::new().retries(retries))
-            .run()
-            .await;
+        let _ = retrying(script.task(), 1 + retries).run().await;
         assert_eq!(script.calls(), 1 + retries);
     }
 }
@@ -222,10 +215,7 @@ async fn m1_retry_returns_the_last_failure() {
         Call::fail(0, transient("first")),
         Call::fail(0, transient("second")),
     ]);
-    let err = with_retry(script.task(), RetryConfig::new().retries(1))
-        .run()
-        .await
-        .unwrap_err();
+    let err = retrying(script.task(), 2).run().await.unwrap_err();
     assert_eq!(err.to_string(), "second");
 }
 
@@ -233,12 +223,7 @@ async fn m1_retry_returns_the_last_failure() {
 async fn m1_a_wait_is_cut_short_by_cancellation() {
     let script = Scripted::always(Call::fail(0, transient("503")));
     let cx = TaskContext::new();
-    let task = with_retry(
-        script.task(),
-        RetryConfig::new()
-            .retries(3)
-            .delay(Duration::from_secs(3600)),
-    );
+    let task = retrying(script.task(), 4).backoff(Constant(Duration::from_secs(3600)));
     let token = cx.cancel_token().clone();
     let start = Instant::now();
     let run = tokio::spawn(task.call(cx));
@@ -255,7 +240,7 @@ async fn m1_retry_waits_on_the_scoped_clock() {
     // Real time, but a scoped clock: the waits are recorded and take no time.
     let clock = InstantClock::new();
     let script = Scripted::always(Call::fail(0, transient("503")));
-    let task = with_retry(script.task(), RetryConfig::new().retries(2).delay(MS * 250));
+    let task = retrying(script.task(), 3).backoff(Constant(MS * 250));
     let _ = Scope::new().clock(clock.clone()).run(task.run()).await;
     // (The scripted calls themselves sleep zero on the same clock.)
     let waits: Vec<_> = clock
@@ -278,15 +263,12 @@ async fn d5_a_retry_after_hint_above_the_ceiling_ends_the_loop_at_once() {
     };
     let week = Duration::from_secs(7 * 24 * 3600);
     assert_eq!(
-        RetryConfig::new().retry_after_ceiling(),
+        RetryPolicy::DEFAULT.max_retry_after(),
         DEFAULT_MAX_RETRY_AFTER
     );
     let script = Scripted::always(Call::fail(0, after(week)));
     let start = Instant::now();
-    let err = with_retry(script.task(), RetryConfig::new().retries(3))
-        .run()
-        .await
-        .unwrap_err();
+    let err = retrying(script.task(), 4).run().await.unwrap_err();
     assert_eq!(err.to_string(), "429");
     assert_eq!(
         (script.calls(), Instant::now() - start),
@@ -295,18 +277,21 @@ async fn d5_a_retry_after_hint_above_the_ceiling_ends_the_loop_at_once() {
 
     // A hint at the ceiling is followed; so is a week under a raised ceiling.
     for (hint, config) in [
-        (DEFAULT_MAX_RETRY_AFTER, RetryConfig::new()),
-        (week, RetryConfig::new().max_retry_after(week)),
+        (DEFAULT_MAX_RETRY_AFTER, attempts(3)),
+        (week, attempts(3).with_max_retry_after(week)),
     ] {
         let script = Scripted::new([Call::fail(0, after(hint))]);
         let start = Instant::now();
-        assert_eq!(with_retry(script.task(), config).run().await.unwrap(), 2);
+        let task = with_retry(script.task(), config).backoff(Constant(Duration::ZERO));
+        assert_eq!(task.run().await.unwrap(), 2);
         assert_eq!(Instant::now() - start, hint);
     }
-    // The ceiling bounds the hint, not a delay the caller chose.
+    // The ceiling bounds the hint, not a delay the caller chose (following no hint).
     let script = Scripted::new([Call::fail(0, after(week))]);
-    let config = RetryConfig::new().delay(MS * 5);
-    assert_eq!(with_retry(script.task(), config).run().await.unwrap(), 2);
+    let task = retrying(script.task(), 3)
+        .backoff(Constant(MS * 5))
+        .retry_after(|_| None);
+    assert_eq!(task.run().await.unwrap(), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -319,7 +304,7 @@ async fn d5_the_transform_decides_what_retry_policy_next_decides() {
         .resolve()
         .unwrap()
         .with_max_retry_after(ceiling);
-    let config = RetryConfig::new().retries(2).max_retry_after(ceiling);
+    let config = attempts(3).with_max_retry_after(ceiling);
     let cases = [
         (true, None),
         (false, None),
@@ -349,7 +334,8 @@ async fn d5_the_transform_decides_what_retry_policy_next_decides() {
         }
         let script = Scripted::always(Call::fail(0, failure));
         let start = Instant::now();
-        let err = with_retry(script.task(), config).run().await.unwrap_err();
+        let task = with_retry(script.task(), config).backoff(Constant(Duration::ZERO));
+        let err = task.run().await.unwrap_err();
         assert_eq!(err.to_string(), "503");
         assert_eq!(
             (script.calls(), Instant::now() - start),
@@ -361,10 +347,7 @@ async fn d5_the_transform_decides_what_retry_policy_next_decides() {
 
 /// Calls the task again and again after a zero wait until a task spawned before the loop
 /// has run; returns the number of calls that took.
-async fn calls_until_a_spawned_task_ran<D: TaskDelay>(
-    config: RetryConfig<D>,
-    failure: TaskFailure,
-) -> u32 {
+async fn calls_until_a_spawned_task_ran(failure: TaskFailure) -> u32 {
     let ran = Arc::new(AtomicBool::new(false));
     let setter = Arc::clone(&ran);
     tokio::spawn(async move { setter.store(true, Ordering::SeqCst) });
@@ -378,10 +361,7 @@ async fn calls_until_a_spawned_task_ran<D: TaskDelay>(
         };
         std::future::ready(result)
     };
-    with_retry(task, config.retries(100_000))
-        .run()
-        .await
-        .unwrap()
+    retrying(task, 100_001).run().await.unwrap()
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -390,19 +370,12 @@ async fn m1_a_run_of_zero_waits_yields_to_the_runtime() {
     // current-thread runtime nothing else ran until the retries were used up. The rule is
     // the core loop's: every 16th immediate retry yields, so the spawned task runs before
     // call 17 (one engine, one rule).
-    let zero_delay = RetryConfig::new().delay(Duration::ZERO);
-    assert_eq!(
-        calls_until_a_spawned_task_ran(zero_delay, transient("busy")).await,
-        17
-    );
+    assert_eq!(calls_until_a_spawned_task_ran(transient("busy")).await, 17);
     // `Retry-After: 0`.
     let zero_hint = TaskError::new("429")
         .with_retryable(true)
         .with_retry_after(Duration::ZERO);
-    assert_eq!(
-        calls_until_a_spawned_task_ran(RetryConfig::new(), zero_hint.into()).await,
-        17
-    );
+    assert_eq!(calls_until_a_spawned_task_ran(zero_hint.into()).await, 17);
 }
 
 #[tokio::test]
@@ -417,10 +390,9 @@ async fn m1_a_zero_wait_does_not_touch_the_timer() {
             Ok(call)
         })
     };
-    let config = RetryConfig::new().delay(Duration::ZERO);
     let result = Scope::new()
         .clock(clock.clone())
-        .run(with_retry(task, config).run())
+        .run(retrying(task, 3).run())
         .await;
     assert_eq!(result.unwrap(), 3);
     assert_eq!(clock.sleeps(), []);
@@ -431,10 +403,7 @@ async fn m1_a_cancellation_during_a_zero_wait_ends_the_loop() {
     let script = Scripted::always(Call::fail(0, transient("busy")));
     let cx = TaskContext::new();
     let token = cx.cancel_token().clone();
-    let task = with_retry(
-        script.task(),
-        RetryConfig::new().retries(40).delay(Duration::ZERO),
-    );
+    let task = retrying(script.task(), 41);
     let mut run = std::pin::pin!(task.call(cx));
     // Sixteen attempts fail at once and the loop yields before the seventeenth.
     assert!(futures_poll(run.as_mut()).is_pending());
@@ -448,11 +417,11 @@ async fn m1_a_cancellation_during_a_zero_wait_ends_the_loop() {
 }
 
 // R6 for the middleware, Polly's "cancelled inside the retry callback, not executed again":
-// the stop request, made by the task itself or by `on_attempt`, is honoured before the next
+// the stop request, made by the task itself or by `notify`, is honoured before the next
 // attempt even when the wait before it is zero (a zero delay, or a zero retry-after hint).
 
 /// Runs the retry transform with zero waits, 40 attempts allowed, stopping the task from
-/// inside it (`in_observer` false) or from `on_attempt`; returns the result and the calls.
+/// inside it (`in_observer` false) or from `notify`; returns the result and the calls.
 async fn r6_middleware_zero_wait_run(
     hint: bool,
     in_observer: bool,
@@ -474,18 +443,14 @@ async fn r6_middleware_zero_wait_run(
     };
     let cx = TaskContext::new();
     let token = cx.cancel_token().clone();
-    let config = RetryConfig::new().retries(39).on_attempt(move |_| {
-        if in_observer {
-            token.cancel();
-        }
-    });
-    let result = if hint {
-        with_retry(task, config).call(cx).await
-    } else {
-        with_retry(task, config.delay(Duration::ZERO))
-            .call(cx)
-            .await
-    };
+    let result = retrying(task, 40)
+        .notify(move |_, _, _| {
+            if in_observer {
+                token.cancel();
+            }
+        })
+        .call(cx)
+        .await;
     (result, calls.load(Ordering::SeqCst))
 }
 
@@ -512,11 +477,11 @@ fn futures_poll<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
     fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
 }
 
-// ---------------------------------------------------------------- D3: exponential_backoff
+// ---------------------------------------------------------------- D3: ExponentialBackoff
 
 #[tokio::test(start_paused = true)]
 async fn d3_exponential_backoff_defaults_and_four_jitter_kinds() {
-    let b = exponential_backoff();
+    let b = ExponentialBackoff::DEFAULT;
     assert_eq!(
         (b.base(), b.factor(), b.cap(), b.jitter()),
         (MS * 100, 2.0, Duration::from_secs(30), Jitter::Full)
@@ -526,12 +491,10 @@ async fn d3_exponential_backoff_defaults_and_four_jitter_kinds() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = Arc::clone(&seen);
         let script = Scripted::always(Call::fail(0, transient("503")));
-        let config = RetryConfig::new()
-            .retries(6)
-            .delay(backoff)
-            .seed(7)
-            .on_attempt(move |info| log.lock().unwrap().push(info.delay));
-        let _ = with_retry(script.task(), config).run().await;
+        let task = with_retry(script.task(), attempts(7).with_seed(7))
+            .backoff(backoff)
+            .notify(move |_, _, delay| log.lock().unwrap().push(delay));
+        let _ = task.run().await;
         seen.lock().unwrap().clone()
     }
     let with = |jitter| {
@@ -912,11 +875,7 @@ async fn m7_timeout_around_retry_is_one_budget_for_the_chain() {
     // Each call takes 30 ms and fails transiently; 3 retries allowed; 50 ms budget.
     let script = Scripted::always(Call::fail(30, transient("503")));
     let start = Instant::now();
-    let task = with_timeout(
-        with_retry(script.task(), RetryConfig::new().retries(3)),
-        MS * 50,
-    )
-    .unwrap();
+    let task = with_timeout(retrying(script.task(), 4), MS * 50).unwrap();
     assert!(task.run().await.unwrap_err().is_timeout());
     assert_eq!(Instant::now() - start, MS * 50);
     assert_eq!(script.calls(), 2); // the second call was cut at 50 ms
@@ -926,10 +885,7 @@ async fn m7_timeout_around_retry_is_one_budget_for_the_chain() {
 async fn m7_retry_around_timeout_is_a_budget_per_attempt() {
     let script = Scripted::always(Call::fail(30, transient("503")));
     let start = Instant::now();
-    let task = with_retry(
-        with_timeout(script.task(), MS * 50).unwrap(),
-        RetryConfig::new().retries(3),
-    );
+    let task = retrying(with_timeout(script.task(), MS * 50).unwrap(), 4);
     assert_eq!(task.run().await.unwrap_err().to_string(), "503");
     assert_eq!(Instant::now() - start, MS * 120);
     assert_eq!(script.calls(), 4); // every attempt fit its own budget
@@ -939,17 +895,14 @@ async fn m7_retry_around_timeout_is_a_budget_per_attempt() {
 async fn m7_a_timeout_is_not_retried_in_either_order_by_default() {
     let hangs = Call::ok(1000);
     let a = Scripted::always(hangs.clone());
-    let _ = with_timeout(with_retry(a.task(), RetryConfig::new().retries(3)), MS * 50)
+    let _ = with_timeout(retrying(a.task(), 4), MS * 50)
         .unwrap()
         .run()
         .await;
     let b = Scripted::always(hangs);
-    let _ = with_retry(
-        with_timeout(b.task(), MS * 50).unwrap(),
-        RetryConfig::new().retries(3),
-    )
-    .run()
-    .await;
+    let _ = retrying(with_timeout(b.task(), MS * 50).unwrap(), 4)
+        .run()
+        .await;
     assert_eq!((a.calls(), b.calls()), (1, 1));
 }
 
@@ -957,11 +910,7 @@ async fn m7_a_timeout_is_not_retried_in_either_order_by_default() {
 async fn m7_recommended_stack_fallback_timeout_retry() {
     let script = Scripted::always(Call::fail(10, transient("503")));
     let task = with_fallback(
-        with_timeout(
-            with_retry(script.task(), RetryConfig::new().retries(2)),
-            MS * 1000,
-        )
-        .unwrap(),
+        with_timeout(retrying(script.task(), 3), MS * 1000).unwrap(),
         cached(),
     );
     assert_eq!(task.run().await.unwrap(), 999);
@@ -974,12 +923,7 @@ async fn m7_recommended_stack_fallback_timeout_retry() {
 async fn m9_a_predicate_can_retry_each_attempt_that_times_out() {
     let script = Scripted::new([Call::ok(1000), Call::ok(1000)]); // then answers at once
     let per_attempt = with_timeout(script.task(), MS * 100).unwrap();
-    let task = with_retry(
-        per_attempt,
-        RetryConfig::new()
-            .retries(3)
-            .retryable(|e| e.is_timeout() || e.is_retryable()),
-    );
+    let task = retrying(per_attempt, 4).when(|e, _| e.is_timeout() || e.is_retryable());
     assert_eq!(task.run().await.unwrap(), 3);
     assert_eq!(script.calls(), 3);
 }
@@ -993,13 +937,10 @@ async fn m9_the_predicate_sees_every_failure_but_cancellation() {
         Call::fail(0, TaskFailure::QueueStopped),
         Call::fail(0, TaskFailure::Cancelled),
     ]);
-    let task = with_retry(
-        script.task(),
-        RetryConfig::new().retries(5).retryable(move |e| {
-            log.lock().unwrap().push(e.to_string());
-            true
-        }),
-    );
+    let task = retrying(script.task(), 6).when(move |e, _| {
+        log.lock().unwrap().push(e.to_string());
+        true
+    });
     assert!(matches!(task.run().await, Err(TaskFailure::Cancelled)));
     assert_eq!(script.calls(), 3);
     assert_eq!(
@@ -1021,46 +962,18 @@ fn bad_input_zero_budgets_are_refused_when_built() {
     assert_eq!(err.to_string(), "activity_timeout.ms must be > 0");
 }
 
-#[test]
-fn bad_input_retry_options_from_a_document() {
-    let cases = [
-        (r#"{"retries": -1}"#, "retry.retries must be >= 0"),
-        (r#"{"retries": 1.5}"#, "retry.retries must be an integer"),
-        (r#"{"delay_ms": -5}"#, "retry.delay_ms must be >= 0"),
-        (r#"{"delay_ms": 2.5}"#, "retry.delay_ms must be an integer"),
-        (r#"{"delay_ms": -0.5}"#, "retry.delay_ms must be >= 0"),
-    ];
-    for (doc, message) in cases {
-        let err = serde_json::from_str::<RetryTaskOptions>(doc)
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with(message), "{doc}: {err}");
-    }
-    let unknown = serde_json::from_str::<RetryTaskOptions>(r#"{"retry": 3}"#)
-        .unwrap_err()
-        .to_string();
-    assert!(unknown.contains("unknown field `retry`"), "{unknown}");
-
-    let ok: RetryTaskOptions = serde_json::from_str("{}").unwrap();
-    assert_eq!(ok, RetryTaskOptions::default());
-    assert_eq!((ok.retries, ok.delay_ms), (2, None));
-    let round = RetryTaskOptions {
-        retries: 4,
-        delay_ms: Some(10),
-    };
-    assert_eq!(
-        serde_json::from_str::<RetryTaskOptions>(&serde_json::to_string(&round).unwrap()).unwrap(),
-        round
-    );
-}
-
 #[tokio::test(start_paused = true)]
-async fn retry_task_options_drive_the_layer() {
-    let options: RetryTaskOptions =
-        serde_json::from_str(r#"{"retries": 3, "delay_ms": 40}"#).unwrap();
+async fn retry_options_drive_the_layer() {
+    // The one plain-data form of retry settings, as a config file or a job row holds it.
+    let options: RetryOptions = serde_json::from_str(
+        r#"{"max_attempts": 4, "base_delay_ms": 40, "max_delay_ms": 40, "jitter": "none"}"#,
+    )
+    .unwrap();
     let script = Scripted::always(Call::fail(0, transient("503")));
     let start = Instant::now();
-    let _ = with_retry(script.task(), options.config()).run().await;
+    let _ = with_retry(script.task(), options.resolve().unwrap())
+        .run()
+        .await;
     assert_eq!(script.calls(), 4);
     assert_eq!(Instant::now() - start, MS * 120);
 }

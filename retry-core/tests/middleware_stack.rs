@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_core::middleware::{RetryConfig, with_fallback, with_retry, with_timeout};
-use retry_core::{Task, TaskContext, TaskFailure};
+use retry_core::middleware::{with_fallback, with_retry, with_timeout};
+use retry_core::{Constant, RetryOptions, Task, TaskContext, TaskFailure};
 use task_support::{Call, MS, Scripted, fatal, transient};
 use tokio::time::Instant;
 
@@ -50,12 +50,14 @@ fn stack(base: &Scripted, layers: &[Layer]) -> DynTask {
     let mut task = erase(base.task());
     for layer in layers {
         task = match *layer {
-            Layer::Retry { retries, delay_ms } => erase(with_retry(
-                as_task(&task),
-                RetryConfig::new()
-                    .retries(retries)
-                    .delay(MS * delay_ms as u32),
-            )),
+            Layer::Retry { retries, delay_ms } => {
+                let policy = RetryOptions::new()
+                    .with_max_attempts(retries + 1)
+                    .with_max_delay_ms(u64::MAX)
+                    .resolve()
+                    .expect("valid options");
+                erase(with_retry(as_task(&task), policy).backoff(Constant(MS * delay_ms as u32)))
+            }
             Layer::Timeout { ms } => {
                 erase(with_timeout(as_task(&task), MS * ms as u32).expect("ms > 0"))
             }

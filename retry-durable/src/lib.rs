@@ -21,7 +21,7 @@
 //!   scheduled and stored on the row; a later change of defaults does not change stored work.
 //!   A row that fails its checks when a worker claims it (damaged in the database: an
 //!   impossible state, a value out of range, options that do not parse) is not run: it is set
-//!   apart as quarantined, reported once ([`What::Quarantined`]), listed
+//!   apart as quarantined, reported once ([`EventKind::Quarantined`]), listed
 //!   ([`Jobs::quarantined`]), and repaired ([`Jobs::repair`]) or purged
 //!   ([`Jobs::purge_quarantined`]) by its owner.
 //! - **A dependency that is down does not burn the queue.** A handler may share a
@@ -49,7 +49,7 @@
 //!     .build()?;
 //! jobs.schedule(When::cron("0 6 * * *").in_zone("Europe/Prague"), "report", &"today", WorkOptions::new())
 //!     .await?;
-//! jobs.enqueue("report", &"2026-12-01", WorkOptions::new()).await?;
+//! jobs.schedule(When::Now, "report", &"2026-12-01", WorkOptions::new()).await?;
 //! assert_eq!(jobs.run_due().await?, 1); // the queued item; the cron tick is tomorrow at 6
 //! # Ok(()) }
 //! ```
@@ -76,8 +76,8 @@ mod store;
 mod timing;
 
 pub use jobs::{
-    BuildError, DEFAULT_KEY_RETENTION, Event, HandlerResult, JobContext, Jobs, JobsBuilder,
-    MAX_ATTEMPT_TIMEOUT, RUN_UNTIL_IDLE_LIMIT, ScheduleError, What, When, WorkOptions,
+    BuildError, DEFAULT_KEY_RETENTION, Event, EventKind, HandlerResult, JobContext, Jobs,
+    JobsBuilder, MAX_ATTEMPT_TIMEOUT, RUN_UNTIL_IDLE_LIMIT, ScheduleError, When, WorkOptions,
 };
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -91,8 +91,8 @@ pub use retry_core::effects::BackendKind;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{
-    Batch, Claim, CorruptRow, Finish, Finished, FinishedAndClaimed, Inserted, Listing, Store,
-    StoreError, Then, WorkFilter,
+    Batch, Claim, CorruptRow, Finish, Finished, FinishedAndClaimed, Inserted, Listing, NextStep,
+    Store, StoreError, WorkFilter,
 };
 pub use timing::{MAX_COUNTED_TICKS, MAX_INTERVAL, Misfire, Timing, TimingError};
 

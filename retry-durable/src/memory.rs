@@ -4,13 +4,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use retry_core::effects::{Revision, Timestamp};
+use retry_core::store::{Revision, Timestamp};
 
 use crate::record::{
     DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
 };
 use crate::store::{
-    Batch, Claim, Finish, Inserted, Listing, Store, StoreError, Then, WorkFilter, other_work,
+    Batch, Claim, Finish, Inserted, Listing, NextStep, Store, StoreError, WorkFilter, other_work,
 };
 
 /// Durable work kept in memory, with the same semantics as the SQL stores. Clones share the
@@ -306,7 +306,7 @@ impl Store for MemoryStore {
             return Ok(false);
         };
         let next = match &finish.then {
-            Then::Remove => match (finish.keep_key_until, &record.key) {
+            NextStep::Remove => match (finish.keep_key_until, &record.key) {
                 (Some(until), Some(_)) => {
                     let mut next = record.clone();
                     next.revision = next_revision(&record)?;
@@ -322,7 +322,7 @@ impl Store for MemoryStore {
                 }
                 _ => None,
             },
-            Then::Wait {
+            NextStep::Wait {
                 due_at,
                 fire_at,
                 attempt,

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use retry_core::RetryOptions;
-use retry_core::effects::{Revision, Timestamp};
+use retry_core::store::{Revision, Timestamp};
 
 use crate::timing::Timing;
 

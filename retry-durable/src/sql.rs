@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use retry_core::RetryOptions;
-use retry_core::effects::{BackendKind, Revision, Timestamp};
+use retry_core::effects::BackendKind;
+use retry_core::store::{Revision, Timestamp};
 
 use crate::record::{DeadLetter, DeadLetterId, QuarantinedWork, WorkId, WorkRecord};
 use crate::store::StoreError;

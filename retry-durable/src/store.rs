@@ -11,7 +11,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use retry_core::effects::{BackendKind, LedgerError, Revision, Timestamp};
+use retry_core::effects::{BackendKind, LedgerError};
+use retry_core::store::{Revision, Timestamp};
 
 use crate::record::{
     DeadLetter, DeadLetterId, NewDeadLetter, NewWork, QuarantinedWork, Released, WorkId,
@@ -448,13 +449,13 @@ pub struct Finish {
     /// A dead letter to write first, if the run ended there.
     pub dead_letter: Option<NewDeadLetter>,
     /// What becomes of the item.
-    pub then: Then,
+    pub then: NextStep,
     /// When this happened.
     pub now: Timestamp,
-    /// With [`Then::Remove`] of keyed work: keep the row until then instead of deleting it,
+    /// With [`NextStep::Remove`] of keyed work: keep the row until then instead of deleting it,
     /// as [`WorkState::Succeeded`] (no dead letter) or [`WorkState::DeadLettered`], with
     /// this time as its `due_at`, so that its key answers for it until then. Ignored with
-    /// [`Then::Wait`] and for work without a key.
+    /// [`NextStep::Wait`] and for work without a key.
     pub keep_key_until: Option<Timestamp>,
 }
 
@@ -482,7 +483,7 @@ pub struct FinishedAndClaimed {
 
 /// What becomes of a finished item.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Then {
+pub enum NextStep {
     /// Removed: a one-shot or queue item that succeeded or was dead-lettered, or a schedule
     /// that can never run again.
     Remove,

@@ -23,9 +23,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use agent_crash::postgres::{Postgres, client};
 use agent_crash::{Points, Run, World, agent, toolbox, write_name};
 use retry_core::effects::{
-    BackendKind, CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, RunnerError,
-    ToolRunner, Transition,
+    BackendKind, CallKey, CallRecord, Insert, Ledger, LedgerError, RunnerError, ToolRunner,
+    Transition,
 };
+use retry_core::store::Revision;
 use retry_durable::PostgresStore;
 
 /// The write whose connection is lost: which, and what the row held before it.

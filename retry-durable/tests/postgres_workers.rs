@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 use retry_core::{RetryOptions, TaskFailure};
-use retry_durable::{DeadReason, Jobs, PostgresOptions, PostgresStore, Store, WorkOptions};
+use retry_durable::{DeadReason, Jobs, PostgresOptions, PostgresStore, Store, When, WorkOptions};
 use retry_testkit::MockClock;
 
 async fn connect_error(url: &str) -> String {
@@ -93,7 +93,10 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
         .handler("n", |_: u32, _ctx| async { Ok(()) })
         .build()
         .unwrap();
-    let waiting = jobs.enqueue("n", &1u32, WorkOptions::new()).await.unwrap();
+    let waiting = jobs
+        .schedule(When::Now, "n", &1u32, WorkOptions::new())
+        .await
+        .unwrap();
     let later = jobs
         .schedule(
             retry_durable::When::after(Duration::from_secs(60)),
@@ -169,7 +172,9 @@ async fn connections_killed_by_the_server_lose_no_item() {
         .build()
         .unwrap();
     for n in 0..20u32 {
-        jobs.enqueue("n", &n, WorkOptions::new()).await.unwrap();
+        jobs.schedule(When::Now, "n", &n, WorkOptions::new())
+            .await
+            .unwrap();
     }
     // A claim whose answer never arrives (the connection died after the commit): its items
     // are running under a lease nobody holds.
@@ -362,7 +367,9 @@ async fn s12_p2_four_worker_processes_one_killed_finish_every_job_once() {
         .build()
         .unwrap();
     for n in 1..=JOBS {
-        jobs.enqueue("job", &n, options()).await.unwrap();
+        jobs.schedule(When::Now, "job", &n, options())
+            .await
+            .unwrap();
     }
 
     let mut children: Vec<Child> = (0..WORKERS).map(|w| spawn_worker(&url, w)).collect();

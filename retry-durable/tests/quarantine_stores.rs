@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use quarantine::{Change, Tamper};
 use retry_core::RetryOptions;
-use retry_core::effects::Revision;
+use retry_core::store::Revision;
 use retry_durable::{MemoryStore, SqliteStore, Store, WorkId, WorkRecord};
 
 /// Damages rows of a [`MemoryStore`] in place, keeping each as it was first seen for the

@@ -7,7 +7,8 @@ mod chain;
 use std::time::Duration;
 
 use retry_core::RetryOptions;
-use retry_core::effects::{CallKey, CallRecord, Timestamp, ToolEffect};
+use retry_core::effects::{CallKey, CallRecord, ToolEffect};
+use retry_core::store::Timestamp;
 use retry_durable::{
     BackendKind, Jobs, NewWork, RunsOn, SqliteOptions, SqliteStore, Store, StoreError, Timing,
     When, WorkOptions, WorkState,
@@ -322,7 +323,10 @@ async fn work_survives_a_reopen_and_a_second_connection_shares_it() {
         .schedule(When::cron("0 * * * *"), "h", &1u32, WorkOptions::new())
         .await
         .unwrap();
-    let queued = first.enqueue("h", &2u32, WorkOptions::new()).await.unwrap();
+    let queued = first
+        .schedule(When::Now, "h", &2u32, WorkOptions::new())
+        .await
+        .unwrap();
     drop(first);
 
     let reopened = build(SqliteStore::open(&path).unwrap());
@@ -335,7 +339,10 @@ async fn work_survives_a_reopen_and_a_second_connection_shares_it() {
     // Two connections to one file, as two processes would have: each item is claimed once.
     let other = build(SqliteStore::open(&path).unwrap());
     for n in 0..20u32 {
-        reopened.enqueue("h", &n, WorkOptions::new()).await.unwrap();
+        reopened
+            .schedule(When::Now, "h", &n, WorkOptions::new())
+            .await
+            .unwrap();
     }
     let (a, b) = tokio::join!(reopened.run_due(), other.run_due());
     assert_eq!(a.unwrap() + b.unwrap(), 21);

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use retry_core::RetryOptions;
-use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, Timestamp, ToolEffect};
+use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, ToolEffect};
+use retry_core::store::Timestamp;
 use retry_durable::{
     Durability, Inserted, NewWork, SqliteOptions, SqliteStore, Store, Timing, WorkId,
 };

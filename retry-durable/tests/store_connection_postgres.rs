@@ -19,10 +19,10 @@ mod pg;
 use std::future::Future;
 
 use conformance::at;
-use retry_core::effects::Revision;
+use retry_core::store::Revision;
 use retry_durable::{
-    BackendKind, DeadReason, Finish, Finished, Inserted, NewDeadLetter, NewWork, PostgresStore,
-    Store, StoreError, Then, WorkRecord, WorkState,
+    BackendKind, DeadReason, Finish, Finished, Inserted, NewDeadLetter, NewWork, NextStep,
+    PostgresStore, Store, StoreError, WorkRecord, WorkState,
 };
 
 const OWNER: &str = "o";
@@ -39,7 +39,7 @@ fn work(due_ms: u64) -> NewWork {
 fn removed(now_ms: u64) -> Finish {
     Finish {
         dead_letter: None,
-        then: Then::Remove,
+        then: NextStep::Remove,
         now: at(now_ms),
         keep_key_until: None,
     }
@@ -53,7 +53,7 @@ fn dead_lettered(now_ms: u64) -> Finish {
             last_error: Some("down".to_owned()),
             failed_at: at(now_ms),
         }),
-        then: Then::Remove,
+        then: NextStep::Remove,
         now: at(now_ms),
         keep_key_until: None,
     }

@@ -2,8 +2,8 @@
 //! and the `Debug` of records and events that shows times through it (issue 26 item 9).
 
 use chrono::{SecondsFormat, TimeZone, Utc};
-use retry_core::effects::Timestamp;
-use retry_durable::{Event, What, WorkId};
+use retry_core::store::Timestamp;
+use retry_durable::{Event, EventKind, WorkId};
 
 #[test]
 fn display_is_rfc3339_utc_with_milliseconds() {
@@ -53,7 +53,7 @@ fn debug_of_events_and_records_shows_dates() {
         id: WorkId(7),
         handler: "report".to_owned(),
         kind: "cron",
-        what: What::Rearmed {
+        what: EventKind::Rearmed {
             next: Timestamp::from_millis(1_767_571_200_000),
         },
     };

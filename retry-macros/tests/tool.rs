@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use retry_core::effects::{
     CallKey, CallResponse, FailureKind, IdempotencyKey, MemoryLedger, RecoveryAction,
-    RecoveryPolicy, ResultSource, Review, Timestamp, ToolCall, ToolContext, ToolEffect,
-    ToolOutcome, ToolRunner, Toolbox,
+    RecoveryPolicy, ResultSource, Review, ToolCall, ToolContext, ToolEffect, ToolOutcome,
+    ToolRunner, Toolbox,
 };
+use retry_core::store::Timestamp;
 use retry_core::{retry, tool};
 use serde_json::{Value, json};
 

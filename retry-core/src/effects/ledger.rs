@@ -39,7 +39,7 @@ use std::sync::Arc;
 use super::backend::BackendKind;
 use super::key::{CallKey, KeyError};
 use super::record::{CallRecord, IllegalTransition, InvalidRecord, Transition};
-use super::store::Revision;
+use crate::store::Revision;
 
 /// What [`Ledger::insert`] found.
 #[derive(Clone, Debug, PartialEq)]
@@ -172,7 +172,8 @@ impl From<KeyError> for LedgerError {
 /// An implementation can write its methods as `async fn`:
 ///
 /// ```
-/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger, Revision};
+/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger};
+/// use retry_core::store::Revision;
 ///
 /// /// Logs every write, stores in memory.
 /// struct Logged(MemoryLedger);

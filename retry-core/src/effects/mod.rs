@@ -14,7 +14,7 @@
 //! # What is promised, and what is not
 //!
 //! Promised:
-//! - every change to a call's record is a compare-and-swap on its [`Revision`]: two runners
+//! - every change to a call's record is a compare-and-swap on its [`Revision`](crate::store::Revision): two runners
 //!   (or a runner and recovery) can never both move the same call, nothing is silently
 //!   overwritten;
 //! - a call is recorded as `started` **before** its tool runs; a result recorded as
@@ -77,13 +77,12 @@ assert_eq!(report.calls[0].effect, ToolEffect::SideEffect);
 )]
 
 // Compiled without the `effects` feature: the effect classification, its retry-safety rules,
-// call identity and the primitives every durable store shares. A store in another crate needs
-// these and nothing of the in-memory runner.
+// and call identity (the primitives every durable store shares are in `crate::store`). A store
+// in another crate needs these and nothing of the in-memory runner.
 mod backend;
 mod effect;
 mod key;
 mod safety;
-mod store;
 
 // The runtime: the pending-call ledger, its records and the runner, which store JSON
 // (`serde_json`) and hash it (`sha2`).
@@ -116,7 +115,6 @@ pub use key::{CallKey, IdempotencyKey, KeyError};
 pub use safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, RetrySafe, decide_retry,
 };
-pub use store::{Epoch, Revision, Timestamp};
 
 #[cfg(feature = "effects")]
 #[cfg_attr(docsrs, doc(cfg(feature = "effects")))]

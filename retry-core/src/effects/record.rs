@@ -32,7 +32,7 @@ use super::hash::ArgsHash;
 use super::json::{self, MAX_JSON_DEPTH, exceeds_depth};
 use super::key::CallKey;
 use super::outcome::ToolOutcome;
-use super::store::{Revision, Timestamp};
+use crate::store::{Revision, Timestamp};
 
 /// Where a call stands.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -3,6 +3,33 @@
 //! Timeouts nest (`with_timeout(retry(with_timeout(f)))`), so each timeout layer hands its
 //! task a *child* of the token it was given: cancelling the outer one reaches every task
 //! below, while an inner timeout cancels only its own subtree.
+//!
+//! # Why not tokio-util's `CancellationToken`
+//!
+//! It is the same idea with the same words (`cancel`, `is_cancelled`, `cancelled`, a
+//! `WaitForCancellation` future), and we would take it if it cost no more. It does, on the
+//! paths a task runs every time: the retry middleware clones its context's token for every
+//! attempt, and a scheduler makes a child per task. Measured on x86-64 (release build,
+//! instructions counted by valgrind's cachegrind as `(I(101,000 calls) − I(1,000 calls)) /
+//! 100,000`, allocations by a counting global allocator; tokio-util 0.7.20):
+//!
+//! | operation                                | this token          | tokio-util            |
+//! |------------------------------------------|---------------------|-----------------------|
+//! | `clone` + drop                           | 17 instr., 0 alloc  | 107 instr., 0 alloc   |
+//! | `is_cancelled`                           | 25 instr.           | 52 instr.             |
+//! | child + drop                             | 314 instr., 1 alloc | 720 instr., 2 allocs  |
+//! | new + drop                               | 271 instr., 144 B   | 373 instr., 112 B     |
+//! | new, child, cancel the parent            | 835 instr., 2 allocs| 1,364 instr., 3 allocs|
+//! | new + cancel + drop                      | 518 instr.          | 526 instr.            |
+//! | child, wait on it (registered), drop     | 1,088 instr., 3 allocs, 240 B | 1,080 instr., 2 allocs, 144 B |
+//! | handle / wait future size                | 8 B / 24 B          | 8 B / 72 B            |
+//!
+//! tokio-util's `clone` takes the token tree's lock to count handles, and its child joins the
+//! parent's list at once; here a clone is one reference count and a child joins its parent
+//! only when something first waits on it. Adopting it would also add four crates (`tokio-util`,
+//! `bytes`, `futures-core`, `futures-sink`: 5.5 s of compile time in a debug build) to the
+//! crate every other one depends on. Only waiting on a fresh child costs more here (one more
+//! allocation, the same instructions), and no hot path does that.
 
 use std::fmt;
 use std::future::Future;

@@ -8,7 +8,7 @@
 //!
 //! | transform                 | handles                                   |
 //! |---------------------------|-------------------------------------------|
-//! | [`with_retry()`]               | transient failures, with a delay          |
+//! | [`with_retry()`]          | transient failures, with a delay          |
 //! | [`with_breaker`]          | a dependency that keeps failing: stop calling it for a while |
 //! | [`with_timeout`]          | a budget for the whole run                |
 //! | [`with_activity_timeout`] | a budget since the last progress report   |
@@ -29,8 +29,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_core::middleware::{exponential_backoff, with_retry, with_fallback, with_timeout, RetryConfig};
-//! use retry_core::{Task, TaskContext, TaskFailure};
+//! use retry_core::middleware::{with_retry, with_fallback, with_timeout};
+//! use retry_core::{RetryPolicy, Task, TaskContext, TaskFailure};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let fetch = |cx: TaskContext| async move {
@@ -40,7 +40,7 @@
 //! let cached = |_: TaskContext| async { Ok::<_, TaskFailure>("cached".to_owned()) };
 //!
 //! let task = with_fallback(
-//!     with_timeout(with_retry(fetch, RetryConfig::new().retries(2).delay(exponential_backoff())), Duration::from_secs(2))?,
+//!     with_timeout(with_retry(fetch, RetryPolicy::DEFAULT), Duration::from_secs(2))?,
 //!     cached,
 //! );
 //! assert_eq!(task.run().await?, "cached");
@@ -54,16 +54,16 @@
 //! predicate can only veto: `retryable: () => true` still never retries a timed-out attempt,
 //! and "a budget per attempt, retried on timeout" needs the task to translate its own
 //! timeouts. Here the caller's predicate
-//! ([`RetryConfig::retryable`]) is consulted for **every** failure except cancellation;
+//! ([`RetryTask::when`]) is consulted for **every** failure except cancellation;
 //! without one, the default classification ([`classify`](crate::classify)) gives the reference
-//! behaviour. Retrying each attempt that times out, at most 3 times:
+//! behaviour. Retrying each attempt that times out, in at most 4 attempts:
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use retry_core::middleware::{with_retry, with_timeout, RetryConfig};
-//! use retry_core::{Task, TaskContext, TaskFailure};
+//! use retry_core::middleware::{with_retry, with_timeout};
+//! use retry_core::{RetryOptions, Task, TaskContext, TaskFailure};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let calls = Arc::new(AtomicU32::new(0));
@@ -80,10 +80,8 @@
 //! };
 //!
 //! let per_attempt = with_timeout(flaky, Duration::from_millis(100))?;
-//! let task = with_retry(
-//!     per_attempt,
-//!     RetryConfig::new().retries(3).retryable(|e| e.is_timeout() || e.is_retryable()),
-//! );
+//! let policy = RetryOptions::new().with_max_attempts(4).resolve()?;
+//! let task = with_retry(per_attempt, policy).when(|e, _| e.is_timeout() || e.is_retryable());
 //! assert_eq!(task.run().await?, 3);
 //! assert_eq!(calls.load(Ordering::SeqCst), 3);
 //! # Ok(()) }
@@ -100,7 +98,6 @@
 mod breaker;
 mod cancel;
 mod context;
-mod delay;
 mod fallback;
 mod options;
 mod retry;
@@ -112,15 +109,11 @@ pub use breaker::{
 };
 pub use cancel::{CancelToken, WaitForCancellation};
 pub use context::TaskContext;
-pub use delay::{TaskDelay, exponential_backoff};
 pub use fallback::{
     DefaultFallback, FallbackFuture, FallbackTask, ShouldFallback, with_fallback,
     with_fallback_when,
 };
-pub use options::{MiddlewareError, RetryTaskOptions};
-pub use retry::{
-    Classified, DEFAULT_RETRIES, OnAttempt, RetryAttempt, RetryConfig, RetryFuture, RetryPredicate,
-    RetryTask, Unobserved, with_retry,
-};
+pub use options::MiddlewareError;
+pub use retry::{RetryFuture, RetryTask, with_retry};
 pub use task::Task;
 pub use timeout::{TimeoutFuture, TimeoutTask, with_activity_timeout, with_timeout};

@@ -1,4 +1,9 @@
 //! The retry transform: run a task again after a failure worth retrying.
+//!
+//! It is the crate's one retry loop ([`RetryPolicy::retry`]) around a [`Task`], and speaks its
+//! words: a [`RetryPolicy`] counts attempts (the first included) and holds the schedule, the
+//! seed and the ceiling on retry-after hints; [`when`](RetryTask::when) and
+//! [`notify`](RetryTask::notify) take what the loop's hooks of the same names take.
 
 use std::fmt;
 use std::future::Future;
@@ -10,254 +15,201 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
-use crate::error::{TaskFailure, classify};
-use crate::jitter::Jitter;
-use crate::policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
+use crate::backoff::PolicyBackoff;
+use crate::error::{TaskError, TaskFailure, classify};
+use crate::policy::RetryPolicy;
 use crate::protection::RetryBudget;
 use crate::retry::{
     BudgetSlot, EveryError, Handle, Limited, NoBreaker, NoBudget, OnRetry, Operation, Protected,
     Retry, RetryAfter, RetryError, ShouldRetry, Typed,
 };
-use crate::rng::LoopRng;
-use crate::schedule::{Drawn, Follow, Start};
+use crate::schedule::Schedule;
 use crate::time::DefaultClock;
 
 use super::cancel::WaitForCancellation;
 use super::context::TaskContext;
-use super::delay::TaskDelay;
 use super::task::Task;
 
-/// The default number of retries: 3 attempts in all.
-pub const DEFAULT_RETRIES: u32 = 2;
+/// The predicate a [`RetryTask`] starts with: the default [`classify`]cation, so a `Timeout`,
+/// a non-retryable [`TaskError`] and the queue errors end the loop.
+fn classified(error: &TaskFailure, _next_attempt: u32) -> bool {
+    classify(error)
+}
 
-/// Decides whether a failure is retried (the caller's `retryable` predicate).
+/// The hint reader a [`RetryTask`] starts with: a [`TaskError`]'s `retry_after`.
+fn task_hint(error: &TaskFailure) -> Option<Duration> {
+    error.as_task_error().and_then(TaskError::retry_after)
+}
+
+/// The observer a [`RetryTask`] starts with: only the loop's `tracing` events.
+fn quiet(_: &TaskFailure, _: u32, _: Duration) {}
+
+/// Wraps `task` in the retry loop of `policy`.
 ///
-/// Consulted for every failure except [`TaskFailure::Cancelled`] and except after the last
-/// allowed attempt. Implemented by any `Fn(&TaskFailure) -> bool`.
-pub trait RetryPredicate {
-    /// `true` to retry `error`.
-    fn should_retry(&self, error: &TaskFailure) -> bool;
-}
-
-impl<F: Fn(&TaskFailure) -> bool> RetryPredicate for F {
-    fn should_retry(&self, error: &TaskFailure) -> bool {
-        self(error)
-    }
-}
-
-/// The predicate used when the caller gives none: the default [`classify`]cation, so a `Timeout`,
-/// a non-retryable [`TaskError`](crate::TaskError) and the queue errors end the loop.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Classified;
-
-impl RetryPredicate for Classified {
-    fn should_retry(&self, error: &TaskFailure) -> bool {
-        classify(error)
-    }
-}
-
-/// What [`on_attempt`](RetryConfig::on_attempt) is told before each retry.
-#[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub struct RetryAttempt<'a> {
-    /// The retry about to happen, 1-based: the first run is not counted.
-    pub attempt: u32,
-    /// The configured number of retries (not the number of attempts).
-    pub max_retries: u32,
-    /// The wait before this retry.
-    pub delay: Duration,
-    /// The failure being retried.
-    pub error: &'a TaskFailure,
-}
-
-/// Observes each retry. Implemented by any `Fn(&RetryAttempt<'_>)`.
-pub trait OnAttempt {
-    /// Called once per retry, before its wait.
-    fn on_attempt(&self, info: &RetryAttempt<'_>);
-}
-
-impl<F: Fn(&RetryAttempt<'_>)> OnAttempt for F {
-    fn on_attempt(&self, info: &RetryAttempt<'_>) {
-        self(info)
-    }
-}
-
-/// The default observer: only a `tracing` debug event per retry.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Unobserved;
-
-impl OnAttempt for Unobserved {
-    fn on_attempt(&self, _: &RetryAttempt<'_>) {}
-}
-
-/// How the [`with_retry`](crate::middleware::with_retry()) transform retries: count, delay, predicate, observer.
+/// `policy` says how many attempts a run makes in all, the first included
+/// ([`RetryPolicy::DEFAULT`]: 3), how long it waits between them (its exponential schedule,
+/// jittered; [`backoff`](RetryTask::backoff) replaces it), and the longest retry-after hint it
+/// follows. A [`TaskError`]'s `retry_after` hint replaces the computed wait (see
+/// [`retry_after`](RetryTask::retry_after)); a hint above the policy's
+/// [`max_retry_after`](RetryPolicy::max_retry_after) ends the loop with that failure at once:
+/// a server must not be able to park its caller.
 ///
-/// Every setting has a default: 2 retries, no delay except a
-/// [`TaskError`](crate::TaskError)'s `retry_after` hint up to
-/// [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER) (60 s; a longer hint ends the
-/// loop), the default classification as predicate, no observer.
+/// A failure ends the loop without another attempt when it is [`TaskFailure::Cancelled`],
+/// when the attempts are used up, when the task has been asked to stop, or when the predicate
+/// says no — by default the classification of [`classify`], which stops on `Timeout` and on a
+/// [`TaskError`] that is not retryable; see [`when`](RetryTask::when). The last failure is
+/// returned. A wait is cut short with `Cancelled` when the task is asked to stop.
+///
+/// It behaves as the loop does: a run of zero waits yields to the runtime every 16 retries,
+/// so instant failures cannot starve the other tasks of a thread.
 ///
 /// ```
-/// use std::time::Duration;
-/// use retry_core::middleware::{exponential_backoff, RetryConfig};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use retry_core::middleware::with_retry;
+/// use retry_core::{RetryOptions, Task, TaskContext, TaskError, TaskFailure};
 ///
-/// let config = RetryConfig::new()
-///     .retries(3)
-///     .delay(exponential_backoff())
-///     .on_attempt(|info| println!("retry {}/{} in {:?}: {}", info.attempt, info.max_retries, info.delay, info.error));
-/// assert_eq!(config.max_retries(), 3);
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// static CALLS: AtomicU32 = AtomicU32::new(0);
+/// let flaky = |_cx: TaskContext| async {
+///     match CALLS.fetch_add(1, Ordering::SeqCst) {
+///         0 | 1 => Err(TaskError::new("503").with_retryable(true).into()),
+///         _ => Ok::<_, TaskFailure>("ok"),
+///     }
+/// };
+/// let task = with_retry(flaky, RetryOptions::new().with_max_attempts(4).resolve()?);
+/// assert_eq!(task.run().await.ok(), Some("ok"));
+/// assert_eq!(CALLS.load(Ordering::SeqCst), 3);
+/// # Ok(()) }
 /// ```
-#[derive(Clone, Copy)]
-#[must_use = "pass the config to `retry`"]
-pub struct RetryConfig<D = Option<Duration>, P = Classified, A = Unobserved, R = NoBudget> {
-    retries: u32,
-    delay: D,
-    predicate: P,
-    on_attempt: A,
-    seed: Option<u64>,
-    max_retry_after: Duration,
+pub fn with_retry<F: Task>(task: F, policy: RetryPolicy) -> RetryTask<F> {
+    RetryTask {
+        task: Arc::new(task),
+        backoff: policy.backoff(),
+        policy,
+        when: Arc::new(classified),
+        notify: Arc::new(quiet),
+        hint: Arc::new(task_hint),
+        budget: NoBudget,
+    }
+}
+
+/// A task wrapped by [`with_retry`](crate::middleware::with_retry()): the task, its policy and
+/// the loop's hooks. Cloning it shares the task and the hooks.
+#[must_use = "a task does nothing until it is run"]
+pub struct RetryTask<
+    F,
+    B = PolicyBackoff,
+    W = fn(&TaskFailure, u32) -> bool,
+    N = fn(&TaskFailure, u32, Duration),
+    H = fn(&TaskFailure) -> Option<Duration>,
+    R = NoBudget,
+> {
+    task: Arc<F>,
+    policy: RetryPolicy,
+    backoff: B,
+    when: Arc<W>,
+    notify: Arc<N>,
+    hint: Arc<H>,
     budget: R,
 }
 
-impl RetryConfig {
-    /// The defaults: 2 retries, hint-or-no delay, a 60 s ceiling on hints, the default classification as predicate, no
-    /// observer.
-    pub const fn new() -> Self {
-        Self {
-            retries: DEFAULT_RETRIES,
-            delay: None,
-            predicate: Classified,
-            on_attempt: Unobserved,
-            seed: None,
-            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
-            budget: NoBudget,
-        }
-    }
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<D, P, A, R> RetryConfig<D, P, A, R> {
-    /// Allows `retries` retries after the first run: `1 + retries` attempts in all. `0`
-    /// disables retrying.
-    pub const fn retries(mut self, retries: u32) -> Self {
-        self.retries = retries;
-        self
+impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
+    /// The policy the loop runs under.
+    pub const fn policy(&self) -> &RetryPolicy {
+        &self.policy
     }
 
-    /// The configured number of retries.
-    pub const fn max_retries(&self) -> u32 {
-        self.retries
-    }
-
-    /// Waits `delay` before each retry: a [`Duration`], an
-    /// [`ExponentialBackoff`](crate::ExponentialBackoff), or anything else that is a
-    /// [`TaskDelay`]. For a closure, [`delay_fn`](RetryConfig::delay_fn) infers its types.
-    pub fn delay<D2: TaskDelay>(self, delay: D2) -> RetryConfig<D2, P, A, R> {
-        RetryConfig {
-            retries: self.retries,
-            delay,
-            predicate: self.predicate,
-            on_attempt: self.on_attempt,
-            seed: self.seed,
-            max_retry_after: self.max_retry_after,
-            budget: self.budget,
-        }
-    }
-
-    /// Waits `delay(retry_index, &error)` before each retry; `retry_index` is 0-based.
+    /// Retries exactly the failures for which `predicate(&failure, next_attempt)` is true, as
+    /// [`Retry::when`](crate::Retry::when) does — except [`TaskFailure::Cancelled`], never
+    /// retried; a `Timeout` is put to it too.
     ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_core::middleware::RetryConfig;
-    ///
-    /// let linear = RetryConfig::new().delay_fn(|i, _error| Duration::from_millis(50) * (i + 1));
-    /// # let _ = linear;
-    /// ```
-    pub fn delay_fn<D2>(self, delay: D2) -> RetryConfig<D2, P, A, R>
+    /// Consulted only when another attempt would follow: never after the last one.
+    pub fn when<W2>(self, predicate: W2) -> RetryTask<F, B, W2, N, H, R>
     where
-        D2: Fn(u32, &TaskFailure) -> Duration,
+        W2: Fn(&TaskFailure, u32) -> bool,
     {
-        self.delay(delay)
+        self.with_hooks(|_, notify, hint| (Arc::new(predicate), notify, hint))
     }
 
-    /// Retries exactly the failures for which `predicate` is true — every failure but
-    /// [`TaskFailure::Cancelled`] is put to it, a `Timeout` included.
-    pub fn retryable<P2>(self, predicate: P2) -> RetryConfig<D, P2, A, R>
-    where
-        P2: Fn(&TaskFailure) -> bool,
-    {
-        RetryConfig {
-            retries: self.retries,
-            delay: self.delay,
-            predicate,
-            on_attempt: self.on_attempt,
-            seed: self.seed,
-            max_retry_after: self.max_retry_after,
-            budget: self.budget,
-        }
-    }
-
-    /// Calls `observer` before each retry's wait. The transform has no other channel: a
+    /// Calls `observer(&failure, failed_attempt, delay)` before each wait, as
+    /// [`Retry::notify`](crate::Retry::notify) does. The transform has no other channel: a
     /// scheduler sees one task however often it is retried.
-    pub fn on_attempt<A2>(self, observer: A2) -> RetryConfig<D, P, A2, R>
-    where
-        A2: Fn(&RetryAttempt<'_>),
-    {
-        RetryConfig {
-            retries: self.retries,
-            delay: self.delay,
-            predicate: self.predicate,
-            on_attempt: observer,
-            seed: self.seed,
-            max_retry_after: self.max_retry_after,
-            budget: self.budget,
-        }
-    }
-
-    /// Seeds the jitter of every run, for reproducible delays. Without a seed, the
-    /// surrounding [`Scope`](crate::Scope)'s seed is used, else entropy.
-    pub const fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-
-    /// The longest retry-after hint the loop follows (default
-    /// [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER), 60 s). A failure whose
-    /// hint is longer ends the loop with that failure at once: a server must not be able to
-    /// park its caller. `Duration::MAX` follows every hint.
-    ///
-    /// Only hints the delay follows are bounded (see [`TaskDelay::retry_after`]): by
-    /// default, a [`TaskError`](crate::TaskError)'s when no delay is set.
     ///
     /// ```
+    /// use std::sync::{Arc, Mutex};
     /// use std::time::Duration;
-    /// use retry_core::middleware::{with_retry, RetryConfig};
-    /// use retry_core::{Task, TaskContext, TaskError, TaskFailure};
+    /// use retry_core::middleware::with_retry;
+    /// use retry_core::{Constant, RetryPolicy, Task, TaskContext, TaskError, TaskFailure};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let throttled = |_: TaskContext| async {
-    ///     Err::<(), TaskFailure>(TaskError::new("429").with_retryable(true).with_retry_after(Duration::from_secs(300)).into())
-    /// };
-    /// let start = tokio::time::Instant::now();
-    /// let config = RetryConfig::new().max_retry_after(Duration::from_secs(120));
-    /// let err = with_retry(throttled, config).run().await.unwrap_err();
-    /// assert_eq!(err.to_string(), "429");
-    /// assert_eq!(start.elapsed(), Duration::ZERO); // not parked for 5 minutes
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&seen);
+    /// let down = |_: TaskContext| async { Err::<(), TaskFailure>(TaskError::new("503").with_retryable(true).into()) };
+    /// let task = with_retry(down, RetryPolicy::DEFAULT)
+    ///     .backoff(Constant(Duration::from_millis(10)))
+    ///     .notify(move |_failure, attempt, delay| log.lock().unwrap().push((attempt, delay)));
+    /// assert!(task.run().await.is_err());
+    /// let ten = Duration::from_millis(10);
+    /// assert_eq!(*seen.lock().unwrap(), [(1, ten), (2, ten)]); // 3 attempts, 2 waits
     /// # }
     /// ```
-    pub const fn max_retry_after(mut self, ceiling: Duration) -> Self {
-        self.max_retry_after = ceiling;
-        self
+    pub fn notify<N2>(self, observer: N2) -> RetryTask<F, B, W, N2, H, R>
+    where
+        N2: Fn(&TaskFailure, u32, Duration),
+    {
+        self.with_hooks(|when, _, hint| (when, Arc::new(observer), hint))
     }
 
-    /// The longest retry-after hint the loop follows.
-    pub const fn retry_after_ceiling(&self) -> Duration {
-        self.max_retry_after
+    /// Replaces the policy's schedule with `backoff` (an
+    /// [`ExponentialBackoff`](crate::ExponentialBackoff), a [`Constant`](crate::Constant), a
+    /// [`backoff_fn`](crate::backoff_fn) …), as [`Retry::backoff`](crate::Retry::backoff)
+    /// does: a constant wait is clamped to the policy's `max_delay`.
+    pub fn backoff<B2>(self, backoff: B2) -> RetryTask<F, B2, W, N, H, R>
+    where
+        B2: Schedule<TaskFailure> + Clone,
+    {
+        RetryTask {
+            task: self.task,
+            backoff: backoff.within(self.policy.max_delay()),
+            policy: self.policy,
+            when: self.when,
+            notify: self.notify,
+            hint: self.hint,
+            budget: self.budget,
+        }
+    }
+
+    /// Reads the retry-after hint out of each failure, as
+    /// [`Retry::retry_after`](crate::Retry::retry_after) does: `Some(wait)` replaces the
+    /// computed wait, up to the policy's [`max_retry_after`](RetryPolicy::max_retry_after).
+    /// The default reads a [`TaskError`]'s `retry_after`; `|_| None` follows no hint.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_core::middleware::with_retry;
+    /// use retry_core::{Constant, RetryPolicy, Task, TaskContext, TaskError, TaskFailure};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let parked = |_: TaskContext| async {
+    ///     Err::<(), TaskFailure>(TaskError::new("429").with_retryable(true).with_retry_after(Duration::from_secs(3600)).into())
+    /// };
+    /// let start = tokio::time::Instant::now();
+    /// // The hour-long hint is above the 60 s ceiling: the loop ends at once.
+    /// assert!(with_retry(parked, RetryPolicy::DEFAULT).run().await.is_err());
+    /// assert_eq!(start.elapsed(), Duration::ZERO);
+    /// // Not read, it is not followed: two waits of 10 ms.
+    /// let ignoring = with_retry(parked, RetryPolicy::DEFAULT)
+    ///     .backoff(Constant(Duration::from_millis(10)))
+    ///     .retry_after(|_| None);
+    /// assert!(ignoring.run().await.is_err());
+    /// assert_eq!(start.elapsed(), Duration::from_millis(20));
+    /// # }
+    /// ```
+    pub fn retry_after<H2>(self, hint: H2) -> RetryTask<F, B, W, N, H2, R>
+    where
+        H2: Fn(&TaskFailure) -> Option<Duration>,
+    {
+        self.with_hooks(|when, notify, _| (when, notify, Arc::new(hint)))
     }
 
     /// Spends retries from a [`RetryBudget`] shared with other tasks: each run counts as a
@@ -270,14 +222,15 @@ impl<D, P, A, R> RetryConfig<D, P, A, R> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use retry_core::middleware::{with_retry, RetryConfig};
-    /// use retry_core::{RetryBudget, Task, TaskContext, TaskError, TaskFailure};
+    /// use retry_core::middleware::with_retry;
+    /// use retry_core::{RetryBudget, RetryOptions, Task, TaskContext, TaskError, TaskFailure};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// // No floor: retries only as a fifth of the runs.
     /// let budget = Arc::new(RetryBudget::builder().ratio(0.2).min_per_sec(0).build()?);
     /// let down = |_: TaskContext| async { Err::<(), TaskFailure>(TaskError::new("503").with_retryable(true).into()) };
-    /// let task = with_retry(down, RetryConfig::new().retries(3).budget(Arc::clone(&budget)));
+    /// let policy = RetryOptions::new().with_max_attempts(4).resolve()?;
+    /// let task = with_retry(down, policy).budget(Arc::clone(&budget));
     /// for _ in 0..10 {
     ///     assert!(task.run().await.is_err());
     /// }
@@ -285,248 +238,163 @@ impl<D, P, A, R> RetryConfig<D, P, A, R> {
     /// assert_eq!(budget.snapshot(tokio::time::Instant::now().into_std()).retries, 2);
     /// # Ok(()) }
     /// ```
-    pub fn budget<R2>(self, budget: R2) -> RetryConfig<D, P, A, Handle<R2>>
+    pub fn budget<R2>(self, budget: R2) -> RetryTask<F, B, W, N, H, Handle<R2>>
     where
         R2: Deref<Target = RetryBudget> + Clone,
     {
-        RetryConfig {
-            retries: self.retries,
-            delay: self.delay,
-            predicate: self.predicate,
-            on_attempt: self.on_attempt,
-            seed: self.seed,
-            max_retry_after: self.max_retry_after,
+        RetryTask {
+            task: self.task,
+            policy: self.policy,
+            backoff: self.backoff,
+            when: self.when,
+            notify: self.notify,
+            hint: self.hint,
             budget: Handle(budget),
         }
     }
 }
 
-impl<D, P, A, R> fmt::Debug for RetryConfig<D, P, A, R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryConfig")
-            .field("retries", &self.retries)
-            .field("seed", &self.seed)
-            .field("max_retry_after", &self.max_retry_after)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Wraps `task` in a retry loop configured by `config`.
-///
-/// A failure ends the loop without another attempt when it is [`TaskFailure::Cancelled`],
-/// when the retries are used up, when the task has been asked to stop, when the predicate
-/// says no — by default the classification of [`classify`], which stops on `Timeout` and on a
-/// [`TaskError`](crate::TaskError) that is not retryable — or when its retry-after hint is
-/// above the [ceiling](RetryConfig::max_retry_after). The last failure is returned. A wait is
-/// cut short with `Cancelled` when the task is asked to stop.
-///
-/// The loop is the crate's one retry loop ([`RetryPolicy::retry`]) with `retries + 1`
-/// attempts, the config's delay as its whole schedule (no other ceiling clamps it), the
-/// delay's retry-after hint bounded by [`max_retry_after`](RetryConfig::max_retry_after), and
-/// [`on_attempt`](RetryConfig::on_attempt) told each retry. So it behaves as that loop does:
-/// a run of zero waits yields to the runtime every 16 retries, so instant failures cannot
-/// starve the other tasks of a thread.
-///
-/// ```
-/// use std::sync::atomic::{AtomicU32, Ordering};
-/// use retry_core::middleware::{with_retry, RetryConfig};
-/// use retry_core::{Task, TaskContext, TaskError, TaskFailure};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// static CALLS: AtomicU32 = AtomicU32::new(0);
-/// let flaky = |_cx: TaskContext| async {
-///     match CALLS.fetch_add(1, Ordering::SeqCst) {
-///         0 | 1 => Err(TaskError::new("503").with_retryable(true).into()),
-///         _ => Ok::<_, TaskFailure>("ok"),
-///     }
-/// };
-/// let task = with_retry(flaky, RetryConfig::new().retries(3));
-/// assert_eq!(task.run().await.ok(), Some("ok"));
-/// assert_eq!(CALLS.load(Ordering::SeqCst), 3);
-/// # }
-/// ```
-pub fn with_retry<F, D, P, A, R>(
-    task: F,
-    config: RetryConfig<D, P, A, R>,
-) -> RetryTask<F, D, P, A, R>
-where
-    F: Task,
-    D: TaskDelay,
-    P: RetryPredicate,
-    A: OnAttempt,
-    R: BudgetSlot + Clone,
-{
-    RetryTask {
-        shared: Arc::new(Shared { task, config }),
-    }
-}
-
-/// A task wrapped by [`with_retry`](crate::middleware::with_retry()).
-pub struct RetryTask<F, D = Option<Duration>, P = Classified, A = Unobserved, R = NoBudget> {
-    shared: Arc<Shared<F, D, P, A, R>>,
-}
-
-struct Shared<F, D, P, A, R> {
-    task: F,
-    config: RetryConfig<D, P, A, R>,
-}
-
-impl<F, D, P, A, R> Clone for RetryTask<F, D, P, A, R> {
-    fn clone(&self) -> Self {
-        Self {
-            shared: Arc::clone(&self.shared),
+impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
+    /// Replaces the hooks, keeping everything else; every hook builder is one call of this.
+    fn with_hooks<W2, N2, H2>(
+        self,
+        hooks: impl FnOnce(Arc<W>, Arc<N>, Arc<H>) -> (Arc<W2>, Arc<N2>, Arc<H2>),
+    ) -> RetryTask<F, B, W2, N2, H2, R> {
+        let (when, notify, hint) = hooks(self.when, self.notify, self.hint);
+        RetryTask {
+            task: self.task,
+            policy: self.policy,
+            backoff: self.backoff,
+            when,
+            notify,
+            hint,
+            budget: self.budget,
         }
     }
 }
 
-impl<F, D, P, A, R> fmt::Debug for RetryTask<F, D, P, A, R> {
+impl<F, B: Clone, W, N, H, R: Clone> Clone for RetryTask<F, B, W, N, H, R> {
+    fn clone(&self) -> Self {
+        Self {
+            task: Arc::clone(&self.task),
+            policy: self.policy,
+            backoff: self.backoff.clone(),
+            when: Arc::clone(&self.when),
+            notify: Arc::clone(&self.notify),
+            hint: Arc::clone(&self.hint),
+            budget: self.budget.clone(),
+        }
+    }
+}
+
+impl<F, B, W, N, H, R> fmt::Debug for RetryTask<F, B, W, N, H, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryTask")
-            .field("config", &self.shared.config)
+            .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
 
-impl<F, D, P, A, R> Task for RetryTask<F, D, P, A, R>
+impl<F, B, W, N, H, R> Task for RetryTask<F, B, W, N, H, R>
 where
     F: Task,
-    D: TaskDelay,
-    P: RetryPredicate,
-    A: OnAttempt,
+    B: Schedule<TaskFailure> + Clone,
+    W: Fn(&TaskFailure, u32) -> bool,
+    N: Fn(&TaskFailure, u32, Duration),
+    H: Fn(&TaskFailure) -> Option<Duration>,
     R: BudgetSlot + Clone,
 {
     type Output = F::Output;
-    type Future = RetryFuture<F, D, P, A, R>;
+    type Future = RetryFuture<F, B, W, N, H, R>;
 
     fn call(&self, cx: TaskContext) -> Self::Future {
-        let config = &self.shared.config;
-        // The mapping onto the core loop: `retries` retries are `retries + 1` attempts; the
-        // delay is the whole schedule, so no ceiling of its own clamps it; the hint ceiling
-        // and the seed carry over as they are.
-        let mut policy = RetryPolicy::from_validated(
-            config.retries.saturating_add(1),
-            1,
-            u64::MAX,
-            Jitter::None,
-        )
-        .with_max_retry_after(config.max_retry_after);
-        if let Some(seed) = config.seed {
-            policy = policy.with_seed(seed);
-        }
-        let rules = || Rules(Arc::clone(&self.shared));
         let signal = cx.cancelled();
+        let when = Stops {
+            when: Arc::clone(&self.when),
+            cx: cx.clone(),
+        };
         let attempts = Attempts {
-            shared: Arc::clone(&self.shared),
+            task: Arc::clone(&self.task),
             cx,
         };
-        let when = Stops {
-            shared: Arc::clone(&self.shared),
-            cx: attempts.cx.clone(),
-        };
-        let budget = config.budget.clone();
+        let notify = Notifier(Arc::clone(&self.notify));
+        let budget = self.budget.clone();
         RetryFuture {
-            inner: Retry::with_every_hook(policy, attempts, rules(), when, rules(), rules())
-                .cancel_on(signal)
-                .protected(
-                    |limits| limits,
-                    |_| Protected::new(budget, NoBreaker, EveryError, Typed),
-                ),
+            inner: Retry::with_every_hook(
+                self.policy,
+                attempts,
+                self.backoff.clone(),
+                when,
+                notify,
+                Hint(Arc::clone(&self.hint)),
+            )
+            .cancel_on(signal)
+            .protected(
+                |limits| limits,
+                |_| Protected::new(budget, NoBreaker, EveryError, Typed),
+            ),
         }
     }
 }
 
 /// The operation of the core loop: one call of the wrapped task per attempt.
-struct Attempts<F, D, P, A, R> {
-    shared: Arc<Shared<F, D, P, A, R>>,
+struct Attempts<F> {
+    task: Arc<F>,
     cx: TaskContext,
 }
 
-impl<F: Task, D, P, A, R> Operation for Attempts<F, D, P, A, R> {
+impl<F: Task> Operation for Attempts<F> {
     type Attempt = F::Future;
 
     fn start(&mut self, _attempt: u32) -> F::Future {
-        self.shared.task.call(self.cx.clone())
+        self.task.call(self.cx.clone())
     }
 }
 
 // A task's successful output is never judged: its failures are `TaskFailure`s.
-impl<T, F, D, P, A, R> crate::retry::JudgeOk<T> for Attempts<F, D, P, A, R> {}
+impl<T, F> crate::retry::JudgeOk<T> for Attempts<F> {}
 
 /// The core loop's predicate: cancellation is never retried, nor is anything once the task
 /// has been asked to stop; every other failure is put to the caller's predicate.
-struct Stops<F, D, P, A, R> {
-    shared: Arc<Shared<F, D, P, A, R>>,
+struct Stops<W> {
+    when: Arc<W>,
     cx: TaskContext,
 }
 
-impl<F, D, P: RetryPredicate, A, R> ShouldRetry<TaskFailure> for Stops<F, D, P, A, R> {
-    fn should_retry(&mut self, error: &TaskFailure, _next_attempt: u32) -> bool {
-        !error.is_cancelled()
-            && !self.cx.is_cancelled()
-            && self.shared.config.predicate.should_retry(error)
+impl<W: Fn(&TaskFailure, u32) -> bool> ShouldRetry<TaskFailure> for Stops<W> {
+    fn should_retry(&mut self, error: &TaskFailure, next_attempt: u32) -> bool {
+        !error.is_cancelled() && !self.cx.is_cancelled() && (self.when)(error, next_attempt)
     }
 }
 
-/// The config's delay, hint and observer, as the core loop's schedule, hint and notifier.
-struct Rules<F, D, P, A, R>(Arc<Shared<F, D, P, A, R>>);
+/// The caller's observer, shared by every run.
+struct Notifier<N>(Arc<N>);
 
-impl<F, D: TaskDelay, P, A, R> Follow<TaskFailure> for Rules<F, D, P, A, R> {
-    type Kept = Drawn;
-
-    fn kept(start: Start) -> Drawn {
-        Drawn::new(LoopRng::new(start.seed))
-    }
-
-    fn next_delay(
-        &mut self,
-        failed_attempt: u32,
-        error: Option<&TaskFailure>,
-        _: u64,
-        kept: &mut Drawn,
-    ) -> Duration {
-        match error {
-            Some(error) => {
-                let retry_index = failed_attempt.saturating_sub(1);
-                let delay = &self.0.config.delay;
-                kept.draw(true, |previous, rng| {
-                    delay.delay(retry_index, error, previous, rng)
-                })
-            }
-            // Only an attempt timer of the core loop comes without an error, and this loop
-            // has none: timeouts reach it as failures of the task.
-            None => Duration::ZERO,
-        }
-    }
-}
-
-impl<F, D: TaskDelay, P, A, R> RetryAfter<TaskFailure> for Rules<F, D, P, A, R> {
-    fn retry_after(&mut self, error: &TaskFailure) -> Option<Duration> {
-        self.0.config.delay.retry_after(error)
-    }
-}
-
-impl<F, D, P, A: OnAttempt, R> OnRetry<TaskFailure> for Rules<F, D, P, A, R> {
+impl<N: Fn(&TaskFailure, u32, Duration)> OnRetry<TaskFailure> for Notifier<N> {
     fn notify(&mut self, error: &TaskFailure, failed_attempt: u32, delay: Duration) {
-        let config = &self.0.config;
-        config.on_attempt.on_attempt(&RetryAttempt {
-            attempt: failed_attempt,
-            max_retries: config.retries,
-            delay,
-            error,
-        });
+        (self.0)(error, failed_attempt, delay)
+    }
+}
+
+/// The caller's hint reader, shared by every run.
+struct Hint<H>(Arc<H>);
+
+impl<H: Fn(&TaskFailure) -> Option<Duration>> RetryAfter<TaskFailure> for Hint<H> {
+    fn retry_after(&mut self, error: &TaskFailure) -> Option<Duration> {
+        (self.0)(error)
     }
 }
 
 /// The core loop behind one run of a [`RetryTask`].
-type Inner<F, D, P, A, R> = Retry<
-    Attempts<F, D, P, A, R>,
+type Inner<F, B, W, N, H, R> = Retry<
+    Attempts<F>,
     <F as Task>::Future,
     TaskFailure,
     DefaultClock,
-    Rules<F, D, P, A, R>,
-    Stops<F, D, P, A, R>,
-    Rules<F, D, P, A, R>,
-    Rules<F, D, P, A, R>,
+    B,
+    Stops<W>,
+    Notifier<N>,
+    Hint<H>,
     Limited<WaitForCancellation>,
     Protected<R, NoBreaker, EveryError>,
 >;
@@ -535,24 +403,25 @@ pin_project! {
     /// The future of one run of a [`RetryTask`]: the crate's retry loop, its outcome told as
     /// a [`TaskFailure`].
     #[must_use = "futures do nothing unless polled"]
-    pub struct RetryFuture<F: Task, D: TaskDelay, P, A, R = NoBudget> {
+    pub struct RetryFuture<F: Task, B: Schedule<TaskFailure>, W, N, H, R = NoBudget> {
         #[pin]
-        inner: Inner<F, D, P, A, R>,
+        inner: Inner<F, B, W, N, H, R>,
     }
 }
 
-impl<F: Task, D: TaskDelay, P, A, R> fmt::Debug for RetryFuture<F, D, P, A, R> {
+impl<F: Task, B: Schedule<TaskFailure>, W, N, H, R> fmt::Debug for RetryFuture<F, B, W, N, H, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryFuture").finish_non_exhaustive()
     }
 }
 
-impl<F, D, P, A, R> Future for RetryFuture<F, D, P, A, R>
+impl<F, B, W, N, H, R> Future for RetryFuture<F, B, W, N, H, R>
 where
     F: Task,
-    D: TaskDelay,
-    P: RetryPredicate,
-    A: OnAttempt,
+    B: Schedule<TaskFailure>,
+    W: Fn(&TaskFailure, u32) -> bool,
+    N: Fn(&TaskFailure, u32, Duration),
+    H: Fn(&TaskFailure) -> Option<Duration>,
     R: BudgetSlot,
 {
     type Output = Result<F::Output, TaskFailure>;

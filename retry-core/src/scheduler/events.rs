@@ -81,7 +81,7 @@ impl TaskOutcome {
 ///
 /// Retries inside a task are not events: the scheduler sees one run, however often the
 /// task's [`with_retry`](crate::middleware::with_retry()) layer tried. Record them with
-/// [`RetryConfig::on_attempt`](crate::middleware::RetryConfig::on_attempt).
+/// [`RetryTask::notify`](crate::middleware::RetryTask::notify).
 ///
 /// ```
 /// use retry_core::{TaskEvent, TaskId, TaskOutcome};

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use retry_core::TokioClock;
 use retry_core::effects::{
-    CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger, Revision, Timestamp, ToolCall,
-    ToolContext, ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, tool_fn,
+    CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger, ToolCall, ToolContext,
+    ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, tool_fn,
 };
+use retry_core::store::{Revision, Timestamp};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 

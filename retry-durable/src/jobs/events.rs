@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 
 use crate::record::{DeadReason, WorkId};
 
@@ -18,13 +18,13 @@ pub struct Event {
     /// first, third and fourth; its "queue" events the second).
     pub kind: &'static str,
     /// What happened.
-    pub what: What,
+    pub what: EventKind,
 }
 
 /// What happened, in an [`Event`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum What {
+pub enum EventKind {
     /// An attempt started.
     Started {
         /// Its number within the run, from 1.

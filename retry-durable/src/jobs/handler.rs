@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 use retry_core::{CancelToken, TaskFailure};
 use serde::de::DeserializeOwned;
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use retry_core::effects::{Epoch, Timestamp};
+use retry_core::store::{Epoch, Timestamp};
 use retry_core::{
     CancelToken, CircuitBreaker, Clock, DefaultClock, JitterRng, OptionsError, RetryBudget,
     RetryOptions, TaskFailure,
@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-pub use events::{Event, What};
+pub use events::{Event, EventKind};
 pub use handler::{HandlerResult, JobContext};
 pub use schedule::{MAX_ATTEMPT_TIMEOUT, ScheduleError, When, WorkOptions};
 pub use worker::RUN_UNTIL_IDLE_LIMIT;
@@ -247,7 +247,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
 
     /// Sends every attempt of handler `handler`'s work through `breaker`, shared with whatever
     /// else calls the same dependency. While the circuit is open, a due item is not run and
-    /// its attempt is not spent: it waits until the break is over ([`What::Deferred`]). A
+    /// its attempt is not spent: it waits until the break is over ([`EventKind::Deferred`]). A
     /// failure counts against the breaker when the work's retry rule would retry it (its
     /// named predicate, or [`retry_core::classify`]); any other failure is the dependency
     /// answering, a success for the breaker.
@@ -255,7 +255,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     /// ```
     /// use std::sync::Arc;
     /// use retry_core::{CircuitBreaker, TaskError};
-    /// use retry_durable::{Jobs, JobContext, MemoryStore, WorkOptions};
+    /// use retry_durable::{Jobs, JobContext, MemoryStore, When, WorkOptions};
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let breaker = Arc::new(CircuitBreaker::builder().name("mail").consecutive_failures(1).build()?);
@@ -266,8 +266,8 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     ///     .breaker("send", Arc::clone(&breaker))
     ///     .concurrency(1)
     ///     .build()?;
-    /// jobs.enqueue("send", &(), WorkOptions::new()).await?;
-    /// let second = jobs.enqueue("send", &(), WorkOptions::new()).await?;
+    /// jobs.schedule(When::Now, "send", &(), WorkOptions::new()).await?;
+    /// let second = jobs.schedule(When::Now, "send", &(), WorkOptions::new()).await?;
     /// jobs.run_due().await?; // the first fails and opens the circuit
     /// jobs.run_due().await?; // the second is deferred to the end of the break
     /// assert_eq!(jobs.get(second.id).await?.map(|w| w.attempt), Some(0), "no attempt spent");
@@ -286,7 +286,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     /// Spends the retries of handler `handler`'s work from `budget`, shared with whatever
     /// else calls the same dependency: each item's first attempt counts as a request, and a
     /// retry the budget refuses is not run and not spent — the item waits until the budget
-    /// would admit it ([`What::Deferred`]).
+    /// would admit it ([`EventKind::Deferred`]).
     pub fn budget(mut self, handler: &str, budget: Arc<RetryBudget>) -> Self {
         let entry = self
             .registry
@@ -537,8 +537,16 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         self.inner.hook_panics.load(Ordering::Relaxed)
     }
 
-    /// Schedules `handler` to run once ([`When::after`], [`When::at`]) or on a cron pattern
-    /// ([`When::cron`]) with `payload`. Returns the stored record, options resolved.
+    /// Schedules `handler` with `payload`: as a queue item ([`When::Now`]), once
+    /// ([`When::After`], [`When::At`]), on a cron pattern ([`When::cron`]) or at an interval
+    /// ([`When::every`]). Returns the stored record, options resolved.
+    ///
+    /// With a key ([`WorkOptions::key`]) that the same work already holds, nothing is
+    /// written and the existing record is returned: while it can still run, as waiting or
+    /// running; after it finished and within the key's retention
+    /// ([`JobsBuilder::key_retention`]), with its `state`
+    /// [`Succeeded`](crate::WorkState::Succeeded) or
+    /// [`DeadLettered`](crate::WorkState::DeadLettered) — it finished, and nothing runs again.
     ///
     /// # Errors
     /// [`ScheduleError`]; nothing is written when scheduling fails.
@@ -556,79 +564,14 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         self.submit(work).await
     }
 
-    /// Schedules `handler` every `interval` (`> 0`, at most 30 days), the first run one
-    /// interval from now.
-    ///
-    /// # Errors
-    /// [`ScheduleError`]; nothing is written when scheduling fails.
-    pub async fn every<P: Serialize>(
-        &self,
-        interval: Duration,
-        handler: &str,
-        payload: &P,
-        options: WorkOptions,
-    ) -> Result<WorkRecord, ScheduleError> {
-        let now = self.now();
-        let payload = schedule::payload_json(handler, payload)?;
-        let (timing, due_at) = schedule::every_of(interval, options.misfire, now)?;
-        let work = self.prepare(handler, payload, timing, due_at, options, now)?;
-        self.submit(work).await
-    }
-
-    /// Queues `handler` to run with `payload` as soon as a worker is free.
-    ///
-    /// With a key ([`WorkOptions::key`]) that the same work already holds, nothing is
-    /// written and the existing record is returned: while it can still run, as waiting or
-    /// running; after it finished and within the key's retention
-    /// ([`JobsBuilder::key_retention`]), with its `state`
-    /// [`Succeeded`](crate::WorkState::Succeeded) or
-    /// [`DeadLettered`](crate::WorkState::DeadLettered) — it finished, and nothing runs again.
-    ///
-    /// # Errors
-    /// [`ScheduleError`]; nothing is written when queueing fails.
-    pub async fn enqueue<P: Serialize>(
-        &self,
-        handler: &str,
-        payload: &P,
-        options: WorkOptions,
-    ) -> Result<WorkRecord, ScheduleError> {
-        let now = self.now();
-        let payload = schedule::payload_json(handler, payload)?;
-        let work = self.prepare(handler, payload, Timing::Queued, now, options, now)?;
-        self.submit(work).await
-    }
-
-    /// Queues many items for `handler` in one all-or-nothing write: every item is checked
-    /// before anything is written, and the records come back in the order given. An item
-    /// with a key already used by the same work returns that work's record, as
-    /// [`enqueue`](Self::enqueue) does.
+    /// Schedules many items for `handler` in one all-or-nothing write, each as
+    /// [`schedule`](Self::schedule) would: every item is checked before anything is written,
+    /// and the records come back in the order given. An item with a key already used by the
+    /// same work returns that work's record.
     ///
     /// # Errors
     /// [`ScheduleError::Item`] naming the first bad item's position (from 0) and what is
     /// wrong with it, or a store error; either way nothing is written.
-    pub async fn enqueue_many<P: Serialize>(
-        &self,
-        handler: &str,
-        items: impl IntoIterator<Item = (P, WorkOptions)>,
-    ) -> Result<Vec<WorkRecord>, ScheduleError> {
-        let now = self.now();
-        let mut batch = Vec::new();
-        for (index, (payload, options)) in items.into_iter().enumerate() {
-            let work = schedule::payload_json(handler, &payload).and_then(|payload| {
-                self.prepare(handler, payload, Timing::Queued, now, options, now)
-            });
-            batch.push(work.map_err(|error| ScheduleError::item(index, error))?);
-        }
-        self.submit_many(batch).await
-    }
-
-    /// Schedules many one-shot or cron items for `handler` in one all-or-nothing write, as
-    /// [`enqueue_many`](Self::enqueue_many) queues them: every item checked first, records
-    /// in the order given.
-    ///
-    /// # Errors
-    /// [`ScheduleError::Item`] naming the first bad item, or a store error; nothing is
-    /// written.
     pub async fn schedule_many<P: Serialize>(
         &self,
         handler: &str,
@@ -773,14 +716,14 @@ impl<S: Store, C: Clock> Jobs<S, C> {
     /// a page of active work does not read the cancelled and finished rows around it.
     ///
     /// ```
-    /// use retry_durable::{Jobs, MemoryStore, WorkFilter, WorkOptions, WorkState};
+    /// use retry_durable::{Jobs, MemoryStore, When, WorkFilter, WorkOptions, WorkState};
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let jobs = Jobs::builder(MemoryStore::new())
     ///     .handler("send", |_: u32, _ctx| async { Ok(()) })
     ///     .build()?;
-    /// let first = jobs.enqueue("send", &1, WorkOptions::new()).await?;
-    /// let second = jobs.enqueue("send", &2, WorkOptions::new()).await?;
+    /// let first = jobs.schedule(When::Now, "send", &1, WorkOptions::new()).await?;
+    /// let second = jobs.schedule(When::Now, "send", &2, WorkOptions::new()).await?;
     /// jobs.cancel(first.id).await?;
     /// let waiting = WorkFilter::new().state(WorkState::Waiting).handler("send");
     /// let page = jobs.list_where(&waiting, None, 100).await?;
@@ -801,7 +744,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
 
     /// Cancels work. Waiting work is never run; a running attempt is signalled through its
     /// [`JobContext::cancel`] and its result is not recorded. The work stays, as
-    /// `cancelled`, and a [`What::Cancelled`] event is emitted.
+    /// `cancelled`, and a [`EventKind::Cancelled`] event is emitted.
     ///
     /// `true` only if this call cancelled it: `false` for work that was already cancelled,
     /// has finished, or does not exist.
@@ -821,7 +764,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         if let Some(token) = lock(&self.inner.running).remove(&id) {
             token.cancel();
         }
-        self.inner.emit(&record, What::Cancelled);
+        self.inner.emit(&record, EventKind::Cancelled);
         Ok(true)
     }
 
@@ -920,7 +863,7 @@ impl<S, C: Clock> Inner<S, C> {
         self.epoch.now(&self.clock)
     }
 
-    pub(crate) fn emit(&self, record: &WorkRecord, what: What) {
+    pub(crate) fn emit(&self, record: &WorkRecord, what: EventKind) {
         if self.subscribers.is_empty() {
             return;
         }

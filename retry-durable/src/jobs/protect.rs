@@ -11,12 +11,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 use retry_core::{CircuitBreaker, Permit, RetryBudget, TaskFailure};
 
-use super::What;
+use super::EventKind;
 use crate::record::WorkRecord;
-use crate::store::Then;
+use crate::store::NextStep;
 
 /// The breaker and the budget of one handler (several handlers may share either).
 #[derive(Clone, Default)]
@@ -34,7 +34,7 @@ pub(super) enum Admission<'a> {
     /// Run the attempt; report its outcome to the breaker's permit, if there is one.
     Run(Option<Permit<'a>>),
     /// Do not run it: write `then` (the attempt not spent) and tell `what`.
-    Defer { then: Then, what: What },
+    Defer { then: NextStep, what: EventKind },
 }
 
 /// Asks `protection` whether the attempt of `record` may run at `now` (the owner's clock,
@@ -79,14 +79,14 @@ fn defer(record: &WorkRecord, at: Timestamp, wait: Duration, reason: String) -> 
     let until = at + wait;
     let attempt = record.attempt.saturating_sub(1);
     Admission::Defer {
-        then: Then::Wait {
+        then: NextStep::Wait {
             due_at: until,
             fire_at: record.fire_at,
             attempt,
             last_error: record.last_error.clone(),
             last_delay_ms: record.last_delay_ms,
         },
-        what: What::Deferred {
+        what: EventKind::Deferred {
             attempt: record.attempt,
             until,
             reason,

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 use retry_core::{OptionsError, RetryOptions};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -12,10 +12,13 @@ use crate::record::NewWork;
 use crate::store::StoreError;
 use crate::timing::{Misfire, Timing, TimingError, interval_ms};
 
-/// When a one-shot or cron schedule runs (intervals: [`Jobs::every`](crate::Jobs::every);
-/// queue items: [`Jobs::enqueue`](crate::Jobs::enqueue)).
+/// When work scheduled with [`Jobs::schedule`](crate::Jobs::schedule) runs: a queue item
+/// ([`Now`](When::Now)), a one-shot ([`After`](When::After), [`At`](When::At)), or a repeating
+/// schedule ([`Cron`](When::Cron), [`Every`](When::Every)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum When {
+    /// As soon as a worker is free: a queue item.
+    Now,
     /// Once, this long from now.
     After(Duration),
     /// Once, at this time (at once if it has passed).
@@ -28,9 +31,16 @@ pub enum When {
         /// The time zone, such as `"Europe/Prague"`.
         zone: String,
     },
+    /// Every interval (`> 0`, at most 30 days), the first run one interval from now.
+    Every(Duration),
 }
 
 impl When {
+    /// Every `interval` (`> 0`, at most 30 days), the first run one interval from now.
+    pub fn every(interval: Duration) -> Self {
+        When::Every(interval)
+    }
+
     /// Once, `delay` from now.
     pub fn after(delay: Duration) -> Self {
         When::After(delay)
@@ -243,6 +253,8 @@ pub(crate) fn timing_of(
     now: Timestamp,
 ) -> Result<(Timing, Timestamp), ScheduleError> {
     match when {
+        When::Now => Ok((Timing::Queued, now)),
+        When::Every(interval) => every_of(interval, misfire, now),
         When::After(delay) => {
             let ms = u64::try_from(delay.as_millis())
                 .map_err(|_| ScheduleError::TimeOutOfRange(format!("{delay:?} from now")))?;
@@ -275,7 +287,7 @@ pub(crate) fn timing_of(
 }
 
 /// The timing and first due time of an interval schedule.
-pub(crate) fn every_of(
+fn every_of(
     interval: Duration,
     misfire: Misfire,
     now: Timestamp,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 use retry_core::{
     Backoff, CancelToken, Clock, FailedAttempt, GiveUp, Next, RetryOptions, TaskError, TaskFailure,
     classify,
@@ -26,9 +26,9 @@ use tokio::task::{JoinError, JoinSet};
 
 use super::handler::JobContext;
 use super::protect::{self, Admission};
-use super::{Event, Inner, Jobs, What, lock};
+use super::{Event, EventKind, Inner, Jobs, lock};
 use crate::record::{DeadReason, NewDeadLetter, WorkId, WorkRecord, WorkState};
-use crate::store::{Finish, Finished, Store, StoreError, Then};
+use crate::store::{Finish, Finished, NextStep, Store, StoreError};
 use crate::timing::Misfire;
 
 const TARGET: &str = "retry_durable";
@@ -48,7 +48,7 @@ struct Ended {
     record: WorkRecord,
     finish: Finish,
     /// Events in the order they happened, emitted after the write.
-    events: Vec<What>,
+    events: Vec<EventKind>,
 }
 
 /// What an attempt's task returns: its end, or nothing to write (the claim was lost while the
@@ -247,7 +247,7 @@ where
             events,
         } in ended
         {
-            if finish.then == Then::Remove
+            if finish.then == NextStep::Remove
                 && record.key.is_some()
                 && !record.timing.repeats()
                 && !retention.is_zero()
@@ -299,7 +299,7 @@ where
 impl<S: Store, C: Clock> Jobs<S, C> {
     /// The claimed work that may run. Each corrupt row of the claim is quarantined (one write
     /// fenced on the claim's lease) and reported once, by id with what is wrong: an ERROR line
-    /// and a [`What::Quarantined`] event. One whose write fails stays claimed; its lease ends
+    /// and a [`EventKind::Quarantined`] event. One whose write fails stays claimed; its lease ends
     /// and the next claim reports it again.
     async fn set_apart(
         &self,
@@ -324,7 +324,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
                         id: work,
                         handler: String::new(),
                         kind: "",
-                        what: What::Quarantined { reason },
+                        what: EventKind::Quarantined { reason },
                     });
                 }
                 // Another worker holds it now (our lease ended first): it reports it.
@@ -356,7 +356,7 @@ fn collect(done: Result<Attempt, JoinError>, into: &mut Vec<Ended>) {
 fn announce<S, C: Clock>(
     inner: &Inner<S, C>,
     record: &WorkRecord,
-    events: Vec<What>,
+    events: Vec<EventKind>,
     dead: Option<&NewDeadLetter>,
 ) {
     if let (Some(hook), Some(dead)) = (&inner.on_error, dead) {
@@ -365,17 +365,17 @@ fn announce<S, C: Clock>(
     for what in events {
         let (id, handler) = (record.id.0, &record.handler);
         match &what {
-            What::Succeeded { attempt } => {
+            EventKind::Succeeded { attempt } => {
                 tracing::debug!(target: TARGET, id, %handler, attempt, "attempt succeeded");
             }
-            What::Retrying {
+            EventKind::Retrying {
                 attempt,
                 delay,
                 error,
             } => {
                 tracing::warn!(target: TARGET, id, %handler, attempt, ?delay, %error, "attempt failed; retrying");
             }
-            What::Failed {
+            EventKind::Failed {
                 attempts,
                 reason,
                 error,
@@ -405,7 +405,7 @@ where
         let missed =
             record.attempt == 1 && Duration::from_millis(late) > inner.settings.misfire_grace;
         if missed && misfire == Misfire::Skip {
-            let skipped = What::Skipped {
+            let skipped = EventKind::Skipped {
                 missed: record.fire_at,
             };
             return rearm(record, now, None, vec![skipped]).map(Some);
@@ -494,7 +494,7 @@ where
     lock(&inner.running).insert(record.id, cancel.clone());
     inner.emit(
         &record,
-        What::Started {
+        EventKind::Started {
             attempt: record.attempt,
         },
     );
@@ -531,13 +531,13 @@ where
     let attempt = record.attempt;
     match outcome {
         Ok(()) => {
-            let succeeded = What::Succeeded { attempt };
+            let succeeded = EventKind::Succeeded { attempt };
             if record.timing.repeats() {
                 rearm(record, now, None, vec![succeeded]).map(Some)
             } else {
                 Ok(Some(ended(
                     record,
-                    Then::Remove,
+                    NextStep::Remove,
                     None,
                     now,
                     vec![succeeded],
@@ -552,14 +552,14 @@ where
             let error = failure.to_string();
             match decide(&inner, &record, &failure, retryable) {
                 Next::Retry(delay) => {
-                    let then = Then::Wait {
+                    let then = NextStep::Wait {
                         due_at: now + delay,
                         fire_at: record.fire_at,
                         attempt,
                         last_error: Some(error.clone()),
                         last_delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                     };
-                    let retrying = What::Retrying {
+                    let retrying = EventKind::Retrying {
                         attempt,
                         delay,
                         error,
@@ -761,10 +761,10 @@ fn whole_millis(delay: Duration) -> Duration {
 
 fn ended(
     record: WorkRecord,
-    then: Then,
+    then: NextStep,
     dead_letter: Option<NewDeadLetter>,
     now: Timestamp,
-    events: Vec<What>,
+    events: Vec<EventKind>,
 ) -> Ended {
     Ended {
         record,
@@ -784,7 +784,7 @@ fn rearm(
     record: WorkRecord,
     now: Timestamp,
     dead: Option<NewDeadLetter>,
-    mut events: Vec<What>,
+    mut events: Vec<EventKind>,
 ) -> Result<Ended, StoreError> {
     let from = match record.timing.misfire() {
         Some(Misfire::CatchUp) => record.fire_at,
@@ -800,8 +800,8 @@ fn rearm(
         })?;
     let then = match next {
         Some(next) => {
-            events.push(What::Rearmed { next });
-            Then::Wait {
+            events.push(EventKind::Rearmed { next });
+            NextStep::Wait {
                 due_at: next,
                 fire_at: next,
                 attempt: 0,
@@ -809,7 +809,7 @@ fn rearm(
                 last_delay_ms: 0,
             }
         }
-        None => Then::Remove,
+        None => NextStep::Remove,
     };
     Ok(ended(record, then, dead, now, events))
 }
@@ -824,7 +824,7 @@ fn dead_letter(
     error: String,
     now: Timestamp,
 ) -> Result<Ended, StoreError> {
-    let failed = What::Failed {
+    let failed = EventKind::Failed {
         attempts,
         reason,
         error: error.clone(),
@@ -842,7 +842,13 @@ fn dead_letter(
     if record.timing.repeats() && can_run_again {
         rearm(record, now, Some(dead), vec![failed])
     } else {
-        Ok(ended(record, Then::Remove, Some(dead), now, vec![failed]))
+        Ok(ended(
+            record,
+            NextStep::Remove,
+            Some(dead),
+            now,
+            vec![failed],
+        ))
     }
 }
 
@@ -853,9 +859,9 @@ async fn claim_lost<S: Store, C: Clock>(
 ) -> Result<(), StoreError> {
     let now_state = inner.store.get(record.id).await?.map(|r| r.state);
     if now_state == Some(WorkState::Cancelled) {
-        inner.emit(record, What::Cancelled);
+        inner.emit(record, EventKind::Cancelled);
     } else {
-        inner.emit(record, What::ClaimLost);
+        inner.emit(record, EventKind::ClaimLost);
         tracing::warn!(target: TARGET, id = record.id.0, handler = %record.handler, "the claim was lost before the attempt was recorded");
     }
     Ok(())

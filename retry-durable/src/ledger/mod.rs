@@ -14,7 +14,8 @@ pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
-use retry_core::effects::{BackendKind, CallKey, CallRecord, LedgerError, Revision, Transition};
+use retry_core::effects::{BackendKind, CallKey, CallRecord, LedgerError, Transition};
+use retry_core::store::Revision;
 
 /// A ledger failure that is not the driver's: a row or value the ledger cannot use.
 pub(crate) fn backend(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LedgerError {

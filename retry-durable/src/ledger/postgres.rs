@@ -1,7 +1,8 @@
 //! [`Ledger`] on PostgreSQL: the `retry_durable_call` and `retry_durable_call_history` tables.
 
 use deadpool_postgres::{Client, GenericClient};
-use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Revision, Transition};
+use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Transition};
+use retry_core::store::Revision;
 
 use super::{Row, backend, first, first_step, next_record, record_of, refused};
 use crate::PostgresStore;

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -12,7 +12,7 @@ use super::schema::READY_AT;
 use super::session::Failed;
 use super::work_row;
 use crate::sql::{CLAIM_FLAG, WORK_COLUMN_COUNT, WORK_COLUMNS, i64_of};
-use crate::store::{Claim, Finished, StoreError, Then};
+use crate::store::{Claim, Finished, NextStep, StoreError};
 
 /// `sql` with every run of whitespace made one space: the statement cache hashes and compares
 /// the text on every call, and the server parses it on every connection.
@@ -238,8 +238,8 @@ impl Batch {
         let revision = i64_of(item.revision.get())?;
         let now = millis(item.finish.now)?;
         let (due_at, fire_at, attempt, last_error, last_delay_ms) = match item.finish.then {
-            Then::Remove => (None, None, None, None, None),
-            Then::Wait {
+            NextStep::Remove => (None, None, None, None, None),
+            NextStep::Wait {
                 due_at,
                 fire_at,
                 attempt,

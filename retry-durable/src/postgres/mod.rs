@@ -14,7 +14,8 @@ use std::time::Duration;
 use deadpool_postgres::{
     GenericClient, Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
 };
-use retry_core::effects::{BackendKind, Revision, Timestamp};
+use retry_core::effects::BackendKind;
+use retry_core::store::{Revision, Timestamp};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 
@@ -23,8 +24,8 @@ use crate::record::{
 };
 use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Listing, Store, StoreError, Then,
-    WorkFilter, other_work,
+    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Listing, NextStep, Store,
+    StoreError, WorkFilter, other_work,
 };
 use session::{Failed, release};
 
@@ -346,11 +347,11 @@ async fn apply_then(
     id: WorkId,
     rev: i64,
     now: i64,
-    then: &Then,
+    then: &NextStep,
     keep: Option<(WorkState, i64)>,
 ) -> Result<u64, Failed> {
     match then {
-        Then::Remove => {
+        NextStep::Remove => {
             if let Some((state, until)) = keep {
                 let statement = client
                     .prepare_cached(
@@ -374,7 +375,7 @@ async fn apply_then(
                 .await?;
             Ok(client.execute(&statement, &[&id.0, &rev]).await?)
         }
-        Then::Wait {
+        NextStep::Wait {
             due_at,
             fire_at,
             attempt,
@@ -958,7 +959,7 @@ impl Store for PostgresStore {
         let mut previous = None;
         for (index, item) in items {
             let key = (item.id, item.revision);
-            if item.finish.keep_key_until.is_some() && item.finish.then == Then::Remove {
+            if item.finish.keep_key_until.is_some() && item.finish.then == NextStep::Remove {
                 // Kept for its key: its own statement, which the batch does not write.
                 if previous == Some(key) {
                     answers[index] = Some(Ok(false));

@@ -16,7 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::effects::{BackendKind, Revision, Timestamp};
+use retry_core::effects::BackendKind;
+use retry_core::store::{Revision, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{
@@ -24,7 +25,7 @@ use crate::record::{
 };
 use crate::sql::{self, CLAIM_FLAG, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Batch, Claim, Finish, Inserted, Listing, Store, StoreError, Then, WorkFilter, other_work,
+    Batch, Claim, Finish, Inserted, Listing, NextStep, Store, StoreError, WorkFilter, other_work,
 };
 use rows::{dead_from_row, work_from_row};
 
@@ -523,7 +524,7 @@ impl Store for SqliteStore {
                 }
             }
             let changed = match &finish.then {
-                Then::Remove => {
+                NextStep::Remove => {
                     let kept = match finish.keep_key_until {
                         Some(until) => {
                             let state = if finish.dead_letter.is_some() {
@@ -560,7 +561,7 @@ impl Store for SqliteStore {
                         .map_err(failed)?
                     }
                 }
-                Then::Wait {
+                NextStep::Wait {
                     due_at,
                     fire_at,
                     attempt,

@@ -45,9 +45,10 @@ use retry_core::Clock;
 use retry_core::TokioClock;
 use retry_core::effects::{
     CallKey, CallLimits, CallRecord, CallResponse, CallState, Insert, Ledger, LedgerError,
-    RecoveryAction, RecoveryPolicy, Resolution, Review, Revision, RunnerError, Timestamp, ToolCall,
-    ToolContext, ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, Transition, tool_fn,
+    RecoveryAction, RecoveryPolicy, Resolution, Review, RunnerError, ToolCall, ToolContext,
+    ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, Transition, tool_fn,
 };
+use retry_core::store::{Revision, Timestamp};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 

@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use retry_core::RetryOptions;
-use retry_core::effects::{Revision, Timestamp};
+use retry_core::store::{Revision, Timestamp};
 use retry_durable::{
-    DeadReason, Finish, Finished, Inserted, Misfire, NewDeadLetter, NewWork, Store, Then, Timing,
-    WorkRecord, WorkState,
+    DeadReason, Finish, Finished, Inserted, Misfire, NewDeadLetter, NewWork, NextStep, Store,
+    Timing, WorkRecord, WorkState,
 };
 
 pub const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
@@ -45,7 +45,7 @@ fn new(inserted: Inserted) -> retry_durable::WorkRecord {
 fn wait(due_ms: u64, attempt: u32) -> Finish {
     Finish {
         dead_letter: None,
-        then: Then::Wait {
+        then: NextStep::Wait {
             due_at: at(due_ms),
             fire_at: at(0),
             attempt,
@@ -65,7 +65,7 @@ fn dead(attempts: u32) -> Finish {
             last_error: Some("still down".to_owned()),
             failed_at: at(5),
         }),
-        then: Then::Remove,
+        then: NextStep::Remove,
         now: at(5),
         keep_key_until: None,
     }
@@ -537,7 +537,7 @@ pub async fn a_repeating_schedule_is_rearmed_with_its_attempts_reset<S: Store>(s
             last_error: Some("bad".to_owned()),
             failed_at: at(3),
         }),
-        then: Then::Wait {
+        then: NextStep::Wait {
             due_at: at(1_000),
             fire_at: at(1_000),
             attempt: 0,
@@ -666,7 +666,7 @@ pub async fn s4_dead_letters_in_a_batch_keep_what_happened<S: Store>(store: S) {
             last_error: Some("bad request".to_owned()),
             failed_at: at(7),
         }),
-        then: Then::Wait {
+        then: NextStep::Wait {
             due_at: at(60_000),
             fire_at: at(60_000),
             attempt: 0,
@@ -787,7 +787,7 @@ pub async fn p2_a_batch_and_the_next_claim_in_one_call<S: Store>(store: S) {
     assert_eq!(ids, [first.id, succeeded.id]);
     let remove = Finish {
         dead_letter: None,
-        then: Then::Remove,
+        then: NextStep::Remove,
         now: at(1),
         keep_key_until: None,
     };
@@ -845,7 +845,7 @@ pub async fn p5_a_value_out_of_range_refuses_its_attempt_alone<S: Store>(store: 
     let near_claim = claim_one(&store, 1, 100).await;
     assert_eq!(near_claim.id, near.id);
     let mut never = wait(0, 1);
-    if let Then::Wait { due_at, .. } = &mut never.then {
+    if let NextStep::Wait { due_at, .. } = &mut never.then {
         *due_at = Timestamp::from_millis(u64::MAX);
     }
     let batch = vec![ending(&far, never), ending(&near_claim, dead(1))];
@@ -918,7 +918,7 @@ fn kept(finish: Finish, until_ms: u64) -> Finish {
 fn removed() -> Finish {
     Finish {
         dead_letter: None,
-        then: Then::Remove,
+        then: NextStep::Remove,
         now: at(5),
         keep_key_until: None,
     }

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::effects::Revision;
-use retry_core::effects::Timestamp;
+use retry_core::store::Revision;
+use retry_core::store::Timestamp;
 use retry_core::{OptionsError, RetryOptions, TaskError, TaskFailure};
 use retry_durable::{
-    BuildError, Claim, DeadLetter, DeadLetterId, DeadReason, Event, Finish, Inserted, Jobs,
-    JobsBuilder, Misfire, NewWork, ScheduleError, Store, StoreError, TimingError, What, When,
+    BuildError, Claim, DeadLetter, DeadLetterId, DeadReason, Event, EventKind, Finish, Inserted,
+    Jobs, JobsBuilder, Misfire, NewWork, ScheduleError, Store, StoreError, TimingError, When,
     WorkId, WorkOptions, WorkRecord, WorkState,
 };
 use retry_testkit::MockClock;
@@ -70,7 +70,7 @@ impl Log {
         move |event| log.lock().unwrap().push(event.clone())
     }
 
-    pub fn whats(&self) -> Vec<What> {
+    pub fn whats(&self) -> Vec<EventKind> {
         self.0
             .lock()
             .unwrap()
@@ -109,6 +109,15 @@ where
     false
 }
 
+/// Queue items, as `schedule_many` takes them: each to run as soon as a worker is free.
+fn queue_now<P>(
+    items: impl IntoIterator<Item = (P, WorkOptions)>,
+) -> impl Iterator<Item = (When, P, WorkOptions)> {
+    items
+        .into_iter()
+        .map(|(payload, options)| (When::Now, payload, options))
+}
+
 fn none() -> WorkOptions {
     WorkOptions::new()
 }
@@ -121,7 +130,10 @@ pub async fn s8_invalid_calls_are_refused_and_leave_no_row<S: Store>(store: S) {
         .build()
         .unwrap();
 
-    let err = jobs.enqueue("cuont", &1u32, none()).await.unwrap_err();
+    let err = jobs
+        .schedule(When::Now, "cuont", &1u32, none())
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "unknown handler `cuont`: registered handlers are `count`"
@@ -130,7 +142,7 @@ pub async fn s8_invalid_calls_are_refused_and_leave_no_row<S: Store>(store: S) {
     let mut keys_not_strings = HashMap::new();
     keys_not_strings.insert((1, 2), 3);
     let err = jobs
-        .enqueue("count", &keys_not_strings, none())
+        .schedule(When::Now, "count", &keys_not_strings, none())
         .await
         .unwrap_err();
     assert!(
@@ -143,7 +155,10 @@ pub async fn s8_invalid_calls_are_refused_and_leave_no_row<S: Store>(store: S) {
         "{err}"
     );
 
-    let err = jobs.enqueue("count", &"seven", none()).await.unwrap_err();
+    let err = jobs
+        .schedule(When::Now, "count", &"seven", none())
+        .await
+        .unwrap_err();
     assert!(
         err.to_string()
             .starts_with("payload does not fit handler `count`: invalid type: string \"seven\""),
@@ -151,7 +166,10 @@ pub async fn s8_invalid_calls_are_refused_and_leave_no_row<S: Store>(store: S) {
     );
 
     let bad = WorkOptions::new().retry(RetryOptions::new().with_base_delay_ms(5_000));
-    let err = jobs.enqueue("count", &1u32, bad).await.unwrap_err();
+    let err = jobs
+        .schedule(When::Now, "count", &1u32, bad)
+        .await
+        .unwrap_err();
     assert!(matches!(
         err,
         ScheduleError::Options(OptionsError::BaseAboveMax)
@@ -162,7 +180,7 @@ pub async fn s8_invalid_calls_are_refused_and_leave_no_row<S: Store>(store: S) {
     );
     let zero = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(0));
     assert_eq!(
-        jobs.enqueue("count", &1u32, zero)
+        jobs.schedule(When::Now, "count", &1u32, zero)
             .await
             .unwrap_err()
             .to_string(),
@@ -193,18 +211,28 @@ pub async fn s8_invalid_calls_are_refused_and_leave_no_row<S: Store>(store: S) {
     );
 
     let err = jobs
-        .every(Duration::ZERO, "count", &1u32, none())
+        .schedule(When::every(Duration::ZERO), "count", &1u32, none())
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "interval must be > 0");
     let err = jobs
-        .every(Duration::from_secs(31 * 86_400), "count", &1u32, none())
+        .schedule(
+            When::every(Duration::from_secs(31 * 86_400)),
+            "count",
+            &1u32,
+            none(),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "interval must be <= 30 days");
 
     let err = jobs
-        .enqueue("count", &1u32, WorkOptions::new().retry_if("transeint"))
+        .schedule(
+            When::Now,
+            "count",
+            &1u32,
+            WorkOptions::new().retry_if("transeint"),
+        )
         .await
         .unwrap_err();
     assert_eq!(
@@ -213,7 +241,7 @@ pub async fn s8_invalid_calls_are_refused_and_leave_no_row<S: Store>(store: S) {
     );
 
     let err = jobs
-        .enqueue("count", &1u32, WorkOptions::new().key(""))
+        .schedule(When::Now, "count", &1u32, WorkOptions::new().key(""))
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "key must be 1 to 512 bytes long");
@@ -330,7 +358,7 @@ pub async fn s2_resolved_options_are_stored_and_applied<S: Store + Clone>(store:
         .build()
         .unwrap();
     let own = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(3));
-    let record = jobs.enqueue("flaky", &1u32, own).await.unwrap();
+    let record = jobs.schedule(When::Now, "flaky", &1u32, own).await.unwrap();
     let expected = RetryOptions::BUILTIN
         .with_max_attempts(3)
         .with_base_delay_ms(50);
@@ -382,9 +410,14 @@ pub async fn s5_a_backoff_is_a_due_time_and_the_items_behind_keep_running<S: Sto
             .with_base_delay_ms(1_000)
             .with_max_delay_ms(60_000),
     );
-    let first = jobs.enqueue("flaky", &1u32, opts).await.unwrap();
+    let first = jobs
+        .schedule(When::Now, "flaky", &1u32, opts)
+        .await
+        .unwrap();
     for _ in 0..3 {
-        jobs.enqueue("steady", &1u32, none()).await.unwrap();
+        jobs.schedule(When::Now, "steady", &1u32, none())
+            .await
+            .unwrap();
     }
 
     assert_eq!(jobs.run_due().await.unwrap(), 1);
@@ -396,7 +429,10 @@ pub async fn s5_a_backoff_is_a_due_time_and_the_items_behind_keep_running<S: Sto
         delay <= 2_000,
         "full jitter below the first cap (2 × base): {delay} ms"
     );
-    assert!(matches!(log.whats()[1], What::Retrying { attempt: 1, .. }));
+    assert!(matches!(
+        log.whats()[1],
+        EventKind::Retrying { attempt: 1, .. }
+    ));
 
     // Nothing sleeps on the failed item: the three behind it run now, one at a time.
     for _ in 0..3 {
@@ -426,7 +462,10 @@ pub async fn s3_s4_exhausted_work_calls_the_hook_and_is_dead_lettered<S: Store>(
         })
         .build()
         .unwrap();
-    let record = jobs.enqueue("down", &9u32, none()).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "down", &9u32, none())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     for _ in 0..2 {
         advance_to_due(&jobs, &clock).await;
@@ -461,7 +500,9 @@ pub async fn s4_a_failure_that_is_not_retryable_is_dead_lettered_at_once<S: Stor
         })
         .build()
         .unwrap();
-    jobs.enqueue("strict", &1u32, none()).await.unwrap();
+    jobs.schedule(When::Now, "strict", &1u32, none())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     let dead = jobs.dead_letters().await.unwrap();
@@ -479,9 +520,14 @@ pub async fn s6_named_predicates_decide_and_a_missing_one_dead_letters<S: Store 
         .predicate("never", |_| false)
         .build()
         .unwrap();
-    jobs.enqueue("flaky", &1u32, WorkOptions::new().retry_if("never"))
-        .await
-        .unwrap();
+    jobs.schedule(
+        When::Now,
+        "flaky",
+        &1u32,
+        WorkOptions::new().retry_if("never"),
+    )
+    .await
+    .unwrap();
     jobs.run_due().await.unwrap();
     assert_eq!(flaky.calls(), 1);
     assert_eq!(
@@ -491,7 +537,12 @@ pub async fn s6_named_predicates_decide_and_a_missing_one_dead_letters<S: Store 
 
     // Stored by name: a process without that predicate dead-letters the work, runs nothing.
     let stored = jobs
-        .enqueue("flaky", &2u32, WorkOptions::new().retry_if("never"))
+        .schedule(
+            When::Now,
+            "flaky",
+            &2u32,
+            WorkOptions::new().retry_if("never"),
+        )
         .await
         .unwrap();
     let without = builder(store, &clock)
@@ -523,7 +574,10 @@ pub async fn s11_a_gone_handler_or_a_changed_payload_type_dead_letters<S: Store 
         .schedule(When::cron("0 * * * *"), "old", &1u32, none())
         .await
         .unwrap();
-    let queued = before.enqueue("typed", &1u32, none()).await.unwrap();
+    let queued = before
+        .schedule(When::Now, "typed", &1u32, none())
+        .await
+        .unwrap();
 
     let log = Log::default();
     let after = builder(store, &clock)
@@ -550,7 +604,7 @@ pub async fn s11_a_gone_handler_or_a_changed_payload_type_dead_letters<S: Store 
     assert!(
         log.whats()
             .iter()
-            .all(|w| matches!(w, What::Failed { attempts: 0, .. }))
+            .all(|w| matches!(w, EventKind::Failed { attempts: 0, .. }))
     );
 }
 
@@ -562,7 +616,10 @@ pub async fn s11_events_follow_the_attempts<S: Store>(store: S) {
         .subscribe(log.subscriber())
         .build()
         .unwrap();
-    let record = jobs.enqueue("flaky", &1u32, none()).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "flaky", &1u32, none())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     advance_to_due(&jobs, &clock).await;
     jobs.run_due().await.unwrap();
@@ -572,13 +629,18 @@ pub async fn s11_events_follow_the_attempts<S: Store>(store: S) {
             .iter()
             .all(|e| e.id == record.id && e.handler == "flaky" && e.kind == "queue")
     );
-    let whats: Vec<What> = events.into_iter().map(|e| e.what).collect();
+    let whats: Vec<EventKind> = events.into_iter().map(|e| e.what).collect();
     assert_eq!(whats.len(), 4, "{whats:?}");
-    assert_eq!(whats[0], What::Started { attempt: 1 });
-    assert!(matches!(&whats[1], What::Retrying { attempt: 1, error, .. } if error == "failure 1"));
+    assert_eq!(whats[0], EventKind::Started { attempt: 1 });
+    assert!(
+        matches!(&whats[1], EventKind::Retrying { attempt: 1, error, .. } if error == "failure 1")
+    );
     assert_eq!(
         whats[2..],
-        [What::Started { attempt: 2 }, What::Succeeded { attempt: 2 }]
+        [
+            EventKind::Started { attempt: 2 },
+            EventKind::Succeeded { attempt: 2 }
+        ]
     );
 }
 
@@ -593,7 +655,7 @@ async fn cron_and_every<S: Store>(
         .await
         .unwrap();
     let every = jobs
-        .every(Duration::from_secs(60), "a", &1u32, options)
+        .schedule(When::every(Duration::from_secs(60)), "a", &1u32, options)
         .await
         .unwrap();
     (cron, every)
@@ -603,7 +665,7 @@ async fn cron_and_every<S: Store>(
 /// the key.
 async fn other_work_under<S: Store>(jobs: &Jobs<S, MockClock>, key: &str, payload: u32) {
     let err = jobs
-        .enqueue("a", &payload, WorkOptions::new().key(key))
+        .schedule(When::Now, "a", &payload, WorkOptions::new().key(key))
         .await
         .unwrap_err();
     assert_eq!(
@@ -637,10 +699,13 @@ pub async fn s9_scheduling_twice_returns_the_first_row<S: Store + Clone>(store: 
 
     // One-shots dedupe on an explicit key; reusing it for other work is refused.
     let keyed = WorkOptions::new().key("invoice-42");
-    let once = restarted.enqueue("a", &42u32, keyed.clone()).await.unwrap();
+    let once = restarted
+        .schedule(When::Now, "a", &42u32, keyed.clone())
+        .await
+        .unwrap();
     assert_eq!(
         restarted
-            .enqueue("a", &42u32, keyed.clone())
+            .schedule(When::Now, "a", &42u32, keyed.clone())
             .await
             .unwrap()
             .id,
@@ -746,8 +811,8 @@ async fn misfired<S: Store>(store: S, misfire: Misfire) -> (u32, Timestamp) {
         .build()
         .unwrap();
     let record = jobs
-        .every(
-            Duration::from_secs(60),
+        .schedule(
+            When::every(Duration::from_secs(60)),
             "tick",
             &1u32,
             WorkOptions::new().misfire(misfire),
@@ -813,7 +878,10 @@ pub async fn s13_cancel_waiting_and_running_work<S: Store + Clone>(store: S) {
         "cancelled work is not claimed"
     );
 
-    let running = jobs.enqueue("slow", &1u32, none()).await.unwrap();
+    let running = jobs
+        .schedule(When::Now, "slow", &1u32, none())
+        .await
+        .unwrap();
     let worker = jobs.clone();
     let run = tokio::spawn(async move { worker.run_due().await });
     entered_rx.await.unwrap();
@@ -825,7 +893,7 @@ pub async fn s13_cancel_waiting_and_running_work<S: Store + Clone>(store: S) {
         jobs.dead_letters().await.unwrap().is_empty(),
         "cancelled is not dead"
     );
-    assert!(log.whats().contains(&What::Cancelled));
+    assert!(log.whats().contains(&EventKind::Cancelled));
     assert!(!jobs.cancel(retry_durable::WorkId(424_242)).await.unwrap());
 }
 
@@ -837,7 +905,9 @@ pub async fn s4_a_redriven_dead_letter_runs_again_with_fresh_attempts<S: Store>(
         .build()
         .unwrap();
     let once = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
-    jobs.enqueue("flaky", &5u32, once).await.unwrap();
+    jobs.schedule(When::Now, "flaky", &5u32, once)
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     let letter = jobs.dead_letters().await.unwrap().remove(0);
     let redriven = jobs.redrive(letter.id).await.unwrap().unwrap();
@@ -869,7 +939,10 @@ pub async fn a_handler_panic_is_a_failed_attempt<S: Store>(store: S) {
         })
         .build()
         .unwrap();
-    let record = jobs.enqueue("panicky", &1u32, none()).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "panicky", &1u32, none())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     let waiting = jobs.get(record.id).await.unwrap().unwrap();
     assert_eq!(
@@ -899,7 +972,10 @@ pub async fn s12_a_long_handler_keeps_its_lease<S: Store + Clone>(store: S) {
         })
         .build()
         .unwrap();
-    let record = jobs.enqueue("long", &1u32, none()).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "long", &1u32, none())
+        .await
+        .unwrap();
     let worker = jobs.clone();
     let run = tokio::spawn(async move { worker.run_due().await });
     // Another worker of the same owner, as another process would be.
@@ -950,7 +1026,10 @@ pub async fn the_worker_loop_runs_work_as_it_falls_due<S: Store>(store: S) {
     let worker = jobs.clone();
     let stopper = stop.clone();
     let run = tokio::spawn(async move { worker.run(stopper).await });
-    let record = jobs.enqueue("flaky", &1u32, none()).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "flaky", &1u32, none())
+        .await
+        .unwrap();
     let finished = eventually(|| async {
         if clock.pending() > 0 && jobs.store().next_due("test").await.unwrap().is_some() {
             clock.advance_to_next();
@@ -996,7 +1075,7 @@ pub async fn s10_a_tick_fires_once_however_many_workers_run<S: Store + Clone>(st
         .await
         .unwrap();
     workers[1]
-        .every(Duration::from_secs(90), "tick", &2u32, none())
+        .schedule(When::every(Duration::from_secs(90)), "tick", &2u32, none())
         .await
         .unwrap();
     for _ in 0..60 {
@@ -1029,7 +1108,7 @@ pub async fn listing_reads_every_page<S: Store>(store: S) {
         .unwrap();
     let mut ids = Vec::new();
     for n in 0..1_201u32 {
-        ids.push(jobs.enqueue("a", &n, none()).await.unwrap().id);
+        ids.push(jobs.schedule(When::Now, "a", &n, none()).await.unwrap().id);
     }
     let listed: Vec<_> = jobs
         .list()
@@ -1062,8 +1141,14 @@ pub async fn s13_an_open_breaker_defers_work_without_spending_attempts<S: Store>
         .concurrency(1)
         .build()
         .unwrap();
-    let first = jobs.enqueue("mail", &1u32, none()).await.unwrap();
-    let second = jobs.enqueue("mail", &2u32, none()).await.unwrap();
+    let first = jobs
+        .schedule(When::Now, "mail", &1u32, none())
+        .await
+        .unwrap();
+    let second = jobs
+        .schedule(When::Now, "mail", &2u32, none())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap(); // first: failure 1
     jobs.run_due().await.unwrap(); // second: failure 2, the circuit opens
     assert_eq!(breaker.state(clock.now()), retry_core::CircuitState::Open);
@@ -1080,7 +1165,7 @@ pub async fn s13_an_open_breaker_defers_work_without_spending_attempts<S: Store>
         .whats()
         .into_iter()
         .find_map(|w| match w {
-            What::Deferred {
+            EventKind::Deferred {
                 attempt,
                 until,
                 reason,
@@ -1140,7 +1225,10 @@ pub async fn s13_an_exhausted_budget_defers_retries_without_spending_attempts<S:
         .concurrency(1)
         .build()
         .unwrap();
-    let first = jobs.enqueue("sync", &1u32, none()).await.unwrap();
+    let first = jobs
+        .schedule(When::Now, "sync", &1u32, none())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap(); // failure 1: one request, half a retry
     advance_to_due(&jobs, &clock).await;
     jobs.run_due().await.unwrap(); // its retry: refused by the budget, deferred
@@ -1149,12 +1237,14 @@ pub async fn s13_an_exhausted_budget_defers_retries_without_spending_attempts<S:
     assert_eq!(flaky.calls(), 1);
     assert!(log.whats().iter().any(|w| matches!(
         w,
-        What::Deferred { attempt: 2, reason, .. }
+        EventKind::Deferred { attempt: 2, reason, .. }
             if reason == "retry budget exhausted: 0 retries for 1 request in the last 60s"
     )));
 
     // A second item is a second request: now one retry fits.
-    jobs.enqueue("sync", &2u32, none()).await.unwrap();
+    jobs.schedule(When::Now, "sync", &2u32, none())
+        .await
+        .unwrap();
     while !jobs.list().await.unwrap().is_empty() {
         advance_to_due(&jobs, &clock).await;
         jobs.run_due().await.unwrap();
@@ -1331,8 +1421,14 @@ pub async fn s11_s12_nothing_is_announced_before_it_is_written<S: Store + Clone>
         .handler("down", down.handler(u32::MAX))
         .build()
         .unwrap();
-    let ok = failing.enqueue("steady", &1u32, none()).await.unwrap();
-    let bad = failing.enqueue("down", &2u32, once).await.unwrap();
+    let ok = failing
+        .schedule(When::Now, "steady", &1u32, none())
+        .await
+        .unwrap();
+    let bad = failing
+        .schedule(When::Now, "down", &2u32, once)
+        .await
+        .unwrap();
     assert_eq!(
         failing.run_due().await.unwrap(),
         2,
@@ -1342,7 +1438,7 @@ pub async fn s11_s12_nothing_is_announced_before_it_is_written<S: Store + Clone>
     assert!(
         log.whats()
             .iter()
-            .all(|what| matches!(what, What::Started { .. })),
+            .all(|what| matches!(what, EventKind::Started { .. })),
         "an end was announced that was not written: {:?}",
         log.whats()
     );
@@ -1391,8 +1487,14 @@ pub async fn s12_an_attempt_is_written_when_it_ends_not_with_the_slowest<S: Stor
         .handler("quick", Flaky::default().handler(0))
         .build()
         .unwrap();
-    let long = jobs.enqueue("long", &1u32, none()).await.unwrap();
-    let quick = jobs.enqueue("quick", &2u32, none()).await.unwrap();
+    let long = jobs
+        .schedule(When::Now, "long", &1u32, none())
+        .await
+        .unwrap();
+    let quick = jobs
+        .schedule(When::Now, "quick", &2u32, none())
+        .await
+        .unwrap();
     let worker = jobs.clone();
     let run = tokio::spawn(async move { worker.run_due().await });
     // An ended attempt no longer extends its lease: waiting for the long one to write it
@@ -1417,13 +1519,19 @@ pub async fn s14_scheduling_what_was_cancelled_creates_live_work<S: Store>(store
         .unwrap();
     let (cron, every) = cron_and_every(&jobs, none()).await;
     let keyed = WorkOptions::new().key("invoice-42");
-    let once = jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap();
+    let once = jobs
+        .schedule(When::Now, "a", &42u32, keyed.clone())
+        .await
+        .unwrap();
     for id in [cron.id, every.id, once.id] {
         assert!(jobs.cancel(id).await.unwrap());
     }
 
     let (cron_again, every_again) = cron_and_every(&jobs, none()).await;
-    let once_again = jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap();
+    let once_again = jobs
+        .schedule(When::Now, "a", &42u32, keyed.clone())
+        .await
+        .unwrap();
     for (old, new) in [
         (&cron, &cron_again),
         (&every, &every_again),
@@ -1437,7 +1545,10 @@ pub async fn s14_scheduling_what_was_cancelled_creates_live_work<S: Store>(store
     }
     // The live work holds the key: the same call returns it, other work is refused by key.
     assert_eq!(
-        jobs.enqueue("a", &42u32, keyed.clone()).await.unwrap().id,
+        jobs.schedule(When::Now, "a", &42u32, keyed.clone())
+            .await
+            .unwrap()
+            .id,
         once_again.id
     );
     other_work_under(&jobs, "invoice-42", 43).await;
@@ -1461,13 +1572,19 @@ pub async fn s14_a_key_outlives_its_work_for_the_retention<S: Store>(store: S) {
         .build()
         .unwrap();
     let keyed = WorkOptions::new().key("invoice-1");
-    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    let first = jobs
+        .schedule(When::Now, "a", &1u32, keyed.clone())
+        .await
+        .unwrap();
     assert_eq!(jobs.run_due().await.unwrap(), 1);
     assert_eq!(flaky.calls(), 1);
 
     // The program runs again: the same work under the same key returns the finished record.
     clock.advance(Duration::from_secs(3_599));
-    let again = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    let again = jobs
+        .schedule(When::Now, "a", &1u32, keyed.clone())
+        .await
+        .unwrap();
     assert_eq!((again.id, again.state), (first.id, WorkState::Succeeded));
     assert_eq!(jobs.run_due().await.unwrap(), 0, "nothing runs again");
     assert_eq!(flaky.calls(), 1);
@@ -1476,7 +1593,7 @@ pub async fn s14_a_key_outlives_its_work_for_the_retention<S: Store>(store: S) {
 
     // After the retention the key is free.
     clock.advance(Duration::from_secs(1));
-    let fresh = jobs.enqueue("a", &1u32, keyed).await.unwrap();
+    let fresh = jobs.schedule(When::Now, "a", &1u32, keyed).await.unwrap();
     assert_ne!(fresh.id, first.id);
     assert_eq!(fresh.state, WorkState::Waiting);
     assert_eq!(jobs.get(first.id).await.unwrap(), None);
@@ -1493,9 +1610,15 @@ pub async fn s14_a_key_outlives_its_work_for_the_retention<S: Store>(store: S) {
 
     // Dead-lettered work keeps its key too.
     let keyed = WorkOptions::new().key("invoice-2");
-    let failed = jobs.enqueue("fails", &1u32, keyed.clone()).await.unwrap();
+    let failed = jobs
+        .schedule(When::Now, "fails", &1u32, keyed.clone())
+        .await
+        .unwrap();
     assert_eq!(jobs.run_due().await.unwrap(), 1);
-    let again = jobs.enqueue("fails", &1u32, keyed).await.unwrap();
+    let again = jobs
+        .schedule(When::Now, "fails", &1u32, keyed)
+        .await
+        .unwrap();
     assert_eq!(
         (again.id, again.state),
         (failed.id, WorkState::DeadLettered)
@@ -1519,15 +1642,27 @@ pub async fn s14_key_retention_is_a_checked_owner_setting<S: Store + Clone>(stor
         .build()
         .unwrap();
     let keyed = WorkOptions::new().key("daily");
-    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    let first = jobs
+        .schedule(When::Now, "a", &1u32, keyed.clone())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     clock.advance(retry_durable::DEFAULT_KEY_RETENTION - Duration::from_millis(1));
     assert_eq!(
-        jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap().id,
+        jobs.schedule(When::Now, "a", &1u32, keyed.clone())
+            .await
+            .unwrap()
+            .id,
         first.id
     );
     clock.advance(Duration::from_millis(1));
-    assert_ne!(jobs.enqueue("a", &1u32, keyed).await.unwrap().id, first.id);
+    assert_ne!(
+        jobs.schedule(When::Now, "a", &1u32, keyed)
+            .await
+            .unwrap()
+            .id,
+        first.id
+    );
 
     // No retention: finished keyed work goes at once, as work without a key does.
     let jobs = builder(store, &clock)
@@ -1537,10 +1672,19 @@ pub async fn s14_key_retention_is_a_checked_owner_setting<S: Store + Clone>(stor
         .build()
         .unwrap();
     let keyed = WorkOptions::new().key("daily");
-    let first = jobs.enqueue("a", &1u32, keyed.clone()).await.unwrap();
+    let first = jobs
+        .schedule(When::Now, "a", &1u32, keyed.clone())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     assert_eq!(jobs.get(first.id).await.unwrap(), None);
-    assert_ne!(jobs.enqueue("a", &1u32, keyed).await.unwrap().id, first.id);
+    assert_ne!(
+        jobs.schedule(When::Now, "a", &1u32, keyed)
+            .await
+            .unwrap()
+            .id,
+        first.id
+    );
 }
 
 /// An error hook and a subscriber that panic on every call.
@@ -1548,7 +1692,7 @@ fn panicking<S: Store>(builder: JobsBuilder<S, MockClock>) -> JobsBuilder<S, Moc
     builder
         .on_error(|work, _| panic!("hook broke on {}", work.id))
         .subscribe(|event| {
-            if matches!(event.what, What::Failed { .. }) {
+            if matches!(event.what, EventKind::Failed { .. }) {
                 panic!("subscriber broke on {}", event.id);
             }
         })
@@ -1567,7 +1711,12 @@ pub async fn s14_a_panicking_hook_does_not_stop_run_due<S: Store>(store: S) {
         .unwrap();
     let mut ids = Vec::new();
     for n in 0..3u32 {
-        ids.push(jobs.enqueue("fails", &n, none()).await.unwrap().id);
+        ids.push(
+            jobs.schedule(When::Now, "fails", &n, none())
+                .await
+                .unwrap()
+                .id,
+        );
     }
     // Each call runs one item; every hook panics, and the next call goes on.
     for _ in 0..3 {
@@ -1592,7 +1741,7 @@ pub async fn s14_a_panicking_hook_does_not_stop_run_due<S: Store>(store: S) {
     let failed = log
         .whats()
         .iter()
-        .filter(|w| matches!(w, What::Failed { .. }))
+        .filter(|w| matches!(w, EventKind::Failed { .. }))
         .count();
     assert_eq!(failed, 3);
 }
@@ -1612,14 +1761,17 @@ pub async fn s14_a_panicking_hook_does_not_stop_the_worker_loop<S: Store>(store:
     let worker = jobs.clone();
     let stopper = stop.clone();
     let run = tokio::spawn(async move { worker.run(stopper).await });
-    let broken = jobs.enqueue("fails", &1u32, none()).await.unwrap();
+    let broken = jobs
+        .schedule(When::Now, "fails", &1u32, none())
+        .await
+        .unwrap();
     assert!(
         eventually(|| async { jobs.hook_panics() == 2 }).await,
         "the hooks did not run"
     );
     assert_eq!(jobs.get(broken.id).await.unwrap(), None);
     // Work enqueued after the panic still runs on the same loop.
-    let later = jobs.enqueue("ok", &2u32, none()).await.unwrap();
+    let later = jobs.schedule(When::Now, "ok", &2u32, none()).await.unwrap();
     let ran = eventually(|| async {
         if clock.pending() > 0 && jobs.store().next_due("test").await.unwrap().is_some() {
             clock.advance_to_next();
@@ -1695,7 +1847,7 @@ pub async fn s14_cancel_answers_for_this_call_and_is_announced<S: Store>(store: 
             .lock()
             .unwrap()
             .iter()
-            .filter(|e| e.what == What::Cancelled)
+            .filter(|e| e.what == EventKind::Cancelled)
             .map(|e| e.id)
             .collect::<Vec<_>>()
     };
@@ -1713,7 +1865,7 @@ pub async fn s14_cancel_answers_for_this_call_and_is_announced<S: Store>(store: 
 
     // Finished work (kept for its key) is not cancelled.
     let done = jobs
-        .enqueue("a", &2u32, WorkOptions::new().key("done"))
+        .schedule(When::Now, "a", &2u32, WorkOptions::new().key("done"))
         .await
         .unwrap();
     assert_eq!(jobs.run_due().await.unwrap(), 1);
@@ -1724,7 +1876,10 @@ pub async fn s14_cancel_answers_for_this_call_and_is_announced<S: Store>(store: 
     );
 
     // Running work: one event, from the call that cancelled it.
-    let running = jobs.enqueue("slow", &3u32, none()).await.unwrap();
+    let running = jobs
+        .schedule(When::Now, "slow", &3u32, none())
+        .await
+        .unwrap();
     let worker = jobs.clone();
     let run = tokio::spawn(async move { worker.run_due().await });
     entered_rx.await.unwrap();
@@ -1774,8 +1929,14 @@ pub async fn s14_run_until_idle_runs_everything_due_now<S: Store>(store: S) {
         .concurrency(1)
         .build()
         .unwrap();
-    let a = jobs.enqueue("flaky", &1u32, none()).await.unwrap();
-    let b = jobs.enqueue("again", &2u32, none()).await.unwrap();
+    let a = jobs
+        .schedule(When::Now, "flaky", &1u32, none())
+        .await
+        .unwrap();
+    let b = jobs
+        .schedule(When::Now, "again", &2u32, none())
+        .await
+        .unwrap();
     let later = jobs
         .schedule(When::after(Duration::from_secs(60)), "again", &3u32, none())
         .await
@@ -1803,7 +1964,7 @@ pub async fn s14_run_until_idle_is_bounded<S: Store + Clone>(store: S) {
             let jobs = slot.lock().unwrap().clone();
             async move {
                 if let Some(jobs) = jobs {
-                    jobs.enqueue("forever", &(n + 1), WorkOptions::new())
+                    jobs.schedule(When::Now, "forever", &(n + 1), WorkOptions::new())
                         .await
                         .map_err(|e| TaskFailure::from(e.to_string()))?;
                 }
@@ -1814,7 +1975,9 @@ pub async fn s14_run_until_idle_is_bounded<S: Store + Clone>(store: S) {
         .build()
         .unwrap();
     *jobs_slot.lock().unwrap() = Some(jobs.clone());
-    jobs.enqueue("forever", &0u32, none()).await.unwrap();
+    jobs.schedule(When::Now, "forever", &0u32, none())
+        .await
+        .unwrap();
     let ran = jobs.run_until_idle().await.unwrap();
     assert!(
         (retry_durable::RUN_UNTIL_IDLE_LIMIT..retry_durable::RUN_UNTIL_IDLE_LIMIT + 64)
@@ -1844,9 +2007,9 @@ pub async fn s14_list_where_filters_in_the_store_and_pages<S: Store>(store: S) {
             .unwrap();
         waiting_a.push(record.id);
     }
-    let cancelled = jobs.enqueue("a", &9u32, none()).await.unwrap();
+    let cancelled = jobs.schedule(When::Now, "a", &9u32, none()).await.unwrap();
     jobs.cancel(cancelled.id).await.unwrap();
-    let queued_b = jobs.enqueue("b", &1u32, none()).await.unwrap();
+    let queued_b = jobs.schedule(When::Now, "b", &1u32, none()).await.unwrap();
     let cron_b = jobs
         .schedule(When::cron("0 * * * *"), "b", &1u32, none())
         .await
@@ -1935,7 +2098,10 @@ pub async fn d5_a_hint_beyond_the_ceiling_ends_the_run_as_the_loop_does<S: Store
         .build()
         .unwrap();
     let options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(5));
-    let record = jobs.enqueue("throttled", &1u32, options).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "throttled", &1u32, options)
+        .await
+        .unwrap();
 
     // What the loop does with the same failure: one attempt, the error returned, no wait.
     let policy = record.options.resolve().unwrap();
@@ -1985,7 +2151,8 @@ pub async fn d5_a_hint_beyond_the_ceiling_ends_the_run_as_the_loop_does<S: Store
     // A hint within the ceiling is the wait, to the millisecond; one at the ceiling too.
     *asked.lock().unwrap() = policy.max_retry_after();
     let at_ceiling = jobs
-        .enqueue(
+        .schedule(
+            When::Now,
             "throttled",
             &2u32,
             WorkOptions::new().retry(RetryOptions::new().with_max_attempts(5)),
@@ -2026,7 +2193,10 @@ pub async fn s14_a_hanging_attempt_times_out_and_is_retried<S: Store>(store: S) 
     let options = WorkOptions::new()
         .retry(RetryOptions::new().with_max_attempts(2))
         .attempt_timeout(Duration::from_secs(5));
-    let record = jobs.enqueue("hang", &1u32, options).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "hang", &1u32, options)
+        .await
+        .unwrap();
     assert_eq!(record.attempt_timeout, Some(Duration::from_secs(5)));
     assert_eq!(
         jobs.get(record.id).await.unwrap().unwrap().attempt_timeout,
@@ -2073,7 +2243,7 @@ pub async fn s14_a_hanging_attempt_times_out_and_is_retried<S: Store>(store: S) 
     assert!(
         log.whats()
             .iter()
-            .any(|w| matches!(w, What::Retrying { attempt: 1, .. }))
+            .any(|w| matches!(w, EventKind::Retrying { attempt: 1, .. }))
     );
 }
 
@@ -2093,7 +2263,10 @@ pub async fn s14_a_handler_that_ignores_its_timeout_loses_its_lease<S: Store + C
     let options = WorkOptions::new()
         .retry(RetryOptions::new().with_max_attempts(3))
         .attempt_timeout(Duration::from_secs(5));
-    let record = jobs.enqueue("stubborn", &1u32, options).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "stubborn", &1u32, options)
+        .await
+        .unwrap();
     let worker = jobs.clone();
     let run = tokio::spawn(async move { worker.run_due().await });
     let rival = builder(store, &clock)
@@ -2162,7 +2335,12 @@ pub async fn s14_the_attempt_timeout_is_validated<S: Store>(store: S) {
         ),
     ] {
         let err = jobs
-            .enqueue("count", &1u32, WorkOptions::new().attempt_timeout(timeout))
+            .schedule(
+                When::Now,
+                "count",
+                &1u32,
+                WorkOptions::new().attempt_timeout(timeout),
+            )
             .await
             .unwrap_err();
         assert!(matches!(err, ScheduleError::AttemptTimeout(_)), "{err}");
@@ -2173,7 +2351,8 @@ pub async fn s14_the_attempt_timeout_is_validated<S: Store>(store: S) {
         "an invalid call wrote a row"
     );
     let at_most = jobs
-        .enqueue(
+        .schedule(
+            When::Now,
             "count",
             &1u32,
             WorkOptions::new().attempt_timeout(retry_durable::MAX_ATTEMPT_TIMEOUT),
@@ -2184,7 +2363,10 @@ pub async fn s14_the_attempt_timeout_is_validated<S: Store>(store: S) {
         at_most.attempt_timeout,
         Some(retry_durable::MAX_ATTEMPT_TIMEOUT)
     );
-    let none = jobs.enqueue("count", &2u32, none()).await.unwrap();
+    let none = jobs
+        .schedule(When::Now, "count", &2u32, none())
+        .await
+        .unwrap();
     assert_eq!(none.attempt_timeout, None);
 }
 
@@ -2199,7 +2381,7 @@ pub async fn s14_enqueue_many_is_one_all_or_nothing_write<S: Store>(store: S) {
         .build()
         .unwrap();
     let held = jobs
-        .enqueue("count", &100u32, WorkOptions::new().key("held"))
+        .schedule(When::Now, "count", &100u32, WorkOptions::new().key("held"))
         .await
         .unwrap();
 
@@ -2211,7 +2393,7 @@ pub async fn s14_enqueue_many_is_one_all_or_nothing_write<S: Store>(store: S) {
         serde_json::json!(4),
     ];
     let err = jobs
-        .enqueue_many("count", values.iter().map(|v| (v, none())))
+        .schedule_many("count", queue_now(values.iter().map(|v| (v, none()))))
         .await
         .unwrap_err();
     assert!(matches!(err, ScheduleError::Item { index: 2, .. }), "{err}");
@@ -2222,24 +2404,24 @@ pub async fn s14_enqueue_many_is_one_all_or_nothing_write<S: Store>(store: S) {
     );
     // Bad options at position 1.
     let err = jobs
-        .enqueue_many(
+        .schedule_many(
             "count",
-            [
+            queue_now([
                 (1u32, none()),
                 (
                     2u32,
                     WorkOptions::new().retry(RetryOptions::new().with_max_attempts(0)),
                 ),
-            ],
+            ]),
         )
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "item 1: retry.max_attempts must be >= 1");
     // A key held by other work at position 1: the item before it is not written either.
     let err = jobs
-        .enqueue_many(
+        .schedule_many(
             "count",
-            [(1u32, none()), (2u32, WorkOptions::new().key("held"))],
+            queue_now([(1u32, none()), (2u32, WorkOptions::new().key("held"))]),
         )
         .await
         .unwrap_err();
@@ -2249,12 +2431,12 @@ pub async fn s14_enqueue_many_is_one_all_or_nothing_write<S: Store>(store: S) {
     );
     // Two items of the batch with one key and different work.
     let err = jobs
-        .enqueue_many(
+        .schedule_many(
             "count",
-            [
+            queue_now([
                 (7u32, WorkOptions::new().key("twice")),
                 (8u32, WorkOptions::new().key("twice")),
-            ],
+            ]),
         )
         .await
         .unwrap_err();
@@ -2268,15 +2450,15 @@ pub async fn s14_enqueue_many_is_one_all_or_nothing_write<S: Store>(store: S) {
     // A good batch: records in order; the held key returns its holder, a key repeated with
     // the same work returns the first.
     let records = jobs
-        .enqueue_many(
+        .schedule_many(
             "count",
-            [
+            queue_now([
                 (1u32, none()),
                 (100u32, WorkOptions::new().key("held")),
                 (3u32, WorkOptions::new().key("k")),
                 (3u32, WorkOptions::new().key("k")),
                 (5u32, none()),
-            ],
+            ]),
         )
         .await
         .unwrap();
@@ -2287,7 +2469,7 @@ pub async fn s14_enqueue_many_is_one_all_or_nothing_write<S: Store>(store: S) {
     assert!(records[0].id < records[2].id && records[2].id < records[4].id);
     assert_eq!(jobs.list().await.unwrap().len(), 4);
     assert!(
-        jobs.enqueue_many("count", Vec::<(u32, WorkOptions)>::new())
+        jobs.schedule_many("count", queue_now(Vec::<(u32, WorkOptions)>::new()))
             .await
             .unwrap()
             .is_empty()
@@ -2328,6 +2510,65 @@ pub async fn s14_enqueue_many_is_one_all_or_nothing_write<S: Store>(store: S) {
     // The two one-shots wait; the finished keyed items are kept for their keys.
     let waiting = retry_durable::WorkFilter::new().state(WorkState::Waiting);
     assert_eq!(jobs.list_where(&waiting, None, 100).await.unwrap().len(), 2);
+}
+
+/// Issue 28: one `schedule` (and one `schedule_many`) for every kind of work, each `When`
+/// written as the kind it names: a queue item due now, an interval one interval from now, a
+/// one-shot and a cron schedule; a bad interval in a batch is named by its position.
+pub async fn s1_one_schedule_takes_every_when<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .handler("count", flaky.handler(0))
+        .build()
+        .unwrap();
+    let now = jobs
+        .schedule(When::Now, "count", &1u32, none())
+        .await
+        .unwrap();
+    let every = jobs
+        .schedule(When::every(Duration::from_secs(90)), "count", &2u32, none())
+        .await
+        .unwrap();
+    let since = |r: &WorkRecord| r.due_at.as_millis() - MONDAY.as_millis();
+    assert_eq!((now.timing.kind(), since(&now)), ("queue", 0));
+    assert_eq!((every.timing.kind(), since(&every)), ("every", 90_000));
+
+    let records = jobs
+        .schedule_many(
+            "count",
+            [
+                (When::Now, 3u32, none()),
+                (When::Every(Duration::from_secs(60)), 4u32, none()),
+                (When::after(Duration::from_secs(30)), 5u32, none()),
+                (When::cron("0 * * * *"), 6u32, none()),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        records.iter().map(|r| r.timing.kind()).collect::<Vec<_>>(),
+        ["queue", "every", "once", "cron"]
+    );
+    assert_eq!(
+        records[..3].iter().map(since).collect::<Vec<_>>(),
+        [0, 60_000, 30_000]
+    );
+
+    // A zero interval is refused in a batch as it is alone, and nothing is written.
+    let err = jobs
+        .schedule_many(
+            "count",
+            [
+                (When::Now, 7u32, none()),
+                (When::every(Duration::ZERO), 8u32, none()),
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ScheduleError::Item { index: 1, .. }), "{err}");
+    let all = retry_durable::WorkFilter::new();
+    assert_eq!(jobs.list_where(&all, None, 100).await.unwrap().len(), 6);
 }
 
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
@@ -2376,6 +2617,7 @@ macro_rules! engine_suite {
             s14_a_handler_that_ignores_its_timeout_loses_its_lease,
             s14_the_attempt_timeout_is_validated,
             s14_enqueue_many_is_one_all_or_nothing_write,
+            s1_one_schedule_takes_every_when,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {

@@ -12,9 +12,10 @@ use std::time::Duration;
 use retry_core::TokioClock;
 use retry_core::effects::{
     CallKey, CallRecord, CallResponse, CallState, Insert, Ledger, LedgerError, RecoveryAction,
-    RecoveryPolicy, ResultSource, Revision, Timestamp, ToolCall, ToolContext, ToolEffect,
-    ToolRunner, ToolSpec, Toolbox, Transition, tool_fn,
+    RecoveryPolicy, ResultSource, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox,
+    Transition, tool_fn,
 };
+use retry_core::store::{Revision, Timestamp};
 use serde_json::{Value, json};
 
 pub const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::effects::Timestamp;
+use retry_core::store::Timestamp;
 use retry_durable::{
-    Event, Jobs, JobsBuilder, Released, Store, StoreError, What, WorkId, WorkOptions,
+    Event, EventKind, Jobs, JobsBuilder, Released, Store, StoreError, When, WorkId, WorkOptions,
 };
 use retry_testkit::MockClock;
 
@@ -80,7 +80,7 @@ impl Log {
             .unwrap()
             .iter()
             .filter_map(|e| match &e.what {
-                What::Quarantined { reason } => Some((e.id, reason.clone())),
+                EventKind::Quarantined { reason } => Some((e.id, reason.clone())),
                 _ => None,
             })
             .collect()
@@ -122,11 +122,11 @@ async fn quarantined_once<S: Store, T: Tamper>(
     let (clock, calls, log) = (MockClock::new(), Calls::default(), Log::default());
     let jobs = jobs(store, &clock, &calls, &log);
     let bad = jobs
-        .enqueue("count", &1_u32, WorkOptions::new())
+        .schedule(When::Now, "count", &1_u32, WorkOptions::new())
         .await
         .unwrap();
     let good = jobs
-        .enqueue("count", &2_u32, WorkOptions::new())
+        .schedule(When::Now, "count", &2_u32, WorkOptions::new())
         .await
         .unwrap();
     tamper.tamper(bad.id, change).await;
@@ -237,7 +237,7 @@ pub async fn s15_a_quarantined_row_can_be_purged<S: Store, T: Tamper>((store, ta
     let (jobs, _clock, _calls, bad) =
         quarantined_once(store, &tamper, Change::OptionsNotJson, "options").await;
     let other = jobs
-        .enqueue("count", &3_u32, WorkOptions::new())
+        .schedule(When::Now, "count", &3_u32, WorkOptions::new())
         .await
         .unwrap();
     assert!(
@@ -262,7 +262,7 @@ pub async fn s15_a_listing_names_a_bad_row_and_returns_the_good_ones<S: Store, T
     let mut ids = Vec::new();
     for n in 0..3_u32 {
         ids.push(
-            jobs.enqueue("count", &n, WorkOptions::new())
+            jobs.schedule(When::Now, "count", &n, WorkOptions::new())
                 .await
                 .unwrap()
                 .id,

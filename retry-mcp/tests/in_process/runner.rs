@@ -9,9 +9,10 @@ use crate::support::{Answer, Event, InProcess, assert_plain_failure};
 use retry_core::RetryOptions;
 use retry_core::effects::{
     CallKey, CallLimits, CallResponse, CallState, FailureKind, Ledger, MemoryLedger,
-    ReconcileReason, RecoveryAction, RecoveryPolicy, Resolution, Review, RunnerError, Timestamp,
-    ToolCall, ToolEffect, ToolRunner, Toolbox,
+    ReconcileReason, RecoveryAction, RecoveryPolicy, Resolution, Review, RunnerError, ToolCall,
+    ToolEffect, ToolRunner, Toolbox,
 };
+use retry_core::store::Timestamp;
 use retry_mcp::{ConnectOptions, RemoteTool, ToolHints, ToolServer};
 use serde_json::{Value, json};
 

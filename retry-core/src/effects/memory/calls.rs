@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn short_and_long_keys_are_found_again() {
-        let lease = crate::effects::Timestamp::from_millis(1);
+        let lease = crate::store::Timestamp::from_millis(1);
         let keys: Vec<CallKey> = ["c".to_owned(), "x".repeat(60), "y".repeat(200)]
             .into_iter()
             .map(|call| CallKey::new("run", call).unwrap_or_else(|e| panic!("{e}")))
@@ -214,7 +214,8 @@ mod tests {
 
     #[test]
     fn a_lookup_compares_the_key_not_only_its_hash() {
-        use crate::effects::{CallKey, Timestamp, ToolEffect};
+        use crate::effects::{CallKey, ToolEffect};
+        use crate::store::Timestamp;
         let record = |call: &str| {
             let key = CallKey::new("run", call).unwrap_or_else(|e| panic!("{e}"));
             let lease = Timestamp::from_millis(1);

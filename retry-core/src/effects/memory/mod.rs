@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::key::{CallKey, check_run_id};
 use super::ledger::{Insert, Ledger, LedgerError};
 use super::record::{CallRecord, CallState, RecordProblem, Transition};
-use super::store::Revision;
+use crate::store::Revision;
 use calls::Calls;
 
 mod calls;
@@ -16,7 +16,8 @@ mod calls;
 /// across a simulated crash and give another to the "restarted" runner.
 ///
 /// ```
-/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, MemoryLedger, Timestamp, ToolEffect, Transition};
+/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, MemoryLedger, ToolEffect, Transition};
+/// use retry_core::store::Timestamp;
 /// use serde_json::json;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -45,8 +45,8 @@ use crate::effects::key::CallKey;
 use crate::effects::ledger::{Insert, Ledger, LedgerError};
 use crate::effects::outcome::{FailureKind, ToolFailure, ToolOutcome};
 use crate::effects::record::{CallRecord, CallState, ReconcileReason, Transition};
-use crate::effects::store::Timestamp;
 use crate::effects::tool::ToolContext;
+use crate::store::Timestamp;
 use crate::time::Clock;
 
 /// A request to run a tool: which call, which tool, with which JSON arguments.

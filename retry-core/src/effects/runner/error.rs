@@ -5,7 +5,7 @@ use crate::effects::hash::ArgsHash;
 use crate::effects::key::{CallKey, IdempotencyKey};
 use crate::effects::ledger::LedgerError;
 use crate::effects::record::ReconcileReason;
-use crate::effects::store::Timestamp;
+use crate::store::Timestamp;
 
 /// Why the runner could not bring a call to a result. Each case is its own variant, so a
 /// caller can tell a refusal to run twice from a broken ledger.

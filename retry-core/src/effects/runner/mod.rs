@@ -23,8 +23,8 @@ use super::erased::DynTool;
 use super::key::CallKey;
 use super::ledger::{Ledger, LedgerError};
 use super::record::{CallRecord, CallStateKind, Transition};
-use super::store::{Epoch, Timestamp};
 use super::tool::Toolbox;
+use crate::store::{Epoch, Timestamp};
 use crate::time::{Clock, DefaultClock};
 
 mod approval;

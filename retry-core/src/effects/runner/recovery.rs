@@ -24,8 +24,8 @@ use crate::effects::record::{CallRecord, CallState, ReconcileReason};
 use crate::effects::safety::{
     CommitState, NotRetrySafe, RefuseReason, RetryDecision, RetryFacts, decide_retry,
 };
-use crate::effects::store::Timestamp;
 use crate::policy::DEFAULT_MAX_ATTEMPTS;
+use crate::store::Timestamp;
 use crate::time::Clock;
 
 /// What recovery may run on its own. The default runs calls that provably never started and

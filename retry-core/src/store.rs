@@ -1,10 +1,10 @@
-//! What every durable store of this crate has in common, whatever it stores (tool calls in a
-//! ledger, jobs in a queue): records versioned by a [`Revision`] and changed only by
-//! compare-and-swap, and leases that expire at a [`Timestamp`] in epoch milliseconds.
+//! What every durable store has in common, whatever it stores (tool calls in a ledger, jobs
+//! in a queue): records versioned by a [`Revision`] and changed only by compare-and-swap, and
+//! leases that expire at a [`Timestamp`] in epoch milliseconds, read through an [`Epoch`].
 //!
-//! Separate from the tool-call ledger, and compiled without the `effects` feature (no
-//! `serde_json`, no `sha2`), so that a store in another crate (SQLite, PostgreSQL) can use the
-//! same primitives without the in-memory runner.
+//! A module of its own, compiled with no feature (no `serde_json`, no `sha2`), because both
+//! the tool-call ledger ([`effects`](crate::effects)) and the durable job stores of
+//! `retry-durable` build on it: neither owns the primitives of the other.
 //!
 //! # Leases
 //!
@@ -13,7 +13,7 @@
 //! which means nothing outside the process that made it. Stores keep milliseconds since the
 //! Unix epoch instead, and a lease that ends at `until` has expired at `now` when
 //! `until <= now` (in SQL, `lease_until <= ?`). The runner reads them from a
-//! [`Clock`](crate::Clock) anchored to a wall-clock time once, so tests drive leases with
+//! [`Clock`] anchored to a wall-clock time once, so tests drive leases with
 //! virtual time like everything else.
 
 use std::fmt;
@@ -77,7 +77,7 @@ impl fmt::Display for Revision {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::effects::Timestamp;
+/// use retry_core::store::Timestamp;
 ///
 /// let t = Timestamp::from_millis(1_000);
 /// assert_eq!(t + Duration::from_secs(2), Timestamp::from_millis(3_000));
@@ -174,7 +174,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::effects::{Epoch, Timestamp};
+/// use retry_core::store::{Epoch, Timestamp};
 /// use retry_core::TokioClock;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
