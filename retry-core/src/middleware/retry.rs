@@ -15,8 +15,8 @@ use crate::jitter::Jitter;
 use crate::policy::{DEFAULT_MAX_RETRY_AFTER, RetryPolicy};
 use crate::protection::RetryBudget;
 use crate::retry::{
-    BudgetSlot, EveryError, Handle, Limited, NoBreaker, NoBudget, OnRetry, Operation, Protected,
-    Retry, RetryAfter, RetryError, ShouldRetry, Typed,
+    BudgetSlot, EarlyStop, EveryError, Handle, Hooks, Limited, NoBreaker, NoBudget, OnRetry,
+    Operation, Protected, Retry, RetryAfter, RetryError, ShouldRetry, Typed,
 };
 use crate::rng::LoopRng;
 use crate::schedule::{Drawn, Follow, Start};
@@ -425,12 +425,16 @@ where
         };
         let budget = config.budget.clone();
         RetryFuture {
-            inner: Retry::with_every_hook(policy, attempts, rules(), when, rules(), rules())
-                .cancel_on(signal)
-                .protected(
-                    |limits| limits,
-                    |_| Protected::new(budget, NoBreaker, EveryError, Typed),
-                ),
+            inner: Retry::with_every_hook(
+                policy,
+                attempts,
+                Hooks::new(rules(), when, rules(), rules()),
+            )
+            .cancel_on(signal)
+            .protected(
+                |limits| limits,
+                |_| Protected::new(budget, NoBreaker, EveryError, Typed),
+            ),
         }
     }
 }
@@ -523,13 +527,14 @@ type Inner<F, D, P, A, R> = Retry<
     <F as Task>::Future,
     TaskFailure,
     DefaultClock,
-    Rules<F, D, P, A, R>,
-    Stops<F, D, P, A, R>,
-    Rules<F, D, P, A, R>,
-    Rules<F, D, P, A, R>,
-    Limited<WaitForCancellation>,
-    Protected<R, NoBreaker, EveryError>,
+    TaskHooks<F, D, P, A, R>,
+    EarlyStop<Limited<WaitForCancellation>, Protected<R, NoBreaker, EveryError>>,
 >;
+
+/// The core loop's hooks for one run of a [`RetryTask`]: the config's delay, the predicate,
+/// the observer and the hint.
+type TaskHooks<F, D, P, A, R> =
+    Hooks<Rules<F, D, P, A, R>, Stops<F, D, P, A, R>, Rules<F, D, P, A, R>, Rules<F, D, P, A, R>>;
 
 pin_project! {
     /// The future of one run of a [`RetryTask`]: the crate's retry loop, its outcome told as

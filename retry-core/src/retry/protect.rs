@@ -19,10 +19,10 @@ use std::future::Future;
 use std::ops::Deref;
 use std::time::Duration;
 
-use super::limits::{IntoLimited, Limited, Limits, StopReason};
-use super::{Operation, Retry};
+use super::limits::{IntoLimited, Limits, StopReason};
+use super::stops::EarlyStop;
+use super::{LimitedBy, LoopHooks, Operation, Retry};
 use crate::protection::{BudgetExhausted, CircuitBreaker, CircuitOpen, RetryBudget, Ticket};
-use crate::schedule::Follow;
 use crate::time::Clock;
 
 /// Why shared protection stopped a loop.
@@ -409,15 +409,25 @@ type WithBreaker<P, R> =
     Protected<<P as IntoProtected>::Budget, Handle<R>, <P as IntoProtected>::Counts>;
 /// A protection of type `P` counting the errors `F` counts.
 type WithCounts<P, F> = Protected<<P as IntoProtected>::Budget, <P as IntoProtected>::Breaker, F>;
+/// A budget and a breaker chosen at run time, each absent or a handle.
+type Chosen<R, K, F> = Protected<Option<Handle<R>>, Option<Handle<K>>, F>;
 
-// The return types spell out every type parameter on purpose: each builder changes one or two.
-#[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+/// What stops a loop under limits `L` and protection `G` once budget `R` is added.
+type Budgeted<L, G, R> = EarlyStop<LimitedBy<L>, WithBudget<G, R>>;
+/// What stops a loop under limits `L` and protection `G` once breaker `R` is added.
+type Broken<L, G, R> = EarlyStop<LimitedBy<L>, WithBreaker<G, R>>;
+/// What stops a loop under limits `L` and protection `G` once its breaker counts `F`'s errors.
+type Counting<L, G, F> = EarlyStop<L, WithCounts<G, F>>;
+/// What stops a loop under limits `L` once its protection is chosen at run time.
+type ChosenStops<L, R, K, F> = EarlyStop<LimitedBy<L>, Chosen<R, K, F>>;
+
+// The return types name what each builder changes: the protection, and the limits with it.
+impl<Op, Fut, T, E, C, K, L, G> Retry<Op, Fut, E, C, K, EarlyStop<L, G>>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Follow<E>,
+    K: LoopHooks<E>,
     L: Limits,
     G: IntoProtected,
 {
@@ -454,7 +464,7 @@ where
     pub fn budget<R: Deref<Target = RetryBudget>>(
         self,
         budget: R,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, WithBudget<G, R>>
+    ) -> Retry<Op, Fut, E, C, K, Budgeted<L, G, R>>
     where
         L: IntoLimited,
     {
@@ -499,7 +509,7 @@ where
     pub fn breaker<R: Deref<Target = CircuitBreaker>>(
         self,
         breaker: R,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, WithBreaker<G, R>>
+    ) -> Retry<Op, Fut, E, C, K, Broken<L, G, R>>
     where
         L: IntoLimited,
     {
@@ -519,7 +529,7 @@ where
     pub fn breaker_counts<F: FnMut(&E) -> bool>(
         self,
         counts: F,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, L, WithCounts<G, F>> {
+    ) -> Retry<Op, Fut, E, C, K, Counting<L, G, F>> {
         self.protected(
             |l| l,
             |g| {
@@ -535,13 +545,12 @@ where
     }
 }
 
-#[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+impl<Op, Fut, T, E, C, K, L, G> Retry<Op, Fut, E, C, K, EarlyStop<L, G>>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Follow<E>,
+    K: LoopHooks<E>,
     L: Limits,
 {
     /// [`budget`](Retry::budget), [`breaker`](Retry::breaker) and
@@ -551,27 +560,16 @@ where
     /// caller's that implements [`Counts`] (zero-sized: nothing added to the loop's future).
     /// Replaces any protection set before.
     #[doc(hidden)]
-    pub fn protection<R, K, F>(
+    pub fn protection<R, X, F>(
         self,
         budget: Option<R>,
-        breaker: Option<K>,
+        breaker: Option<X>,
         counts: F,
-    ) -> Retry<
-        Op,
-        Fut,
-        E,
-        C,
-        B,
-        W,
-        N,
-        H,
-        Limited<L::Signal>,
-        Protected<Option<Handle<R>>, Option<Handle<K>>, F>,
-    >
+    ) -> Retry<Op, Fut, E, C, K, ChosenStops<L, R, X, F>>
     where
         L: IntoLimited,
         R: Deref<Target = RetryBudget>,
-        K: Deref<Target = CircuitBreaker>,
+        X: Deref<Target = CircuitBreaker>,
         F: Counts<E>,
     {
         self.protected(
