@@ -14,9 +14,10 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use retry_core::effects::IdempotencyKey;
 use retry_core::middleware::WaitForCancellation;
+use retry_core::protect::Protected;
 use retry_core::{
-    CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, NamedOp, Protected,
-    Retry, RetryError, Unprotected,
+    CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, NamedOp, Retry,
+    RetryError, Unprotected,
 };
 use tower_layer::Layer;
 use tower_service::Service;

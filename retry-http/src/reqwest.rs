@@ -12,8 +12,9 @@ use pin_project_lite::pin_project;
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 use retry_core::effects::IdempotencyKey;
+use retry_core::protect::Protected;
 use retry_core::{
-    CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, Protected, Unprotected,
+    CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, Unprotected,
 };
 
 use crate::body::ResponseBody;

@@ -151,9 +151,8 @@ where
 
 /// A clock whose sleeps block the thread ([`Clock::sleep_blocking`]) when first polled: the
 /// clock of a loop driven by [`Retry::call`].
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
-pub struct OnThread<C>(C);
+pub(super) struct OnThread<C>(C);
 
 impl<C> OnThread<C> {
     pub(super) fn new(clock: C) -> Self {
@@ -188,9 +187,8 @@ impl<C: Clock + Clone> Clock for OnThread<C> {
 }
 
 /// The wait of [`OnThread`]: the inner clock's blocking sleep, on its first poll.
-#[doc(hidden)]
 #[derive(Debug)]
-pub struct ThreadWait<C> {
+pub(super) struct ThreadWait<C> {
     /// Taken by the poll that waits.
     clock: Option<C>,
     duration: Duration,

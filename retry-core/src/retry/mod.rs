@@ -48,7 +48,7 @@ use crate::time::Clock;
 pub use adjust::Adjusted;
 pub use blocking::Blocking;
 #[doc(hidden)]
-pub use blocking::{Inline, OnThread, Preemptible, ThreadWait};
+pub use blocking::{Inline, Preemptible};
 #[doc(hidden)]
 pub use driver::{
     AsBreaker, AsBudget, Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit,
@@ -62,18 +62,15 @@ pub use hooks::{
 
 pub(crate) use limits::Timer;
 #[doc(hidden)]
-pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
+pub use limits::{IntoLimited, Memory, TimerSlot};
 pub use limits::{Limited, Limits, Unlimited};
 pub use protect::Unprotected;
-#[doc(hidden)]
 pub use protect::{
-    AsError, BreakerSlot, BudgetSlot, Counts, Ending, Ends, EveryError, Handle, IntoProtected,
-    NoBreaker, NoBudget, Protected, Protection, Refusal, Typed,
+    BreakerSlot, BudgetSlot, Chosen, Counts, Ends, EveryError, Handle, IntoProtected, NoBreaker,
+    NoBudget, Protected, Protection, Slot, Typed,
 };
 pub use stops::{EarlyStop, LoopStops};
 pub use summary::{RetrySummary, Summarized};
-#[doc(hidden)]
-pub use summary::{Summed, Tally};
 pub use value::WhenOk;
 #[doc(hidden)]
 pub use value::{JudgeOk, Unjudged};
