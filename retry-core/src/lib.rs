@@ -97,6 +97,8 @@
 //!   requests plus a floor per second) and a [`CircuitBreaker`] (stop calling a dependency that
 //!   keeps failing, probe it after a break) shared by every call to a dependency; a refusal ends
 //!   the loop at once as [`RetryError::BudgetExhausted`] or [`RetryError::CircuitOpen`].
+//! - [`protect`]: the types a loop's protection has, for adapters that build a loop in one
+//!   step ([`RetryPolicy::retry_with`]) and name its type.
 //! - [`Jitter`], [`Backoff`], [`ExponentialBackoff`], [`Fibonacci`], [`Linear`],
 //!   [`Constant`]: delay schedules.
 //! - [`Clock`], [`Scope`]: injectable time and seeded randomness.
@@ -141,6 +143,7 @@ pub mod middleware;
 mod number;
 mod options;
 mod policy;
+pub mod protect;
 mod protection;
 mod retry;
 mod rng;
@@ -171,9 +174,9 @@ pub use protection::{
     Permit, RetryBudget, StateChange,
 };
 pub use retry::{
-    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NamedOp, NoHint, OnRetry,
-    Operation, Retry, RetryAfter, RetryError, RetrySummary, ShouldRetry, Silent, Summarized,
-    Unlimited, Unprotected, WhenOk,
+    Adjusted, Always, Blocking, EarlyStop, Hooks, LimitExceeded, Limited, Limits, LoopHooks,
+    LoopStops, NamedOp, NoHint, OnRetry, Operation, Retry, RetryAfter, RetryError, RetrySummary,
+    ShouldRetry, Silent, Summarized, Unlimited, Unprotected, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
@@ -189,17 +192,11 @@ pub use time::{Clock, DefaultClock, DefaultSleep, Scope, TokioClock};
 #[cfg(feature = "macros")]
 pub use retry_macros::{retry, tool};
 
+// Named by the bounds of public items (the loop's limits, operations, schedules), so
+// nameable; the machinery behind them, not API to call.
 #[doc(hidden)]
-pub use retry::{
-    AsError, BreakerSlot, BudgetSlot, Counts, Ending, Ends, EveryError, Forget, Handle,
-    IntoLimited, IntoProtected, Memory, NoBreaker, NoBudget, NoTimer, Protected, Protection,
-    Recall, Refusal, TimerSlot, Typed,
-};
-#[doc(hidden)]
-pub use retry::{Inline, JudgeOk, OnThread, Preemptible, Summed, Tally, ThreadWait, Unjudged};
-#[doc(hidden)]
-pub use rng::LoopRng;
+pub use retry::{Inline, IntoLimited, JudgeOk, Memory, Preemptible, TimerSlot, Unjudged};
 pub use schedule::Schedule;
 #[doc(hidden)]
-pub use schedule::{Drawn, Follow, Kept, Nothing, PolicyKept, Start};
+pub use schedule::{Follow, Kept};
 pub use shapes::{Fibonacci, FibonacciBuilder, Linear, LinearBuilder};

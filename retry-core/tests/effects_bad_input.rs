@@ -179,9 +179,8 @@ async fn a5_arguments_128_levels_deep_are_accepted_and_129_refused_with_nothing_
 /// and nothing is stored.
 #[tokio::test]
 async fn a5_arguments_made_too_deep_are_refused_by_the_ledger_too() {
-    use retry_core::effects::{
-        CallArgs, CallRecord, LedgerError, RecordProblem, Timestamp, Transition,
-    };
+    use retry_core::effects::{CallArgs, CallRecord, LedgerError, RecordProblem, Transition};
+    use retry_core::store::Timestamp;
     let ledger = MemoryLedger::new();
     let key = CallKey::new("run", "deep").unwrap();
     let record = CallRecord::prepared(

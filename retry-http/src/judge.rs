@@ -9,7 +9,8 @@ use std::fmt;
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
-use retry_core::{CircuitBreaker, Clock, Counts, Handle, Protected, RetryBudget, RetryError};
+use retry_core::protect::{Chosen, Counts};
+use retry_core::{CircuitBreaker, Clock, RetryBudget, RetryError};
 
 use crate::classify::{Classify, Kind, Outcome, never_sent};
 use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, open, write_chain};
@@ -198,8 +199,7 @@ pub(crate) type NotifyFn<R> = fn(&Lost<R>, u32, Duration);
 /// The loop's `retry_after`: the server's hint.
 pub(crate) type HintFn<R> = fn(&Lost<R>) -> Option<Duration>;
 /// The loop's shared protection: the policy's budget and breaker, each optional.
-pub(crate) type Guard =
-    Protected<Option<Handle<Held<RetryBudget>>>, Option<Handle<Held<CircuitBreaker>>>, Counted>;
+pub(crate) type Guard = Chosen<Held<RetryBudget>, Held<CircuitBreaker>, Counted>;
 
 /// The loop's `breaker_counts`: the judge's word, decided when the attempt ended. A type of
 /// no size, not a function pointer: it lives in every call's future.

@@ -14,9 +14,10 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use retry_core::effects::IdempotencyKey;
 use retry_core::middleware::WaitForCancellation;
+use retry_core::protect::Protected;
 use retry_core::{
-    CancelToken, Clock, DefaultClock, FromPolicy, Limited, NamedOp, Protected, Retry, RetryError,
-    Unprotected,
+    CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, NamedOp, Retry,
+    RetryError, Unprotected,
 };
 use tower_layer::Layer;
 use tower_service::Service;
@@ -129,12 +130,13 @@ type Loop<S, B, ResB, P, C, G> = Retry<
     AttemptFuture<S, B, ResB, P, C>,
     Lost<LayerResponse<ResB>>,
     C,
-    FromPolicy,
-    WhenFn<LayerResponse<ResB>>,
-    NotifyFn<LayerResponse<ResB>>,
-    HintFn<LayerResponse<ResB>>,
-    Limited<Cancel>,
-    G,
+    Hooks<
+        FromPolicy,
+        WhenFn<LayerResponse<ResB>>,
+        NotifyFn<LayerResponse<ResB>>,
+        HintFn<LayerResponse<ResB>>,
+    >,
+    EarlyStop<Limited<Cancel>, G>,
 >;
 
 impl<S, B, ResB, P, C> Service<Request<B>> for RetryService<S, P, C>
@@ -196,6 +198,7 @@ where
         let when: WhenFn<LayerResponse<ResB>> = may_retry;
         let notify: NotifyFn<LayerResponse<ResB>> = retrying;
         let hint: HintFn<LayerResponse<ResB>> = hint;
+        let hooks = Hooks::new(FromPolicy, when, notify, hint);
         // Without a token the loop has no signal to poll.
         let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
         let (policy, ceiling) = (&shared.policy, shared.policy.max_retry_after());
@@ -204,7 +207,11 @@ where
         // move the whole loop, requests included).
         let state = if protection.is_none() {
             State::Running {
-                run: policy.retry_with(NamedOp(attempts), when, notify, hint, limits, Unprotected),
+                run: policy.retry_with(
+                    NamedOp(attempts),
+                    hooks,
+                    EarlyStop::new(limits, Unprotected),
+                ),
                 target: Some(target),
                 max_attempts,
                 ceiling,
@@ -216,7 +223,7 @@ where
                 Counted,
             );
             State::Protected {
-                run: policy.retry_with(NamedOp(attempts), when, notify, hint, limits, guard),
+                run: policy.retry_with(NamedOp(attempts), hooks, EarlyStop::new(limits, guard)),
                 target: Some(target),
                 max_attempts,
                 ceiling,

@@ -12,7 +12,10 @@ use pin_project_lite::pin_project;
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 use retry_core::effects::IdempotencyKey;
-use retry_core::{CancelToken, Clock, DefaultClock, Limited, Protected, Unprotected};
+use retry_core::protect::Protected;
+use retry_core::{
+    CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, Unprotected,
+};
 
 use crate::body::ResponseBody;
 use crate::bound::{Bound, exchange_end, watch};
@@ -208,6 +211,7 @@ where
         let when: fn(&Lost<Response>, u32) -> bool = may_retry;
         let notify: fn(&Lost<Response>, u32, std::time::Duration) = retrying;
         let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
+        let hooks = Hooks::new(FromPolicy, when, notify, hint);
         // Without a token the loop has no signal to poll.
         let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
         let protection = &shared.protection;
@@ -216,7 +220,7 @@ where
         let outcome = if protection.is_none() {
             let policy = &shared.policy;
             policy
-                .retry_with(op, when, notify, hint, limits, Unprotected)
+                .retry_with(op, hooks, EarlyStop::new(limits, Unprotected))
                 .await
         } else {
             let guard = Protected::of(
@@ -226,7 +230,7 @@ where
             );
             let policy = &shared.policy;
             policy
-                .retry_with(op, when, notify, hint, limits, guard)
+                .retry_with(op, hooks, EarlyStop::new(limits, guard))
                 .await
         };
         finish(

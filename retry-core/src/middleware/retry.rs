@@ -20,8 +20,8 @@ use crate::error::{TaskError, TaskFailure, classify};
 use crate::policy::RetryPolicy;
 use crate::protection::RetryBudget;
 use crate::retry::{
-    BudgetSlot, EveryError, Handle, Limited, NoBreaker, NoBudget, OnRetry, Operation, Protected,
-    Retry, RetryAfter, RetryError, ShouldRetry, Typed,
+    BudgetSlot, EarlyStop, EveryError, Handle, Hooks, Limited, NoBreaker, NoBudget, OnRetry,
+    Operation, Protected, Retry, RetryAfter, RetryError, ShouldRetry, Typed,
 };
 use crate::schedule::Schedule;
 use crate::time::DefaultClock;
@@ -323,10 +323,12 @@ where
             inner: Retry::with_every_hook(
                 self.policy,
                 attempts,
-                self.backoff.clone(),
-                when,
-                notify,
-                Hint(Arc::clone(&self.hint)),
+                Hooks::new(
+                    self.backoff.clone(),
+                    when,
+                    notify,
+                    Hint(Arc::clone(&self.hint)),
+                ),
             )
             .cancel_on(signal)
             .protected(
@@ -391,13 +393,13 @@ type Inner<F, B, W, N, H, R> = Retry<
     <F as Task>::Future,
     TaskFailure,
     DefaultClock,
-    B,
-    Stops<W>,
-    Notifier<N>,
-    Hint<H>,
-    Limited<WaitForCancellation>,
-    Protected<R, NoBreaker, EveryError>,
+    TaskHooks<B, W, N, H>,
+    EarlyStop<Limited<WaitForCancellation>, Protected<R, NoBreaker, EveryError>>,
 >;
+
+/// The core loop's hooks for one run of a [`RetryTask`]: its schedule, its predicate (which also
+/// stops on cancellation), its notifier and its hint.
+type TaskHooks<B, W, N, H> = Hooks<B, Stops<W>, Notifier<N>, Hint<H>>;
 
 pin_project! {
     /// The future of one run of a [`RetryTask`]: the crate's retry loop, its outcome told as

@@ -8,8 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::hooks::Operation;
-use super::limits::Limits;
-use super::{Retry, State};
+use super::{LoopHooks, LoopStops, Retry, State};
 use crate::schedule::{Follow, Start};
 use crate::time::Clock;
 
@@ -19,6 +18,13 @@ use crate::time::Clock;
 pub struct Adjusted<B, F> {
     schedule: B,
     adjust: F,
+}
+
+impl<B, F> Adjusted<B, F> {
+    /// `schedule`'s waits, passed through `adjust`.
+    pub(super) fn new(schedule: B, adjust: F) -> Self {
+        Adjusted { schedule, adjust }
+    }
 }
 
 impl<E, B, F> Follow<E> for Adjusted<B, F>
@@ -50,15 +56,14 @@ where
     }
 }
 
-// Each builder changes one type parameter, and the return type says which.
-#[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+// The builder changes the hooks' schedule, and the return type says how.
+impl<Op, Fut, T, E, C, K, S> Retry<Op, Fut, E, C, K, S>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Follow<E>,
-    L: Limits,
+    K: LoopHooks<E>,
+    S: LoopStops,
 {
     /// Passes every computed wait through `adjust(delay, failed_attempt, error)` and waits
     /// what it returns, still clamped to the policy's `max_delay`.
@@ -91,23 +96,16 @@ where
     /// assert_eq!(waits, [800, 400]);
     /// # }
     /// ```
-    pub fn adjust<F>(self, adjust: F) -> Retry<Op, Fut, E, C, Adjusted<B, F>, W, N, H, L, G>
+    pub fn adjust<F>(self, adjust: F) -> Retry<Op, Fut, E, C, K::WithAdjust<F>, S>
     where
         F: FnMut(Duration, u32, Option<&E>) -> Duration,
     {
         Retry {
             plan: self.plan,
             op: self.op,
-            backoff: Adjusted {
-                schedule: self.backoff,
-                adjust,
-            },
-            when: self.when,
-            notify: self.notify,
-            hint: self.hint,
+            hooks: self.hooks.with_adjust(adjust),
             progress: self.progress,
-            limits: self.limits,
-            protection: self.protection,
+            stops: self.stops,
             state: State::Start,
         }
     }

@@ -19,11 +19,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::hooks::Operation;
-use super::limits::Limits;
 use super::protect::Protection;
 use super::value::{JudgeOk, Unjudged};
-use super::{OnRetry, Retry, RetryAfter, RetryPolicy, ShouldRetry};
-use crate::schedule::Follow;
+use super::{LoopHooks, LoopStops, OnRetry, OutputOf, Retry, RetryAfter, RetryPolicy, ShouldRetry};
 use crate::time::{Clock, block_here};
 
 /// An operation that finishes inside [`Operation::start`]: what [`Retry::call`] can drive on
@@ -120,17 +118,13 @@ impl<C: Clock + Clone> RetryPolicy<C> {
     }
 }
 
-impl<Op, T, E, C, B, W, N, H, L, G> Retry<Op, Ready<Result<T, E>>, E, C, B, W, N, H, L, G>
+impl<Op, T, E, C, K, S> Retry<Op, Ready<Result<T, E>>, E, C, K, S>
 where
     Op: Operation<Attempt = Ready<Result<T, E>>> + JudgeOk<T> + Inline,
     E: fmt::Debug,
     C: Clock + Clone,
-    B: Follow<E>,
-    W: ShouldRetry<E>,
-    N: OnRetry<E>,
-    H: RetryAfter<E>,
-    L: Limits,
-    G: Protection<E>,
+    K: LoopHooks<E, When: ShouldRetry<E>, Notify: OnRetry<E>, Hint: RetryAfter<E>>,
+    S: LoopStops<Guard: Protection<E>>,
 {
     /// Runs this blocking loop on the calling thread to its end: the value, or the **last**
     /// error (or, with limits, a [`RetryError`](crate::RetryError)).
@@ -149,7 +143,7 @@ where
     ///     .attempt_timeout(std::time::Duration::from_secs(1))
     ///     .call();
     /// ```
-    pub fn call(self) -> L::Output<T, E> {
+    pub fn call(self) -> OutputOf<S, T, E> {
         let clock = OnThread(self.plan.clock().clone());
         block_here(self.clock(clock))
     }
@@ -157,9 +151,8 @@ where
 
 /// A clock whose sleeps block the thread ([`Clock::sleep_blocking`]) when first polled: the
 /// clock of a loop driven by [`Retry::call`].
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
-pub struct OnThread<C>(C);
+pub(super) struct OnThread<C>(C);
 
 impl<C> OnThread<C> {
     pub(super) fn new(clock: C) -> Self {
@@ -194,9 +187,8 @@ impl<C: Clock + Clone> Clock for OnThread<C> {
 }
 
 /// The wait of [`OnThread`]: the inner clock's blocking sleep, on its first poll.
-#[doc(hidden)]
 #[derive(Debug)]
-pub struct ThreadWait<C> {
+pub(super) struct ThreadWait<C> {
     /// Taken by the poll that waits.
     clock: Option<C>,
     duration: Duration,

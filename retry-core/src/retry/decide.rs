@@ -7,13 +7,16 @@
 //! and attempt timeout — are written once.
 
 use std::fmt;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tracing::Level;
 use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
+use super::hooks::Hooks;
 use super::limits::{Exit, Limits, Memory, StopReason};
 use super::protect::{Ending, Protection, Refusal};
+use super::stops::EarlyStop;
 use super::value::JudgeOk;
 use super::{OnRetry, Progress, RetryAfter, ShouldRetry, Timer};
 use crate::decision::{self, GiveUp};
@@ -25,9 +28,11 @@ pub(super) const TARGET: &str = "retry_core";
 
 /// What every failure is checked against, read once per poll rather than once per failure:
 /// the policy's limits as durations, a fixed schedule's clamped wait, and whether `tracing`
-/// records warnings at all (the event that every retry emits).
+/// records warnings at all (the event that every retry emits); and the plan they were read
+/// from (its clock).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Checks {
+pub(super) struct Checks<'p, C> {
+    plan: &'p Plan<C>,
     max_attempts: u32,
     max_delay_ms: u64,
     /// The ceiling's whole seconds: a delay below them needs no clamp.
@@ -38,11 +43,12 @@ pub(super) struct Checks {
     warns: bool,
 }
 
-impl Checks {
+impl<'p, C> Checks<'p, C> {
     /// The checks of a loop under `plan` following `backoff`.
     #[inline]
-    pub(super) fn new<C, B: Follow<E>, E>(plan: &Plan<C>, backoff: &B) -> Self {
+    pub(super) fn new<B: Follow<E>, E>(plan: &'p Plan<C>, backoff: &B) -> Self {
         Checks {
+            plan,
             max_attempts: plan.max_attempts(),
             max_delay_ms: plan.max_delay_ms(),
             max_delay_secs: plan.max_delay_ms() / 1000,
@@ -70,10 +76,11 @@ pub(super) type Started<E, Token> = Result<Option<(Duration, Timer<Token>)>, Exi
 #[inline]
 pub(super) fn start_attempt<E, C: Clock, L: Limits, K, G: Protection<E>>(
     plan: &Plan<C>,
-    limits: &L,
+    stops: Pin<&mut EarlyStop<L, G>>,
     progress: &mut Progress<L::Memory<E>, K>,
-    guard: &mut G,
 ) -> Started<E, L::Token> {
+    let stops = stops.project();
+    let (limits, guard) = (&*stops.limits, stops.guard);
     let mut timer = None;
     if let Some((budget, token)) = limits.deadline() {
         let now = plan.clock().now();
@@ -129,8 +136,8 @@ fn deadline_left<E, C: Clock, L: Limits, K>(
 
 /// The next computed wait: the schedule's answer, clamped to the policy's ceiling.
 #[inline]
-fn scheduled_delay<E, B: Follow<E>, M>(
-    checks: &Checks,
+fn scheduled_delay<E, C, B: Follow<E>, M>(
+    checks: &Checks<'_, C>,
     backoff: &mut B,
     error: Option<&E>,
     progress: &mut Progress<M, B::Kept>,
@@ -155,19 +162,13 @@ fn scheduled_delay<E, B: Follow<E>, M>(
 ///
 /// Inlined into the loop's out-of-line `drive`, where the default hooks (`Always`, `NoHint`,
 /// `Silent`, `Unlimited`) and a schedule's `delay` fold away: a failure costs the checks it
-/// needs, not a call with eight arguments.
+/// needs, not a call.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(super) fn after_failure<E, C, B, W, N, H, L, G>(
     error: E,
-    plan: &Plan<C>,
-    checks: &Checks,
-    backoff: &mut B,
-    when: &mut W,
-    notify: &mut N,
-    hint: &mut H,
-    limits: &L,
-    guard: &mut G,
+    checks: &Checks<'_, C>,
+    hooks: &mut Hooks<B, W, N, H>,
+    stops: Pin<&mut EarlyStop<L, G>>,
     progress: &mut Progress<L::Memory<E>, B::Kept>,
 ) -> Next<E, L::Token>
 where
@@ -180,6 +181,14 @@ where
     G: Protection<E>,
     E: fmt::Debug,
 {
+    let Hooks {
+        schedule: backoff,
+        when,
+        notify,
+        hint,
+    } = hooks;
+    let stops = stops.project();
+    let (plan, limits, guard) = (checks.plan, &*stops.limits, stops.guard);
     guard.failed(Some(&error), plan.clock());
     let attempt = progress.attempt;
     // The decision every retrier shares (`RetryPolicy::next`), its inputs read only when a
@@ -273,11 +282,9 @@ fn warn_retrying<E: fmt::Debug>(attempt: u32, delay: Duration, error: &E) {
 /// Decides what follows an attempt cut off by its timer.
 pub(super) fn after_timer<E, C, B, L, G>(
     kind: Timer<L::Token>,
-    plan: &Plan<C>,
-    checks: &Checks,
+    checks: &Checks<'_, C>,
     backoff: &mut B,
-    limits: &L,
-    guard: &mut G,
+    stops: Pin<&mut EarlyStop<L, G>>,
     progress: &mut Progress<L::Memory<E>, B::Kept>,
 ) -> Next<E, L::Token>
 where
@@ -286,6 +293,8 @@ where
     L: Limits,
     G: Protection<E>,
 {
+    let stops = stops.project();
+    let (plan, limits, guard) = (checks.plan, &*stops.limits, stops.guard);
     let (token, timeout) = match kind {
         Timer::Deadline(token) => {
             // The attempt is dropped unfinished: no outcome for the breaker.
@@ -305,7 +314,7 @@ where
             last: progress.memory.take_last(),
         });
     }
-    let delay = scheduled_delay::<E, _, _>(checks, backoff, None, progress);
+    let delay = scheduled_delay::<E, _, _, _>(checks, backoff, None, progress);
     if let Some((left, token)) = deadline_left(plan, limits, progress) {
         if delay >= left {
             return Next::Stop(deadline_exit(token, progress));
@@ -399,15 +408,12 @@ pub(super) fn yields_after(failed_attempt: u32) -> bool {
 /// does); any other value is a success. A retry the budget or the breaker refuses returns the
 /// value, as running out of attempts does.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(super) fn after_value<T, E, Op, C, B, L, G>(
     value: T,
     op: &mut Op,
-    plan: &Plan<C>,
-    checks: &Checks,
+    checks: &Checks<'_, C>,
     backoff: &mut B,
-    limits: &L,
-    guard: &mut G,
+    stops: Pin<&mut EarlyStop<L, G>>,
     progress: &mut Progress<L::Memory<E>, B::Kept>,
 ) -> Result<Duration, T>
 where
@@ -417,6 +423,8 @@ where
     L: Limits,
     G: Protection<E>,
 {
+    let stops = stops.project();
+    let (plan, limits, guard) = (checks.plan, &*stops.limits, stops.guard);
     if !Op::JUDGES {
         guard.succeeded(plan.clock());
         return Err(value);
@@ -428,7 +436,7 @@ where
         return Err(value);
     }
     guard.failed(None, plan.clock());
-    let delay = scheduled_delay::<E, _, _>(checks, backoff, None, progress);
+    let delay = scheduled_delay::<E, _, _, _>(checks, backoff, None, progress);
     if let Some((left, _)) = deadline_left(plan, limits, progress) {
         if delay >= left {
             tracing::info!(target: TARGET, attempts = attempt, "retry gave up: deadline exceeded; the last value is returned");

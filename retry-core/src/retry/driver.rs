@@ -27,7 +27,8 @@ use super::decide::{Checks, Next, after_failure, after_timer, start_attempt, yie
 use super::error::LimitExceeded;
 use super::limits::{Exit, IntoLimited, Limit, Limited, Limits, StopReason, TimerSlot, Unlimited};
 use super::protect::{AsError, Handle, Protected, Protection, Unprotected};
-use super::{Always, NoHint, OnRetry, Progress, RetryAfter, ShouldRetry, Silent, Timer};
+use super::stops::EarlyStop;
+use super::{Always, Hooks, NoHint, OnRetry, Progress, RetryAfter, ShouldRetry, Silent, Timer};
 use crate::backoff::FromPolicy;
 use crate::policy::{Plan, RetryPolicy};
 use crate::protection::{CircuitBreaker, CircuitOpen, RetryBudget};
@@ -45,13 +46,24 @@ pub struct Driver<
     G = Unprotected,
 > {
     plan: Plan<DefaultClock>,
-    when: W,
-    notify: N,
-    hint: H,
+    /// The policy's schedule and the caller's predicate, observer and hint reader.
+    hooks: Hooks<FromPolicy, W, N, H>,
+    /// How the limits' outcomes become the function's error.
     limits: L,
-    protection: G,
+    /// The limits themselves, and the budget and breaker.
+    stops: EarlyStop<L::Limits, G>,
     progress: Progress<<L::Limits as Limits>::Memory<E>, PolicyKept>,
 }
+
+/// A `#[retry]` function's predicate (`when = …`): a function, so that one of the wrong
+/// signature is one type error at the option.
+type Predicate<E> = fn(&E, u32) -> bool;
+/// A `#[retry]` function's observer (`notify = …`).
+type Observer<E> = fn(&E, u32, Duration);
+/// A `#[retry]` function's hint reader (`retry_after = …`).
+type HintReader<E> = fn(&E) -> Option<Duration>;
+/// How a `#[retry]` function turns a refused call into its own error.
+type OpenToError<E> = fn(CircuitOpen) -> E;
 
 /// A `#[retry]` function's budget and breaker: `static`s, each optional; which errors count
 /// against the breaker (all, without `breaker_counts`); a refused attempt as
@@ -70,11 +82,9 @@ impl<E> Driver<E> {
         let (plan, progress) = Progress::start::<E, _, FromPolicy>(policy);
         Driver {
             plan,
-            when: Always,
-            notify: Silent,
-            hint: NoHint,
+            hooks: Hooks::new(FromPolicy, Always, Silent, NoHint),
             limits: Unlimited,
-            protection: Unprotected,
+            stops: EarlyStop::new(Unlimited, Unprotected),
             progress,
         }
     }
@@ -99,15 +109,12 @@ impl<E, W, N, H> Driver<E, W, N, Unlimited, H> {
         }
         Driver {
             plan: self.plan,
-            when: self.when,
-            notify: self.notify,
-            hint: self.hint,
+            hooks: self.hooks,
             limits: WithLimits {
-                limited,
                 budget: deadline.unwrap_or(Duration::ZERO),
                 to_error,
             },
-            protection: self.protection,
+            stops: EarlyStop::new(limited, self.stops.guard),
             progress: self.progress.remembering::<E, _>(),
         }
     }
@@ -120,23 +127,21 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H> {
     /// function's error through `open_to_error` (`<E as FromCircuitOpen>::from_circuit_open`,
     /// named by the expansion where a missing `From<CircuitOpen>` is best reported); a retry
     /// the budget or breaker refuses returns the last error.
-    #[allow(clippy::type_complexity)]
     pub fn protect(
         self,
         budget: Option<&'static RetryBudget>,
-        breaker: Option<(&'static CircuitBreaker, fn(CircuitOpen) -> E)>,
+        breaker: Option<(&'static CircuitBreaker, OpenToError<E>)>,
     ) -> Driver<E, W, N, L, H, DriverGuard<E>> {
         let (breaker, open_to_error) = match breaker {
             Some((breaker, to_error)) => (Some(Handle(breaker)), Some(to_error)),
             None => (None, None),
         };
+        let guard = Protected::new(budget.map(Handle), breaker, None, AsError(open_to_error));
         Driver {
             plan: self.plan,
-            when: self.when,
-            notify: self.notify,
-            hint: self.hint,
+            hooks: self.hooks,
             limits: self.limits,
-            protection: Protected::new(budget.map(Handle), breaker, None, AsError(open_to_error)),
+            stops: EarlyStop::new(self.stops.limits, guard),
             progress: self.progress,
         }
     }
@@ -146,7 +151,7 @@ impl<E, W, N, L: DriverLimits<E>, H> Driver<E, W, N, L, H, DriverGuard<E>> {
     /// Counts only the errors for which `counts(&error)` is true against the breaker; any
     /// other error is a success for it. A function pointer, as for [`when`](Driver::when).
     pub fn breaker_counts(mut self, counts: fn(&E) -> bool) -> Self {
-        self.protection.count_with(Some(counts));
+        self.stops.guard.count_with(Some(counts));
         self
     }
 }
@@ -165,53 +170,35 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
     ///
     /// A function pointer, not a generic: the option names a function, and a function of the
     /// wrong signature is then one type error at the option instead of one per use.
-    #[allow(clippy::type_complexity)]
-    pub fn when(
-        self,
-        predicate: fn(&E, u32) -> bool,
-    ) -> Driver<E, fn(&E, u32) -> bool, N, L, H, G> {
+    pub fn when(self, predicate: Predicate<E>) -> Driver<E, Predicate<E>, N, L, H, G> {
         Driver {
             plan: self.plan,
-            when: predicate,
-            notify: self.notify,
-            hint: self.hint,
+            hooks: Hooks::new(FromPolicy, predicate, self.hooks.notify, self.hooks.hint),
             limits: self.limits,
-            protection: self.protection,
+            stops: self.stops,
             progress: self.progress,
         }
     }
 
     /// Calls `observer(&error, failed_attempt, delay)` before each wait.
-    #[allow(clippy::type_complexity)]
-    pub fn notify(
-        self,
-        observer: fn(&E, u32, Duration),
-    ) -> Driver<E, W, fn(&E, u32, Duration), L, H, G> {
+    pub fn notify(self, observer: Observer<E>) -> Driver<E, W, Observer<E>, L, H, G> {
         Driver {
             plan: self.plan,
-            when: self.when,
-            notify: observer,
-            hint: self.hint,
+            hooks: Hooks::new(FromPolicy, self.hooks.when, observer, self.hooks.hint),
             limits: self.limits,
-            protection: self.protection,
+            stops: self.stops,
             progress: self.progress,
         }
     }
 
     /// Reads a server's retry-after hint from each error, as
     /// [`Retry::retry_after`](super::Retry::retry_after) does.
-    #[allow(clippy::type_complexity)]
-    pub fn retry_after(
-        self,
-        hint: fn(&E) -> Option<Duration>,
-    ) -> Driver<E, W, N, L, fn(&E) -> Option<Duration>, G> {
+    pub fn retry_after(self, hint: HintReader<E>) -> Driver<E, W, N, L, HintReader<E>, G> {
         Driver {
             plan: self.plan,
-            when: self.when,
-            notify: self.notify,
-            hint,
+            hooks: Hooks::new(FromPolicy, self.hooks.when, self.hooks.notify, hint),
             limits: self.limits,
-            protection: self.protection,
+            stops: self.stops,
             progress: self.progress,
         }
     }
@@ -228,23 +215,22 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
         F: Future<Output = Result<T, E>>,
         G: Protection<E>,
     {
-        let limits = self.limits.limits();
-        let phase =
-            match start_attempt(&self.plan, limits, &mut self.progress, &mut self.protection) {
-                // The limits' timer slot, raced in place: zero-sized without limits, so the body
-                // is the only thing this future holds during an attempt.
-                Ok(Some((limit, kind))) => Phase::Racing {
-                    body,
-                    timer: SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
-                },
-                Ok(None) => Phase::Racing {
-                    body,
-                    timer: SlotOf::<L, E>::idle(),
-                },
-                Err(exit) => Phase::Stopped {
-                    error: Some(self.limits.error(exit)),
-                },
-            };
+        let stops = Pin::new(&mut self.stops);
+        let phase = match start_attempt(&self.plan, stops, &mut self.progress) {
+            // The limits' timer slot, raced in place: zero-sized without limits, so the body
+            // is the only thing this future holds during an attempt.
+            Ok(Some((limit, kind))) => Phase::Racing {
+                body,
+                timer: SlotOf::<L, E>::armed(self.plan.clock().sleep(limit), kind),
+            },
+            Ok(None) => Phase::Racing {
+                body,
+                timer: SlotOf::<L, E>::idle(),
+            },
+            Err(exit) => Phase::Stopped {
+                error: Some(self.limits.error(exit)),
+            },
+        };
         Attempt {
             driver: self,
             phase,
@@ -269,10 +255,8 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
         H: RetryAfter<E>,
         G: Protection<E>,
     {
-        let limits = self.limits.limits();
-        if let Err(exit) =
-            start_attempt(&self.plan, limits, &mut self.progress, &mut self.protection)
-        {
+        let stops = Pin::new(&mut self.stops);
+        if let Err(exit) = start_attempt(&self.plan, stops, &mut self.progress) {
             return ControlFlow::Break(Err(self.limits.error(exit)));
         }
         match self.decide(Ok(body())) {
@@ -304,7 +288,7 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
     {
         let failed = match outcome {
             Ok(Ok(value)) => {
-                self.protection.succeeded(self.plan.clock());
+                self.stops.guard.succeeded(self.plan.clock());
                 return ControlFlow::Break(Ok(value));
             }
             Ok(Err(error)) => Ok(error),
@@ -342,11 +326,9 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
             }
             Err(deadline) => after_timer(
                 deadline,
-                &self.plan,
-                &Checks::new::<_, _, E>(&self.plan, &FromPolicy),
+                &Checks::new::<_, E>(&self.plan, &FromPolicy),
                 &mut FromPolicy,
-                self.limits.limits(),
-                &mut self.protection,
+                Pin::new(&mut self.stops),
                 &mut self.progress,
             ),
         };
@@ -367,14 +349,9 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
     {
         after_failure(
             error,
-            &self.plan,
-            &Checks::new::<_, _, E>(&self.plan, &FromPolicy),
-            &mut FromPolicy,
-            &mut self.when,
-            &mut self.notify,
-            &mut self.hint,
-            self.limits.limits(),
-            &mut self.protection,
+            &Checks::new::<_, E>(&self.plan, &FromPolicy),
+            &mut self.hooks,
+            Pin::new(&mut self.stops),
             &mut self.progress,
         )
     }
@@ -486,11 +463,9 @@ where
 
 /// A driver's limits, and how their outcomes become the function's error type.
 pub trait DriverLimits<E> {
-    /// The loop's limits, as the shared decisions read them.
-    type Limits: Limits;
-
-    /// The limits.
-    fn limits(&self) -> &Self::Limits;
+    /// The loop's limits, as the shared decisions read them (no cancellation signal: never
+    /// pinned).
+    type Limits: Limits + Unpin;
 
     /// The function's error for a loop that ended without a value.
     fn error(&self, exit: Exit<E, <Self::Limits as Limits>::Token>) -> E;
@@ -498,10 +473,6 @@ pub trait DriverLimits<E> {
 
 impl<E> DriverLimits<E> for Unlimited {
     type Limits = Unlimited;
-
-    fn limits(&self) -> &Unlimited {
-        self
-    }
 
     fn error(&self, exit: Exit<E, Infallible>) -> E {
         match exit {
@@ -514,17 +485,12 @@ impl<E> DriverLimits<E> for Unlimited {
 /// A deadline and/or an attempt timeout, with the conversion of their outcomes into `E`.
 #[derive(Debug)]
 pub struct WithLimits<E> {
-    limited: Limited<Pending<()>>,
     budget: Duration,
     to_error: fn(LimitExceeded) -> E,
 }
 
 impl<E> DriverLimits<E> for WithLimits<E> {
     type Limits = Limited<Pending<()>>;
-
-    fn limits(&self) -> &Limited<Pending<()>> {
-        &self.limited
-    }
 
     fn error(&self, exit: Exit<E, Limit>) -> E {
         let (reason, attempts) = match exit {

@@ -12,10 +12,11 @@ use super::decide::{
 };
 use super::limits::{Exit, Limits, Memory, StopReason, TimerSlot};
 use super::protect::Protection;
+use super::stops::EarlyStop;
+use super::stops::LoopStops;
 use super::value::JudgeOk;
-use super::{OnRetry, Operation, Progress, Retry, RetryAfter, ShouldRetry};
+use super::{LoopHooks, OnRetry, Operation, OutputOf, Progress, Retry, RetryAfter, ShouldRetry};
 use crate::policy::Plan;
-use crate::schedule::Follow;
 use crate::time::Clock;
 
 pin_project! {
@@ -34,20 +35,16 @@ pin_project! {
     }
 }
 
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Future for Retry<Op, Fut, E, C, B, W, N, H, L, G>
+impl<Op, Fut, T, E, C, K, S> Future for Retry<Op, Fut, E, C, K, S>
 where
     Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
-    B: Follow<E>,
-    W: ShouldRetry<E>,
-    N: OnRetry<E>,
-    H: RetryAfter<E>,
-    L: Limits,
-    G: Protection<E>,
+    K: LoopHooks<E, When: ShouldRetry<E>, Notify: OnRetry<E>, Hint: RetryAfter<E>>,
+    S: LoopStops<Guard: Protection<E>>,
 {
-    type Output = L::Output<T, E>;
+    type Output = OutputOf<S, T, E>;
 
     /// The first poll starts the first attempt and polls it right here, in a function small
     /// enough to be inlined into the caller: there the compiler sees the state the future was
@@ -57,18 +54,18 @@ where
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.as_mut().project();
+        let mut stops = this.stops.parts();
         if !matches!(this.state.as_mut().project(), StateProj::Start) {
             return drive(self, cx, Resume::Dispatch);
         }
         // R6: cancellation wins over everything; no attempt starts after the signal.
-        if let Some(exit) = cancelled(this.limits.as_mut(), cx, this.progress, this.protection) {
+        if let Some(exit) = cancelled(stops.as_mut(), cx, this.progress) {
             this.state.set(State::Done);
-            return Poll::Ready(L::finish(Err(exit)));
+            return Poll::Ready(<S::Limits as Limits>::finish(Err(exit)));
         }
         let state = this.state.as_mut();
-        let (limits, guard) = (&*this.limits, &mut *this.protection);
-        if let Err(exit) = begin(this.plan, this.op, limits, guard, this.progress, state) {
-            return Poll::Ready(L::finish(Err(exit)));
+        if let Err(exit) = begin(this.plan, this.op, stops.as_mut(), this.progress, state) {
+            return Poll::Ready(<S::Limits as Limits>::finish(Err(exit)));
         }
         let polled = match this.state.as_mut().project() {
             StateProj::Attempt { fut, .. } => fut.poll(cx),
@@ -79,9 +76,9 @@ where
             // A value to judge (`when_ok`): out of line; the check is a constant.
             Poll::Ready(Ok(value)) if Op::JUDGES => judge_first(self, cx, value),
             Poll::Ready(Ok(value)) => {
-                this.protection.succeeded(this.plan.clock());
+                stops.as_mut().guard().succeeded(this.plan.clock());
                 this.state.set(State::Done);
-                Poll::Ready(L::finish(Ok(value)))
+                Poll::Ready(<S::Limits as Limits>::finish(Ok(value)))
             }
             Poll::Ready(Err(error)) => drive(self, cx, Resume::Failed(error)),
             Poll::Pending => drive(self, cx, Resume::Pending),
@@ -101,28 +98,24 @@ enum Resume<E> {
 
 /// The loop's body: every transition but the first attempt's start and success.
 #[inline(never)]
-#[allow(clippy::type_complexity)]
-fn drive<Op, Fut, T, E, C, B, W, N, H, L, G>(
-    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L, G>>,
+fn drive<Op, Fut, T, E, C, K, S>(
+    retry: Pin<&mut Retry<Op, Fut, E, C, K, S>>,
     cx: &mut Context<'_>,
     resume: Resume<E>,
-) -> Poll<L::Output<T, E>>
+) -> Poll<OutputOf<S, T, E>>
 where
     Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
-    B: Follow<E>,
-    W: ShouldRetry<E>,
-    N: OnRetry<E>,
-    H: RetryAfter<E>,
-    L: Limits,
-    G: Protection<E>,
+    K: LoopHooks<E, When: ShouldRetry<E>, Notify: OnRetry<E>, Hint: RetryAfter<E>>,
+    S: LoopStops<Guard: Protection<E>>,
 {
     let mut this = retry.project();
     let progress = this.progress;
-    let guard = this.protection;
-    let checks = Checks::new::<_, _, E>(this.plan, &*this.backoff);
+    let hooks = this.hooks.parts();
+    let mut stops = this.stops.parts();
+    let checks = Checks::new::<_, E>(this.plan, &hooks.schedule);
     // Whether the signal was polled since this poll last ran user code (an attempt, the
     // hooks).
     let mut signal_checked = false;
@@ -135,9 +128,9 @@ where
                 return Poll::Pending;
             }
             // R6: cancellation wins over everything, including a wait in progress.
-            if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress, guard) {
+            if let Some(exit) = cancelled(stops.as_mut(), cx, progress) {
                 this.state.set(State::Done);
-                return Poll::Ready(L::finish(Err(exit)));
+                return Poll::Ready(<S::Limits as Limits>::finish(Err(exit)));
             }
             signal_checked = true;
             None
@@ -168,29 +161,18 @@ where
             signal_checked = false;
             let next = match polled {
                 Poll::Ready(Ok(value)) => {
-                    let limits = &*this.limits;
-                    let (plan, backoff) = (&*this.plan, &mut *this.backoff);
-                    let op = &mut *this.op;
-                    match after_value(value, op, plan, &checks, backoff, limits, guard, progress) {
+                    let (op, stops) = (&mut *this.op, stops.as_mut());
+                    match after_value(value, op, &checks, &mut hooks.schedule, stops, progress) {
                         Ok(delay) => Next::Wait(delay),
                         Err(value) => {
                             this.state.set(State::Done);
-                            return Poll::Ready(L::finish(Ok(value)));
+                            return Poll::Ready(<S::Limits as Limits>::finish(Ok(value)));
                         }
                     }
                 }
-                Poll::Ready(Err(error)) => after_failure(
-                    error,
-                    this.plan,
-                    &checks,
-                    this.backoff,
-                    this.when,
-                    this.notify,
-                    this.hint,
-                    &*this.limits,
-                    guard,
-                    progress,
-                ),
+                Poll::Ready(Err(error)) => {
+                    after_failure(error, &checks, hooks, stops.as_mut(), progress)
+                }
                 Poll::Pending => {
                     // Only a running attempt is pending here: its timer is polled next.
                     let StateProj::Attempt { timer, .. } = this.state.as_mut().project() else {
@@ -198,8 +180,8 @@ where
                     };
                     match timer.poll_fired(cx) {
                         Some(kind) => {
-                            let (plan, limits) = (&*this.plan, &*this.limits);
-                            after_timer(kind, plan, &checks, this.backoff, limits, guard, progress)
+                            let (backoff, stops) = (&mut hooks.schedule, stops.as_mut());
+                            after_timer(kind, &checks, backoff, stops, progress)
                         }
                         None => return Poll::Pending,
                     }
@@ -208,7 +190,7 @@ where
             match next {
                 Next::Stop(exit) => {
                     this.state.set(State::Done);
-                    return Poll::Ready(L::finish(Err(exit)));
+                    return Poll::Ready(<S::Limits as Limits>::finish(Err(exit)));
                 }
                 Next::Wait(delay) if delay.is_zero() => {
                     // No timer for a zero wait, but a long run of immediate retries yields
@@ -220,14 +202,14 @@ where
                     }
                     // Straight to the next attempt, polled right here: R6 first (the signal
                     // may have fired during the attempt or inside `notify`).
-                    if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress, guard) {
+                    if let Some(exit) = cancelled(stops.as_mut(), cx, progress) {
                         this.state.set(State::Done);
-                        return Poll::Ready(L::finish(Err(exit)));
+                        return Poll::Ready(<S::Limits as Limits>::finish(Err(exit)));
                     }
                     let state = this.state.as_mut();
-                    let limits = &*this.limits;
-                    if let Err(exit) = begin(this.plan, this.op, limits, guard, progress, state) {
-                        return Poll::Ready(L::finish(Err(exit)));
+                    let stops = stops.as_mut();
+                    if let Err(exit) = begin(this.plan, this.op, stops, progress, state) {
+                        return Poll::Ready(<S::Limits as Limits>::finish(Err(exit)));
                     }
                     if let StateProj::Attempt { fut, .. } = this.state.as_mut().project() {
                         outcome = Some(fut.poll(cx));
@@ -245,16 +227,16 @@ where
             // R6: no attempt starts after the signal, not even straight after a zero wait
             // (the signal may have fired during the attempt or inside `notify`).
             if !signal_checked {
-                if let Some(exit) = cancelled(this.limits.as_mut(), cx, progress, guard) {
+                if let Some(exit) = cancelled(stops.as_mut(), cx, progress) {
                     this.state.set(State::Done);
-                    return Poll::Ready(L::finish(Err(exit)));
+                    return Poll::Ready(<S::Limits as Limits>::finish(Err(exit)));
                 }
             }
             signal_checked = true;
             let state = this.state.as_mut();
-            let limits = &*this.limits;
-            if let Err(exit) = begin(this.plan, this.op, limits, guard, progress, state) {
-                return Poll::Ready(L::finish(Err(exit)));
+            let stops = stops.as_mut();
+            if let Err(exit) = begin(this.plan, this.op, stops, progress, state) {
+                return Poll::Ready(<S::Limits as Limits>::finish(Err(exit)));
             }
         }
     }
@@ -264,41 +246,36 @@ where
 /// the value is returned, or the loop sets up its wait and goes on in [`drive`]. Only loops
 /// that judge values have this function; later values are judged inside `drive`.
 #[inline(never)]
-#[allow(clippy::type_complexity)]
-fn judge_first<Op, Fut, T, E, C, B, W, N, H, L, G>(
-    retry: Pin<&mut Retry<Op, Fut, E, C, B, W, N, H, L, G>>,
+fn judge_first<Op, Fut, T, E, C, K, S>(
+    retry: Pin<&mut Retry<Op, Fut, E, C, K, S>>,
     cx: &mut Context<'_>,
     value: T,
-) -> Poll<L::Output<T, E>>
+) -> Poll<OutputOf<S, T, E>>
 where
     Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
-    B: Follow<E>,
-    W: ShouldRetry<E>,
-    N: OnRetry<E>,
-    H: RetryAfter<E>,
-    L: Limits,
-    G: Protection<E>,
+    K: LoopHooks<E, When: ShouldRetry<E>, Notify: OnRetry<E>, Hint: RetryAfter<E>>,
+    S: LoopStops<Guard: Protection<E>>,
 {
     let mut retry = retry;
     let mut this = retry.as_mut().project();
-    let checks = Checks::new::<_, _, E>(this.plan, &*this.backoff);
-    let (plan, limits, progress) = (&*this.plan, &*this.limits, &mut *this.progress);
+    let plan = &*this.plan;
+    let hooks = this.hooks.parts();
+    let checks = Checks::new::<_, E>(plan, &hooks.schedule);
+    let (backoff, progress) = (&mut hooks.schedule, &mut *this.progress);
     match after_value(
         value,
         this.op,
-        plan,
         &checks,
-        this.backoff,
-        limits,
-        this.protection,
+        backoff,
+        this.stops.parts(),
         progress,
     ) {
         Err(value) => {
             this.state.set(State::Done);
-            return Poll::Ready(L::finish(Ok(value)));
+            return Poll::Ready(<S::Limits as Limits>::finish(Ok(value)));
         }
         Ok(delay) if delay.is_zero() => {
             this.state.set(State::Start);
@@ -319,14 +296,13 @@ where
 /// How the loop ends when its cancellation signal has fired; `None` while it has not (or the
 /// loop has no signal).
 fn cancelled<E, L: Limits, K, G: Protection<E>>(
-    limits: Pin<&mut L>,
+    mut stops: Pin<&mut EarlyStop<L, G>>,
     cx: &mut Context<'_>,
     progress: &mut Progress<L::Memory<E>, K>,
-    guard: &mut G,
 ) -> Option<Exit<E, L::Token>> {
-    let token = limits.poll_cancelled(cx)?;
+    let token = stops.as_mut().limits().poll_cancelled(cx)?;
     // A running attempt is dropped unfinished: no outcome for the breaker.
-    guard.abandon();
+    stops.guard().abandon();
     tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: cancelled");
     Some(Exit::Stopped {
         token,
@@ -341,8 +317,7 @@ fn cancelled<E, L: Limits, K, G: Protection<E>>(
 fn begin<Op, Fut, T, E, C, L, K, G>(
     plan: &Plan<C>,
     op: &mut Op,
-    limits: &L,
-    guard: &mut G,
+    stops: Pin<&mut EarlyStop<L, G>>,
     progress: &mut Progress<L::Memory<E>, K>,
     mut state: Pin<&mut AttemptState<Fut, C, L>>,
 ) -> Result<(), Exit<E, L::Token>>
@@ -353,7 +328,7 @@ where
     L: Limits,
     G: Protection<E>,
 {
-    let timer = match start_attempt(plan, limits, progress, guard) {
+    let timer = match start_attempt(plan, stops, progress) {
         Ok(timer) => timer,
         Err(exit) => {
             state.set(State::Done);

@@ -219,8 +219,8 @@ impl<S: Future> IntoLimited for Limited<S> {
 
 impl<S> Limited<S> {
     /// A deadline and a cancellation signal, each optional, for
-    /// [`retry_with`](crate::RetryPolicy::retry_with).
-    #[doc(hidden)]
+    /// [`retry_with`](crate::RetryPolicy::retry_with). Without a signal, give
+    /// `None::<std::future::Pending<()>>`.
     #[inline]
     pub fn new(deadline: Option<Duration>, cancel: Option<S>) -> Self {
         Limited {

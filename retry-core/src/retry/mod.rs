@@ -31,6 +31,7 @@ mod future;
 mod hooks;
 mod limits;
 mod protect;
+mod stops;
 mod summary;
 mod value;
 
@@ -47,7 +48,7 @@ use crate::time::Clock;
 pub use adjust::Adjusted;
 pub use blocking::Blocking;
 #[doc(hidden)]
-pub use blocking::{Inline, OnThread, Preemptible, ThreadWait};
+pub use blocking::{Inline, Preemptible};
 #[doc(hidden)]
 pub use driver::{
     AsBreaker, AsBudget, Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit,
@@ -55,21 +56,21 @@ pub use driver::{
 };
 pub use error::{LimitExceeded, RetryError};
 use future::State;
-pub use hooks::{Always, NamedOp, NoHint, OnRetry, Operation, RetryAfter, ShouldRetry, Silent};
+pub use hooks::{
+    Always, Hooks, LoopHooks, NamedOp, NoHint, OnRetry, Operation, RetryAfter, ShouldRetry, Silent,
+};
 
 pub(crate) use limits::Timer;
 #[doc(hidden)]
-pub use limits::{Forget, IntoLimited, Memory, NoTimer, Recall, TimerSlot};
+pub use limits::{IntoLimited, Memory, TimerSlot};
 pub use limits::{Limited, Limits, Unlimited};
 pub use protect::Unprotected;
-#[doc(hidden)]
 pub use protect::{
-    AsError, BreakerSlot, BudgetSlot, Counts, Ending, Ends, EveryError, Handle, IntoProtected,
-    NoBreaker, NoBudget, Protected, Protection, Refusal, Typed,
+    BreakerSlot, BudgetSlot, Chosen, Counts, Ends, EveryError, Handle, IntoProtected, NoBreaker,
+    NoBudget, Protected, Protection, Slot, Typed,
 };
+pub use stops::{EarlyStop, LoopStops};
 pub use summary::{RetrySummary, Summarized};
-#[doc(hidden)]
-pub use summary::{Summed, Tally};
 pub use value::WhenOk;
 #[doc(hidden)]
 pub use value::{JudgeOk, Unjudged};
@@ -134,6 +135,18 @@ impl<M, K> Progress<M, K> {
     }
 }
 
+/// What a loop under stops `S` remembers for its limits.
+type MemoryOf<S, E> = <<S as LoopStops>::Limits as Limits>::Memory<E>;
+/// What a loop with hooks `K` keeps for its schedule.
+type KeptOf<K, E> = <<K as LoopHooks<E>>::Schedule as Follow<E>>::Kept;
+/// The timer racing each attempt of a loop under stops `S` on clock `C`.
+type TimerOf<S, C> = <<S as LoopStops>::Limits as Limits>::Timer<<C as Clock>::Sleep>;
+/// What a loop under stops `S` resolves to.
+type OutputOf<S, T, E> = <<S as LoopStops>::Limits as Limits>::Output<T, E>;
+/// The limits that a loop under limits `L` has once a deadline, a timeout or a signal is
+/// added.
+type LimitedBy<L> = Limited<<L as IntoLimited>::Signal>;
+
 pin_project! {
     /// A retry loop in progress: the future returned by [`RetryPolicy::retry`].
     ///
@@ -145,19 +158,15 @@ pin_project! {
     /// blocking code ([`RetryPolicy::retry_blocking`]) is run with [`call`](Retry::call)
     /// instead of `.await`.
     #[must_use = "a retry loop does nothing unless `.await`ed"]
-    pub struct Retry<Op, Fut, E, C: Clock, B: Follow<E> = FromPolicy, W = Always, N = Silent, H = NoHint, L: Limits = Unlimited, G = Unprotected> {
+    pub struct Retry<Op, Fut, E, C: Clock, K: LoopHooks<E> = Hooks, S: LoopStops = EarlyStop> {
         plan: Plan<C>,
         op: Op,
-        backoff: B,
-        when: W,
-        notify: N,
-        hint: H,
-        progress: Progress<L::Memory<E>, B::Kept>,
+        hooks: K,
+        progress: Progress<MemoryOf<S, E>, KeptOf<K, E>>,
         #[pin]
-        limits: L,
-        protection: G,
+        stops: S,
         #[pin]
-        state: State<Fut, C::Sleep, L::Timer<C::Sleep>>,
+        state: State<Fut, C::Sleep, TimerOf<S, C>>,
     }
 }
 
@@ -229,43 +238,48 @@ impl<C: Clock> RetryPolicy<C> {
     }
 
     /// [`retry`](RetryPolicy::retry) (a closure) or [`retry_operation`](RetryPolicy::retry_operation)
-    /// (a [`NamedOp`]) with its hooks, its limits and its protection given at once, for
-    /// adapters that set all of them on every call (retry-http): each builder method moves the
-    /// whole loop, and a loop around a large operation (a request and its spare copy) would pay
-    /// for each move on its success path. `limits`: [`Limited::new`]; `protection`:
-    /// [`Unprotected`] or [`Protected::of`].
-    #[doc(hidden)]
+    /// (a [`NamedOp`]) with its [`Hooks`] and its [`EarlyStop`] given at once, for adapters
+    /// that set all of them on every call (an HTTP client's middleware): each builder method
+    /// moves the whole loop, and a loop around a large operation (a request and its spare
+    /// copy) would pay for each move on its success path.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_core::{EarlyStop, FromPolicy, Hooks, Limited, NoHint, RetryError, RetryPolicy, Silent};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let hooks = Hooks::new(FromPolicy, |e: &&str, _| *e == "503", Silent, NoHint);
+    /// let stops = EarlyStop::new(
+    ///     Limited::new(Some(Duration::from_secs(5)), None::<std::future::Pending<()>>),
+    ///     retry_core::Unprotected,
+    /// );
+    /// let result: Result<(), RetryError<&str>> = RetryPolicy::DEFAULT
+    ///     .retry_with(|_| async { Err("404") }, hooks, stops)
+    ///     .await;
+    /// assert!(matches!(result, Err(RetryError::Operation("404"))));
+    /// # }
+    /// ```
     #[inline]
-    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
-    pub fn retry_with<Op, T, E, W, N, H, S, G>(
+    pub fn retry_with<Op, T, E, K, S>(
         &self,
         op: Op,
-        when: W,
-        notify: N,
-        hint: H,
-        limits: Limited<S>,
-        protection: G,
-    ) -> Retry<Op, Op::Attempt, E, C, FromPolicy, W, N, H, Limited<S>, G>
+        hooks: K,
+        stops: S,
+    ) -> Retry<Op, Op::Attempt, E, C, K, S>
     where
         C: Clock + Clone,
         Op: Operation,
         Op::Attempt: Future<Output = Result<T, E>>,
-        W: FnMut(&E, u32) -> bool,
-        N: FnMut(&E, u32, Duration),
-        H: FnMut(&E) -> Option<Duration>,
-        S: Future,
+        K: LoopHooks<E>,
+        S: LoopStops,
     {
-        let (plan, progress) = Progress::start::<E, C, FromPolicy>(self.clone());
+        let (plan, progress) = Progress::start::<E, C, K::Schedule>(self.clone());
         Retry {
             plan,
             op,
-            backoff: FromPolicy,
-            when,
-            notify,
-            hint,
+            hooks,
             progress,
-            limits,
-            protection,
+            stops,
             state: State::Start,
         }
     }
@@ -278,55 +292,39 @@ impl<Op, Fut, E, C: Clock> Retry<Op, Fut, E, C> {
         Retry {
             plan,
             op,
-            backoff: FromPolicy,
-            when: Always,
-            notify: Silent,
-            hint: NoHint,
+            hooks: Hooks::new(FromPolicy, Always, Silent, NoHint),
             progress,
-            limits: Unlimited,
-            protection: Unprotected,
+            stops: EarlyStop::new(Unlimited, Unprotected),
             state: State::Start,
         }
     }
 }
 
-impl<Op, Fut, E, C: Clock, B: Follow<E>, W, N, H> Retry<Op, Fut, E, C, B, W, N, H> {
+impl<Op, Fut, E, C: Clock, K: LoopHooks<E>> Retry<Op, Fut, E, C, K> {
     /// A loop with all four hooks given at once, for adapters inside the crate (the retry
     /// middleware) whose hooks are not closures.
     #[cfg(feature = "middleware")]
-    pub(crate) fn with_every_hook(
-        policy: RetryPolicy<C>,
-        op: Op,
-        backoff: B,
-        when: W,
-        notify: N,
-        hint: H,
-    ) -> Self {
-        let (plan, progress) = Progress::start::<E, C, B>(policy);
+    pub(crate) fn with_every_hook(policy: RetryPolicy<C>, op: Op, hooks: K) -> Self {
+        let (plan, progress) = Progress::start::<E, C, K::Schedule>(policy);
         Retry {
             plan,
             op,
-            backoff,
-            when,
-            notify,
-            hint,
+            hooks,
             progress,
-            limits: Unlimited,
-            protection: Unprotected,
+            stops: EarlyStop::new(Unlimited, Unprotected),
             state: State::Start,
         }
     }
 }
 
-// The return types spell out every type parameter on purpose: each builder changes one.
-#[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+// The return types name what each builder changes: one hook.
+impl<Op, Fut, T, E, C, B, W, N, H, S> Retry<Op, Fut, E, C, Hooks<B, W, N, H>, S>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
     B: Follow<E>,
-    L: Limits,
+    S: LoopStops,
 {
     /// Retries only errors for which `predicate(&error, next_attempt)` is true.
     ///
@@ -346,7 +344,7 @@ where
     /// assert_eq!(result, Err(ApiError::NotFound)); // attempt 2; not retried
     /// # }
     /// ```
-    pub fn when<F>(self, predicate: F) -> Retry<Op, Fut, E, C, B, F, N, H, L, G>
+    pub fn when<F>(self, predicate: F) -> Retry<Op, Fut, E, C, Hooks<B, F, N, H>, S>
     where
         F: FnMut(&E, u32) -> bool,
     {
@@ -364,7 +362,7 @@ where
     /// assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2]); // 3 attempts, 2 waits
     /// # }
     /// ```
-    pub fn notify<F>(self, observer: F) -> Retry<Op, Fut, E, C, B, W, F, H, L, G>
+    pub fn notify<F>(self, observer: F) -> Retry<Op, Fut, E, C, Hooks<B, W, F, H>, S>
     where
         F: FnMut(&E, u32, Duration),
     {
@@ -393,7 +391,7 @@ where
     /// assert_eq!(waits, [Duration::from_secs(2); 2]);
     /// # }
     /// ```
-    pub fn retry_after<F>(self, hint: F) -> Retry<Op, Fut, E, C, B, W, N, F, L, G>
+    pub fn retry_after<F>(self, hint: F) -> Retry<Op, Fut, E, C, Hooks<B, W, N, F>, S>
     where
         F: FnMut(&E) -> Option<Duration>,
     {
@@ -404,36 +402,58 @@ where
     /// [`ExponentialBackoff`](crate::ExponentialBackoff), a [`Constant`](crate::Constant)).
     /// Its delays are still clamped to the policy's `max_delay`. The loop's generator (and
     /// its seed) carries over to a schedule that draws.
-    pub fn backoff<B2: Schedule<E>>(self, backoff: B2) -> Retry<Op, Fut, E, C, B2, W, N, H, L, G> {
+    pub fn backoff<B2: Schedule<E>>(
+        self,
+        backoff: B2,
+    ) -> Retry<Op, Fut, E, C, Hooks<B2, W, N, H>, S> {
         let progress = self
             .progress
             .following(|kept| B2::kept_after(kept.into_rng()));
+        let Hooks {
+            when, notify, hint, ..
+        } = self.hooks;
         Retry {
-            backoff: backoff.within(self.plan.max_delay()),
+            hooks: Hooks::new(backoff.within(self.plan.max_delay()), when, notify, hint),
             plan: self.plan,
             op: self.op,
-            when: self.when,
-            notify: self.notify,
-            hint: self.hint,
             progress,
-            limits: self.limits,
-            protection: self.protection,
+            stops: self.stops,
             state: State::Start,
         }
     }
 
+    /// Replaces the hooks, keeping everything else; every hook builder is one call of this.
+    fn with_hooks<W2, N2, H2>(
+        self,
+        replace: impl FnOnce(W, N, H) -> (W2, N2, H2),
+    ) -> Retry<Op, Fut, E, C, Hooks<B, W2, N2, H2>, S> {
+        let Hooks {
+            schedule,
+            when,
+            notify,
+            hint,
+        } = self.hooks;
+        let (when, notify, hint) = replace(when, notify, hint);
+        Retry {
+            plan: self.plan,
+            op: self.op,
+            hooks: Hooks::new(schedule, when, notify, hint),
+            progress: self.progress,
+            stops: self.stops,
+            state: State::Start,
+        }
+    }
+}
+
+impl<Op, Fut, E, C: Clock, K: LoopHooks<E>, S: LoopStops> Retry<Op, Fut, E, C, K, S> {
     /// Runs this loop on `clock` instead of the policy's.
-    pub fn clock<C2: Clock>(self, clock: C2) -> Retry<Op, Fut, E, C2, B, W, N, H, L, G> {
+    pub fn clock<C2: Clock>(self, clock: C2) -> Retry<Op, Fut, E, C2, K, S> {
         Retry {
             plan: self.plan.with_clock(clock),
             op: self.op,
-            backoff: self.backoff,
-            when: self.when,
-            notify: self.notify,
-            hint: self.hint,
+            hooks: self.hooks,
             progress: self.progress,
-            limits: self.limits,
-            protection: self.protection,
+            stops: self.stops,
             state: State::Start,
         }
     }
@@ -443,31 +463,22 @@ where
         self.progress.kept.seed(seed);
         self
     }
+}
 
-    /// Replaces the hooks, keeping everything else; every hook builder is one call of this.
-    fn with_hooks<W2, N2, H2>(
-        self,
-        replace: impl FnOnce(W, N, H) -> (W2, N2, H2),
-    ) -> Retry<Op, Fut, E, C, B, W2, N2, H2, L, G> {
-        let (when, notify, hint) = replace(self.when, self.notify, self.hint);
-        Retry {
-            plan: self.plan,
-            op: self.op,
-            backoff: self.backoff,
-            when,
-            notify,
-            hint,
-            progress: self.progress,
-            limits: self.limits,
-            protection: self.protection,
-            state: State::Start,
-        }
-    }
-
+// The return types name what each builder changes: the limits (`protect.rs`: the
+// protection).
+impl<Op, Fut, T, E, C, K, L, G> Retry<Op, Fut, E, C, K, EarlyStop<L, G>>
+where
+    Op: Operation<Attempt = Fut>,
+    Fut: Future<Output = Result<T, E>>,
+    C: Clock,
+    K: LoopHooks<E>,
+    L: Limits,
+{
     fn limited<S: Future>(
         self,
         f: impl FnOnce(L) -> Limited<S>,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>, G> {
+    ) -> Retry<Op, Fut, E, C, K, EarlyStop<Limited<S>, G>> {
         // Limits remember more (start instant, last error); nothing has run yet.
         self.protected(f, |g| g)
     }
@@ -477,17 +488,14 @@ where
         self,
         limits: impl FnOnce(L) -> L2,
         protection: impl FnOnce(G) -> G2,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, L2, G2> {
+    ) -> Retry<Op, Fut, E, C, K, EarlyStop<L2, G2>> {
+        let EarlyStop { limits: l, guard } = self.stops;
         Retry {
             plan: self.plan,
             op: self.op,
-            backoff: self.backoff,
-            when: self.when,
-            notify: self.notify,
-            hint: self.hint,
+            hooks: self.hooks,
             progress: self.progress.remembering::<E, _>(),
-            limits: limits(self.limits),
-            protection: protection(self.protection),
+            stops: EarlyStop::new(limits(l), protection(guard)),
             state: State::Start,
         }
     }
@@ -507,10 +515,7 @@ where
     /// assert!(matches!(result, Err(RetryError::DeadlineExceeded { attempts: 1, last: None })));
     /// # }
     /// ```
-    pub fn deadline(
-        self,
-        budget: Duration,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, G>
+    pub fn deadline(self, budget: Duration) -> Retry<Op, Fut, E, C, K, EarlyStop<LimitedBy<L>, G>>
     where
         L: IntoLimited,
     {
@@ -545,7 +550,7 @@ where
     pub fn attempt_timeout(
         self,
         timeout: Duration,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, G>
+    ) -> Retry<Op, Fut, E, C, K, EarlyStop<LimitedBy<L>, G>>
     where
         L: IntoLimited,
         Op: Preemptible,
@@ -570,7 +575,10 @@ where
     /// assert!(matches!(result, Err(RetryError::Cancelled { attempts: 0, .. })));
     /// # }
     /// ```
-    pub fn cancel_on<S: Future>(self, signal: S) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<S>, G>
+    pub fn cancel_on<S: Future>(
+        self,
+        signal: S,
+    ) -> Retry<Op, Fut, E, C, K, EarlyStop<Limited<S>, G>>
     where
         L: IntoLimited,
     {

@@ -19,10 +19,10 @@ use std::future::Future;
 use std::ops::Deref;
 use std::time::Duration;
 
-use super::limits::{IntoLimited, Limited, Limits, StopReason};
-use super::{Operation, Retry};
+use super::limits::{IntoLimited, Limits, StopReason};
+use super::stops::EarlyStop;
+use super::{LimitedBy, LoopHooks, Operation, Retry};
 use crate::protection::{BudgetExhausted, CircuitBreaker, CircuitOpen, RetryBudget, Ticket};
-use crate::schedule::Follow;
 use crate::time::Clock;
 
 /// Why shared protection stopped a loop.
@@ -45,22 +45,28 @@ pub enum Ending<E, Token> {
 }
 
 /// What a loop consults besides its own rules. [`Unprotected`] consults nothing, and every
-/// call on it folds away; [`Protected`] holds a budget and/or a breaker.
-#[doc(hidden)]
+/// call on it folds away; [`Protected`] holds a budget and/or a breaker. Its methods are the
+/// loop's side of the seam, called by the loop alone.
 pub trait Protection<E> {
     /// Attempt number `attempt` (1-based) is about to start.
+    #[doc(hidden)]
     fn admit<C: Clock>(&mut self, attempt: u32, clock: &C) -> Result<(), Refusal>;
     /// The running attempt succeeded.
+    #[doc(hidden)]
     fn succeeded<C: Clock>(&mut self, clock: &C);
     /// The running attempt failed with `error`, or timed out (`None`).
+    #[doc(hidden)]
     fn failed<C: Clock>(&mut self, error: Option<&E>, clock: &C);
     /// The running attempt was dropped without an outcome.
+    #[doc(hidden)]
     fn abandon(&mut self);
     /// Another attempt would follow after `delay`.
+    #[doc(hidden)]
     fn retry<C: Clock>(&mut self, delay: Duration, clock: &C) -> Result<(), Refusal>;
     /// How `refusal` ends a loop whose limits hand out `token` (`None`: the loop's output is
     /// the operation's own error type): a retry refused after a failure (`after_failure`,
     /// the error in hand), or an attempt refused as it was about to start.
+    #[doc(hidden)]
     fn ending<T>(&self, refusal: Refusal, token: Option<T>, after_failure: bool) -> Ending<E, T>;
 }
 
@@ -94,25 +100,22 @@ impl<E> Protection<E> for Unprotected {
 }
 
 /// A handle to a shared budget or breaker: `&'static T`, `Arc<T>`, anything that derefs to it.
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
 pub struct Handle<R>(pub(crate) R);
 
 /// No budget.
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoBudget;
 
 /// No breaker.
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoBreaker;
 
 /// Where a [`Protected`] loop finds its budget (`Slot<RetryBudget>`) or its breaker
 /// (`Slot<CircuitBreaker>`): nowhere ([`NoBudget`], [`NoBreaker`]), a [`Handle`], or a handle
 /// chosen at run time (`Option`).
-#[doc(hidden)]
 pub trait Slot<T> {
+    /// The budget or breaker, if there is one.
     fn get(&self) -> Option<&T>;
 }
 
@@ -145,23 +148,22 @@ impl<T, S: Slot<T>> Slot<T> for Option<S> {
 }
 
 /// Where a [`Protected`] loop finds its budget.
-#[doc(hidden)]
 pub trait BudgetSlot: Slot<RetryBudget> {}
 impl<S: Slot<RetryBudget>> BudgetSlot for S {}
 
 /// Where a [`Protected`] loop finds its breaker.
-#[doc(hidden)]
 pub trait BreakerSlot: Slot<CircuitBreaker> {}
 impl<S: Slot<CircuitBreaker>> BreakerSlot for S {}
 
-/// Which errors count against the breaker.
-#[doc(hidden)]
+/// Which errors count against the breaker. Every `FnMut(&E) -> bool` is one; a type of the
+/// caller's keeps the loop's type nameable (and, zero-sized, adds nothing to its future).
 pub trait Counts<E> {
+    /// Whether `error` counts as a failure of the dependency; one that does not is, for the
+    /// breaker, a success (the dependency answered).
     fn counts(&mut self, error: &E) -> bool;
 }
 
 /// The default: every error counts.
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EveryError;
 
@@ -184,14 +186,15 @@ impl<E, F: Counts<E>> Counts<E> for Option<F> {
     }
 }
 
-/// How a [`Protected`] loop's refusals end it (see [`Protection::ending`]).
-#[doc(hidden)]
+/// How a [`Protected`] loop's refusals end it: [`Typed`] for a [`Retry`]. Its method is the
+/// loop's business.
 pub trait Ends<E> {
+    /// How `refusal` ends a loop whose limits hand out `token`.
+    #[doc(hidden)]
     fn ending<T>(&self, refusal: Refusal, token: Option<T>, after_failure: bool) -> Ending<E, T>;
 }
 
 /// A [`Retry`]'s: as [`RetryError`](super::RetryError)'s `CircuitOpen` or `BudgetExhausted`.
-#[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Typed;
 
@@ -223,8 +226,11 @@ impl<E> Ends<E> for AsError<E> {
 }
 
 /// A budget, a breaker (each possibly absent), which errors count against the breaker, and
-/// how refusals end the loop.
-#[doc(hidden)]
+/// how refusals end the loop: the protection of a loop given a budget or a breaker.
+///
+/// `B` is where the budget is ([`NoBudget`], a [`Handle`], or an `Option` of one), `K` the
+/// breaker's ([`NoBreaker`], …), `F` which errors count ([`EveryError`], a closure, a
+/// [`Counts`] of the caller's), `X` how a refusal ends the loop ([`Typed`]).
 pub struct Protected<B, K: BreakerSlot, F, X = Typed> {
     budget: B,
     counts: F,
@@ -266,9 +272,9 @@ where
     R: Deref<Target = RetryBudget>,
     K: Deref<Target = CircuitBreaker>,
 {
-    /// What [`Retry::protection`] sets, built apart, for
+    /// A budget and a breaker chosen at run time, each absent or present, and which errors
+    /// count against the breaker: what [`Retry::protection`] sets, built apart, for
     /// [`retry_with`](crate::RetryPolicy::retry_with).
-    #[doc(hidden)]
     #[inline]
     pub fn of(budget: Option<R>, breaker: Option<K>, counts: F) -> Self {
         Protected::new(budget.map(Handle), breaker.map(Handle), counts, Typed)
@@ -372,12 +378,16 @@ where
     }
 }
 
-/// Turns any protection into [`Protected`], keeping what was already set.
-#[doc(hidden)]
+/// Turns any protection into [`Protected`], keeping what was already set: what lets
+/// [`Retry::budget`] and [`Retry::breaker`] add to either.
 pub trait IntoProtected {
+    /// Where the budget is.
     type Budget: BudgetSlot;
+    /// Where the breaker is.
     type Breaker: BreakerSlot;
+    /// Which errors count against the breaker.
     type Counts;
+    /// The same protection as a [`Protected`].
     fn into_protected(self) -> Protected<Self::Budget, Self::Breaker, Self::Counts>;
 }
 
@@ -409,15 +419,26 @@ type WithBreaker<P, R> =
     Protected<<P as IntoProtected>::Budget, Handle<R>, <P as IntoProtected>::Counts>;
 /// A protection of type `P` counting the errors `F` counts.
 type WithCounts<P, F> = Protected<<P as IntoProtected>::Budget, <P as IntoProtected>::Breaker, F>;
+/// A budget and a breaker chosen at run time, each absent or a handle, and which errors count
+/// against the breaker: what [`Protected::of`] builds and [`Retry::protection`] sets.
+pub type Chosen<R, K, F> = Protected<Option<Handle<R>>, Option<Handle<K>>, F>;
 
-// The return types spell out every type parameter on purpose: each builder changes one or two.
-#[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+/// What stops a loop under limits `L` and protection `G` once budget `R` is added.
+type Budgeted<L, G, R> = EarlyStop<LimitedBy<L>, WithBudget<G, R>>;
+/// What stops a loop under limits `L` and protection `G` once breaker `R` is added.
+type Broken<L, G, R> = EarlyStop<LimitedBy<L>, WithBreaker<G, R>>;
+/// What stops a loop under limits `L` and protection `G` once its breaker counts `F`'s errors.
+type Counting<L, G, F> = EarlyStop<L, WithCounts<G, F>>;
+/// What stops a loop under limits `L` once its protection is chosen at run time.
+type ChosenStops<L, R, K, F> = EarlyStop<LimitedBy<L>, Chosen<R, K, F>>;
+
+// The return types name what each builder changes: the protection, and the limits with it.
+impl<Op, Fut, T, E, C, K, L, G> Retry<Op, Fut, E, C, K, EarlyStop<L, G>>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Follow<E>,
+    K: LoopHooks<E>,
     L: Limits,
     G: IntoProtected,
 {
@@ -454,7 +475,7 @@ where
     pub fn budget<R: Deref<Target = RetryBudget>>(
         self,
         budget: R,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, WithBudget<G, R>>
+    ) -> Retry<Op, Fut, E, C, K, Budgeted<L, G, R>>
     where
         L: IntoLimited,
     {
@@ -499,7 +520,7 @@ where
     pub fn breaker<R: Deref<Target = CircuitBreaker>>(
         self,
         breaker: R,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, Limited<L::Signal>, WithBreaker<G, R>>
+    ) -> Retry<Op, Fut, E, C, K, Broken<L, G, R>>
     where
         L: IntoLimited,
     {
@@ -519,7 +540,7 @@ where
     pub fn breaker_counts<F: FnMut(&E) -> bool>(
         self,
         counts: F,
-    ) -> Retry<Op, Fut, E, C, B, W, N, H, L, WithCounts<G, F>> {
+    ) -> Retry<Op, Fut, E, C, K, Counting<L, G, F>> {
         self.protected(
             |l| l,
             |g| {
@@ -535,13 +556,12 @@ where
     }
 }
 
-#[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+impl<Op, Fut, T, E, C, K, L, G> Retry<Op, Fut, E, C, K, EarlyStop<L, G>>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Follow<E>,
+    K: LoopHooks<E>,
     L: Limits,
 {
     /// [`budget`](Retry::budget), [`breaker`](Retry::breaker) and
@@ -550,28 +570,16 @@ where
     /// configuration (retry-http's) runs. `counts` may be a closure, or a type of the
     /// caller's that implements [`Counts`] (zero-sized: nothing added to the loop's future).
     /// Replaces any protection set before.
-    #[doc(hidden)]
-    pub fn protection<R, K, F>(
+    pub fn protection<R, X, F>(
         self,
         budget: Option<R>,
-        breaker: Option<K>,
+        breaker: Option<X>,
         counts: F,
-    ) -> Retry<
-        Op,
-        Fut,
-        E,
-        C,
-        B,
-        W,
-        N,
-        H,
-        Limited<L::Signal>,
-        Protected<Option<Handle<R>>, Option<Handle<K>>, F>,
-    >
+    ) -> Retry<Op, Fut, E, C, K, ChosenStops<L, R, X, F>>
     where
         L: IntoLimited,
         R: Deref<Target = RetryBudget>,
-        K: Deref<Target = CircuitBreaker>,
+        X: Deref<Target = CircuitBreaker>,
         F: Counts<E>,
     {
         self.protected(

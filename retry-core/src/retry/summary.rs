@@ -16,10 +16,9 @@ use pin_project_lite::pin_project;
 
 use super::blocking::{Inline, OnThread};
 use super::hooks::Operation;
-use super::limits::Limits;
 use super::protect::Protection;
 use super::value::JudgeOk;
-use super::{OnRetry, Retry, RetryAfter, ShouldRetry, State};
+use super::{LoopHooks, LoopStops, OnRetry, OutputOf, Retry, RetryAfter, ShouldRetry, State};
 use crate::rng::LoopRng;
 use crate::schedule::{Follow, Kept, Start};
 use crate::time::{Clock, block_here};
@@ -69,7 +68,7 @@ impl RetrySummary {
 /// A loop's schedule with its waits counted: what [`Retry::summarize`] makes of it.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug)]
-pub struct Summed<B>(B);
+pub struct Summed<B>(pub(super) B);
 
 impl<E, B: Follow<E>> Follow<E> for Summed<B> {
     type Kept = Tally<B::Kept>;
@@ -151,15 +150,14 @@ impl<R> fmt::Debug for Summarized<R> {
     }
 }
 
-// Each builder changes one type parameter, and the return type says which.
-#[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+// The builder changes the hooks' schedule, and the return type says how.
+impl<Op, Fut, T, E, C, K, S> Retry<Op, Fut, E, C, K, S>
 where
     Op: Operation<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Follow<E>,
-    L: Limits,
+    K: LoopHooks<E>,
+    S: LoopStops,
 {
     /// Also reports what the loop did: the output becomes `(output, RetrySummary)` — attempts
     /// started, waits and their total, time on the loop's clock — so the caller need not
@@ -167,18 +165,14 @@ where
     ///
     /// The counts live in the loop only when asked for; a loop without `summarize` keeps none
     /// of them. See [`RetrySummary`] for an example.
-    pub fn summarize(self) -> Summarized<Retry<Op, Fut, E, C, Summed<B>, W, N, H, L, G>> {
+    pub fn summarize(self) -> Summarized<Retry<Op, Fut, E, C, K::WithSummary, S>> {
         Summarized {
             inner: Retry {
                 plan: self.plan,
                 op: self.op,
-                backoff: Summed(self.backoff),
-                when: self.when,
-                notify: self.notify,
-                hint: self.hint,
+                hooks: self.hooks.with_summary(),
                 progress: self.progress.following(Tally::new),
-                limits: self.limits,
-                protection: self.protection,
+                stops: self.stops,
                 state: State::Start,
             },
             started: None,
@@ -186,21 +180,18 @@ where
     }
 }
 
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Future
-    for Summarized<Retry<Op, Fut, E, C, Summed<B>, W, N, H, L, G>>
+impl<Op, Fut, T, E, C, B, K, S> Future for Summarized<Retry<Op, Fut, E, C, K, S>>
 where
     Op: Operation<Attempt = Fut> + JudgeOk<T>,
     Fut: Future<Output = Result<T, E>>,
     E: fmt::Debug,
     C: Clock,
     B: Follow<E>,
-    W: ShouldRetry<E>,
-    N: OnRetry<E>,
-    H: RetryAfter<E>,
-    L: Limits,
-    G: Protection<E>,
+    K: LoopHooks<E, Schedule = Summed<B>, When: ShouldRetry<E>, Notify: OnRetry<E>>,
+    K: LoopHooks<E, Hint: RetryAfter<E>>,
+    S: LoopStops<Guard: Protection<E>>,
 {
-    type Output = (L::Output<T, E>, RetrySummary);
+    type Output = (OutputOf<S, T, E>, RetrySummary);
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -221,22 +212,19 @@ where
     }
 }
 
-impl<Op, T, E, C, B, W, N, H, L, G>
-    Summarized<Retry<Op, Ready<Result<T, E>>, E, C, Summed<B>, W, N, H, L, G>>
+impl<Op, T, E, C, B, K, S> Summarized<Retry<Op, Ready<Result<T, E>>, E, C, K, S>>
 where
     Op: Operation<Attempt = Ready<Result<T, E>>> + JudgeOk<T> + Inline,
     E: fmt::Debug,
     C: Clock + Clone,
     B: Follow<E>,
-    W: ShouldRetry<E>,
-    N: OnRetry<E>,
-    H: RetryAfter<E>,
-    L: Limits,
-    G: Protection<E>,
+    K: LoopHooks<E, Schedule = Summed<B>, When: ShouldRetry<E>, Notify: OnRetry<E>>,
+    K: LoopHooks<E, Hint: RetryAfter<E>>,
+    S: LoopStops<Guard: Protection<E>>,
 {
     /// Runs this blocking loop on the calling thread, as [`Retry::call`] does, and reports
     /// what it did.
-    pub fn call(self) -> (L::Output<T, E>, RetrySummary) {
+    pub fn call(self) -> (OutputOf<S, T, E>, RetrySummary) {
         let clock = OnThread::new(self.inner.plan.clock().clone());
         block_here(Summarized {
             inner: self.inner.clock(clock),

@@ -10,9 +10,7 @@
 use std::future::Future;
 
 use super::hooks::Operation;
-use super::limits::Limits;
-use super::{Retry, State};
-use crate::schedule::Follow;
+use super::{LoopHooks, LoopStops, Retry, State};
 use crate::time::Clock;
 
 /// How a loop's operation judges its successful values. Every operation judges none; a
@@ -94,15 +92,14 @@ impl<Op: super::blocking::Inline, F> super::blocking::Inline for WhenOk<Op, F> {
 
 impl<Op: super::blocking::Preemptible, F> super::blocking::Preemptible for WhenOk<Op, F> {}
 
-// Each builder changes one type parameter, and the return type says which.
-#[allow(clippy::type_complexity)]
-impl<Op, Fut, T, E, C, B, W, N, H, L, G> Retry<Op, Fut, E, C, B, W, N, H, L, G>
+// The builder changes the operation, and the return type says how.
+impl<Op, Fut, T, E, C, K, S> Retry<Op, Fut, E, C, K, S>
 where
     Op: Unjudged<Attempt = Fut>,
     Fut: Future<Output = Result<T, E>>,
     C: Clock,
-    B: Follow<E>,
-    L: Limits,
+    K: LoopHooks<E>,
+    S: LoopStops,
 {
     /// Retries also a **successful** value for which `predicate(&value, next_attempt)` is
     /// true: an `Ok` that is really a failure, such as a response with status 503 or an empty
@@ -134,10 +131,7 @@ where
     /// assert_eq!(response.status, 200); // the third attempt
     /// # }
     /// ```
-    pub fn when_ok<F>(
-        self,
-        predicate: F,
-    ) -> Retry<WhenOk<Op::Plain, F>, Fut, E, C, B, W, N, H, L, G>
+    pub fn when_ok<F>(self, predicate: F) -> Retry<WhenOk<Op::Plain, F>, Fut, E, C, K, S>
     where
         F: FnMut(&T, u32) -> bool,
     {
@@ -147,13 +141,9 @@ where
                 op: self.op.unjudged(),
                 predicate,
             },
-            backoff: self.backoff,
-            when: self.when,
-            notify: self.notify,
-            hint: self.hint,
+            hooks: self.hooks,
             progress: self.progress,
-            limits: self.limits,
-            protection: self.protection,
+            stops: self.stops,
             state: State::Start,
         }
     }

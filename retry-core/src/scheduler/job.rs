@@ -122,18 +122,11 @@ impl<F: Task> TypedJob<F> {
     /// The task's context is made when the run is first polled, on the thread that runs it:
     /// a token made by the submitter and freed by a worker would cost both threads the
     /// allocator's lock.
-    #[allow(clippy::type_complexity, reason = "one private helper's pair")]
     fn into_run(
         self: Arc<Self>,
         done: Completion,
         recycled: Option<CancelToken>,
-    ) -> Result<
-        (
-            impl Future<Output = Option<Run>> + Send + 'static,
-            Option<Scope>,
-        ),
-        Option<Run>,
-    >
+    ) -> Result<Scoped<impl Future<Output = Option<Run>> + Send + 'static>, Option<Run>>
     where
         F: Send + 'static,
         F::Future: Send + 'static,
@@ -153,7 +146,7 @@ impl<F: Task> TypedJob<F> {
             let outcome = run_caught(task, cx).await;
             delivery.deliver(outcome)
         };
-        Ok((run, scope))
+        Ok(Scoped { run, scope })
     }
 
     /// Ends the delivery: no result comes after this; wakes the handle.
@@ -167,6 +160,12 @@ impl<F: Task> TypedJob<F> {
             waker.wake();
         }
     }
+}
+
+/// A task's run and the scope to run it in, if the submitter had one.
+struct Scoped<Fut> {
+    run: Fut,
+    scope: Option<Scope>,
 }
 
 impl<F> Job for TypedJob<F>
@@ -191,8 +190,11 @@ where
     ) {
         // No scope wrapper (a task-local and its future around the task) without a scope.
         let runner = match self.into_run(done, None) {
-            Ok((run, Some(scope))) => runtime.spawn(runner::chain(shared, arrival, scope.run(run))),
-            Ok((run, None)) => runtime.spawn(runner::chain(shared, arrival, run)),
+            Ok(Scoped {
+                run,
+                scope: Some(scope),
+            }) => runtime.spawn(runner::chain(shared, arrival, scope.run(run))),
+            Ok(Scoped { run, scope: None }) => runtime.spawn(runner::chain(shared, arrival, run)),
             Err(next) => runtime.spawn(runner::chain(shared, arrival, std::future::ready(next))),
         };
         drop(runner);
@@ -200,8 +202,11 @@ where
 
     fn run(self: Arc<Self>, done: Completion, recycled: Option<CancelToken>) -> Run {
         match self.into_run(done, recycled) {
-            Ok((run, Some(scope))) => Run::new(scope.run(run)),
-            Ok((run, None)) => Run::new(run),
+            Ok(Scoped {
+                run,
+                scope: Some(scope),
+            }) => Run::new(scope.run(run)),
+            Ok(Scoped { run, scope: None }) => Run::new(run),
             Err(next) => Run::new(std::future::ready(next)),
         }
     }
