@@ -20,7 +20,7 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{Error, RetryReport};
 use crate::judge::{
-    Answer, Call, Counted, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported,
+    Answer, Call, Counted, Failed, Lost, TARGET, finish, hint, may_retry, put, refused, reported,
     retrying,
 };
 use crate::layer::Cancel;
@@ -98,7 +98,7 @@ impl Answer for Response {
     }
 
     fn report(&mut self, report: RetryReport) {
-        self.extensions_mut().insert(report);
+        put(self.extensions_mut(), report);
     }
 }
 
@@ -142,66 +142,46 @@ where
             replayable: spare.is_some() || max_attempts <= 1,
             target: target.clone(),
         };
+        let extensions = &*extensions;
+        let mut first = Some(request);
+        let mut failed = None;
+        if shared.protection.is_none() && shared.deadline.is_none() && cancel.is_none() {
+            // Nothing to admit, no deadline to start, no signal to race: the first attempt
+            // runs on its own, and the loop is built only if it fails. A call answered at
+            // once moves no loop.
+            match attempt(
+                shared,
+                &call,
+                1,
+                None,
+                first.take(),
+                next.clone(),
+                extensions,
+            )
+            .await
+            {
+                Ok(response) => return Ok(response),
+                Err(failure) => failed = Some(failure),
+            }
+        }
         let deadline_at = shared
             .deadline
             .and_then(|budget| shared.policy.clock().now().checked_add(budget));
-        let mut first = Some(request);
-        let extensions = &*extensions;
         let (call, next) = (&call, &next);
-        let op = move |attempt: u32| {
-            let request = first
-                .take()
-                .or_else(|| spare.as_ref().and_then(Request::try_clone));
-            let clock = shared.policy.clock();
-            let timer = shared
-                .attempt_timeout
-                .map(|timeout| (timeout, clock.sleep(timeout)));
-            // Read the clock only when a limit will need it.
-            let end = match (shared.attempt_timeout, deadline_at) {
-                (None, None) => None,
-                (timeout, deadline_at) => exchange_end(
-                    timeout.map(|timeout| (clock.now(), timeout)),
-                    deadline_at.zip(shared.deadline),
-                ),
+        let op = move |n: u32| {
+            // The loop's first attempt is the one that already failed, if one did.
+            let failed = failed.take();
+            let request = match failed {
+                Some(_) => None,
+                None => first
+                    .take()
+                    .or_else(|| spare.as_ref().and_then(Request::try_clone)),
             };
-            let mut extensions = extensions.clone();
             let next = next.clone();
             async move {
-                let Some(request) = request else {
-                    return Err(refused(call, attempt));
-                };
-                let exchange = exchange(shared, call, attempt, end, next, request, &mut extensions);
-                let (timeout, sleep) = match timer {
-                    Some((timeout, sleep)) => (Some(timeout), Some(sleep)),
-                    None => (None, None),
-                };
-                let outcome = match (Timed {
-                    future: exchange,
-                    timer: sleep,
-                })
-                .await
-                {
-                    Some(outcome) => outcome,
-                    None => Err(Failed::TimedOut(timeout.unwrap_or_default())),
-                };
-                match outcome {
-                    Ok(response) => call
-                        .judge_response(
-                            &shared.classify,
-                            &shared.protection,
-                            shared.policy.clock(),
-                            shared.notify.as_ref(),
-                            attempt,
-                            response,
-                        )
-                        .map(|response| reported(response, attempt)),
-                    Err(failed) => Err(call.judge_error(
-                        &shared.classify,
-                        &shared.protection,
-                        shared.notify.as_ref(),
-                        attempt,
-                        failed,
-                    )),
+                match failed {
+                    Some(failure) => Err(failure),
+                    None => attempt(shared, call, n, deadline_at, request, next, extensions).await,
                 }
             }
         };
@@ -236,6 +216,68 @@ where
             shared.policy.max_retry_after(),
         )
         .map_err(reqwest_middleware::Error::middleware)
+    }
+}
+
+/// One attempt: the rest of the chain (`None`: the request gave no copy to send again)
+/// under the attempt timeout, its response judged.
+async fn attempt<P, C>(
+    shared: &Shared<P, C>,
+    call: &Call,
+    attempt: u32,
+    deadline_at: Option<Instant>,
+    request: Option<Request>,
+    next: Next<'_>,
+    extensions: &Extensions,
+) -> Result<Response, Lost<Response>>
+where
+    P: Classify,
+    C: Clock + Clone + Send + Sync + 'static,
+    C::Sleep: Send + 'static,
+{
+    let Some(request) = request else {
+        return Err(refused(call, attempt));
+    };
+    let clock = shared.policy.clock();
+    let timeout = shared.attempt_timeout;
+    let sleep = timeout.map(|timeout| clock.sleep(timeout));
+    // Read the clock only when a limit will need it.
+    let end = match (timeout, deadline_at) {
+        (None, None) => None,
+        (timeout, deadline_at) => exchange_end(
+            timeout.map(|timeout| (clock.now(), timeout)),
+            deadline_at.zip(shared.deadline),
+        ),
+    };
+    let mut extensions = extensions.clone();
+    let exchange = exchange(shared, call, attempt, end, next, request, &mut extensions);
+    let outcome = match (Timed {
+        future: exchange,
+        timer: sleep,
+    })
+    .await
+    {
+        Some(outcome) => outcome,
+        None => Err(Failed::TimedOut(timeout.unwrap_or_default())),
+    };
+    match outcome {
+        Ok(response) => call
+            .judge_response(
+                &shared.classify,
+                &shared.protection,
+                clock,
+                shared.notify.as_ref(),
+                attempt,
+                response,
+            )
+            .map(|response| reported(response, attempt)),
+        Err(failed) => Err(call.judge_error(
+            &shared.classify,
+            &shared.protection,
+            shared.notify.as_ref(),
+            attempt,
+            failed,
+        )),
     }
 }
 

@@ -25,7 +25,7 @@ fn client(clock: &MockClock) -> ClientWithMiddleware {
 }
 
 fn report(response: &reqwest::Response) -> Option<(u32, Option<StopReason>)> {
-    let report = response.extensions().get::<RetryReport>()?;
+    let report = RetryReport::of(response.extensions());
     Some((report.attempts, report.stopped))
 }
 
