@@ -167,9 +167,9 @@ pub use protection::{
     Permit, RetryBudget, StateChange,
 };
 pub use retry::{
-    Adjusted, Always, Blocking, LimitExceeded, Limited, Limits, NamedOp, NoHint, OnRetry,
-    Operation, Retry, RetryAfter, RetryError, RetrySummary, ShouldRetry, Silent, Summarized,
-    Unlimited, Unprotected, WhenOk,
+    Adjusted, Always, Blocking, ChainedRetryError, LimitExceeded, Limited, Limits, NamedOp, NoHint,
+    OnRetry, Operation, Retry, RetryAfter, RetryError, RetrySummary, ShouldRetry, Silent,
+    Summarized, Unlimited, Unprotected, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]
