@@ -47,6 +47,7 @@ pub(crate) struct Attempts<S, B, ResB: Body, P, C> {
 pub(crate) type Spare<S, B> = Result<(S, Request<B>), Call>;
 
 /// What the first attempt judges by, and the spare the retries will use.
+#[inline]
 pub(crate) fn split<S, B>(call: Call, spare: Option<(S, Request<B>)>) -> (Call, Spare<S, B>) {
     // The first attempt takes `call`; a retry reads its own from the spare request.
     match spare {
@@ -154,6 +155,7 @@ where
 {
     /// A call's first attempt, run before (and without) the loop: `service` was made ready
     /// for `request`.
+    #[inline]
     pub(crate) fn first(
         service: S,
         request: Request<B>,
@@ -172,6 +174,7 @@ where
         &self.shared
     }
 
+    #[inline]
     fn of(
         step: AttemptStep<S, B, ResB>,
         call: Call,
@@ -195,7 +198,7 @@ where
             step,
             timer,
             shared: Arc::clone(shared),
-            call,
+            call: Some(call),
             attempt,
             end,
         }
@@ -229,7 +232,8 @@ pin_project! {
         #[pin]
         timer: Option<C::Sleep>,
         shared: Arc<Shared<P, C>>,
-        call: Call,
+        // What the attempt judges by; its target goes to the answer's body.
+        call: Option<Call>,
         attempt: u32,
         // When the exchange, response body included, must be over (if a limit says).
         end: Option<(Instant, Bound)>,
@@ -282,6 +286,10 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let attempt = *this.attempt;
+        // Taken only when the attempt is over.
+        let Some(call) = this.call.as_ref() else {
+            return Poll::Pending;
+        };
         loop {
             match this.step.as_mut().project() {
                 StepProj::Ready { service, request } => match service.poll_ready(cx) {
@@ -297,7 +305,7 @@ where
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
                         return Poll::Ready(Err(failed_attempt(
-                            this.call,
+                            call,
                             this.shared,
                             attempt,
                             failed,
@@ -307,19 +315,18 @@ where
                 },
                 StepProj::Calling { future } => match future.poll(cx) {
                     Poll::Ready(Ok(response)) => {
-                        let wait_for_event = this.shared.first_event
-                            && response.status().is_success()
-                            && is_event_stream(response.headers());
+                        // An event stream lasts as long as it lasts: only its idle timeout.
+                        let stream = is_event_stream(response.headers());
+                        let wait_for_event =
+                            stream && this.shared.first_event && response.status().is_success();
                         if wait_for_event {
-                            let target = this.call.target.clone();
+                            let target = call.target.clone();
                             // Boxed: only event streams pay for the room it takes.
                             let wait = Box::pin(FirstEvent::new(response, target, attempt));
                             this.step.set(Step::FirstEvent { wait });
                             continue;
                         }
                         this.step.set(Step::Done);
-                        // An event stream lasts as long as it lasts: only its idle timeout.
-                        let stream = is_event_stream(response.headers());
                         let (head, body) = response.into_parts();
                         let shared = &**this.shared;
                         let watch = watch(
@@ -329,11 +336,13 @@ where
                             stream,
                         );
                         let body = ResponseBody::direct(body, None, attempt).with_watch(watch);
-                        let judged = judged(this.call, this.shared, attempt, head, body);
+                        let judged = judged(call, this.shared, attempt, head, body);
                         // The answer names the call's target: the attempt's, which it needs no
                         // more (a failure has a copy).
                         return Poll::Ready(judged.map(|mut response| {
-                            response.body_mut().name(this.call.target.take());
+                            if let Some(call) = this.call.take() {
+                                response.body_mut().name(call.target);
+                            }
                             response
                         }));
                     }
@@ -341,7 +350,7 @@ where
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
                         return Poll::Ready(Err(failed_attempt(
-                            this.call,
+                            call,
                             this.shared,
                             attempt,
                             failed,
@@ -361,7 +370,7 @@ where
                         this.step.set(Step::Done);
                         let failed = Failed::Stream(e.into());
                         return Poll::Ready(Err(failed_attempt(
-                            this.call,
+                            call,
                             this.shared,
                             attempt,
                             failed,
@@ -379,7 +388,7 @@ where
                 }
                 StepProj::Refused => {
                     this.step.set(Step::Done);
-                    return Poll::Ready(Err(refused(this.call, attempt)));
+                    return Poll::Ready(Err(refused(call, attempt)));
                 }
                 StepProj::Done => return Poll::Pending,
             }
@@ -390,7 +399,7 @@ where
                 this.step.set(Step::Done);
                 let timeout = this.shared.attempt_timeout.unwrap_or_default();
                 let failed = Failed::TimedOut(timeout);
-                return Poll::Ready(Err(failed_attempt(this.call, this.shared, attempt, failed)));
+                return Poll::Ready(Err(failed_attempt(call, this.shared, attempt, failed)));
             }
         }
         Poll::Pending

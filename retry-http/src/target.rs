@@ -20,18 +20,6 @@ impl Target {
         }
     }
 
-    /// This target, leaving a placeholder (`GET /`) in its place: for an owner that needs
-    /// it no more, so that it moves where it goes without a copy.
-    pub(crate) fn take(&mut self) -> Target {
-        std::mem::replace(
-            self,
-            Target {
-                method: Method::GET,
-                uri: Uri::from_static("/"),
-            },
-        )
-    }
-
     /// The URI's host and port, `-` when it has none (a relative URI).
     pub(crate) fn host(&self) -> &str {
         self.uri.authority().map_or("-", |a| a.as_str())
