@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -55,12 +56,18 @@ use crate::target::Target;
 /// ```
 pub struct RetryMiddleware<P = DefaultClassify, C = DefaultClock> {
     retry: HttpRetry<P, C>,
+    last_host: LastHost,
 }
+
+/// The scheme and host of the last call, shared by the middleware's clones: a call to the same
+/// host (most are) names its target with their reference counts instead of a copy.
+type LastHost = Arc<Mutex<Option<(Scheme, Authority)>>>;
 
 impl<P, C> Clone for RetryMiddleware<P, C> {
     fn clone(&self) -> Self {
         RetryMiddleware {
             retry: self.retry.clone(),
+            last_host: Arc::clone(&self.last_host),
         }
     }
 }
@@ -84,6 +91,7 @@ impl<P, C> HttpRetry<P, C> {
     pub fn middleware(&self) -> RetryMiddleware<P, C> {
         RetryMiddleware {
             retry: self.clone(),
+            last_host: LastHost::default(),
         }
     }
 }
@@ -116,7 +124,7 @@ where
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let shared = &*self.retry.shared;
-        let target = target_of(&request);
+        let target = target_of(&request, &self.last_host);
         if let Some(key) = extensions.get::<IdempotencyKey>() {
             if let Err(reason) = apply_key(request.headers_mut(), key) {
                 tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
@@ -140,7 +148,7 @@ where
         let call = Call {
             safety: Safety::of(request.method(), request.headers()),
             replayable: spare.is_some() || max_attempts <= 1,
-            target: target.clone(),
+            target,
         };
         let extensions = &*extensions;
         let mut first = Some(request);
@@ -211,7 +219,7 @@ where
         };
         finish(
             outcome,
-            &target,
+            &call.target,
             max_attempts,
             shared.policy.max_retry_after(),
         )
@@ -282,12 +290,35 @@ where
 }
 
 /// What a call's events and errors name: its method and host. Only the URL's scheme and
-/// authority are copied, not the whole URL parsed again: its path shows nowhere.
-fn target_of(request: &Request) -> Target {
+/// authority are copied, not the whole URL parsed again: its path shows nowhere. A call to
+/// the host of the call before it shares that call's copy (`last`): no allocation.
+fn target_of(request: &Request, last: &Mutex<Option<(Scheme, Authority)>>) -> Target {
     let url = request.url();
+    // `try_lock`: a call never waits for another; a miss only costs the copy.
+    let hit = last.try_lock().ok().and_then(|last| match &*last {
+        Some((scheme, authority))
+            if scheme.as_str() == url.scheme() && authority.as_str() == url.authority() =>
+        {
+            Some((scheme.clone(), authority.clone()))
+        }
+        _ => None,
+    });
+    let (scheme, authority) = match hit {
+        Some((scheme, authority)) => (Some(scheme), Some(authority)),
+        None => {
+            let scheme = Scheme::try_from(url.scheme()).ok();
+            let authority = Authority::try_from(url.authority()).ok();
+            if let (Some(scheme), Some(authority), Ok(mut last)) =
+                (&scheme, &authority, last.try_lock())
+            {
+                *last = Some((scheme.clone(), authority.clone()));
+            }
+            (scheme, authority)
+        }
+    };
     let mut parts = Parts::default();
-    parts.scheme = Scheme::try_from(url.scheme()).ok();
-    parts.authority = Authority::try_from(url.authority()).ok();
+    parts.scheme = scheme;
+    parts.authority = authority;
     parts.path_and_query = Some(PathAndQuery::from_static("/"));
     Target {
         method: request.method().clone(),
