@@ -15,7 +15,7 @@ use retry_core::{Clock, Operation};
 use tower_service::Service;
 
 use crate::body::{ReplayBody, ResponseBody};
-use crate::bound::{Bound, exchange_end, watch};
+use crate::bound::{Bound, attempt_end, watch};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
@@ -186,14 +186,7 @@ where
         // An attempt that already failed waits for nothing.
         let timeout = timeout.filter(|_| !matches!(step, Step::Lost { .. }));
         let timer = timeout.map(|timeout| clock.sleep(timeout));
-        // Read the clock only when a limit will need it.
-        let end = match (timeout, deadline_at) {
-            (None, None) => None,
-            (timeout, deadline_at) => exchange_end(
-                timeout.map(|timeout| (clock.now(), timeout)),
-                deadline_at.zip(shared.deadline),
-            ),
-        };
+        let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
         AttemptFuture {
             step,
             timer,

@@ -16,7 +16,7 @@ use retry_core::effects::IdempotencyKey;
 use retry_core::{CancelToken, Clock, DefaultClock, Limited, Protected, Unprotected};
 
 use crate::body::ResponseBody;
-use crate::bound::{Bound, exchange_end, watch};
+use crate::bound::{Bound, attempt_end, watch};
 use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{Error, RetryReport};
@@ -249,14 +249,7 @@ where
     let clock = shared.policy.clock();
     let timeout = shared.attempt_timeout;
     let sleep = timeout.map(|timeout| clock.sleep(timeout));
-    // Read the clock only when a limit will need it.
-    let end = match (timeout, deadline_at) {
-        (None, None) => None,
-        (timeout, deadline_at) => exchange_end(
-            timeout.map(|timeout| (clock.now(), timeout)),
-            deadline_at.zip(shared.deadline),
-        ),
-    };
+    let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
     let mut extensions = extensions.clone();
     let exchange = exchange(shared, call, attempt, end, next, request, &mut extensions);
     let outcome = match (Timed {
