@@ -174,9 +174,9 @@ pub use protection::{
     Permit, RetryBudget, StateChange,
 };
 pub use retry::{
-    Adjusted, Always, Blocking, EarlyStop, Hooks, LimitExceeded, Limited, Limits, LoopHooks,
-    LoopStops, NamedOp, NoHint, OnRetry, Operation, Retry, RetryAfter, RetryError, RetrySummary,
-    ShouldRetry, Silent, Summarized, Unlimited, Unprotected, WhenOk,
+    Adjusted, Always, Blocking, ChainedRetryError, EarlyStop, Hooks, LimitExceeded, Limited, Limits,
+    LoopHooks, LoopStops, NamedOp, NoHint, OnRetry, Operation, Retry, RetryAfter, RetryError,
+    RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, Unprotected, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]

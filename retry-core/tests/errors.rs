@@ -76,3 +76,44 @@ fn r5_an_operation_error_reads_as_itself_and_a_limit_names_the_last_error_once()
     // The message carries the last error, so there is no source to print it a second time.
     assert!(std::error::Error::source(&e).is_none());
 }
+
+#[test]
+fn h7_a_chained_retry_error_puts_the_last_error_in_its_source_not_its_message() {
+    let io = || std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset");
+    let e = RetryError::DeadlineExceeded {
+        attempts: 3,
+        last: Some(io()),
+    }
+    .chained();
+    assert_eq!(e.to_string(), "retry deadline exceeded after 3 attempts");
+    // The chain is walkable down to the I/O error's kind.
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    assert_eq!(
+        source.map(std::io::Error::kind),
+        Some(std::io::ErrorKind::ConnectionReset)
+    );
+    assert!(matches!(
+        e.get_ref(),
+        RetryError::DeadlineExceeded { attempts: 3, .. }
+    ));
+    // anyhow prints each line once.
+    let report = format!("{:#}", anyhow::Error::new(e));
+    assert_eq!(
+        report,
+        "retry deadline exceeded after 3 attempts: connection reset"
+    );
+
+    // The operation's own error: the message says the loop gave up, the error is the source.
+    let e = RetryError::Operation(io()).chained();
+    assert_eq!(e.to_string(), "retry gave up");
+    assert!(std::error::Error::source(&e).is_some());
+    // A limit before any error has no source.
+    let e = RetryError::<std::io::Error>::Cancelled {
+        attempts: 0,
+        last: None,
+    }
+    .chained();
+    assert_eq!(e.to_string(), "retry cancelled after 0 attempts");
+    assert!(std::error::Error::source(&e).is_none());
+    assert!(e.into_inner().is_limit());
+}

@@ -15,7 +15,7 @@ use retry_core::{Clock, Operation};
 use tower_service::Service;
 
 use crate::body::{ReplayBody, ResponseBody};
-use crate::bound::{Bound, exchange_end, watch};
+use crate::bound::{Bound, attempt_end, watch};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
@@ -25,21 +25,38 @@ use crate::sse::{FirstEvent, is_event_stream};
 use crate::target::Target;
 
 /// What the layer's loop runs: the call's first request on the service that was made ready
-/// for it, then copies of both for every retry.
-pub(crate) struct Attempts<S, B, P, C> {
+/// for it (or the failure it already ended with, when the loop is built after it), then
+/// copies of both for every retry.
+pub(crate) struct Attempts<S, B, ResB: Body, P, C> {
     /// The service made ready by the layer's `poll_ready`, the request as given, and what
     /// its attempt judges by.
     first: Option<(S, Request<B>, Call)>,
-    /// A spare of the service and the request for the retries, whose head also names each
-    /// retry's target; or, when no retry can happen (one attempt allowed, or a body that
-    /// cannot be replayed), what a refused retry would name.
-    spare: Result<(S, Request<B>), Call>,
+    /// The first attempt's failure, when it ran before the loop was built: the loop's first
+    /// attempt returns it.
+    failed: Option<Lost<LayerResponse<ResB>>>,
+    /// What the retries send (see [`Spare`]).
+    spare: Spare<S, B>,
     shared: Arc<Shared<P, C>>,
     /// When the call's deadline passes, if it has one: its response bodies end by then.
     deadline_at: Option<Instant>,
 }
 
-impl<S, B, P, C> Attempts<S, B, P, C> {
+/// A spare of the service and the request for the retries, whose head also names each
+/// retry's target; or, when no retry can happen (one attempt allowed, or a body that cannot
+/// be replayed), what a refused retry would name.
+pub(crate) type Spare<S, B> = Result<(S, Request<B>), Call>;
+
+/// What the first attempt judges by, and the spare the retries will use.
+#[inline]
+pub(crate) fn split<S, B>(call: Call, spare: Option<(S, Request<B>)>) -> (Call, Spare<S, B>) {
+    // The first attempt takes `call`; a retry reads its own from the spare request.
+    match spare {
+        Some(spare) => (call, Ok(spare)),
+        None => (call.clone(), Err(call)),
+    }
+}
+
+impl<S, B, ResB: Body, P, C> Attempts<S, B, ResB, P, C> {
     pub(crate) fn new(
         ready: S,
         spare: Option<(S, Request<B>)>,
@@ -48,21 +65,34 @@ impl<S, B, P, C> Attempts<S, B, P, C> {
         call: Call,
         deadline_at: Option<Instant>,
     ) -> Self {
-        // The first attempt takes `call`; a retry reads its own from the spare request.
-        let (call, spare) = match spare {
-            Some(spare) => (call, Ok(spare)),
-            None => (call.clone(), Err(call)),
-        };
+        let (call, spare) = split(call, spare);
         Attempts {
             first: Some((ready, request, call)),
+            failed: None,
             spare,
             shared,
             deadline_at,
         }
     }
+
+    /// The attempts of a call whose first attempt ran on its own and failed with `failed`
+    /// (a call without a deadline: the loop's clock starts nothing before it).
+    pub(crate) fn resumed(
+        spare: Spare<S, B>,
+        shared: Arc<Shared<P, C>>,
+        failed: Lost<LayerResponse<ResB>>,
+    ) -> Self {
+        Attempts {
+            first: None,
+            failed: Some(failed),
+            spare,
+            shared,
+            deadline_at: None,
+        }
+    }
 }
 
-impl<S, B, ResB, P, C> Operation for Attempts<S, B, P, C>
+impl<S, B, ResB, P, C> Operation for Attempts<S, B, ResB, P, C>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
@@ -76,6 +106,13 @@ where
     type Attempt = AttemptFuture<S, B, ResB, P, C>;
 
     fn start(&mut self, attempt: u32) -> Self::Attempt {
+        if let Some(failure) = self.failed.take() {
+            let call = failure.call();
+            let step = Step::Lost {
+                failure: Some(failure),
+            };
+            return AttemptFuture::of(step, call, attempt, &self.shared, None);
+        }
         let (step, call) = match self.first.take() {
             Some((service, request, call)) => (
                 Step::Ready {
@@ -106,21 +143,55 @@ where
                 Err(call) => (Step::Refused, call.clone()),
             },
         };
-        let (clock, timeout) = (self.shared.policy.clock(), self.shared.attempt_timeout);
-        let timer = timeout.map(|timeout| clock.sleep(timeout));
-        // Read the clock only when a limit will need it.
-        let end = match (timeout, self.deadline_at) {
-            (None, None) => None,
-            (timeout, deadline_at) => exchange_end(
-                timeout.map(|timeout| (clock.now(), timeout)),
-                deadline_at.zip(self.shared.deadline),
-            ),
+        AttemptFuture::of(step, call, attempt, &self.shared, self.deadline_at)
+    }
+}
+
+impl<S, B, ResB, P, C> AttemptFuture<S, B, ResB, P, C>
+where
+    S: Service<Request<B>>,
+    ResB: Body,
+    C: Clock,
+{
+    /// A call's first attempt, run before (and without) the loop: `service` was made ready
+    /// for `request`.
+    #[inline]
+    pub(crate) fn first(
+        service: S,
+        request: Request<B>,
+        call: Call,
+        shared: &Arc<Shared<P, C>>,
+    ) -> Self {
+        let step = Step::Ready {
+            service,
+            request: Some(request),
         };
+        AttemptFuture::of(step, call, 1, shared, None)
+    }
+
+    /// The policy the attempt runs under.
+    pub(crate) fn shared(&self) -> &Arc<Shared<P, C>> {
+        &self.shared
+    }
+
+    #[inline]
+    fn of(
+        step: AttemptStep<S, B, ResB>,
+        call: Call,
+        attempt: u32,
+        shared: &Arc<Shared<P, C>>,
+        deadline_at: Option<Instant>,
+    ) -> Self {
+        let (clock, timeout) = (shared.policy.clock(), shared.attempt_timeout);
+        // An attempt that already failed waits for nothing.
+        let timeout = timeout.filter(|_| !matches!(step, Step::Lost { .. }));
+        let timer = timeout.map(|timeout| clock.sleep(timeout));
+        let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
         AttemptFuture {
             step,
             timer,
-            shared: Arc::clone(&self.shared),
-            call,
+            shared: Arc::clone(shared),
+            call: Some(call),
             attempt,
             end,
         }
@@ -150,11 +221,12 @@ pin_project! {
         C: Clock,
     {
         #[pin]
-        step: Step<S, Request<B>, S::Future, Pin<Box<FirstEvent<ResB>>>>,
+        step: Step<S, Request<B>, S::Future, Pin<Box<FirstEvent<ResB>>>, Lost<LayerResponse<ResB>>>,
         #[pin]
         timer: Option<C::Sleep>,
         shared: Arc<Shared<P, C>>,
-        call: Call,
+        // What the attempt judges by; its target goes to the answer's body.
+        call: Option<Call>,
         attempt: u32,
         // When the exchange, response body included, must be over (if a limit says).
         end: Option<(Instant, Bound)>,
@@ -164,7 +236,7 @@ pin_project! {
 pin_project! {
     /// Where the attempt is.
     #[project = StepProj]
-    enum Step<S, R, F, W> {
+    enum Step<S, R, F, W, L> {
         // Waiting for the service to be ready (at once, for the first attempt).
         Ready { service: S, request: Option<R> },
         // Waiting for the response head.
@@ -173,10 +245,21 @@ pin_project! {
         FirstEvent { #[pin] wait: W },
         // The request cannot be sent again (its body did not replay).
         Refused,
+        // The attempt ran before the loop and failed so.
+        Lost { failure: Option<L> },
         // Finished.
         Done,
     }
 }
+
+/// Where an attempt through service `S` is.
+type AttemptStep<S, B, ResB> = Step<
+    S,
+    Request<B>,
+    <S as Service<Request<B>>>::Future,
+    Pin<Box<FirstEvent<ResB>>>,
+    Lost<LayerResponse<ResB>>,
+>;
 
 /// The response a call through the layer returns.
 pub(crate) type LayerResponse<ResB> = Response<ResponseBody<ResB>>;
@@ -196,6 +279,10 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let attempt = *this.attempt;
+        // Taken only when the attempt is over.
+        let Some(call) = this.call.as_ref() else {
+            return Poll::Pending;
+        };
         loop {
             match this.step.as_mut().project() {
                 StepProj::Ready { service, request } => match service.poll_ready(cx) {
@@ -211,7 +298,7 @@ where
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
                         return Poll::Ready(Err(failed_attempt(
-                            this.call,
+                            call,
                             this.shared,
                             attempt,
                             failed,
@@ -221,19 +308,18 @@ where
                 },
                 StepProj::Calling { future } => match future.poll(cx) {
                     Poll::Ready(Ok(response)) => {
-                        let wait_for_event = this.shared.first_event
-                            && response.status().is_success()
-                            && is_event_stream(response.headers());
+                        // An event stream lasts as long as it lasts: only its idle timeout.
+                        let stream = is_event_stream(response.headers());
+                        let wait_for_event =
+                            stream && this.shared.first_event && response.status().is_success();
                         if wait_for_event {
-                            let target = this.call.target.clone();
+                            let target = call.target.clone();
                             // Boxed: only event streams pay for the room it takes.
                             let wait = Box::pin(FirstEvent::new(response, target, attempt));
                             this.step.set(Step::FirstEvent { wait });
                             continue;
                         }
                         this.step.set(Step::Done);
-                        // An event stream lasts as long as it lasts: only its idle timeout.
-                        let stream = is_event_stream(response.headers());
                         let (head, body) = response.into_parts();
                         let shared = &**this.shared;
                         let watch = watch(
@@ -242,15 +328,22 @@ where
                             shared.idle_timeout,
                             stream,
                         );
-                        // Named by the layer when the call returns it.
                         let body = ResponseBody::direct(body, None, attempt).with_watch(watch);
-                        return Poll::Ready(judged(this.call, this.shared, attempt, head, body));
+                        let judged = judged(call, this.shared, attempt, head, body);
+                        // The answer names the call's target: the attempt's, which it needs no
+                        // more (a failure has a copy).
+                        return Poll::Ready(judged.map(|mut response| {
+                            if let Some(call) = this.call.take() {
+                                response.body_mut().name(call.target);
+                            }
+                            response
+                        }));
                     }
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
                         let failed = Failed::Transport(e.into());
                         return Poll::Ready(Err(failed_attempt(
-                            this.call,
+                            call,
                             this.shared,
                             attempt,
                             failed,
@@ -270,7 +363,7 @@ where
                         this.step.set(Step::Done);
                         let failed = Failed::Stream(e.into());
                         return Poll::Ready(Err(failed_attempt(
-                            this.call,
+                            call,
                             this.shared,
                             attempt,
                             failed,
@@ -278,9 +371,17 @@ where
                     }
                     Poll::Pending => break,
                 },
+                StepProj::Lost { failure } => {
+                    let failure = failure.take();
+                    this.step.set(Step::Done);
+                    return match failure {
+                        Some(failure) => Poll::Ready(Err(failure)),
+                        None => Poll::Pending,
+                    };
+                }
                 StepProj::Refused => {
                     this.step.set(Step::Done);
-                    return Poll::Ready(Err(refused(this.call, attempt)));
+                    return Poll::Ready(Err(refused(call, attempt)));
                 }
                 StepProj::Done => return Poll::Pending,
             }
@@ -291,7 +392,7 @@ where
                 this.step.set(Step::Done);
                 let timeout = this.shared.attempt_timeout.unwrap_or_default();
                 let failed = Failed::TimedOut(timeout);
-                return Poll::Ready(Err(failed_attempt(this.call, this.shared, attempt, failed)));
+                return Poll::Ready(Err(failed_attempt(call, this.shared, attempt, failed)));
             }
         }
         Poll::Pending

@@ -118,6 +118,24 @@ pub(crate) fn exchange_end(
     }
 }
 
+/// When an attempt starting now must be over: [`exchange_end`] of its attempt timeout and the
+/// call's deadline (`deadline_at`, the policy's `deadline`). Reads the clock only when a limit
+/// needs it.
+pub(crate) fn attempt_end<C: Clock>(
+    clock: &C,
+    timeout: Option<Duration>,
+    deadline_at: Option<Instant>,
+    deadline: Option<Duration>,
+) -> Option<(Instant, Bound)> {
+    match (timeout, deadline_at) {
+        (None, None) => None,
+        (timeout, deadline_at) => exchange_end(
+            timeout.map(|timeout| (clock.now(), timeout)),
+            deadline_at.zip(deadline),
+        ),
+    }
+}
+
 /// The timers of a body whose head just arrived: the rest of `end` (unless the body is a
 /// stream, which the caller reads for as long as it lasts) and the idle timeout.
 pub(crate) fn watch<C>(

@@ -299,18 +299,21 @@ pub(crate) fn write_chain(
     Ok(())
 }
 
-/// What a response says of its call's attempts: in the extensions of every response the
-/// layer or the middleware returns — 1 attempt when the first answered — and, when its
-/// retries stopped on this response (a 503 after every attempt, a POST without a key that
-/// was not retried), why.
+/// What a response says of its call's attempts: how many the call took — 1 when the first
+/// answered — and, when its retries stopped on this response (a 503 after every attempt, a
+/// POST without a key that was not retried), why.
+///
+/// Read it with [`RetryReport::of`] from the extensions of a response the layer or the
+/// middleware returned. A response that needed a retry, or whose retries stopped, carries it
+/// in its extensions; a first answer does not (inserting it would cost every successful call
+/// its allocations), and `of` reads its absence as "1 attempt, nothing stopped".
 ///
 /// ```
 /// use retry_http::{RetryReport, StopReason};
 ///
 /// # fn check(response: http::Response<()>) {
-/// if let Some(report) = response.extensions().get::<RetryReport>() {
-///     println!("{} attempt(s); stopped: {:?}", report.attempts, report.stopped);
-/// }
+/// let report = RetryReport::of(response.extensions());
+/// println!("{} attempt(s); stopped: {:?}", report.attempts, report.stopped);
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -326,6 +329,28 @@ pub struct RetryReport {
 impl RetryReport {
     pub(crate) fn new(attempts: u32, stopped: Option<StopReason>) -> Self {
         RetryReport { attempts, stopped }
+    }
+
+    /// The report of the response whose extensions these are (`response.extensions()`, of
+    /// an `http::Response` or a `reqwest::Response`): the one it carries, or, when it carries
+    /// none, the report of a first answer — 1 attempt, nothing stopped.
+    pub fn of(extensions: &http::Extensions) -> RetryReport {
+        extensions
+            .get::<RetryReport>()
+            .copied()
+            .unwrap_or(RetryReport::FIRST)
+    }
+
+    /// A call answered by its first attempt: what a response without a report means.
+    const FIRST: RetryReport = RetryReport {
+        attempts: 1,
+        stopped: None,
+    };
+
+    /// Whether a response must carry this report: all but a first answer's, which
+    /// [`RetryReport::of`] reads from its absence.
+    pub(crate) fn is_first(&self) -> bool {
+        *self == RetryReport::FIRST
     }
 }
 

@@ -275,7 +275,18 @@ impl<B> Answer for http::Response<B> {
     }
 
     fn report(&mut self, report: RetryReport) {
-        self.extensions_mut().insert(report);
+        put(self.extensions_mut(), report);
+    }
+}
+
+/// Puts `report` in a response's extensions; a first answer's only as the absence that
+/// [`RetryReport::of`] reads (no allocation on the success path), so a report an inner
+/// retry left there is taken out, not read as this call's.
+pub(crate) fn put(extensions: &mut http::Extensions, report: RetryReport) {
+    if report.is_first() {
+        extensions.remove::<RetryReport>();
+    } else {
+        extensions.insert(report);
     }
 }
 
@@ -354,6 +365,16 @@ fn not_sent(target: &Target, attempts: u32, reason: StopReason) -> Error {
 }
 
 impl<R> Failure<R> {
+    /// What a later attempt of this failure's call judges by (only its target is read when
+    /// the attempt returns this failure).
+    pub(crate) fn call(&self) -> Call {
+        Call {
+            target: self.target.clone(),
+            safety: Safety::Read,
+            replayable: false,
+        }
+    }
+
     fn status(&self) -> Option<StatusCode> {
         match &self.what {
             What::Response(_, status) | What::Answer(_, status) => Some(*status),
@@ -416,7 +437,8 @@ fn gave_up(target: &Target, status: Option<StatusCode>, attempts: u32, reason: S
     }
 }
 
-/// A call's answer says how many attempts it took (1 when the first answered).
+/// A call's answer says how many attempts it took (1 when the first answered: by carrying
+/// no report).
 pub(crate) fn reported<R: Answer>(mut response: R, attempt: u32) -> R {
     response.report(RetryReport::new(attempt, None));
     response

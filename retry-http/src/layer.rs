@@ -22,7 +22,7 @@ use retry_core::{
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::attempt::{AttemptFuture, Attempts, LayerResponse, copy};
+use crate::attempt::{AttemptFuture, Attempts, LayerResponse, Spare, copy, split};
 use crate::body::{ReplayBody, ResponseBody};
 use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
@@ -126,7 +126,7 @@ impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
 /// The loop one call runs: `G` is [`Guard`] with a budget or a breaker, [`Unprotected`]
 /// without (which keeps that call's success path what it was before protection existed).
 type Loop<S, B, ResB, P, C, G> = Retry<
-    NamedOp<Attempts<S, B, P, C>>,
+    NamedOp<Attempts<S, B, ResB, P, C>>,
     AttemptFuture<S, B, ResB, P, C>,
     Lost<LayerResponse<ResB>>,
     C,
@@ -185,36 +185,43 @@ where
         } else {
             None
         };
+        let safety = Safety::of(request.method(), request.headers());
+        // One attempt allowed: nothing needs replaying.
+        let replayable = spare.is_some() || max_attempts <= 1;
+        let (policy, protection) = (&shared.policy, &shared.protection);
+        if protection.is_none() && shared.deadline.is_none() && cancel.is_none() {
+            // Nothing to admit, no deadline to start, no signal to race: the first attempt
+            // runs on its own, and the loop is built only if it fails. A call answered at once
+            // moves no loop.
+            let call = Call {
+                safety,
+                replayable,
+                target,
+            };
+            let (call, spare) = split(call, spare);
+            let attempt = AttemptFuture::first(ready, request, call, shared);
+            return ResponseFuture {
+                state: State::First {
+                    attempt,
+                    spare: Some(spare),
+                },
+            };
+        }
         let call = Call {
-            safety: Safety::of(request.method(), request.headers()),
-            // One attempt allowed: nothing needs replaying.
-            replayable: spare.is_some() || max_attempts <= 1,
+            safety,
+            replayable,
             target: target.clone(),
         };
         let deadline_at = shared
             .deadline
-            .and_then(|budget| shared.policy.clock().now().checked_add(budget));
+            .and_then(|budget| policy.clock().now().checked_add(budget));
         let attempts = Attempts::new(ready, spare, request, Arc::clone(shared), call, deadline_at);
-        let when: WhenFn<LayerResponse<ResB>> = may_retry;
-        let notify: NotifyFn<LayerResponse<ResB>> = retrying;
-        let hint: HintFn<LayerResponse<ResB>> = hint;
-        let hooks = Hooks::new(FromPolicy, when, notify, hint);
         // Without a token the loop has no signal to poll.
         let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
-        let (policy, ceiling) = (&shared.policy, shared.policy.max_retry_after());
-        let protection = &shared.protection;
-        // The loop is built in one step, straight into the future (each builder method would
-        // move the whole loop, requests included).
+        // Boxed: the call's future stays small, so that moving it is cheap.
         let state = if protection.is_none() {
             State::Running {
-                run: policy.retry_with(
-                    NamedOp(attempts),
-                    hooks,
-                    EarlyStop::new(limits, Unprotected),
-                ),
-                target: Some(target),
-                max_attempts,
-                ceiling,
+                run: looping(attempts, limits, Unprotected, target, shared),
             }
         } else {
             let guard = Protected::of(
@@ -223,13 +230,81 @@ where
                 Counted,
             );
             State::Protected {
-                run: policy.retry_with(NamedOp(attempts), hooks, EarlyStop::new(limits, guard)),
-                target: Some(target),
-                max_attempts,
-                ceiling,
+                run: looping(attempts, limits, guard, target, shared),
             }
         };
         ResponseFuture { state }
+    }
+}
+
+/// The loop of a call, built in one step straight into its box (each builder method would
+/// move the whole loop, requests included).
+fn looping<S, B, ResB, P, C, G>(
+    attempts: Attempts<S, B, ResB, P, C>,
+    limits: Limited<Cancel>,
+    guard: G,
+    target: Target,
+    shared: &Shared<P, C>,
+) -> Boxed<Loop<S, B, ResB, P, C, G>>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    B: ReplayBody,
+    ResB: Body,
+    ResB::Error: Into<BoxError>,
+    P: Classify,
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
+{
+    let when: WhenFn<LayerResponse<ResB>> = may_retry;
+    let notify: NotifyFn<LayerResponse<ResB>> = retrying;
+    let hint: HintFn<LayerResponse<ResB>> = hint;
+    let hooks = Hooks::new(FromPolicy, when, notify, hint);
+    let run = shared
+        .policy
+        .retry_with(NamedOp(attempts), hooks, EarlyStop::new(limits, guard));
+    Box::pin(Looping::new(run, target, shared))
+}
+
+/// A call's loop in its box.
+type Boxed<L> = Pin<Box<Looping<L>>>;
+
+pin_project! {
+    /// The loop of a call, and what its end is read with.
+    struct Looping<L> {
+        #[pin]
+        run: L,
+        // Goes to the answer's body (unless an attempt named it) when the loop ends.
+        target: Option<Target>,
+        max_attempts: u32,
+        ceiling: Duration,
+    }
+}
+
+impl<L> Looping<L> {
+    fn new<P, C>(run: L, target: Target, shared: &Shared<P, C>) -> Self {
+        Looping {
+            run,
+            target: Some(target),
+            max_attempts: shared.policy.max_attempts(),
+            ceiling: shared.policy.max_retry_after(),
+        }
+    }
+}
+
+impl<L, B> Future for Looping<L>
+where
+    L: Future<Output = Result<LayerResponse<B>, RetryError<Lost<LayerResponse<B>>>>>,
+    B: Body,
+{
+    type Output = Result<LayerResponse<B>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        match this.run.poll(cx) {
+            Poll::Ready(outcome) => answer(outcome, this.target, *this.max_attempts, *this.ceiling),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -242,18 +317,25 @@ pin_project! {
         C: Clock,
     {
         #[pin]
-        state: State<Loop<S, B, ResB, P, C, Unprotected>, Loop<S, B, ResB, P, C, Guard>>,
+        state: State<
+            AttemptFuture<S, B, ResB, P, C>,
+            Spare<S, B>,
+            Loop<S, B, ResB, P, C, Unprotected>,
+            Loop<S, B, ResB, P, C, Guard>,
+        >,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<L, G> {
+    enum State<A, F, L, G> {
+        // The first attempt, running without the loop; what the retries need, kept for the
+        // loop should it fail.
+        First { #[pin] attempt: A, spare: Option<F> },
         // The loop is running.
-        // `target` goes to the answer's body when the loop ends.
-        Running { #[pin] run: L, target: Option<Target>, max_attempts: u32, ceiling: Duration },
+        Running { run: Boxed<L> },
         // The loop is running with the policy's budget or breaker.
-        Protected { #[pin] run: G, target: Option<Target>, max_attempts: u32, ceiling: Duration },
+        Protected { run: Boxed<G> },
         // The request was refused before anything was sent.
         Refused { error: Option<Error> },
     }
@@ -287,29 +369,37 @@ where
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Running {
-                run,
-                target,
-                max_attempts,
-                ceiling,
-            } => match run.poll(cx) {
-                Poll::Ready(outcome) => answer(outcome, target, *max_attempts, *ceiling),
-                Poll::Pending => Poll::Pending,
+        let mut state = self.project().state;
+        let (failure, spare, shared) = match state.as_mut().project() {
+            StateProj::First { mut attempt, spare } => match attempt.as_mut().poll(cx) {
+                // The attempt named and reported its answer.
+                Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
+                Poll::Ready(Err(failure)) => match spare.take() {
+                    Some(spare) => (failure, spare, Arc::clone(attempt.shared())),
+                    None => return Poll::Pending,
+                },
+                Poll::Pending => return Poll::Pending,
             },
-            StateProj::Protected {
-                run,
-                target,
-                max_attempts,
-                ceiling,
-            } => match run.poll(cx) {
-                Poll::Ready(outcome) => answer(outcome, target, *max_attempts, *ceiling),
-                Poll::Pending => Poll::Pending,
-            },
-            StateProj::Refused { error } => match error.take() {
-                Some(error) => Poll::Ready(Err(error)),
-                None => Poll::Pending,
-            },
+            StateProj::Running { run } => return run.as_mut().poll(cx),
+            StateProj::Protected { run } => return run.as_mut().poll(cx),
+            StateProj::Refused { error } => {
+                return match error.take() {
+                    Some(error) => Poll::Ready(Err(error)),
+                    None => Poll::Pending,
+                };
+            }
+        };
+        // The first attempt failed: the loop takes over from its failure (whether to retry,
+        // the wait, the next attempts), as if it had run that attempt itself.
+        let target = failure.target.clone();
+        let attempts = Attempts::resumed(spare, Arc::clone(&shared), failure);
+        let limits = Limited::new(None, None);
+        state.set(State::Running {
+            run: looping(attempts, limits, Unprotected, target, &shared),
+        });
+        match state.project() {
+            StateProj::Running { run } => run.as_mut().poll(cx),
+            _ => Poll::Pending,
         }
     }
 }

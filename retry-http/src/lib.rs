@@ -74,7 +74,7 @@
 //! ```
 //!
 //! A call ends with the response when a response came (the last 503 when every attempt got
-//! one, a 429 whose `Retry-After` is too long): a [`RetryReport`] in its extensions says how
+//! one, a 429 whose `Retry-After` is too long): [`RetryReport::of`] its extensions says how
 //! many attempts it took and why the retries stopped. It ends with an [`Error`] when no
 //! response came: its message says how many attempts ran and the [`StopReason`]; the last
 //! failure is its `source()`, so anyhow's `{:#}` or a walk of the chain (for an

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -18,12 +19,12 @@ use retry_core::{
 };
 
 use crate::body::ResponseBody;
-use crate::bound::{Bound, exchange_end, watch};
+use crate::bound::{Bound, attempt_end, watch};
 use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{Error, RetryReport};
 use crate::judge::{
-    Answer, Call, Counted, Failed, Lost, TARGET, finish, hint, may_retry, refused, reported,
+    Answer, Call, Counted, Failed, Lost, TARGET, finish, hint, may_retry, put, refused, reported,
     retrying,
 };
 use crate::layer::Cancel;
@@ -58,12 +59,18 @@ use crate::target::Target;
 /// ```
 pub struct RetryMiddleware<P = DefaultClassify, C = DefaultClock> {
     retry: HttpRetry<P, C>,
+    last_host: LastHost,
 }
+
+/// The scheme and host of the last call, shared by the middleware's clones: a call to the same
+/// host (most are) names its target with their reference counts instead of a copy.
+type LastHost = Arc<Mutex<Option<(Scheme, Authority)>>>;
 
 impl<P, C> Clone for RetryMiddleware<P, C> {
     fn clone(&self) -> Self {
         RetryMiddleware {
             retry: self.retry.clone(),
+            last_host: Arc::clone(&self.last_host),
         }
     }
 }
@@ -87,6 +94,7 @@ impl<P, C> HttpRetry<P, C> {
     pub fn middleware(&self) -> RetryMiddleware<P, C> {
         RetryMiddleware {
             retry: self.clone(),
+            last_host: LastHost::default(),
         }
     }
 }
@@ -101,7 +109,7 @@ impl Answer for Response {
     }
 
     fn report(&mut self, report: RetryReport) {
-        self.extensions_mut().insert(report);
+        put(self.extensions_mut(), report);
     }
 }
 
@@ -119,7 +127,7 @@ where
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let shared = &*self.retry.shared;
-        let target = target_of(&request);
+        let target = target_of(&request, &self.last_host);
         if let Some(key) = extensions.get::<IdempotencyKey>() {
             if let Err(reason) = apply_key(request.headers_mut(), key) {
                 tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
@@ -143,68 +151,48 @@ where
         let call = Call {
             safety: Safety::of(request.method(), request.headers()),
             replayable: spare.is_some() || max_attempts <= 1,
-            target: target.clone(),
+            target,
         };
+        let extensions = &*extensions;
+        let mut first = Some(request);
+        let mut failed = None;
+        if shared.protection.is_none() && shared.deadline.is_none() && cancel.is_none() {
+            // Nothing to admit, no deadline to start, no signal to race: the first attempt
+            // runs on its own, and the loop is built only if it fails. A call answered at
+            // once moves no loop.
+            match attempt(
+                shared,
+                &call,
+                1,
+                None,
+                first.take(),
+                next.clone(),
+                extensions,
+            )
+            .await
+            {
+                Ok(response) => return Ok(response),
+                Err(failure) => failed = Some(failure),
+            }
+        }
         let deadline_at = shared
             .deadline
             .and_then(|budget| shared.policy.clock().now().checked_add(budget));
-        let mut first = Some(request);
-        let extensions = &*extensions;
         let (call, next) = (&call, &next);
-        let op = move |attempt: u32| {
-            let request = first
-                .take()
-                .or_else(|| spare.as_ref().and_then(Request::try_clone));
-            let clock = shared.policy.clock();
-            let timer = shared
-                .attempt_timeout
-                .map(|timeout| (timeout, clock.sleep(timeout)));
-            // Read the clock only when a limit will need it.
-            let end = match (shared.attempt_timeout, deadline_at) {
-                (None, None) => None,
-                (timeout, deadline_at) => exchange_end(
-                    timeout.map(|timeout| (clock.now(), timeout)),
-                    deadline_at.zip(shared.deadline),
-                ),
+        let op = move |n: u32| {
+            // The loop's first attempt is the one that already failed, if one did.
+            let failed = failed.take();
+            let request = match failed {
+                Some(_) => None,
+                None => first
+                    .take()
+                    .or_else(|| spare.as_ref().and_then(Request::try_clone)),
             };
-            let mut extensions = extensions.clone();
             let next = next.clone();
             async move {
-                let Some(request) = request else {
-                    return Err(refused(call, attempt));
-                };
-                let exchange = exchange(shared, call, attempt, end, next, request, &mut extensions);
-                let (timeout, sleep) = match timer {
-                    Some((timeout, sleep)) => (Some(timeout), Some(sleep)),
-                    None => (None, None),
-                };
-                let outcome = match (Timed {
-                    future: exchange,
-                    timer: sleep,
-                })
-                .await
-                {
-                    Some(outcome) => outcome,
-                    None => Err(Failed::TimedOut(timeout.unwrap_or_default())),
-                };
-                match outcome {
-                    Ok(response) => call
-                        .judge_response(
-                            &shared.classify,
-                            &shared.protection,
-                            shared.policy.clock(),
-                            shared.notify.as_ref(),
-                            attempt,
-                            response,
-                        )
-                        .map(|response| reported(response, attempt)),
-                    Err(failed) => Err(call.judge_error(
-                        &shared.classify,
-                        &shared.protection,
-                        shared.notify.as_ref(),
-                        attempt,
-                        failed,
-                    )),
+                match failed {
+                    Some(failure) => Err(failure),
+                    None => attempt(shared, call, n, deadline_at, request, next, extensions).await,
                 }
             }
         };
@@ -235,7 +223,7 @@ where
         };
         finish(
             outcome,
-            &target,
+            &call.target,
             max_attempts,
             shared.policy.max_retry_after(),
         )
@@ -243,13 +231,91 @@ where
     }
 }
 
+/// One attempt: the rest of the chain (`None`: the request gave no copy to send again)
+/// under the attempt timeout, its response judged.
+async fn attempt<P, C>(
+    shared: &Shared<P, C>,
+    call: &Call,
+    attempt: u32,
+    deadline_at: Option<Instant>,
+    request: Option<Request>,
+    next: Next<'_>,
+    extensions: &Extensions,
+) -> Result<Response, Lost<Response>>
+where
+    P: Classify,
+    C: Clock + Clone + Send + Sync + 'static,
+    C::Sleep: Send + 'static,
+{
+    let Some(request) = request else {
+        return Err(refused(call, attempt));
+    };
+    let clock = shared.policy.clock();
+    let timeout = shared.attempt_timeout;
+    let sleep = timeout.map(|timeout| clock.sleep(timeout));
+    let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
+    let mut extensions = extensions.clone();
+    let exchange = exchange(shared, call, attempt, end, next, request, &mut extensions);
+    let outcome = match (Timed {
+        future: exchange,
+        timer: sleep,
+    })
+    .await
+    {
+        Some(outcome) => outcome,
+        None => Err(Failed::TimedOut(timeout.unwrap_or_default())),
+    };
+    match outcome {
+        Ok(response) => call
+            .judge_response(
+                &shared.classify,
+                &shared.protection,
+                clock,
+                shared.notify.as_ref(),
+                attempt,
+                response,
+            )
+            .map(|response| reported(response, attempt)),
+        Err(failed) => Err(call.judge_error(
+            &shared.classify,
+            &shared.protection,
+            shared.notify.as_ref(),
+            attempt,
+            failed,
+        )),
+    }
+}
+
 /// What a call's events and errors name: its method and host. Only the URL's scheme and
-/// authority are copied, not the whole URL parsed again: its path shows nowhere.
-fn target_of(request: &Request) -> Target {
+/// authority are copied, not the whole URL parsed again: its path shows nowhere. A call to
+/// the host of the call before it shares that call's copy (`last`): no allocation.
+fn target_of(request: &Request, last: &Mutex<Option<(Scheme, Authority)>>) -> Target {
     let url = request.url();
+    // `try_lock`: a call never waits for another; a miss only costs the copy.
+    let hit = last.try_lock().ok().and_then(|last| match &*last {
+        Some((scheme, authority))
+            if scheme.as_str() == url.scheme() && authority.as_str() == url.authority() =>
+        {
+            Some((scheme.clone(), authority.clone()))
+        }
+        _ => None,
+    });
+    let (scheme, authority) = match hit {
+        Some((scheme, authority)) => (Some(scheme), Some(authority)),
+        None => {
+            let scheme = Scheme::try_from(url.scheme()).ok();
+            let authority = Authority::try_from(url.authority()).ok();
+            if let (Some(scheme), Some(authority), Ok(mut last)) =
+                (&scheme, &authority, last.try_lock())
+            {
+                *last = Some((scheme.clone(), authority.clone()));
+            }
+            (scheme, authority)
+        }
+    };
     let mut parts = Parts::default();
-    parts.scheme = Scheme::try_from(url.scheme()).ok();
-    parts.authority = Authority::try_from(url.authority()).ok();
+    parts.scheme = scheme;
+    parts.authority = authority;
     parts.path_and_query = Some(PathAndQuery::from_static("/"));
     Target {
         method: request.method().clone(),

@@ -1,5 +1,5 @@
 //! What a caller can see of a call (SPEC H2, H5, T1): HTTP-date hints on the injected clock,
-//! the `notify` hook, a `RetryReport` on every response, and a refused idempotency key that
+//! the `notify` hook, a `RetryReport` for every response, and a refused idempotency key that
 //! says so. Through the tower layer and the reqwest middleware, against a real server on
 //! 127.0.0.1, on the mock clock.
 
@@ -124,8 +124,8 @@ async fn h5_a_first_answer_carries_a_report_of_one_attempt() {
     let call = client.ready().await.unwrap().call(get(server.url("/")));
     let response = clock.run_watching(server.io(), call).await.unwrap();
 
-    let report = response.extensions().get::<RetryReport>().copied();
-    assert_eq!(report.map(|r| (r.attempts, r.stopped)), Some((1, None)));
+    let report = RetryReport::of(response.extensions());
+    assert_eq!((report.attempts, report.stopped), (1, None));
     assert!(notes(&seen).is_empty(), "no retry, no notification");
 }
 
@@ -186,13 +186,40 @@ async fn h5_an_invalid_idempotency_key_says_so_and_that_nothing_was_sent() {
     assert!(server.seen().is_empty());
 }
 
+#[tokio::test]
+async fn h5_an_outer_layer_answered_at_once_reports_its_own_single_attempt() {
+    // The inner layer retries the 503 and reports 2 attempts; the outer layer's first attempt
+    // got that answer, so the caller reads the outer call's report: 1 attempt.
+    let server = Server::start(vec![
+        Step::Respond(503, vec![], "busy"),
+        Step::Respond(200, vec![], "ok"),
+    ])
+    .await;
+    let clock = MockClock::new();
+    let inner = builder(&clock).build().unwrap();
+    let outer = builder(&clock).build().unwrap();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut client = ServiceBuilder::new()
+        .layer(outer.layer())
+        .layer(inner.layer())
+        .service(client);
+
+    let call = client.ready().await.unwrap().call(get(server.url("/")));
+    let response = clock.run_watching(server.io(), call).await.unwrap();
+
+    assert_eq!(response.status(), StatusCode::OK);
+    let report = RetryReport::of(response.extensions());
+    assert_eq!((report.attempts, report.stopped), (1, None));
+    assert_eq!(server.seen().len(), 2);
+}
+
 #[cfg(feature = "reqwest")]
 mod through_reqwest {
     use super::*;
     use support::{reqwest_client as client, reqwest_get};
 
     fn report(response: &reqwest::Response) -> Option<(u32, Option<StopReason>)> {
-        let report = response.extensions().get::<RetryReport>()?;
+        let report = RetryReport::of(response.extensions());
         Some((report.attempts, report.stopped))
     }
 

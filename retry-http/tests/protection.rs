@@ -71,7 +71,7 @@ async fn send<P: retry_http::Classify>(
 }
 
 fn report<B>(response: &Response<B>) -> Option<(u32, Option<StopReason>)> {
-    let report = response.extensions().get::<RetryReport>()?;
+    let report = RetryReport::of(response.extensions());
     Some((report.attempts, report.stopped))
 }
 

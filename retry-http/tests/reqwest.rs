@@ -25,7 +25,7 @@ fn client(clock: &MockClock) -> ClientWithMiddleware {
 }
 
 fn report(response: &reqwest::Response) -> Option<(u32, Option<StopReason>)> {
-    let report = response.extensions().get::<RetryReport>()?;
+    let report = RetryReport::of(response.extensions());
     Some((report.attempts, report.stopped))
 }
 
@@ -371,4 +371,36 @@ async fn b3_http_clones_of_the_middleware_share_one_budget() {
     assert_eq!((snapshot.requests, snapshot.retries), (3, 1));
     assert_eq!(server.seen().len(), 4);
     server.assert_script_done();
+}
+
+#[tokio::test]
+async fn h5_reqwest_each_call_names_its_own_host_after_a_call_to_another() {
+    // The middleware reuses the last call's copy of its host: a call to another host after it
+    // must still name its own, and a call back to the first the first.
+    let a = Server::start(vec![
+        Step::Respond(200, vec![], "ok"),
+        Step::Reset,
+        Step::Reset,
+        Step::Reset,
+    ])
+    .await;
+    let b = Server::start(vec![Step::Reset, Step::Reset, Step::Reset]).await;
+    let clock = MockClock::new();
+    let client = client(&clock);
+    let host = |url: String| {
+        url.trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned()
+    };
+
+    let response = drive(&clock, &[], client.get(a.url("/")).send()).await;
+    assert_eq!(response.unwrap().status(), 200);
+    let error = drive(&clock, &[], client.get(b.url("/")).send())
+        .await
+        .unwrap_err();
+    assert_eq!(our_error(&error).host(), Some(host(b.url("/")).as_str()));
+    let error = drive(&clock, &[], client.get(a.url("/")).send())
+        .await
+        .unwrap_err();
+    assert_eq!(our_error(&error).host(), Some(host(a.url("/")).as_str()));
 }

@@ -72,7 +72,7 @@ where
 
 /// The response's report as `(attempts, why the retries stopped)`.
 fn report<B>(response: &Response<B>) -> Option<(u32, Option<StopReason>)> {
-    let report = response.extensions().get::<RetryReport>()?;
+    let report = RetryReport::of(response.extensions());
     Some((report.attempts, report.stopped))
 }
 

@@ -109,43 +109,98 @@ impl<E> RetryError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for RetryError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let last = |f: &mut fmt::Formatter<'_>, last: &Option<E>| match last {
-            Some(e) => write!(f, "; last error: {e}"),
-            None => Ok(()),
-        };
-        match self {
-            Self::Operation(e) => e.fmt(f),
+impl<E> RetryError<E> {
+    /// What ended the loop, without the last error; `None` for [`RetryError::Operation`].
+    fn write_limit(&self, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
+        Some(match self {
+            Self::Operation(_) => return None,
             Self::AttemptTimeout {
-                attempts,
-                timeout,
-                last: l,
-            } => {
-                write!(f, "attempt {attempts} timed out after {timeout:?}")?;
-                last(f, l)
+                attempts, timeout, ..
+            } => write!(f, "attempt {attempts} timed out after {timeout:?}"),
+            Self::DeadlineExceeded { attempts, .. } => {
+                write!(f, "retry deadline exceeded after {}", Attempts(*attempts))
             }
-            Self::DeadlineExceeded { attempts, last: l } => {
-                write!(f, "retry deadline exceeded after {}", Attempts(*attempts))?;
-                last(f, l)
+            Self::Cancelled { attempts, .. } => {
+                write!(f, "retry cancelled after {}", Attempts(*attempts))
             }
-            Self::Cancelled { attempts, last: l } => {
-                write!(f, "retry cancelled after {}", Attempts(*attempts))?;
-                last(f, l)
-            }
-            Self::CircuitOpen { open, last: l, .. } => {
-                write!(f, "{open}")?;
-                last(f, l)
-            }
+            Self::CircuitOpen { open, .. } => write!(f, "{open}"),
             Self::BudgetExhausted {
                 attempts,
-                last: l,
                 exhausted,
-            } => {
-                write!(f, "{exhausted}; gave up after {}", Attempts(*attempts))?;
-                last(f, l)
-            }
+                ..
+            } => write!(f, "{exhausted}; gave up after {}", Attempts(*attempts)),
+        })
+    }
+
+    /// This error with the operation's last error as its [`source`](Error::source) instead of
+    /// in its message, for a report that walks the chain (anyhow's `{:#}`,
+    /// `std::error::Report`, a search for an `io::ErrorKind`). Needs `E: Error`, which
+    /// `anyhow::Error` and `Box<dyn Error>` are not: `RetryError` itself stays an error for
+    /// any `E`, so `?` into either keeps working.
+    ///
+    /// ```
+    /// use std::error::Error;
+    /// use retry_core::RetryError;
+    ///
+    /// let e = RetryError::Cancelled { attempts: 2, last: Some(std::io::Error::other("reset")) };
+    /// let chained = e.chained();
+    /// assert_eq!(chained.to_string(), "retry cancelled after 2 attempts");
+    /// assert_eq!(chained.source().map(|s| s.to_string()), Some("reset".to_owned()));
+    /// ```
+    pub fn chained(self) -> ChainedRetryError<E> {
+        ChainedRetryError(self)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for RetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(limit) = self.write_limit(f) else {
+            // An operation error reads as itself.
+            return match self.operation_error() {
+                Some(e) => e.fmt(f),
+                None => Ok(()),
+            };
+        };
+        limit?;
+        match self.operation_error() {
+            Some(e) => write!(f, "; last error: {e}"),
+            None => Ok(()),
         }
+    }
+}
+
+/// A [`RetryError`] whose message says what ended the loop and whose
+/// [`source`](Error::source) is the operation's last error (made by
+/// [`RetryError::chained`]): a cause is in the message or in the chain, never both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainedRetryError<E>(RetryError<E>);
+
+impl<E> ChainedRetryError<E> {
+    /// The error as the loop returned it.
+    pub fn get_ref(&self) -> &RetryError<E> {
+        &self.0
+    }
+
+    /// The error as the loop returned it, by value.
+    pub fn into_inner(self) -> RetryError<E> {
+        self.0
+    }
+}
+
+impl<E> fmt::Display for ChainedRetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.write_limit(f) {
+            Some(limit) => limit,
+            None => f.write_str("retry gave up"),
+        }
+    }
+}
+
+impl<E: Error + 'static> Error for ChainedRetryError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.0
+            .operation_error()
+            .map(|e| e as &(dyn Error + 'static))
     }
 }
 

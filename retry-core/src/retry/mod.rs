@@ -54,7 +54,7 @@ pub use driver::{
     AsBreaker, AsBudget, Attempt, Driver, DriverGuard, DriverLimits, FromCircuitOpen, FromLimit,
     WithLimits,
 };
-pub use error::{LimitExceeded, RetryError};
+pub use error::{ChainedRetryError, LimitExceeded, RetryError};
 use future::State;
 pub use hooks::{
     Always, Hooks, LoopHooks, NamedOp, NoHint, OnRetry, Operation, RetryAfter, ShouldRetry, Silent,
