@@ -1,7 +1,7 @@
 //! HTTP retry against a flaky server this example starts on 127.0.0.1: hyper-util's client
 //! behind the retry layer, and what it does with each fault.
 //!
-//! Run with `cargo run --example http`. Real time: about two seconds, most of it the one
+//! Run with `cargo run -p retry-examples-http --example http`. Real time: about two seconds, most of it the one
 //! second a server's `Retry-After` asks for.
 
 use std::collections::VecDeque;
