@@ -210,3 +210,38 @@ fn every_documented_example_command_finds_its_example() {
     assert!(seen >= 10, "only {seen} example commands found");
 }
 
+/// The README stays a front door (at most 250 lines), and the manual lives in the guides, each
+/// opening with the dependency lines its blocks need (`.ci/guide-examples` builds exactly
+/// those), and each linked from the README.
+#[test]
+fn readme_is_short_and_every_guide_opens_with_its_dependency_lines() {
+    let readme = read("README.md");
+    assert!(
+        readme.lines().count() <= 250,
+        "README.md has {} lines",
+        readme.lines().count()
+    );
+    let mut guides: Vec<_> = fs::read_dir(root().join("docs/guide"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    guides.sort();
+    assert_eq!(guides.len(), 8, "{guides:?}");
+    for guide in guides {
+        let text = fs::read_to_string(&guide).unwrap();
+        let name = guide.file_name().unwrap().to_str().unwrap();
+        assert!(
+            readme.contains(&format!("(docs/guide/{name}")),
+            "README does not link {name}"
+        );
+        let first_block = text.find("```").unwrap();
+        assert!(
+            text[first_block..].starts_with("```toml\n[dependencies]\n"),
+            "{name}: the first block is not its dependency lines"
+        );
+        assert!(
+            !text[..first_block].contains("\n## "),
+            "{name}: a section comes before the dependency lines"
+        );
+    }
+}
