@@ -1,4 +1,4 @@
-//! `cargo run --example agent_tools -- --db <path>` survives a real restart (A1, A5): the
+//! `cargo run -p retry-examples-agent-tools --example agent_tools -- --db <path>` survives a real restart (A1, A5): the
 //! example runs as a real process, kills itself with SIGKILL at the step `--crash-after`
 //! names, and a second process on the same file recovers the run, says in plain words what it
 //! did with each call, and finishes it. Checked for every step the example offers, by what
@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// The example's binary, built by this test if `cargo test` has not (a `--test` run builds
-/// only the test).
+/// only the test). Built from the workspace root with the command the documentation gives.
 fn example() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
@@ -18,16 +18,18 @@ fn example() -> &'static Path {
             .args([
                 "build",
                 "--quiet",
+                "-p",
+                "retry-examples-agent-tools",
                 "--example",
                 "agent_tools",
                 "--message-format=json",
             ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
             .output()
             .unwrap();
         assert!(
             output.status.success(),
-            "cargo build --example agent_tools: {}",
+            "cargo build -p retry-examples-agent-tools --example agent_tools: {}",
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8_lossy(&output.stdout)

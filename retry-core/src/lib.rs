@@ -189,8 +189,14 @@ pub use scheduler::{
 pub use time::{Clock, DefaultClock, DefaultSleep, Scope, TokioClock};
 
 // `#[retry(...)]` and `#[tool(...)]`, behind the default `macros` feature.
+/// `#[tool]` needs the `effects` feature: without it, this attribute reports exactly that, and
+/// the Cargo line that turns it on.
+#[cfg(all(feature = "macros", not(feature = "effects")))]
+pub use retry_macros::__tool_without_effects as tool;
 #[cfg(feature = "macros")]
-pub use retry_macros::{retry, tool};
+pub use retry_macros::retry;
+#[cfg(all(feature = "macros", feature = "effects"))]
+pub use retry_macros::tool;
 
 // Named by the bounds of public items (the loop's limits, operations, schedules), so
 // nameable; the machinery behind them, not API to call.

@@ -32,6 +32,16 @@
 //!
 //! Not promised: exactly once.
 //!
+//! | feature    | default | what it adds |
+//! |------------|---------|--------------|
+//! | `sqlite`   | yes     | [`SqliteStore`]: one file, bundled SQLite, nothing to install |
+//! | `postgres` | no      | `PostgresStore`: one PostgreSQL database shared by many worker processes (claims with `SKIP LOCKED`) |
+//!
+//! A worker is [`Jobs::run`] (until its stop token fires); tests and one-shot programs call
+//! [`Jobs::run_due`] as below. [`SqliteStore`] (and `PostgresStore`) is also the durable
+//! ledger of agent tool calls: it implements `retry_core::effects::Ledger`, so the same file
+//! keeps jobs and tool calls across a crash. Needs Rust 1.85 or newer.
+//!
 //! ```
 //! use std::time::Duration;
 //! use retry_core::TaskFailure;

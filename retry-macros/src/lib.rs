@@ -4,6 +4,9 @@
 //!
 //! Use them through `retry_core::retry` and `retry_core::tool` (the default `macros` feature
 //! of `retry-core`): one dependency, and the expansion always matches the runtime it calls.
+//! The expansion finds `retry-core` under the name your Cargo.toml gives it, so a renamed
+//! dependency needs nothing more; `#[tool]` needs retry-core's `effects` feature, and says so
+//! when it is off. No features of its own; Rust 1.85 or newer.
 //!
 //! Retry attributes elsewhere take their numbers on trust: a `0` or a base delay above the
 //! ceiling is found at run time, if at all. This one applies the same rules as
@@ -486,6 +489,21 @@ pub fn tool(
     item: proc_macro::TokenStream,
 ) -> proc_macro::TokenStream {
     tool::expand(args.into(), item.into()).into()
+}
+
+/// Not public API: `#[tool]` as retry-core exports it without its `effects` feature, where the
+/// runtime the real attribute expands to does not exist. One error that names the feature and
+/// the Cargo line, instead of one per private item the expansion would name; the function is
+/// kept as written, so that its callers raise nothing more.
+#[doc(hidden)]
+#[proc_macro_attribute]
+pub fn __tool_without_effects(
+    _args: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    let message = tokens::without_effects_message();
+    let item = proc_macro2::TokenStream::from(item);
+    quote::quote!(::core::compile_error!(#message); #item).into()
 }
 
 /// Not public API: what `#[tool]` leaves on its function to run after the function's other

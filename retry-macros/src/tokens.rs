@@ -18,14 +18,55 @@ pub(crate) const PRIVATE: &str = concat!(
     env!("CARGO_PKG_VERSION_MINOR"),
 );
 
-/// `::retry_core::__private_0_1`, or `{crate}::__private_0_1` for a renamed dependency (see
-/// [`PRIVATE`]): the one path generated code names.
+/// The core crate's package name as a user's manifest lists it, and its library name: the only
+/// two places this crate spells them.
+const CORE_PACKAGE: &str = "retry-core";
+const CORE_LIB: &str = "retry_core";
+
+/// `{core}::__private_0_1` (see [`PRIVATE`]): the one path generated code names. `{core}` is
+/// the `crate = "…"` option when given, else the name the user's manifest gives the core (a
+/// renamed dependency works as it is), else `::retry_core`.
 pub(crate) fn private(krate: Option<&Path>) -> TokenStream {
     let module = Ident::new(PRIVATE, Span::call_site());
     match krate {
         Some(path) => quote!(#path::#module),
-        None => quote!(::retry_core::#module),
+        None => {
+            let core = core_path();
+            quote!(#core::#module)
+        }
     }
+}
+
+/// Why `#[tool]` cannot expand without the core's `effects` feature, and the manifest line that
+/// turns it on, under the name the user's manifest gives the core.
+pub(crate) fn without_effects_message() -> String {
+    let version = concat!(
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        ".",
+        env!("CARGO_PKG_VERSION_MINOR")
+    );
+    let line = match proc_macro_crate::crate_name(CORE_PACKAGE) {
+        Ok(proc_macro_crate::FoundCrate::Name(name)) if name != CORE_LIB => format!(
+            "{name} = {{ package = \"{CORE_PACKAGE}\", version = \"{version}\", features = [\"effects\"] }}"
+        ),
+        _ => format!("{CORE_PACKAGE} = {{ version = \"{version}\", features = [\"effects\"] }}"),
+    };
+    format!(
+        "`#[tool]` needs the `effects` feature of {CORE_PACKAGE}, which is off: turn it on in Cargo.toml\n    {line}"
+    )
+}
+
+/// Where the core is, read from the manifest of the crate being compiled (`proc-macro-crate`
+/// asks cargo for it, workspace dependencies included). The core's own tests, examples and doc
+/// tests (`Itself`) are other crates that see it under its library name, and so does a crate
+/// that reaches the core some other way (not found): there `crate = "…"` is the way out.
+fn core_path() -> TokenStream {
+    let renamed = match proc_macro_crate::crate_name(CORE_PACKAGE) {
+        Ok(proc_macro_crate::FoundCrate::Name(name)) => syn::parse_str::<Ident>(&name).ok(),
+        Ok(proc_macro_crate::FoundCrate::Itself) | Err(_) => None,
+    };
+    let name = renamed.unwrap_or_else(|| Ident::new(CORE_LIB, Span::call_site()));
+    quote!(::#name)
 }
 
 /// `let key: Type = PATH;`, the type spanned at the option's key, so that a `const` of the

@@ -26,6 +26,9 @@
 //! if it needs one, and after a lost answer goes to reconciliation — exactly like a local tool
 //! whose process died mid-call.
 //!
+//! The crate has no features of its own; it turns on retry-core's `effects`. Needs Rust 1.88
+//! or newer (rmcp's minimum).
+//!
 //! # What is promised, and what is not
 //!
 //! Promised:

@@ -6,6 +6,13 @@
 //! the timing the thing under test. Sleeps run on virtual time and are recorded, jitter is
 //! seeded, failures are scripted, and a whole retry loop's behaviour fits in one snapshot.
 //!
+//! | feature    | default | what it adds |
+//! |------------|---------|--------------|
+//! | `proptest` | yes     | `strategy`: proptest strategies for options, policies and fault scripts |
+//!
+//! Without default features the clock, scripts, timelines and simulators build with nothing
+//! but retry-core. Needs Rust 1.85 or newer.
+//!
 //! # Testing your retry code
 //!
 //! **1. Run the code on a [`MockClock`].** [`MockClock::block_on`] runs a future without any

@@ -19,11 +19,14 @@ use std::time::Instant;
 
 use retry_testkit::sim::outage::{self, Dependency, Outage};
 
+mod output;
+
 const USAGE: &str = "usage: outage [--clients N] [--seed S] [--svg PATH]
 
   --clients N   callers, each calling once a second for a minute (default 100)
   --seed S      seed of start times, jitter and the dependency's failures (default 0)
-  --svg PATH    where to write the chart (default: target/outage.svg in the workspace)";
+  --svg PATH    where to write the chart (default: outage.svg in $CARGO_TARGET_DIR,
+                or in the workspace's target/ when it is unset)";
 
 struct Args {
     clients: usize,
@@ -35,7 +38,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut parsed = Args {
         clients: 100,
         seed: 0,
-        svg: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/outage.svg")),
+        svg: output::default_chart("outage.svg"),
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));

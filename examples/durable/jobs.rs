@@ -1,7 +1,7 @@
 //! Durable schedules and queues on one SQLite file, across a restart.
 //!
-//! Run with `cargo run --example jobs` (SQLite, a file in a temporary directory), or
-//! `cargo run --example jobs -- --postgres <url>` for the same demonstration on PostgreSQL.
+//! Run with `cargo run -p retry-examples-durable --example jobs` (SQLite, a file in a temporary directory), or
+//! `cargo run -p retry-examples-durable --example jobs -- --postgres <url>` for the same demonstration on PostgreSQL.
 //! The first "process" schedules a cron job, an
 //! interval, a delayed job, and queues a flaky charge (fails twice, then succeeds) and an
 //! import that cannot succeed (it is dead-lettered). It stops with work still waiting. The
@@ -172,7 +172,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             println!("== PostgreSQL, owner {owner}");
             demo(&owner, || async { Ok(PostgresStore::connect(url).await?) }).await
         }
-        _ => Err("usage: cargo run --example jobs [-- --postgres <url>]".into()),
+        _ => Err(
+            "usage: cargo run -p retry-examples-durable --example jobs [-- --postgres <url>]"
+                .into(),
+        ),
     }
 }
 

@@ -19,12 +19,15 @@ use std::time::Instant;
 
 use retry_testkit::sim::{self, Contention, SimError, Strategy, Summary};
 
+mod output;
+
 const USAGE: &str = "usage: contention [--clients N] [--runs R] [--seed S] [--svg PATH]
 
   --clients N   clients competing for the row (default 100)
   --runs R      runs averaged per point, seeds S, S+1, ... (default 20)
   --seed S      first seed (default 0)
-  --svg PATH    where to write the chart (default: target/contention.svg in the workspace)";
+  --svg PATH    where to write the chart (default: contention.svg in $CARGO_TARGET_DIR,
+                or in the workspace's target/ when it is unset)";
 
 struct Args {
     clients: usize,
@@ -38,10 +41,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         clients: 100,
         runs: 20,
         seed: 0,
-        svg: PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/target/contention.svg"
-        )),
+        svg: output::default_chart("contention.svg"),
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("`{flag}` needs a value"));

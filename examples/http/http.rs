@@ -1,7 +1,7 @@
 //! HTTP retry against a flaky server this example starts on 127.0.0.1: hyper-util's client
 //! behind the retry layer, and what it does with each fault.
 //!
-//! Run with `cargo run --example http`. Real time: about two seconds, most of it the one
+//! Run with `cargo run -p retry-examples-http --example http`. Real time: about two seconds, most of it the one
 //! second a server's `Retry-After` asks for.
 
 use std::collections::VecDeque;
@@ -140,20 +140,14 @@ fn post(url: &str, key: Option<IdempotencyKey>) -> Request<Full<Bytes>> {
 }
 
 fn attempts<B>(response: &Response<B>) -> u32 {
-    response
-        .extensions()
-        .get::<RetryReport>()
-        .map_or(1, |r| r.attempts)
+    RetryReport::of(response.extensions()).attempts
 }
 
 fn stopped<B>(response: &Response<B>) -> String {
-    match response.extensions().get::<RetryReport>() {
-        Some(RetryReport {
-            stopped: Some(reason),
-            attempts,
-            ..
-        }) => format!("{reason}; {attempts} attempt(s)"),
-        _ => "answered".to_owned(),
+    let report = RetryReport::of(response.extensions());
+    match report.stopped {
+        Some(reason) => format!("{reason}; {} attempt(s)", report.attempts),
+        None => "answered".to_owned(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! startup, the call in flight is not replayed, the next call reconnects, and a person settles
 //! what the crash left unknown.
 //!
-//! Run with `cargo run --example mcp`. The server is this same program, started again with
+//! Run with `cargo run -p retry-examples-mcp --example mcp`. The server is this same program, started again with
 //! `serve` as a child process and spoken to over its stdin and stdout. Its first start exits
 //! before the handshake (a server still warming up); its second dies right after booking a
 //! refund, before it can answer. The waits are real and short (a 100 ms base).

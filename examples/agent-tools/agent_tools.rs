@@ -1,14 +1,14 @@
 //! Agent tools through a crash: a read, an idempotent write and a side effect are running when
 //! the process dies; a restarted process recovers the run and says what it did with each.
 //!
-//! Run with `cargo run --example agent_tools`. Nothing sleeps: the "crash" drops the running
+//! Run with `cargo run -p retry-examples-agent-tools --example agent_tools`. Nothing sleeps: the "crash" drops the running
 //! calls, and the restart pretends to happen ten minutes later, after every lease expired.
 //!
 //! With a database, the crash and the restart are real processes:
 //!
 //! ```text
-//! cargo run --example agent_tools -- --db agent.db --crash-after send_email
-//! cargo run --example agent_tools -- --db agent.db
+//! cargo run -p retry-examples-agent-tools --example agent_tools -- --db agent.db --crash-after send_email
+//! cargo run -p retry-examples-agent-tools --example agent_tools -- --db agent.db
 //! ```
 //!
 //! The first command records every call in `agent.db` (SQLite) and kills itself with SIGKILL
