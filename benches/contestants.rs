@@ -4,7 +4,7 @@
 //! Both bench binaries build their futures here, so the timings, the allocation counts and
 //! the future sizes are all taken from the very same code.
 //!
-//! The policy everywhere is retry-core's default: 3 attempts, exponential backoff from
+//! The policy everywhere is retry-toolkit's default: 3 attempts, exponential backoff from
 //! 100 ms, capped at 3 s, with jitter. "Zero delay" variants wait `Duration::ZERO` between
 //! attempts, the way each crate spells it.
 
@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use backon::{ConstantBuilder, ExponentialBuilder, Retryable};
-use retry_core::{Clock, Constant, JitterRng, RetryOptions, RetryPolicy, Scope};
+use retry_toolkit::{Clock, Constant, JitterRng, RetryOptions, RetryPolicy, Scope};
 use tokio_retry::strategy::{ExponentialBackoff, FixedInterval, jitter};
 use tower::Service;
 use tower::retry::Policy;
@@ -68,7 +68,7 @@ impl<const N: usize> Future for OpFuture<N> {
     }
 }
 
-/// The operation as retry-core and the hand-written loop call it: with the attempt number.
+/// The operation as retry-toolkit and the hand-written loop call it: with the attempt number.
 /// `black_box` keeps the compiler from knowing which attempt succeeds.
 pub(crate) fn numbered_op<const N: usize>(
     succeed_at: u32,
@@ -134,17 +134,17 @@ pub(crate) fn hand_loop<const N: usize>(succeed_at: u32) -> impl Future<Output =
 }
 
 // ---------------------------------------------------------------------------------------
-// retry-core.
+// retry-toolkit.
 
 /// The default policy: 3 attempts, 100 ms → 3 s, full jitter, the default clock.
-pub(crate) fn retry_core<const N: usize>(
+pub(crate) fn retry_toolkit<const N: usize>(
     succeed_at: u32,
 ) -> impl Future<Output = Result<u8, Fail>> {
     RetryPolicy::DEFAULT.retry(numbered_op::<N>(succeed_at))
 }
 
 /// The default policy with a zero delay between attempts.
-pub(crate) fn retry_core_zero<const N: usize>(
+pub(crate) fn retry_toolkit_zero<const N: usize>(
     succeed_at: u32,
 ) -> impl Future<Output = Result<u8, Fail>> {
     RetryPolicy::DEFAULT
@@ -154,7 +154,7 @@ pub(crate) fn retry_core_zero<const N: usize>(
 
 /// The same with a seeded policy: no entropy is read when the first retry creates the
 /// jitter generator.
-pub(crate) fn retry_core_zero_seeded<const N: usize>(
+pub(crate) fn retry_toolkit_zero_seeded<const N: usize>(
     succeed_at: u32,
 ) -> impl Future<Output = Result<u8, Fail>> {
     RetryPolicy::DEFAULT
@@ -163,7 +163,7 @@ pub(crate) fn retry_core_zero_seeded<const N: usize>(
         .backoff(Constant(Duration::ZERO))
 }
 
-/// A clock whose sleep is a 1-byte ready future: comparing retry-core on it with retry-core
+/// A clock whose sleep is a 1-byte ready future: comparing retry-toolkit on it with retry-toolkit
 /// on the default clock shows what the (96-byte) tokio sleep costs in size and time.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ReadyClock;
@@ -376,7 +376,7 @@ fn counted_attempt<const N: usize>(calls: &Cell<u32>, succeed_at: u32) -> OpFutu
 }
 
 /// The attribute, with the default policy.
-#[retry_core::retry]
+#[retry_toolkit::retry]
 pub(crate) async fn retry_macro<const N: usize>(
     calls: &Cell<u32>,
     succeed_at: u32,
@@ -419,15 +419,15 @@ pub(crate) async fn retry_macro_owned<const N: usize>(succeed_at: u32) -> Result
 }
 
 // ---------------------------------------------------------------------------------------
-// 6. retry-core's schedules, as the retry loop calls them.
+// 6. retry-toolkit's schedules, as the retry loop calls them.
 
 /// The failed attempt the loop-step rows compute the wait for: past the 1 s cap of group 6
 /// (100 ms · 2^4 = 1.6 s), and as small as attempt numbers are in a retry loop.
 pub(crate) const LOOP_ATTEMPT: u32 = 5;
 
-/// retry-core's `ExponentialBackoff` from `BASE`, doubling, capped at `cap`, full jitter.
-pub(crate) fn exponential(cap: Duration) -> retry_core::ExponentialBackoff {
-    retry_core::ExponentialBackoff::builder()
+/// retry-toolkit's `ExponentialBackoff` from `BASE`, doubling, capped at `cap`, full jitter.
+pub(crate) fn exponential(cap: Duration) -> retry_toolkit::ExponentialBackoff {
+    retry_toolkit::ExponentialBackoff::builder()
         .base(BASE)
         .cap(cap)
         .build()
@@ -435,7 +435,7 @@ pub(crate) fn exponential(cap: Duration) -> retry_core::ExponentialBackoff {
 }
 
 /// The default loop's schedule from `BASE` to `cap`, full jitter.
-pub(crate) fn d1_schedule(cap: Duration) -> retry_core::PolicyBackoff {
+pub(crate) fn d1_schedule(cap: Duration) -> retry_toolkit::PolicyBackoff {
     let cap_ms = u64::try_from(cap.as_millis()).expect("a cap of a few seconds");
     RetryOptions::new()
         .with_base_delay_ms(BASE.as_millis() as u64)
@@ -447,10 +447,10 @@ pub(crate) fn d1_schedule(cap: Duration) -> retry_core::PolicyBackoff {
 
 /// A routine computing one wait with `schedule` the way the retry loop does: one
 /// `Backoff::delay` for failed attempt `LOOP_ATTEMPT`.
-pub(crate) fn loop_step(mut schedule: impl retry_core::Backoff) -> impl FnMut() -> Duration {
+pub(crate) fn loop_step(mut schedule: impl retry_toolkit::Backoff) -> impl FnMut() -> Duration {
     let mut rng = JitterRng::seeded(7);
     move || {
-        retry_core::Backoff::delay(
+        retry_toolkit::Backoff::delay(
             &mut schedule,
             black_box(LOOP_ATTEMPT),
             black_box(Duration::from_millis(500)),
@@ -511,24 +511,24 @@ pub(crate) async fn hand_loop_async(succeed_at: u32) -> Result<u64, Fail> {
     }
 }
 
-pub(crate) fn retry_core_async() -> impl Future<Output = Result<u64, Fail>> {
+pub(crate) fn retry_toolkit_async() -> impl Future<Output = Result<u64, Fail>> {
     RetryPolicy::DEFAULT.retry(|_| op())
 }
 
-pub(crate) fn retry_core_zero_async(succeed_at: u32) -> impl Future<Output = Result<u64, Fail>> {
+pub(crate) fn retry_toolkit_zero_async(succeed_at: u32) -> impl Future<Output = Result<u64, Fail>> {
     RetryPolicy::DEFAULT
         .retry(move |attempt| flaky(attempt, succeed_at))
         .backoff(Constant(Duration::ZERO))
 }
 
-pub(crate) fn retry_core_capturing(
+pub(crate) fn retry_toolkit_capturing(
     calls: &Cell<u32>,
     succeed_at: u32,
 ) -> impl Future<Output = Result<u64, Fail>> + '_ {
     RetryPolicy::DEFAULT.retry(move |_| capturing(calls, succeed_at))
 }
 
-pub(crate) fn retry_core_zero_capturing(
+pub(crate) fn retry_toolkit_zero_capturing(
     calls: &Cell<u32>,
     succeed_at: u32,
 ) -> impl Future<Output = Result<u64, Fail>> + '_ {
@@ -538,7 +538,7 @@ pub(crate) fn retry_core_zero_capturing(
 }
 
 /// `#[retry]` around the operation.
-#[retry_core::retry]
+#[retry_toolkit::retry]
 pub(crate) async fn retry_macro_async() -> Result<u64, Fail> {
     op().await
 }
@@ -610,15 +610,15 @@ pub(crate) fn direct_blocking() -> Result<u64, Fail> {
     blocking_op(FIRST, FIRST)
 }
 
-/// retry-core's blocking loop around it, default policy.
-pub(crate) fn retry_core_blocking(succeed_at: u32) -> Result<u64, Fail> {
+/// retry-toolkit's blocking loop around it, default policy.
+pub(crate) fn retry_toolkit_blocking(succeed_at: u32) -> Result<u64, Fail> {
     RetryPolicy::DEFAULT
         .retry_blocking(|attempt| blocking_op(attempt, succeed_at))
         .call()
 }
 
 /// The same with zero waits, for the fail path.
-pub(crate) fn retry_core_blocking_zero(succeed_at: u32) -> Result<u64, Fail> {
+pub(crate) fn retry_toolkit_blocking_zero(succeed_at: u32) -> Result<u64, Fail> {
     RetryPolicy::DEFAULT
         .with_seed(1)
         .retry_blocking(|attempt| blocking_op(attempt, succeed_at))
@@ -667,22 +667,22 @@ pub(crate) fn hand_loop_blocking(succeed_at: u32) -> Result<u64, Fail> {
     }
 }
 
-/// retry-core's success path with a value predicate that never retries (`when_ok`).
-pub(crate) fn retry_core_when_ok() -> impl Future<Output = Result<u64, Fail>> {
+/// retry-toolkit's success path with a value predicate that never retries (`when_ok`).
+pub(crate) fn retry_toolkit_when_ok() -> impl Future<Output = Result<u64, Fail>> {
     RetryPolicy::DEFAULT
         .retry(|_| op())
         .when_ok(|value, _| *value == 0)
 }
 
-/// retry-core's success path with a summary.
-pub(crate) fn retry_core_summarized()
--> impl Future<Output = (Result<u64, Fail>, retry_core::RetrySummary)> {
+/// retry-toolkit's success path with a summary.
+pub(crate) fn retry_toolkit_summarized()
+-> impl Future<Output = (Result<u64, Fail>, retry_toolkit::RetrySummary)> {
     RetryPolicy::DEFAULT.retry(|_| op()).summarize()
 }
 
-/// retry-core's Fibonacci schedule from `BASE` to `cap`, full jitter.
-pub(crate) fn fibonacci(cap: Duration) -> retry_core::Fibonacci {
-    retry_core::Fibonacci::builder()
+/// retry-toolkit's Fibonacci schedule from `BASE` to `cap`, full jitter.
+pub(crate) fn fibonacci(cap: Duration) -> retry_toolkit::Fibonacci {
+    retry_toolkit::Fibonacci::builder()
         .base(BASE)
         .cap(cap)
         .build()

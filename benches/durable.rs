@@ -32,8 +32,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use retry_core::CancelToken;
 use retry_durable::{Durability, Jobs, SqliteOptions, SqliteStore, When, WorkOptions};
+use retry_toolkit::CancelToken;
 use rusqlite::{Connection, params};
 use tokio::runtime::Runtime;
 

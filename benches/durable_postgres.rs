@@ -44,9 +44,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use retry_core::CancelToken;
 use retry_durable::{Jobs, PostgresStore, When, WorkOptions};
 use retry_testkit::postgres::PostgresCluster;
+use retry_toolkit::CancelToken;
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, NoTls};
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use allocation_counter::AllocationInfo;
 use backon::{BackoffBuilder, ExponentialBuilder, FibonacciBuilder};
-use retry_core::{
+use retry_toolkit::{
     Clock, DefaultSleep, ExponentialBackoff, Jitter, JitterRng, RetryOptions, RetryPolicy,
     TokioClock,
 };
@@ -158,25 +158,25 @@ fn allocations(out: &mut String) {
     use contestants as c;
     let rows = [
         alloc_row!(
-            "retry-core, zero delay",
+            "retry-toolkit, zero delay",
             Driver::PollOnce,
-            c::retry_core_zero::<1>,
-            c::retry_core_zero::<1>
+            c::retry_toolkit_zero::<1>,
+            c::retry_toolkit_zero::<1>
         ),
         alloc_row!(
-            "retry-core, zero delay, seeded policy",
+            "retry-toolkit, zero delay, seeded policy",
             Driver::PollOnce,
-            c::retry_core_zero_seeded::<1>,
-            c::retry_core_zero_seeded::<1>
+            c::retry_toolkit_zero_seeded::<1>,
+            c::retry_toolkit_zero_seeded::<1>
         ),
         alloc_row!(
-            "retry-core, default backoff",
+            "retry-toolkit, default backoff",
             Driver::PausedRuntime,
-            c::retry_core::<1>,
-            c::retry_core::<1>
+            c::retry_toolkit::<1>,
+            c::retry_toolkit::<1>
         ),
         alloc_row!(
-            "retry-core `#[retry]` fn, default policy",
+            "retry-toolkit `#[retry]` fn, default policy",
             Driver::PausedRuntime,
             c::retry_macro_owned::<1>,
             c::retry_macro_owned::<1>
@@ -272,42 +272,42 @@ fn sizes(out: &mut String) {
             size(&c::hand_loop::<280>(1)),
         ),
         (
-            "**retry-core** `policy.retry(op)`",
-            size(&c::retry_core::<1>(1)),
-            size(&c::retry_core::<280>(1)),
+            "**retry-toolkit** `policy.retry(op)`",
+            size(&c::retry_toolkit::<1>(1)),
+            size(&c::retry_toolkit::<280>(1)),
         ),
         (
-            "retry-core, operation capturing nothing",
+            "retry-toolkit, operation capturing nothing",
             size(&RetryPolicy::DEFAULT.retry(|_| OpFuture::<1>::new(true))),
             size(&RetryPolicy::DEFAULT.retry(|_| OpFuture::<280>::new(true))),
         ),
         (
-            "retry-core `.backoff(Constant(ZERO))`",
-            size(&c::retry_core_zero::<1>(1)),
-            size(&c::retry_core_zero::<280>(1)),
+            "retry-toolkit `.backoff(Constant(ZERO))`",
+            size(&c::retry_toolkit_zero::<1>(1)),
+            size(&c::retry_toolkit_zero::<280>(1)),
         ),
         (
-            "retry-core `.clock(TokioClock)`",
+            "retry-toolkit `.clock(TokioClock)`",
             size(&ours_on::<1, _>(TokioClock)),
             size(&ours_on::<280, _>(TokioClock)),
         ),
         (
-            "retry-core on a clock whose sleep is 1 byte",
+            "retry-toolkit on a clock whose sleep is 1 byte",
             size(&ours_on::<1, _>(contestants::ReadyClock)),
             size(&ours_on::<280, _>(contestants::ReadyClock)),
         ),
         (
-            "retry-core `.deadline(…)`",
+            "retry-toolkit `.deadline(…)`",
             size(&ours_deadline::<1>()),
             size(&ours_deadline::<280>()),
         ),
         (
-            "retry-core `#[retry]` fn (default policy)",
+            "retry-toolkit `#[retry]` fn (default policy)",
             size(&c::retry_macro::<1>(&calls, 1)),
             size(&c::retry_macro::<280>(&calls, 1)),
         ),
         (
-            "retry-core `async fn` awaiting `policy.retry(op)` (its twin)",
+            "retry-toolkit `async fn` awaiting `policy.retry(op)` (its twin)",
             size(&c::retry_by_hand::<1>(&calls, 1)),
             size(&c::retry_by_hand::<280>(&calls, 1)),
         ),
@@ -366,23 +366,23 @@ fn sizes(out: &mut String) {
             size(&c::hand_loop_async(1)),
         ),
         (
-            "**retry-core** `policy.retry(|_| op())`",
-            size(&c::retry_core_async()),
+            "**retry-toolkit** `policy.retry(|_| op())`",
+            size(&c::retry_toolkit_async()),
         ),
         (
-            "**retry-core** `.retry(|a| flaky(a, s)).backoff(Constant(ZERO))` (the fail path)",
-            size(&c::retry_core_zero_async(1)),
+            "**retry-toolkit** `.retry(|a| flaky(a, s)).backoff(Constant(ZERO))` (the fail path)",
+            size(&c::retry_toolkit_zero_async(1)),
         ),
         (
-            "retry-core, capturing closure",
-            size(&c::retry_core_capturing(&calls, 1)),
+            "retry-toolkit, capturing closure",
+            size(&c::retry_toolkit_capturing(&calls, 1)),
         ),
         (
-            "retry-core, capturing closure, `Constant(ZERO)`",
-            size(&c::retry_core_zero_capturing(&calls, 1)),
+            "retry-toolkit, capturing closure, `Constant(ZERO)`",
+            size(&c::retry_toolkit_zero_capturing(&calls, 1)),
         ),
         (
-            "retry-core `#[retry]` fn around `op()`",
+            "retry-toolkit `#[retry]` fn around `op()`",
             size(&c::retry_macro_async()),
         ),
         (
@@ -410,12 +410,12 @@ fn sizes(out: &mut String) {
             size(&c::tower_capturing(&calls, 1)),
         ),
         (
-            "retry-core `.when_ok(…)` around `op()`",
-            size(&c::retry_core_when_ok()),
+            "retry-toolkit `.when_ok(…)` around `op()`",
+            size(&c::retry_toolkit_when_ok()),
         ),
         (
-            "retry-core `.summarize()` around `op()`",
-            size(&c::retry_core_summarized()),
+            "retry-toolkit `.summarize()` around `op()`",
+            size(&c::retry_toolkit_summarized()),
         ),
         ("`op()`'s own future", size(&c::op())),
         ("`flaky(a, s)`'s own future", size(&c::flaky(1, 1))),
@@ -429,7 +429,7 @@ fn sizes(out: &mut String) {
         let _ = writeln!(out, "| {name} | {bytes} |");
     }
 
-    // What the parts of retry-core's futures measure; how they are laid out (the private
+    // What the parts of retry-toolkit's futures measure; how they are laid out (the private
     // `Progress` and `State`) is in BENCHMARKS.md.
     let parts: [(&str, usize); 8] = [
         ("`RetryPolicy` (default clock)", size_of::<RetryPolicy>()),
@@ -440,15 +440,15 @@ fn sizes(out: &mut String) {
         ("`JitterRng`", size_of::<JitterRng>()),
         (
             "a `Retry` minus its `DefaultSleep` and operation (the loop's own state, padding included)",
-            size(&c::retry_core::<1>(1))
+            size(&c::retry_toolkit::<1>(1))
                 - size_of::<DefaultSleep>()
                 - size(&c::numbered_op::<1>(1)),
         ),
         ("`DefaultSleep`", size_of::<DefaultSleep>()),
         ("`tokio::time::Sleep`", size_of::<tokio::time::Sleep>()),
         (
-            "`retry_core::__private_0_1::Driver<Fail>` (an `#[retry]` call's loop state)",
-            size_of::<retry_core::__private_0_1::Driver<Fail>>(),
+            "`retry_toolkit::__private_0_1::Driver<Fail>` (an `#[retry]` call's loop state)",
+            size_of::<retry_toolkit::__private_0_1::Driver<Fail>>(),
         ),
         (
             "`Option<Instant>` (a deadline's start, limited loops only)",
@@ -457,7 +457,7 @@ fn sizes(out: &mut String) {
     ];
     let _ = writeln!(
         out,
-        "\nThe parts retry-core's future is made of:\n\n| part | bytes |\n|---|---:|"
+        "\nThe parts retry-toolkit's future is made of:\n\n| part | bytes |\n|---|---:|"
     );
     for (name, bytes) in parts {
         let _ = writeln!(out, "| {name} | {bytes} |");
@@ -471,8 +471,8 @@ fn ours_on<const N: usize, C: Clock>(clock: C) -> impl Future<Output = Result<u8
         .clock(clock)
 }
 
-fn ours_deadline<const N: usize>() -> impl Future<Output = Result<u8, retry_core::RetryError<Fail>>>
-{
+fn ours_deadline<const N: usize>()
+-> impl Future<Output = Result<u8, retry_toolkit::RetryError<Fail>>> {
     RetryPolicy::DEFAULT
         .retry(contestants::numbered_op::<N>(1))
         .deadline(Duration::from_secs(10))
@@ -536,14 +536,14 @@ fn jitter_audit(out: &mut String) {
     for jitter in Jitter::ALL {
         let backoff = ours_exponential(jitter);
         rows.push((
-            format!("retry-core `ExponentialBackoff`, `Jitter::{jitter:?}`"),
+            format!("retry-toolkit `ExponentialBackoff`, `Jitter::{jitter:?}`"),
             Audit::run(|i| backoff.delays(JitterRng::seeded(i))),
         ));
     }
     for jitter in Jitter::ALL {
         let policy = ours_policy(jitter);
         rows.push((
-            format!("retry-core `RetryPolicy` (default schedule), `{jitter}`"),
+            format!("retry-toolkit `RetryPolicy` (default schedule), `{jitter}`"),
             Audit::run(|i| {
                 let mut rng = JitterRng::seeded(i);
                 policy.delays(&mut rng).collect::<Vec<_>>().into_iter()
@@ -551,14 +551,14 @@ fn jitter_audit(out: &mut String) {
         ));
     }
     for jitter in [Jitter::Full, Jitter::None] {
-        let fib = retry_core::Fibonacci::builder()
+        let fib = retry_toolkit::Fibonacci::builder()
             .base(AUDIT_BASE)
             .cap(AUDIT_MAX)
             .jitter(jitter)
             .build()
             .expect("valid settings");
         rows.push((
-            format!("retry-core `Fibonacci`, `{jitter}`"),
+            format!("retry-toolkit `Fibonacci`, `{jitter}`"),
             Audit::run(|i| {
                 let mut rng = JitterRng::seeded(i);
                 let mut previous = std::time::Duration::ZERO;
@@ -629,7 +629,7 @@ fn jitter_audit(out: &mut String) {
         out,
         "### 6b. Jitter audit: delays above the configured maximum\n\n\
          {SEQUENCES} sequences of {RETRIES_PER_SEQUENCE} retries each ({} draws per row), \
-         base {AUDIT_BASE:?} doubling, maximum {AUDIT_MAX:?}. retry-core and backon are \
+         base {AUDIT_BASE:?} doubling, maximum {AUDIT_MAX:?}. retry-toolkit and backon are \
          seeded with the sequence number; tokio-retry and tower draw from their own \
          entropy.\n\n\
          | strategy | draws | above max | share above max | largest delay | share exactly at max |\n\

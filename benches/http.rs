@@ -31,8 +31,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use retry_core::{CircuitBreaker, RetryBudget};
 use retry_http::HttpRetry;
+use retry_toolkit::{CircuitBreaker, RetryBudget};
 use tokio::runtime::{Builder, Runtime};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 

@@ -21,7 +21,7 @@ use std::cell::Cell;
 use std::hint::black_box;
 use std::time::Duration;
 
-use retry_core::{Constant, Jitter, JitterRng, RetryPolicy};
+use retry_toolkit::{Constant, Jitter, JitterRng, RetryPolicy};
 
 use contestants::{FIRST, THIRD, numbered_op, poll_once};
 
@@ -141,59 +141,59 @@ macro_rules! fresh_awaited {
 
 contestants! {
     "success_async" / "direct call" => || poll_once(contestants::direct_async());
-    "success_async" / "retry-core" => || poll_once(contestants::retry_core_async());
+    "success_async" / "retry-toolkit" => || poll_once(contestants::retry_toolkit_async());
     "success_async" / "#[retry]" => || poll_once(contestants::retry_macro_async());
     "success_async" / "backon" => || poll_once(contestants::backon_async());
     "success_async" / "tokio-retry" => || poll_once(contestants::tokio_retry_async());
     "success_async" / "tower" => || poll_once(contestants::tower_async(FIRST));
 
     "success_async_awaited" / "direct call" => awaited(contestants::direct_async);
-    "success_async_awaited" / "retry-core" => awaited(contestants::retry_core_async);
+    "success_async_awaited" / "retry-toolkit" => awaited(contestants::retry_toolkit_async);
     "success_async_awaited" / "#[retry]" => awaited(contestants::retry_macro_async);
     "success_async_awaited" / "backon" => awaited(contestants::backon_async);
     "success_async_awaited" / "tokio-retry" => awaited(contestants::tokio_retry_async);
     "success_async_awaited" / "tower" => awaited(|| contestants::tower_async(FIRST));
 
     "success_capturing" / "direct call" => fresh!(contestants::capturing, FIRST);
-    "success_capturing" / "retry-core" => fresh!(contestants::retry_core_capturing, FIRST);
+    "success_capturing" / "retry-toolkit" => fresh!(contestants::retry_toolkit_capturing, FIRST);
     "success_capturing" / "tokio-retry" => fresh!(contestants::tokio_retry_capturing, FIRST);
     "success_capturing" / "tower" => fresh!(contestants::tower_capturing, FIRST);
 
     "success_capturing_awaited" / "direct call" => fresh_awaited!(contestants::capturing, FIRST);
-    "success_capturing_awaited" / "retry-core" => fresh_awaited!(contestants::retry_core_capturing, FIRST);
+    "success_capturing_awaited" / "retry-toolkit" => fresh_awaited!(contestants::retry_toolkit_capturing, FIRST);
     "success_capturing_awaited" / "tokio-retry" => fresh_awaited!(contestants::tokio_retry_capturing, FIRST);
     "success_capturing_awaited" / "tower" => fresh_awaited!(contestants::tower_capturing, FIRST);
 
     "zero_delay_async" / "hand-written loop" => || poll_once(contestants::hand_loop_async(THIRD));
-    "zero_delay_async" / "retry-core" => || poll_once(contestants::retry_core_zero_async(THIRD));
+    "zero_delay_async" / "retry-toolkit" => || poll_once(contestants::retry_toolkit_zero_async(THIRD));
     "zero_delay_async" / "tower" => || poll_once(contestants::tower_async(THIRD));
 
     "zero_delay_async_awaited" / "hand-written loop" => awaited(|| contestants::hand_loop_async(THIRD));
-    "zero_delay_async_awaited" / "retry-core" => awaited(|| contestants::retry_core_zero_async(THIRD));
+    "zero_delay_async_awaited" / "retry-toolkit" => awaited(|| contestants::retry_toolkit_zero_async(THIRD));
     "zero_delay_async_awaited" / "tower" => awaited(|| contestants::tower_async(THIRD));
 
     "success_blocking" / "direct call" => contestants::direct_blocking;
-    "success_blocking" / "retry-core" => || contestants::retry_core_blocking(FIRST);
+    "success_blocking" / "retry-toolkit" => || contestants::retry_toolkit_blocking(FIRST);
     "success_blocking" / "backon" => || contestants::backon_blocking(FIRST);
 
     "zero_delay_blocking" / "hand-written loop" => || contestants::hand_loop_blocking(THIRD);
-    "zero_delay_blocking" / "retry-core" => || contestants::retry_core_blocking_zero(THIRD);
+    "zero_delay_blocking" / "retry-toolkit" => || contestants::retry_toolkit_blocking_zero(THIRD);
     "zero_delay_blocking" / "backon" => || contestants::backon_blocking_zero(THIRD);
 
     "success" / "direct call" => || poll_once(contestants::direct::<1>());
-    "success" / "retry-core" => || poll_once(contestants::retry_core::<1>(FIRST));
+    "success" / "retry-toolkit" => || poll_once(contestants::retry_toolkit::<1>(FIRST));
     "success" / "backon" => || poll_once(contestants::backon::<1>(FIRST));
     "success" / "tokio-retry" => || poll_once(contestants::tokio_retry::<1>(FIRST));
     "success" / "tower" => || poll_once(contestants::tower_no_wait::<1>(FIRST));
 
     "success_runtime" / "direct call" => in_runtime(contestants::direct::<1>);
-    "success_runtime" / "retry-core" => in_runtime(|| contestants::retry_core::<1>(FIRST));
+    "success_runtime" / "retry-toolkit" => in_runtime(|| contestants::retry_toolkit::<1>(FIRST));
     "success_runtime" / "backon" => in_runtime(|| contestants::backon::<1>(FIRST));
     "success_runtime" / "tokio-retry" => in_runtime(|| contestants::tokio_retry::<1>(FIRST));
     "success_runtime" / "tower" => in_runtime(|| contestants::tower_no_wait::<1>(FIRST));
 
     "zero_delay" / "hand-written loop" => || poll_once(contestants::hand_loop::<1>(THIRD));
-    "zero_delay" / "retry-core" => || poll_once(contestants::retry_core_zero::<1>(THIRD));
+    "zero_delay" / "retry-toolkit" => || poll_once(contestants::retry_toolkit_zero::<1>(THIRD));
     "zero_delay" / "tower" => || poll_once(contestants::tower_no_wait::<1>(THIRD));
 
     "retry_macro" / "by hand" => || poll_once(contestants::retry_by_hand::<1>(&Cell::new(0), FIRST));
@@ -212,41 +212,41 @@ contestants! {
     "retry_macro_retries" / "#[retry]" => in_scope!(contestants::retry_macro::<1>);
     "retry_macro_retries" / "by hand, zero delay" => in_scope!(contestants::retry_by_hand_zero::<1>);
 
-    // Where retry-core's instructions go: compare with its rows above (see BENCHMARKS.md).
-    "retry-core parts" / "success, clock with a 1-byte sleep" => || poll_once(
+    // Where retry-toolkit's instructions go: compare with its rows above (see BENCHMARKS.md).
+    "retry-toolkit parts" / "success, clock with a 1-byte sleep" => || poll_once(
         RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)
     );
-    "retry-core parts" / "success in a runtime, clock with a 1-byte sleep" => in_runtime(
+    "retry-toolkit parts" / "success in a runtime, clock with a 1-byte sleep" => in_runtime(
         || RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)
     );
-    "retry-core parts" / "zero delay, seeded" => || poll_once(contestants::retry_core_zero_seeded::<1>(THIRD));
-    "retry-core parts" / "zero delay, seeded, clock with a 1-byte sleep" => || poll_once(
+    "retry-toolkit parts" / "zero delay, seeded" => || poll_once(contestants::retry_toolkit_zero_seeded::<1>(THIRD));
+    "retry-toolkit parts" / "zero delay, seeded, clock with a 1-byte sleep" => || poll_once(
         RetryPolicy::DEFAULT
             .with_seed(1)
             .retry(numbered_op::<1>(THIRD))
             .backoff(Constant(Duration::ZERO))
             .clock(contestants::ReadyClock)
     );
-    "retry-core parts" / "success, `when_ok` (never retries)" => || poll_once(contestants::retry_core_when_ok());
-    "retry-core parts" / "success, `summarize()`" => || poll_once(contestants::retry_core_summarized());
-    "retry-core parts" / "JitterRng::from_entropy()" => JitterRng::from_entropy;
-    "retry-core parts" / "JitterRng::seeded(1)" => || JitterRng::seeded(black_box(1));
-    "retry-core parts" / "JitterRng::below(1 s)" => {
+    "retry-toolkit parts" / "success, `when_ok` (never retries)" => || poll_once(contestants::retry_toolkit_when_ok());
+    "retry-toolkit parts" / "success, `summarize()`" => || poll_once(contestants::retry_toolkit_summarized());
+    "retry-toolkit parts" / "JitterRng::from_entropy()" => JitterRng::from_entropy;
+    "retry-toolkit parts" / "JitterRng::seeded(1)" => || JitterRng::seeded(black_box(1));
+    "retry-toolkit parts" / "JitterRng::below(1 s)" => {
         let mut rng = JitterRng::seeded(7);
         move || rng.below(black_box(CAP))
     };
 
-    "jitter_draw" / "retry-core Jitter::Full.draw" => draw(Jitter::Full);
-    "jitter_draw" / "retry-core Jitter::Equal.draw" => draw(Jitter::Equal);
-    "jitter_draw" / "retry-core Jitter::Decorrelated.draw" => draw(Jitter::Decorrelated);
-    "jitter_draw" / "retry-core Jitter::None.draw" => draw(Jitter::None);
-    "jitter_draw" / "retry-core ExponentialBackoff, one retry-loop step" =>
+    "jitter_draw" / "retry-toolkit Jitter::Full.draw" => draw(Jitter::Full);
+    "jitter_draw" / "retry-toolkit Jitter::Equal.draw" => draw(Jitter::Equal);
+    "jitter_draw" / "retry-toolkit Jitter::Decorrelated.draw" => draw(Jitter::Decorrelated);
+    "jitter_draw" / "retry-toolkit Jitter::None.draw" => draw(Jitter::None);
+    "jitter_draw" / "retry-toolkit ExponentialBackoff, one retry-loop step" =>
         contestants::loop_step(contestants::exponential(CAP));
-    "jitter_draw" / "retry-core Fibonacci, one retry-loop step" =>
+    "jitter_draw" / "retry-toolkit Fibonacci, one retry-loop step" =>
         contestants::loop_step(contestants::fibonacci(CAP));
-    "jitter_draw" / "retry-core default policy, one retry-loop step" =>
+    "jitter_draw" / "retry-toolkit default policy, one retry-loop step" =>
         contestants::loop_step(contestants::d1_schedule(CAP));
-    "jitter_draw" / "retry-core ExponentialBackoff::delays() (full)" => {
+    "jitter_draw" / "retry-toolkit ExponentialBackoff::delays() (full)" => {
         let mut delays = at_cap(contestants::exponential(CAP).delays(JitterRng::seeded(7)));
         move || delays.next()
     };

@@ -48,13 +48,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use retry_core::effects::{
-    CallKey, CallRecord, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox, tool_fn,
-};
 use retry_durable::{
     Durability, PostgresOptions, PostgresStore, RunsOn, SqliteOptions, SqliteStore,
 };
 use retry_testkit::postgres::PostgresCluster;
+use retry_toolkit::effects::{
+    CallKey, CallRecord, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox, tool_fn,
+};
 use rusqlite::{Connection, params};
 use serde_json::json;
 use tokio::runtime::{Builder, Runtime};
@@ -366,7 +366,7 @@ fn sqlite_floor_async(
     elapsed
 }
 
-fn run_calls<L: retry_core::effects::Ledger>(
+fn run_calls<L: retry_toolkit::effects::Ledger>(
     rt: &Runtime,
     runner: &ToolRunner<L>,
     calls: usize,

@@ -29,7 +29,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode};
-use retry_core::{Jitter, JitterRng};
+use retry_toolkit::{Jitter, JitterRng};
 use tower::retry::backoff::{Backoff, MakeBackoff};
 
 use contestants::{FIRST, THIRD, poll_once};
@@ -54,14 +54,14 @@ fn user_shaped(suite: &mut Suite) {
     suite
         .group("success_async", "direct call")
         .bench("direct call", || poll_once(c::direct_async()))
-        .bench("retry-core", || poll_once(c::retry_core_async()))
+        .bench("retry-toolkit", || poll_once(c::retry_toolkit_async()))
         .bench("#[retry]", || poll_once(c::retry_macro_async()))
         .bench("tokio-retry", || poll_once(c::tokio_retry_async()))
         .bench("tower", || poll_once(c::tower_async(FIRST)));
     suite
         .group("success_async_awaited", "direct call")
         .bench_awaited("direct call", &rt, c::direct_async)
-        .bench_awaited("retry-core", &rt, c::retry_core_async)
+        .bench_awaited("retry-toolkit", &rt, c::retry_toolkit_async)
         .bench_awaited("#[retry]", &rt, c::retry_macro_async)
         .bench_awaited("tokio-retry", &rt, c::tokio_retry_async)
         .bench_awaited("tower", &rt, || c::tower_async(FIRST));
@@ -70,8 +70,8 @@ fn user_shaped(suite: &mut Suite) {
         .bench_awaited("direct call", &rt, || async {
             c::capturing(&Cell::new(0), FIRST).await
         })
-        .bench_awaited("retry-core", &rt, || async {
-            c::retry_core_capturing(&Cell::new(0), FIRST).await
+        .bench_awaited("retry-toolkit", &rt, || async {
+            c::retry_toolkit_capturing(&Cell::new(0), FIRST).await
         })
         .bench_awaited("tokio-retry", &rt, || async {
             c::tokio_retry_capturing(&Cell::new(0), FIRST).await
@@ -82,12 +82,14 @@ fn user_shaped(suite: &mut Suite) {
     suite
         .group("zero_delay_async", "hand-written loop")
         .bench("hand-written loop", || poll_once(c::hand_loop_async(THIRD)))
-        .bench("retry-core", || poll_once(c::retry_core_zero_async(THIRD)))
+        .bench("retry-toolkit", || {
+            poll_once(c::retry_toolkit_zero_async(THIRD))
+        })
         .bench("tower", || poll_once(c::tower_async(THIRD)));
     suite
         .group("zero_delay_async_awaited", "hand-written loop")
         .bench_awaited("hand-written loop", &rt, || c::hand_loop_async(THIRD))
-        .bench_awaited("retry-core", &rt, || c::retry_core_zero_async(THIRD))
+        .bench_awaited("retry-toolkit", &rt, || c::retry_toolkit_zero_async(THIRD))
         .bench_awaited("tower", &rt, || c::tower_async(THIRD));
 }
 
@@ -96,8 +98,8 @@ fn success(suite: &mut Suite) {
     suite
         .group("success", "direct call")
         .bench("direct call", || poll_once(contestants::direct::<1>()))
-        .bench("retry-core", || {
-            poll_once(contestants::retry_core::<1>(FIRST))
+        .bench("retry-toolkit", || {
+            poll_once(contestants::retry_toolkit::<1>(FIRST))
         })
         .bench("backon", || poll_once(contestants::backon::<1>(FIRST)))
         .bench("tokio-retry", || {
@@ -113,8 +115,8 @@ fn success(suite: &mut Suite) {
     suite
         .group("success_runtime", "direct call")
         .bench("direct call", || rt.block_on(contestants::direct::<1>()))
-        .bench("retry-core", || {
-            rt.block_on(contestants::retry_core::<1>(FIRST))
+        .bench("retry-toolkit", || {
+            rt.block_on(contestants::retry_toolkit::<1>(FIRST))
         })
         .bench("backon", || rt.block_on(contestants::backon::<1>(FIRST)))
         .bench("tokio-retry", || {
@@ -133,8 +135,8 @@ fn zero_delay(suite: &mut Suite) {
         .bench("hand-written loop", || {
             poll_once(contestants::hand_loop::<1>(THIRD))
         })
-        .bench("retry-core", || {
-            poll_once(contestants::retry_core_zero::<1>(THIRD))
+        .bench("retry-toolkit", || {
+            poll_once(contestants::retry_toolkit_zero::<1>(THIRD))
         })
         .bench("tower", || {
             poll_once(contestants::tower_no_wait::<1>(THIRD))
@@ -152,8 +154,8 @@ fn zero_delay(suite: &mut Suite) {
         .bench("hand-written loop", || {
             rt.block_on(contestants::hand_loop::<1>(THIRD))
         })
-        .bench("retry-core", || {
-            rt.block_on(contestants::retry_core_zero::<1>(THIRD))
+        .bench("retry-toolkit", || {
+            rt.block_on(contestants::retry_toolkit_zero::<1>(THIRD))
         })
         .bench("tower", || {
             rt.block_on(contestants::tower_no_wait::<1>(THIRD))
@@ -242,7 +244,7 @@ fn jitter_draw(suite: &mut Suite) {
 
     let mut group = suite.group("jitter_draw", "");
     for jitter in Jitter::ALL {
-        group.bench(&format!("retry-core Jitter::{jitter:?}.draw"), || {
+        group.bench(&format!("retry-toolkit Jitter::{jitter:?}.draw"), || {
             black_box(jitter).draw(
                 black_box(cap),
                 black_box(base),
@@ -254,14 +256,14 @@ fn jitter_draw(suite: &mut Suite) {
     }
     group
         .bench(
-            "retry-core ExponentialBackoff, one retry-loop step",
+            "retry-toolkit ExponentialBackoff, one retry-loop step",
             contestants::loop_step(contestants::exponential(cap)),
         )
         .bench(
-            "retry-core default policy, one retry-loop step",
+            "retry-toolkit default policy, one retry-loop step",
             contestants::loop_step(contestants::d1_schedule(cap)),
         )
-        .bench("retry-core ExponentialBackoff::delays() (full)", || {
+        .bench("retry-toolkit ExponentialBackoff::delays() (full)", || {
             ours.next()
         })
         .bench("backon ExponentialBackoff", || backon.next())

@@ -1,5 +1,5 @@
 //! The cost of shared protection, counted by valgrind: instructions (cachegrind) and heap
-//! blocks (DHAT) per operation of retry-core's `RetryBudget` and `CircuitBreaker`, beside
+//! blocks (DHAT) per operation of retry-toolkit's `RetryBudget` and `CircuitBreaker`, beside
 //! tower's `TpsBudget`, and what they add to a retry loop whose first attempt succeeds.
 //!
 //! Run by `cargo bench --bench protection`, this binary re-runs itself under valgrind twice
@@ -8,7 +8,7 @@
 //! nothing. With an argument, only the rows whose `group/name` contain it.
 //!
 //! Every budget operation reads the time once, as each crate does: tower's `TpsBudget` calls
-//! `tokio::time::Instant::now()` inside; retry-core's takes the instant from its caller, here
+//! `tokio::time::Instant::now()` inside; retry-toolkit's takes the instant from its caller, here
 //! `Instant::now()`. Without a runtime both are a `clock_gettime`.
 
 #[allow(dead_code, reason = "shared by the counting benches")]
@@ -19,7 +19,7 @@ use std::hint::black_box;
 use std::mem::size_of_val;
 use std::time::{Duration, Instant};
 
-use retry_core::{CircuitBreaker, RetryBudget, RetryPolicy};
+use retry_toolkit::{CircuitBreaker, RetryBudget, RetryPolicy};
 use tower::retry::budget::{Budget, TpsBudget};
 
 #[allow(
@@ -96,7 +96,7 @@ macro_rules! rows {
 }
 
 rows! {
-    "a request" / "retry-core RetryBudget::deposit" => {
+    "a request" / "retry-toolkit RetryBudget::deposit" => {
         let budget = generous();
         move || budget.deposit(Instant::now())
     };
@@ -105,7 +105,7 @@ rows! {
         move || budget.deposit()
     };
 
-    "a request and an admitted retry" / "retry-core deposit + try_withdraw" => {
+    "a request and an admitted retry" / "retry-toolkit deposit + try_withdraw" => {
         let budget = generous();
         move || {
             budget.deposit(Instant::now());
@@ -120,9 +120,9 @@ rows! {
         }
     };
 
-    // Four requests in the window earn four fifths of a retry: refused, and retry-core works
+    // Four requests in the window earn four fifths of a retry: refused, and retry-toolkit works
     // out when a retry would fit again (here: never without new requests).
-    "a refused retry" / "retry-core try_withdraw" => {
+    "a refused retry" / "retry-toolkit try_withdraw" => {
         let budget = RetryBudget::builder().ratio(0.2).min_per_sec(0).build().expect("valid");
         for _ in 0..4 {
             budget.deposit(Instant::now());
@@ -136,7 +136,7 @@ rows! {
         }
         move || budget.withdraw()
     };
-    "a refused retry" / "retry-core try_withdraw, a budget that admits nothing" => {
+    "a refused retry" / "retry-toolkit try_withdraw, a budget that admits nothing" => {
         let budget = empty();
         move || budget.try_withdraw(Instant::now()).is_err()
     };
@@ -178,18 +178,18 @@ rows! {
         move || breaker.try_acquire(Instant::now()).is_err()
     };
 
-    "retry loop, first attempt succeeds" / "retry-core" => || {
+    "retry loop, first attempt succeeds" / "retry-toolkit" => || {
         poll_once(RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)))
     };
-    "retry loop, first attempt succeeds" / "retry-core + budget" => {
+    "retry loop, first attempt succeeds" / "retry-toolkit + budget" => {
         let budget = generous();
         move || poll_once(RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).budget(&budget))
     };
-    "retry loop, first attempt succeeds" / "retry-core + breaker" => {
+    "retry loop, first attempt succeeds" / "retry-toolkit + breaker" => {
         let breaker = patient();
         move || poll_once(RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).breaker(&breaker))
     };
-    "retry loop, first attempt succeeds" / "retry-core + budget + breaker" => {
+    "retry loop, first attempt succeeds" / "retry-toolkit + budget + breaker" => {
         let (budget, breaker) = (generous(), patient());
         move || {
             poll_once(
@@ -200,7 +200,7 @@ rows! {
             )
         }
     };
-    "retry loop, first attempt succeeds" / "retry-core + budget + breaker, shared by Arc" => {
+    "retry loop, first attempt succeeds" / "retry-toolkit + budget + breaker, shared by Arc" => {
         let (budget, breaker) = (std::sync::Arc::new(generous()), std::sync::Arc::new(patient()));
         move || {
             poll_once(
@@ -213,7 +213,7 @@ rows! {
     };
     // For reference: what any limit costs (the output becomes `Result<T, RetryError<E>>`, as
     // with a budget or a breaker), and a reading of the loop's default clock.
-    "retry loop, first attempt succeeds" / "retry-core + cancel_on(a signal that never fires)" => || {
+    "retry loop, first attempt succeeds" / "retry-toolkit + cancel_on(a signal that never fires)" => || {
         poll_once(
             RetryPolicy::DEFAULT
                 .retry(numbered_op::<1>(FIRST))
@@ -221,7 +221,7 @@ rows! {
         )
     };
     "retry loop, first attempt succeeds" / "a reading of DefaultClock" => {
-        || retry_core::Clock::now(&retry_core::DefaultClock)
+        || retry_toolkit::Clock::now(&retry_toolkit::DefaultClock)
     };
     "retry loop, first attempt succeeds" / "a reading of Instant::now" => Instant::now;
 }
@@ -259,9 +259,12 @@ fn sizes() -> String {
     let (budget, breaker) = (generous(), patient());
     let op = numbered_op::<1>(FIRST);
     let rows = [
-        ("retry-core", size_of_val(&RetryPolicy::DEFAULT.retry(op))),
         (
-            "retry-core + cancel_on(a signal that never fires)",
+            "retry-toolkit",
+            size_of_val(&RetryPolicy::DEFAULT.retry(op)),
+        ),
+        (
+            "retry-toolkit + cancel_on(a signal that never fires)",
             size_of_val(
                 &RetryPolicy::DEFAULT
                     .retry(op)
@@ -269,15 +272,15 @@ fn sizes() -> String {
             ),
         ),
         (
-            "retry-core + budget",
+            "retry-toolkit + budget",
             size_of_val(&RetryPolicy::DEFAULT.retry(op).budget(&budget)),
         ),
         (
-            "retry-core + breaker",
+            "retry-toolkit + breaker",
             size_of_val(&RetryPolicy::DEFAULT.retry(op).breaker(&breaker)),
         ),
         (
-            "retry-core + budget + breaker",
+            "retry-toolkit + budget + breaker",
             size_of_val(
                 &RetryPolicy::DEFAULT
                     .retry(op)

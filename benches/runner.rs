@@ -21,11 +21,11 @@ mod counted;
 use std::hint::black_box;
 use std::time::Instant;
 
-use retry_core::effects::{
+use retry_toolkit::effects::{
     CallKey, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox,
     tool_fn,
 };
-use retry_core::tool;
+use retry_toolkit::tool;
 use serde_json::json;
 use tokio::runtime::{Builder, Runtime};
 

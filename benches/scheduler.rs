@@ -23,7 +23,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-use retry_core::{Scheduler, SchedulerOptions, TaskContext, TaskFailure};
+use retry_toolkit::{Scheduler, SchedulerOptions, TaskContext, TaskFailure};
 use tokio::runtime::{Builder, Runtime};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;

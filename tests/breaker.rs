@@ -7,16 +7,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::{
+use retry_testkit::MockClock;
+use retry_toolkit::{
     BreakerError, ChangeReason, CircuitBreaker, CircuitOpen, CircuitState, StateChange,
 };
-use retry_testkit::MockClock;
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
 fn breaker(
-    build: impl FnOnce(retry_core::BreakerBuilder) -> retry_core::BreakerBuilder,
+    build: impl FnOnce(retry_toolkit::BreakerBuilder) -> retry_toolkit::BreakerBuilder,
 ) -> CircuitBreaker {
     build(CircuitBreaker::builder().name("dep"))
         .build()
@@ -572,7 +572,7 @@ fn fail_static(b: &'static CircuitBreaker, clock: &MockClock) {
 
 #[test]
 fn b3_bad_settings_are_refused_with_their_messages() {
-    let cases: [(retry_core::BreakerBuilder, BreakerError, &str); 12] = [
+    let cases: [(retry_toolkit::BreakerBuilder, BreakerError, &str); 12] = [
         (
             CircuitBreaker::builder().consecutive_failures(0),
             BreakerError::ConsecutiveFailuresZero,

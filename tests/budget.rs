@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use retry_core::{BudgetError, RetryBudget};
 use retry_testkit::MockClock;
+use retry_toolkit::{BudgetError, RetryBudget};
 
 const SEC: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use retry_core::middleware::{RetryTask, with_breaker, with_breaker_when, with_retry};
-use retry_core::{
+use retry_testkit::{Fault, FaultScript, MockClock, Timeline, join_all};
+use retry_toolkit::middleware::{RetryTask, with_breaker, with_breaker_when, with_retry};
+use retry_toolkit::{
     CircuitBreaker, CircuitState, Jitter, RetryBudget, RetryError, RetryOptions, RetryPolicy,
     StateChange, Task, TaskContext, TaskError, TaskFailure,
 };
-use retry_testkit::{Fault, FaultScript, MockClock, Timeline, join_all};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
@@ -26,12 +26,12 @@ fn policy() -> RetryPolicy {
 }
 
 /// The retry layer with `attempts` attempts in all and no wait of its own.
-fn retrying<F: Task>(task: F, attempts: u32) -> RetryTask<F, retry_core::Constant> {
+fn retrying<F: Task>(task: F, attempts: u32) -> RetryTask<F, retry_toolkit::Constant> {
     let policy = RetryOptions::new()
         .with_max_attempts(attempts)
         .resolve()
         .unwrap();
-    with_retry(task, policy).backoff(retry_core::Constant(Duration::ZERO))
+    with_retry(task, policy).backoff(retry_toolkit::Constant(Duration::ZERO))
 }
 
 fn breaker(failures: u32, break_duration: Duration) -> Arc<CircuitBreaker> {

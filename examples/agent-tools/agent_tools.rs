@@ -24,14 +24,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use retry_core::effects::{
+use retry_durable::SqliteStore;
+use retry_toolkit::effects::{
     CallKey, CallResponse, IdempotencyKey, Ledger, MemoryLedger, Recovered, RecoveryAction,
     RecoveryPolicy, Resolution, Review, RunnerError, ToolCall, ToolEffect, ToolOutcome, ToolRunner,
     Toolbox, ToolboxError,
 };
-use retry_core::store::Timestamp;
-use retry_core::tool;
-use retry_durable::SqliteStore;
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::tool;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::{CircuitBreaker, Jitter, RetryBudget, RetryError, RetryOptions};
 use retry_testkit::{Journal, MockClock};
+use retry_toolkit::{CircuitBreaker, Jitter, RetryBudget, RetryError, RetryOptions};
 
 /// The service fails every call from 0.5 s to 3.2 s.
 const DOWN_FROM: Duration = Duration::from_millis(500);

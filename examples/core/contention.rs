@@ -2,7 +2,7 @@
 //! retry strategy waste, and how long until everyone is done?
 //!
 //! The experiment of the AWS Architecture Blog post "Exponential Backoff And Jitter", run on
-//! retry-core's real retry loop and the testkit's virtual clock (deterministic from a seed,
+//! retry-toolkit's real retry loop and the testkit's virtual clock (deterministic from a seed,
 //! seconds of wall time):
 //!
 //! ```sh

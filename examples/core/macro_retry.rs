@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use retry_core::{LimitExceeded, RetryOptions, retry};
+use retry_toolkit::{LimitExceeded, RetryOptions, retry};
 
 #[derive(Debug)]
 enum ApiError {

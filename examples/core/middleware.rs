@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_core::middleware::{with_fallback_when, with_retry, with_timeout};
-use retry_core::{
+use retry_toolkit::middleware::{with_fallback_when, with_retry, with_timeout};
+use retry_toolkit::{
     ExponentialBackoff, Jitter, OnError, RetryOptions, Scheduler, SchedulerOptions, Task,
     TaskContext, TaskError, TaskEvent, TaskFailure, TaskOutcome,
 };

@@ -2,7 +2,7 @@
 //! send it?
 //!
 //! 100 callers in one service each call the dependency once a second for a minute (6,000
-//! calls), on retry-core's real retry loop and the testkit's virtual clock (deterministic
+//! calls), on retry-toolkit's real retry loop and the testkit's virtual clock (deterministic
 //! from a seed, about a second of wall time in release):
 //!
 //! ```sh

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use retry_core::{OptionsError, RetryOptions};
+use retry_toolkit::{OptionsError, RetryOptions};
 
 /// A pretend HTTP call that answers 503 three times, then 200.
 async fn fetch_report(attempt: u32) -> Result<&'static str, String> {
@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Err(e) = rejected {
         println!(
             "rejected base_delay_ms = 5000 against the built-in max_delay_ms = {}: {e}",
-            retry_core::DEFAULT_MAX_DELAY_MS
+            retry_toolkit::DEFAULT_MAX_DELAY_MS
         );
     }
     Ok(())

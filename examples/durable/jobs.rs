@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_core::store::Timestamp;
-use retry_core::{RetryOptions, TaskError, TaskFailure};
 use retry_durable::{Event, EventKind, Jobs, PostgresStore, SqliteStore, Store, When, WorkOptions};
 use retry_testkit::MockClock;
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::{RetryOptions, TaskError, TaskFailure};
 
 /// 2026-12-01T09:00:00Z.
 const START: Timestamp = Timestamp::from_millis(1_796_115_600_000);

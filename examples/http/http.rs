@@ -16,9 +16,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use retry_core::RetryOptions;
-use retry_core::effects::IdempotencyKey;
 use retry_http::{HttpRetry, RetryReport};
+use retry_toolkit::RetryOptions;
+use retry_toolkit::effects::IdempotencyKey;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 /// What the flaky server does with each request, in order.

@@ -11,12 +11,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use retry_core::RetryOptions;
-use retry_core::effects::{
+use retry_mcp::{ConnectOptions, Connector, ToolServer};
+use retry_toolkit::RetryOptions;
+use retry_toolkit::effects::{
     CallKey, CallResponse, CallState, Ledger, MemoryLedger, Resolution, ResultSource, RunnerError,
     ToolCall, ToolEffect, ToolRunner, Toolbox,
 };
-use retry_mcp::{ConnectOptions, Connector, ToolServer};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,

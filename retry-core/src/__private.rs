@@ -5,7 +5,7 @@
 //! retry-macros generates from its own version (see `lib.rs`).
 
 /// This crate's version: retry-macros' tests check that it is theirs (the crates release
-/// together, and retry-core pins retry-macros exactly).
+/// together, and retry-toolkit pins retry-macros exactly).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub use core::ops::ControlFlow;
@@ -131,13 +131,13 @@ impl<T, E> IsResult for Result<T, E> {
 
 #[cfg(test)]
 mod tests {
-    /// retry-macros generates `::retry_core::__private_{major}_{minor}` from its version, which
+    /// retry-macros generates `::retry_toolkit::__private_{major}_{minor}` from its version, which
     /// is this crate's: after a minor version bump, rename the module in `lib.rs` (and in
     /// retry-macros' `tests/version.rs`).
     #[test]
     fn the_module_is_named_after_the_crate_version() {
         let expected = format!(
-            "retry_core::__private_{}_{}::tests",
+            "retry_toolkit::__private_{}_{}::tests",
             env!("CARGO_PKG_VERSION_MAJOR"),
             env!("CARGO_PKG_VERSION_MINOR"),
         );

@@ -13,7 +13,7 @@ use crate::rng::JitterRng;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Backoff, JitterRng};
+/// use retry_toolkit::{Backoff, JitterRng};
 ///
 /// /// Wait 10 ms per failed attempt so far.
 /// struct TenPerFailure;
@@ -94,7 +94,7 @@ pub struct FromPolicy;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Constant, JitterRng};
+/// use retry_toolkit::{Constant, JitterRng};
 ///
 /// let mut rng = JitterRng::seeded(0);
 /// assert_eq!(Constant(Duration::from_millis(5)).delay(9, Duration::ZERO, &mut rng), Duration::from_millis(5));
@@ -119,7 +119,7 @@ impl Constant {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{backoff_fn, Backoff, JitterRng};
+/// use retry_toolkit::{backoff_fn, Backoff, JitterRng};
 ///
 /// let mut linear = backoff_fn(|attempt| Duration::from_millis(10) * attempt);
 /// assert_eq!(linear.delay(2, Duration::ZERO, &mut JitterRng::seeded(0)), Duration::from_millis(20));
@@ -190,7 +190,7 @@ pub(crate) const fn within_cap<S: Copy>(
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{ExponentialBackoff, Jitter};
+/// use retry_toolkit::{ExponentialBackoff, Jitter};
 ///
 /// let backoff = ExponentialBackoff::builder()
 ///     .base(Duration::from_millis(100))
@@ -200,7 +200,7 @@ pub(crate) const fn within_cap<S: Copy>(
 ///     .build()?;
 /// let ms: Vec<u128> = (0..4).map(|i| backoff.unjittered(i).as_millis()).collect();
 /// assert_eq!(ms, [100, 300, 900, 1000]);
-/// # Ok::<(), retry_core::BackoffError>(())
+/// # Ok::<(), retry_toolkit::BackoffError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ExponentialBackoff {
@@ -338,7 +338,7 @@ impl ExponentialBackoff {
     /// The endless sequence of jittered delays this backoff draws with `rng`.
     ///
     /// ```
-    /// use retry_core::{ExponentialBackoff, JitterRng};
+    /// use retry_toolkit::{ExponentialBackoff, JitterRng};
     ///
     /// let delays: Vec<_> = ExponentialBackoff::DEFAULT.delays(JitterRng::seeded(3)).take(5).collect();
     /// assert!(delays.iter().all(|d| *d <= ExponentialBackoff::DEFAULT.cap()));

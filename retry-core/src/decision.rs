@@ -13,7 +13,7 @@ use crate::policy::RetryPolicy;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::FailedAttempt;
+/// use retry_toolkit::FailedAttempt;
 ///
 /// let failure = FailedAttempt::new(1, Duration::from_millis(180))
 ///     .retryable(true)
@@ -111,7 +111,7 @@ impl<C> RetryPolicy<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::{FailedAttempt, GiveUp, Next, RetryPolicy};
+    /// use retry_toolkit::{FailedAttempt, GiveUp, Next, RetryPolicy};
     ///
     /// let policy = RetryPolicy::DEFAULT; // 3 attempts, hints up to 60 s
     /// let drawn = Duration::from_millis(150);

@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_core::{classify, TaskError, TaskFailure};
+//! use retry_toolkit::{classify, TaskError, TaskFailure};
 //!
 //! // A TaskError is not retryable unless it says so; a kind alone does not.
 //! assert!(!classify(&TaskError::new("connection refused").with_kind("network").into()));
@@ -78,7 +78,7 @@ impl TaskFailure {
     /// Wraps any error as [`TaskFailure::Other`].
     ///
     /// ```
-    /// use retry_core::TaskFailure;
+    /// use retry_toolkit::TaskFailure;
     ///
     /// let failure = TaskFailure::other(std::io::Error::other("disk full"));
     /// assert_eq!(failure.to_string(), "disk full");
@@ -129,7 +129,7 @@ impl TaskFailure {
 /// retries a cancelled task, whatever a predicate says.
 ///
 /// ```
-/// use retry_core::{classify, TaskFailure};
+/// use retry_toolkit::{classify, TaskFailure};
 ///
 /// assert!(!classify(&TaskFailure::QueueStopped));
 /// assert!(!classify(&TaskFailure::QueueFull { capacity: 8 }));
@@ -224,7 +224,7 @@ impl Error for Message {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::TaskError;
+/// use retry_toolkit::TaskError;
 ///
 /// let e = TaskError::new("connection refused").with_kind("network");
 /// assert!(!e.retryable()); // not retryable unless it says so
@@ -351,7 +351,7 @@ pub enum TimeoutKind {
 /// duration is not a whole number of milliseconds (`"budget_ms": 0.5`).
 ///
 /// ```
-/// use retry_core::{Elapsed, TimeoutKind};
+/// use retry_toolkit::{Elapsed, TimeoutKind};
 ///
 /// assert!(!Elapsed::RETRYABLE);
 /// let t: Elapsed = serde_json::from_str(r#"{"kind": "total", "budget_ms": 0.5, "overrun_ms": 12}"#)?;

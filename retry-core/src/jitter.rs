@@ -18,14 +18,14 @@ use crate::rng::JitterRng;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Jitter, JitterRng};
+/// use retry_toolkit::{Jitter, JitterRng};
 ///
 /// let mut rng = JitterRng::seeded(7);
 /// let cap = Duration::from_millis(800);
 /// let d = Jitter::Full.draw(cap, Duration::from_millis(100), cap, Duration::ZERO, &mut rng);
 /// assert!(d < cap);
 /// assert_eq!("equal".parse::<Jitter>()?, Jitter::Equal);
-/// # Ok::<(), retry_core::UnknownJitter>(())
+/// # Ok::<(), retry_toolkit::UnknownJitter>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]

@@ -8,7 +8,7 @@
 //! instantly.
 //!
 //! ```
-//! use retry_core::RetryOptions;
+//! use retry_toolkit::RetryOptions;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let policy = RetryOptions::new().with_max_attempts(5).with_base_delay_ms(500).resolve()?;
@@ -35,11 +35,11 @@
 //!
 //! # Logs
 //!
-//! The loop reports through [`tracing`](https://docs.rs/tracing), target `retry_core`, so
+//! The loop reports through [`tracing`](https://docs.rs/tracing), target `retry_toolkit`, so
 //! `tracing_subscriber::fmt::init()` alone prints each retry:
 //!
 //! ```text
-//!  WARN retry_core: attempt failed; retrying attempt=1 delay=39.2ms error="HTTP 503"
+//!  WARN retry_toolkit: attempt failed; retrying attempt=1 delay=39.2ms error="HTTP 503"
 //! ```
 //!
 //! | event | level | fields |
@@ -63,9 +63,9 @@
 //! worth seeing before it becomes an outage. Giving up is information: the caller receives the
 //! error and decides how loud to be. A predicate's "not retryable" is routine, so it is debug.
 //! `error` is the error's `Debug` form (the loop asks only `E: Debug` of it); delays and
-//! timeouts are `Duration`s. The middleware adds its own events under `retry_core::middleware`,
-//! the scheduler under `retry_core::scheduler`. A circuit breaker reports each change of state
-//! under `retry_core::breaker`: `circuit opened` and `circuit isolated` are WARN, `circuit
+//! timeouts are `Duration`s. The middleware adds its own events under `retry_toolkit::middleware`,
+//! the scheduler under `retry_toolkit::scheduler`. A circuit breaker reports each change of state
+//! under `retry_toolkit::breaker`: `circuit opened` and `circuit isolated` are WARN, `circuit
 //! half-open` and `circuit closed` INFO (fields `breaker`, `from`, `to`, `reason`, and
 //! `open_for`). A call refused by an open circuit is routine, so it is DEBUG.
 //!
@@ -174,9 +174,9 @@ pub use protection::{
     Permit, RetryBudget, StateChange,
 };
 pub use retry::{
-    Adjusted, Always, Blocking, ChainedRetryError, EarlyStop, Hooks, LimitExceeded, Limited, Limits,
-    LoopHooks, LoopStops, NamedOp, NoHint, OnRetry, Operation, Retry, RetryAfter, RetryError,
-    RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, Unprotected, WhenOk,
+    Adjusted, Always, Blocking, ChainedRetryError, EarlyStop, Hooks, LimitExceeded, Limited,
+    Limits, LoopHooks, LoopStops, NamedOp, NoHint, OnRetry, Operation, Retry, RetryAfter,
+    RetryError, RetrySummary, ShouldRetry, Silent, Summarized, Unlimited, Unprotected, WhenOk,
 };
 pub use rng::JitterRng;
 #[cfg(feature = "scheduler")]

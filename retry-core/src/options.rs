@@ -52,7 +52,7 @@ pub const DELAY_MS_LIMIT: u64 = u64::MAX;
 /// order of the checks.
 ///
 /// ```
-/// use retry_core::RetryOptions;
+/// use retry_toolkit::RetryOptions;
 ///
 /// // Owner-level defaults as a `const`.
 /// const OWNER: RetryOptions = RetryOptions { max_delay_ms: Some(50), ..RetryOptions::new() };
@@ -61,7 +61,7 @@ pub const DELAY_MS_LIMIT: u64 = u64::MAX;
 /// let policy = call_site.or(OWNER).with_base_delay_ms(10).resolve()?;
 /// assert_eq!(policy.max_attempts(), 5);
 /// assert_eq!(policy.max_delay().as_millis(), 50);
-/// # Ok::<(), retry_core::OptionsError>(())
+/// # Ok::<(), retry_toolkit::OptionsError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
@@ -91,7 +91,7 @@ pub struct RetryOptions {
 /// reported before a zero `base_delay_ms`.
 ///
 /// ```
-/// use retry_core::{OptionsError, RetryOptions};
+/// use retry_toolkit::{OptionsError, RetryOptions};
 ///
 /// let err = RetryOptions::new().with_base_delay_ms(5000).resolve().unwrap_err();
 /// assert_eq!(err, OptionsError::BaseAboveMax);
@@ -199,13 +199,13 @@ impl RetryOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::RetryOptions;
+    /// use retry_toolkit::RetryOptions;
     ///
     /// let policy = RetryOptions::new().with_base_delay(Duration::from_millis(250)).resolve()?;
     /// assert_eq!(policy.base_delay(), Duration::from_millis(250));
     /// let zero = RetryOptions::new().with_base_delay(Duration::ZERO).resolve();
     /// assert_eq!(zero.unwrap_err().to_string(), "retry.base_delay_ms must be > 0");
-    /// # Ok::<(), retry_core::OptionsError>(())
+    /// # Ok::<(), retry_toolkit::OptionsError>(())
     /// ```
     pub const fn with_base_delay(self, base_delay: Duration) -> Self {
         self.with_base_delay_ms(whole_ms_rounding_up(base_delay))
@@ -225,7 +225,7 @@ impl RetryOptions {
     /// Layers `self` over `lower`, field by field: a field set in `self` wins.
     ///
     /// ```
-    /// use retry_core::RetryOptions;
+    /// use retry_toolkit::RetryOptions;
     ///
     /// let call_site = RetryOptions::new().with_max_attempts(5);
     /// let owner = RetryOptions::new().with_max_attempts(2).with_max_delay_ms(50);
@@ -282,7 +282,7 @@ impl RetryOptions {
     /// `const`, so that a policy written in code is checked by the compiler:
     ///
     /// ```
-    /// use retry_core::{RetryOptions, RetryPolicy};
+    /// use retry_toolkit::{RetryOptions, RetryPolicy};
     ///
     /// const POLICY: RetryPolicy = match RetryOptions::new().with_max_attempts(5).resolve() {
     ///     Ok(policy) => policy,
@@ -343,7 +343,7 @@ impl fmt::Display for RetryOptions {
 /// when created rather than when first used.
 ///
 /// ```
-/// use retry_core::{OptionsError, RetryDefaults, RetryOptions};
+/// use retry_toolkit::{OptionsError, RetryDefaults, RetryOptions};
 ///
 /// let owner = RetryDefaults::new(RetryOptions::new().with_max_delay_ms(50))?;
 /// // The call site's base delay is checked against the owner's ceiling.
@@ -506,9 +506,9 @@ impl<C> RetryPolicy<C> {
     /// has them resolves back without them, so set them again after reading the options back.
     ///
     /// ```
-    /// use retry_core::RetryPolicy;
+    /// use retry_toolkit::RetryPolicy;
     ///
-    /// let policy = RetryPolicy::DEFAULT.with_jitter(retry_core::Jitter::Equal);
+    /// let policy = RetryPolicy::DEFAULT.with_jitter(retry_toolkit::Jitter::Equal);
     /// assert_eq!(policy.to_options().resolve(), Ok(policy));
     /// let seeded = policy.with_seed(7);
     /// assert_eq!(seeded.to_options().resolve(), Ok(policy)); // the seed is not kept

@@ -26,7 +26,7 @@ pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// loop it starts keeps its own state.
 ///
 /// ```
-/// use retry_core::RetryOptions;
+/// use retry_toolkit::RetryOptions;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let policy = RetryOptions::new().with_max_attempts(4).with_base_delay_ms(50).resolve()?;
@@ -173,7 +173,7 @@ impl<C> RetryPolicy<C> {
     /// The full-jitter cap after failed attempt `k`: `min(2^k · base, max)`, saturating for huge `k`.
     ///
     /// ```
-    /// use retry_core::RetryPolicy;
+    /// use retry_toolkit::RetryPolicy;
     ///
     /// let caps: Vec<u128> = (1..=6).map(|k| RetryPolicy::DEFAULT.delay_cap(k).as_millis()).collect();
     /// assert_eq!(caps, [200, 400, 800, 1600, 3000, 3000]);
@@ -215,7 +215,7 @@ impl<C> RetryPolicy<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::RetryPolicy;
+    /// use retry_toolkit::RetryPolicy;
     ///
     /// let policy = RetryPolicy::DEFAULT.with_max_retry_after(Duration::from_secs(5));
     /// assert_eq!(policy.max_retry_after(), Duration::from_secs(5));
@@ -252,13 +252,13 @@ impl<C> RetryPolicy<C> {
     /// The waits this policy would draw if every attempt failed: `max_attempts - 1` of them.
     ///
     /// ```
-    /// use retry_core::{Jitter, RetryOptions};
+    /// use retry_toolkit::{Jitter, RetryOptions};
     ///
     /// let policy = RetryOptions::new().with_max_attempts(5).with_base_delay_ms(500).resolve()?
     ///     .with_jitter(Jitter::None);
-    /// let ms: Vec<u128> = policy.delays(&mut retry_core::JitterRng::seeded(0)).map(|d| d.as_millis()).collect();
+    /// let ms: Vec<u128> = policy.delays(&mut retry_toolkit::JitterRng::seeded(0)).map(|d| d.as_millis()).collect();
     /// assert_eq!(ms, [1000, 2000, 3000, 3000]);
-    /// # Ok::<(), retry_core::OptionsError>(())
+    /// # Ok::<(), retry_toolkit::OptionsError>(())
     /// ```
     pub fn delays<'a>(&self, rng: &'a mut JitterRng) -> impl Iterator<Item = Duration> + 'a {
         use crate::backoff::Backoff;

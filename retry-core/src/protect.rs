@@ -12,8 +12,8 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use retry_core::protect::{EveryError, Protected};
-//! use retry_core::{CircuitBreaker, EarlyStop, FromPolicy, Hooks, Limited, NoHint, RetryBudget, RetryError, RetryPolicy, Silent};
+//! use retry_toolkit::protect::{EveryError, Protected};
+//! use retry_toolkit::{CircuitBreaker, EarlyStop, FromPolicy, Hooks, Limited, NoHint, RetryBudget, RetryError, RetryPolicy, Silent};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 //! let budget = Arc::new(RetryBudget::new());

@@ -21,7 +21,7 @@ use crate::time::Scope;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::JitterRng;
+/// use retry_toolkit::JitterRng;
 ///
 /// let a: Vec<_> = (0..3).map({ let mut r = JitterRng::seeded(1); move |_| r.below(Duration::from_secs(1)) }).collect();
 /// let b: Vec<_> = (0..3).map({ let mut r = JitterRng::seeded(1); move |_| r.below(Duration::from_secs(1)) }).collect();

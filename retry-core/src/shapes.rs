@@ -49,7 +49,7 @@ fn draw_above(
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Fibonacci, Jitter};
+/// use retry_toolkit::{Fibonacci, Jitter};
 ///
 /// let fib = Fibonacci::builder()
 ///     .base(Duration::from_millis(10))
@@ -58,14 +58,14 @@ fn draw_above(
 ///     .build()?;
 /// let ms: Vec<u128> = (0..6).map(|i| fib.unjittered(i).as_millis()).collect();
 /// assert_eq!(ms, [10, 10, 20, 30, 45, 45]);
-/// # Ok::<(), retry_core::BackoffError>(())
+/// # Ok::<(), retry_toolkit::BackoffError>(())
 /// ```
 ///
 /// In a retry loop, through [`Retry::backoff`](crate::Retry::backoff):
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Fibonacci, Jitter, RetryOptions};
+/// use retry_toolkit::{Fibonacci, Jitter, RetryOptions};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let policy = RetryOptions::new().with_max_attempts(5).resolve()?;
@@ -223,7 +223,7 @@ impl FibonacciBuilder {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Jitter, Linear};
+/// use retry_toolkit::{Jitter, Linear};
 ///
 /// let linear = Linear::builder()
 ///     .base(Duration::from_millis(50))
@@ -233,7 +233,7 @@ impl FibonacciBuilder {
 ///     .build()?;
 /// let ms: Vec<u128> = (0..5).map(|i| linear.unjittered(i).as_millis()).collect();
 /// assert_eq!(ms, [50, 70, 90, 100, 100]);
-/// # Ok::<(), retry_core::BackoffError>(())
+/// # Ok::<(), retry_toolkit::BackoffError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Linear {

@@ -77,7 +77,7 @@ impl fmt::Display for Revision {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::store::Timestamp;
+/// use retry_toolkit::store::Timestamp;
 ///
 /// let t = Timestamp::from_millis(1_000);
 /// assert_eq!(t + Duration::from_secs(2), Timestamp::from_millis(3_000));
@@ -174,8 +174,8 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::store::{Epoch, Timestamp};
-/// use retry_core::TokioClock;
+/// use retry_toolkit::store::{Epoch, Timestamp};
+/// use retry_toolkit::TokioClock;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let epoch = Epoch::anchor(&TokioClock, Timestamp::from_millis(1_000));

@@ -6,7 +6,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use retry_core::{Constant, RetryPolicy};
+use retry_toolkit::{Constant, RetryPolicy};
 
 /// Polls `future` once on this thread; the operations used here finish on the first poll.
 fn poll_once<F: Future>(future: F) -> Poll<F::Output> {

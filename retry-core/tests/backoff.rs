@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_core::{
+use retry_toolkit::{
     Backoff, BackoffError, Constant, ExponentialBackoff, Jitter, JitterRng, RetryOptions,
     RetryPolicy, backoff_fn,
 };

@@ -6,7 +6,7 @@ mod support;
 use std::cell::Cell;
 use std::time::Duration;
 
-use retry_core::{Constant, Jitter, RetryError, RetryOptions, RetryPolicy, Scope};
+use retry_toolkit::{Constant, Jitter, RetryError, RetryOptions, RetryPolicy, Scope};
 use support::InstantClock;
 
 const MS: Duration = Duration::from_millis(1);

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use effects_support::{LOOKUP, PAY, RUN, SEND, T0, UPSERT, World, call, key, runner, toolbox};
-use retry_core::effects::{
+use retry_toolkit::effects::{
     ArgsHash, CallArgs, CallKey, CallLimits, CallRecord, CallResponse, CallState, FailureKind,
     Insert, KeyError, Ledger, LedgerError, MemoryLedger, ReconcileReason, ResultSource, Review,
     RunnerError, Tool, ToolCall, ToolContext, ToolEffect, ToolFailure, ToolOutcome, ToolSpec,
     Toolbox, ToolboxError, Transition, tool_fn,
 };
-use retry_core::store::Revision;
+use retry_toolkit::store::Revision;
 use serde_json::{Value, json};
 
 fn crash_free_toolbox(world: &World) -> Toolbox {
@@ -178,7 +178,7 @@ fn a4_ids_that_would_make_an_empty_or_ambiguous_key_are_refused() {
         Ok("a:b:c".into())
     );
     assert!(serde_json::from_value::<CallKey>(json!({"run_id": "", "call_id": "c"})).is_err());
-    assert!(serde_json::from_value::<retry_core::effects::IdempotencyKey>(json!(" ")).is_err());
+    assert!(serde_json::from_value::<retry_toolkit::effects::IdempotencyKey>(json!(" ")).is_err());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1229,7 +1229,7 @@ struct Unreachable;
 
 fn unreachable_storage() -> LedgerError {
     LedgerError::backend(
-        retry_core::effects::BackendKind::Connection,
+        retry_toolkit::effects::BackendKind::Connection,
         std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer"),
     )
 }
@@ -1258,14 +1258,14 @@ impl Ledger for Unreachable {
 /// have no kind.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_storage_failure_keeps_its_kind_and_its_cause_through_the_runner() {
-    use retry_core::effects::BackendKind;
+    use retry_toolkit::effects::BackendKind;
     use std::error::Error as _;
 
     let echo = tool_fn(ToolSpec::new("echo"), |x: u32, _: ToolContext| async move {
         Ok::<_, String>(x)
     });
     let runner =
-        retry_core::effects::ToolRunner::new(Unreachable, Toolbox::new().with(echo).unwrap());
+        retry_toolkit::effects::ToolRunner::new(Unreachable, Toolbox::new().with(echo).unwrap());
     let ran = runner
         .call(ToolCall::new(key("c1"), "echo", json!(1)))
         .await;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use retry_core::effects::{
+use retry_toolkit::effects::{
     CallKey, CallResponse, CallState, FailureKind, Ledger, MemoryLedger, ReconcileReason,
     RecoveryAction, RecoveryPolicy, Resolution, RunnerError, Tool, ToolCall, ToolContext,
     ToolEffect, ToolRunner, ToolSpec, Toolbox,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use retry_core::effects::{
+use retry_toolkit::effects::{
     CallKey, CallLimits, Ledger, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner,
     ToolSpec, Toolbox, tool_fn,
 };
@@ -151,7 +151,7 @@ async fn a5_arguments_128_levels_deep_are_accepted_and_129_refused_with_nothing_
         .call(ToolCall::new(at_limit.clone(), "echo", nested(128)))
         .await;
     assert!(
-        matches!(outcome, Ok(retry_core::effects::CallResponse::Done(_))),
+        matches!(outcome, Ok(retry_toolkit::effects::CallResponse::Done(_))),
         "{outcome:?}"
     );
     assert_eq!(
@@ -179,8 +179,8 @@ async fn a5_arguments_128_levels_deep_are_accepted_and_129_refused_with_nothing_
 /// and nothing is stored.
 #[tokio::test]
 async fn a5_arguments_made_too_deep_are_refused_by_the_ledger_too() {
-    use retry_core::effects::{CallArgs, CallRecord, LedgerError, RecordProblem, Transition};
-    use retry_core::store::Timestamp;
+    use retry_toolkit::effects::{CallArgs, CallRecord, LedgerError, RecordProblem, Transition};
+    use retry_toolkit::store::Timestamp;
     let ledger = MemoryLedger::new();
     let key = CallKey::new("run", "deep").unwrap();
     let record = CallRecord::prepared(

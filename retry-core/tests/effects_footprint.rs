@@ -3,7 +3,7 @@
 
 #![cfg(target_os = "linux")]
 
-use retry_core::effects::{
+use retry_toolkit::effects::{
     CallKey, CallResponse, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec,
     Toolbox, tool_fn,
 };

@@ -11,8 +11,8 @@ use effects_support::{
     Crash, CrashLedger, LOOKUP, PAY, RUN, SEND, T0, Transcript, UPSERT, World, after_leases, call,
     key, runner, toolbox,
 };
-use retry_core::TokioClock;
-use retry_core::effects::{
+use retry_toolkit::TokioClock;
+use retry_toolkit::effects::{
     CallResponse, CallState, FailureKind, Ledger, MemoryLedger, NotRerun, ReconcileReason,
     RecoveryAction, RecoveryPolicy, RefuseReason, Resolution, Review, RunnerError, ToolCall,
     ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox, tool_fn,
@@ -281,7 +281,7 @@ async fn a5_a_restarted_sole_runner_takes_over_its_dead_predecessors_leases_when
         .recover(RUN, &RecoveryPolicy::new(), |_| false)
         .await
         .unwrap();
-    let s1 = |report: &retry_core::effects::RecoveryReport| {
+    let s1 = |report: &retry_toolkit::effects::RecoveryReport| {
         report
             .calls
             .iter()
@@ -446,12 +446,13 @@ async fn a5_a_rerun_refused_by_a_check_does_not_hide_an_earlier_write() {
     ];
     let crashed = crash_at("tool i1 after effect", &calls).await;
     // After the restart, writes are no longer permitted.
-    let deny = |_: &retry_core::effects::CallKey, tool: &ToolSpec, _: &serde_json::Value| match tool
-        .effect()
-    {
-        ToolEffect::Read => Ok(()),
-        _ => Err("writes are frozen".to_owned()),
-    };
+    let deny =
+        |_: &retry_toolkit::effects::CallKey, tool: &ToolSpec, _: &serde_json::Value| match tool
+            .effect()
+        {
+            ToolEffect::Read => Ok(()),
+            _ => Err("writes are frozen".to_owned()),
+        };
     let runner = restarted(&crashed).with_permission(deny);
     let report = runner
         .recover(RUN, &reruns(), |k| crashed.transcript.has(k))

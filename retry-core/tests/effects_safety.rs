@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use retry_core::effects::{
+use retry_toolkit::effects::{
     CallState, CommitState, IdempotencyKey, NotRetrySafe, ReconcileReason, RecoveryPolicy,
     RefuseReason, RetryDecision, RetryFacts, RetrySafe, ToolEffect, decide_retry,
 };

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use retry_core::{RetryError, RetryPolicy};
+use retry_toolkit::{RetryError, RetryPolicy};
 
 fn policy() -> RetryPolicy {
     RetryPolicy::DEFAULT.with_seed(7)

@@ -6,7 +6,7 @@ use std::mem::size_of_val;
 
 use std::time::Duration;
 
-use retry_core::{Constant, DefaultSleep, RetryPolicy};
+use retry_toolkit::{Constant, DefaultSleep, RetryPolicy};
 
 /// The loop's own bytes: everything but the sleep it waits in and the operation's closure.
 fn loop_state(future_size: usize, op_size: usize) -> usize {

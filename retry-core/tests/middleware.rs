@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use retry_core::middleware::{
+use retry_toolkit::middleware::{
     MiddlewareError, RetryTask, with_activity_timeout, with_fallback, with_fallback_when,
     with_retry, with_timeout,
 };
-use retry_core::{
+use retry_toolkit::{
     Constant, DEFAULT_MAX_RETRY_AFTER, Elapsed, ExponentialBackoff, Jitter, RetryOptions,
     RetryPolicy, Scope, Task, TaskContext, TaskError, TaskFailure, TimeoutKind, backoff_fn,
     classify,
@@ -116,7 +116,7 @@ async fn m1_defaults_two_retries_and_attempt_info() {
 
 #[tokio::test(start_paused = true)]
 async fn m1_delay_as_constant_function_or_retry_after_hint() {
-    async fn waits_with<B: retry_core::Schedule<TaskFailure> + Clone>(
+    async fn waits_with<B: retry_toolkit::Schedule<TaskFailure> + Clone>(
         delay: Option<B>,
         failure: TaskFailure,
     ) -> Vec<Duration> {
@@ -299,7 +299,7 @@ async fn d5_the_transform_decides_what_retry_policy_next_decides() {
     // Issue 26, item 4: the transform's decision after a failure is `RetryPolicy::next`'s,
     // for every row of its table: the calls made and the time waited follow from it.
     let ceiling = Duration::from_secs(30);
-    let policy = retry_core::RetryOptions::new()
+    let policy = retry_toolkit::RetryOptions::new()
         .with_max_attempts(3)
         .resolve()
         .unwrap()
@@ -324,12 +324,12 @@ async fn d5_the_transform_decides_what_retry_policy_next_decides() {
         let mut expected_wait = Duration::ZERO;
         for attempt in 1.. {
             expected_calls = attempt;
-            let failed = retry_core::FailedAttempt::new(attempt, Duration::ZERO)
+            let failed = retry_toolkit::FailedAttempt::new(attempt, Duration::ZERO)
                 .retryable(retryable)
                 .retry_after(hint);
             match policy.next(&failed) {
-                retry_core::Next::Retry(wait) => expected_wait += wait,
-                retry_core::Next::GiveUp(_) => break,
+                retry_toolkit::Next::Retry(wait) => expected_wait += wait,
+                retry_toolkit::Next::GiveUp(_) => break,
             }
         }
         let script = Scripted::always(Call::fail(0, failure));
@@ -644,7 +644,7 @@ async fn m4_a_result_after_the_deadline_is_a_timeout() {
 #[derive(Clone)]
 struct UnfiredTimers(Arc<Mutex<std::time::Instant>>);
 
-impl retry_core::Clock for UnfiredTimers {
+impl retry_toolkit::Clock for UnfiredTimers {
     type Sleep = std::future::Pending<()>;
 
     fn now(&self) -> std::time::Instant {

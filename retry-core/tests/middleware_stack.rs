@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_core::middleware::{with_fallback, with_retry, with_timeout};
-use retry_core::{Constant, RetryOptions, Task, TaskContext, TaskFailure};
+use retry_toolkit::middleware::{with_fallback, with_retry, with_timeout};
+use retry_toolkit::{Constant, RetryOptions, Task, TaskContext, TaskFailure};
 use task_support::{Call, MS, Scripted, fatal, transient};
 use tokio::time::Instant;
 

@@ -1,6 +1,6 @@
 //! Options, layering and validation: SPEC O1–O6.
 
-use retry_core::{
+use retry_toolkit::{
     DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_MS, DELAY_MS_LIMIT, Jitter,
     MAX_ATTEMPTS_LIMIT, OptionsError, RetryDefaults, RetryOptions, RetryPolicy,
 };

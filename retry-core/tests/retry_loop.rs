@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::{Jitter, RetryError, RetryOptions, RetryPolicy, Scope};
+use retry_toolkit::{Jitter, RetryError, RetryOptions, RetryPolicy, Scope};
 use support::{InstantClock, fail_times};
 use tokio::time::Instant;
 
@@ -206,12 +206,12 @@ async fn d5_the_loop_decides_what_retry_policy_next_decides() {
         let mut expected_sleeps = Vec::new();
         for attempt in 1.. {
             expected_calls = attempt;
-            let failed = retry_core::FailedAttempt::new(attempt, policy.delay_cap(attempt))
+            let failed = retry_toolkit::FailedAttempt::new(attempt, policy.delay_cap(attempt))
                 .retryable(retryable)
                 .retry_after(hint);
             match policy.next(&failed) {
-                retry_core::Next::Retry(wait) => expected_sleeps.push(wait),
-                retry_core::Next::GiveUp(_) => break,
+                retry_toolkit::Next::Retry(wait) => expected_sleeps.push(wait),
+                retry_toolkit::Next::GiveUp(_) => break,
             }
         }
         let clock = InstantClock::new();
@@ -378,7 +378,7 @@ impl BackwardsClock {
     }
 }
 
-impl retry_core::Clock for BackwardsClock {
+impl retry_toolkit::Clock for BackwardsClock {
     type Sleep = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
     fn now(&self) -> std::time::Instant {
@@ -408,7 +408,7 @@ async fn r5_a_clock_that_goes_backwards_does_not_disable_the_deadline() {
             calls.fetch_add(1, Ordering::SeqCst);
             std::future::ready(Err::<(), _>(attempt))
         })
-        .backoff(retry_core::Constant(10 * MS))
+        .backoff(retry_toolkit::Constant(10 * MS))
         .deadline(Duration::from_secs(1))
         .await;
     // 1 s of 10 ms waits: about 100 attempts, not 100,000.
@@ -436,7 +436,7 @@ async fn r5_a_clock_that_jumps_back_once_still_counts_the_time_after() {
             }
             std::future::ready(Err::<(), _>(attempt))
         })
-        .backoff(retry_core::Constant(100 * MS))
+        .backoff(retry_toolkit::Constant(100 * MS))
         .deadline(Duration::from_secs(1))
         .await;
     assert!(
@@ -524,7 +524,7 @@ async fn r6_dropping_the_future_cancels_the_attempt() {
 /// retry-after hint) whose signal `fire` is called from the operation or from `notify`, and
 /// returns the loop's result and how often the operation ran.
 async fn r6_zero_wait_run(hint: bool, in_notify: bool) -> (Result<u32, RetryError<String>>, u32) {
-    let token = retry_core::CancelToken::new();
+    let token = retry_toolkit::CancelToken::new();
     let calls = AtomicU32::new(0);
     let op = |attempt: u32| {
         calls.fetch_add(1, Ordering::SeqCst);
@@ -535,7 +535,7 @@ async fn r6_zero_wait_run(hint: bool, in_notify: bool) -> (Result<u32, RetryErro
     };
     let retry = policy(40)
         .retry(op)
-        .backoff(retry_core::Constant(Duration::ZERO))
+        .backoff(retry_toolkit::Constant(Duration::ZERO))
         .retry_after(|_| hint.then_some(Duration::ZERO))
         .notify(|_, _, _| {
             if in_notify {
@@ -584,14 +584,14 @@ async fn r6_cancelled_with_a_zero_retry_after_hint_runs_no_more_attempts() {
 
 #[tokio::test(start_paused = true)]
 async fn r6_cancelled_inside_notify_before_a_real_wait_runs_no_more_attempts() {
-    let token = retry_core::CancelToken::new();
+    let token = retry_toolkit::CancelToken::new();
     let calls = AtomicU32::new(0);
     let result = policy(40)
         .retry(|attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             std::future::ready(Err::<u32, _>(format!("failure {attempt}")))
         })
-        .backoff(retry_core::Constant(MS))
+        .backoff(retry_toolkit::Constant(MS))
         .notify(|_, _, _| token.cancel())
         .cancel_on(token.cancelled())
         .await;
@@ -714,7 +714,7 @@ async fn t2_a_seed_survives_adding_limits_and_changing_the_clock() {
             .notify(|_, _, delay| seen.push(delay));
         match how {
             "deadline" => drop(retry.deadline(Duration::from_secs(3600)).await),
-            "clock" => drop(retry.clock(retry_core::TokioClock).await),
+            "clock" => drop(retry.clock(retry_toolkit::TokioClock).await),
             _ => drop(retry.await),
         }
         seen
@@ -731,7 +731,7 @@ async fn t2_a_seed_survives_adding_limits_and_changing_the_clock() {
 async fn t2_a_seed_carries_over_to_a_drawing_backoff() {
     async fn delays(seed_first: bool) -> Vec<Duration> {
         let mut seen = Vec::new();
-        let backoff = retry_core::ExponentialBackoff::DEFAULT;
+        let backoff = retry_toolkit::ExponentialBackoff::DEFAULT;
         let retry = RetryPolicy::DEFAULT.retry(fail_times(u32::MAX));
         let notify = |_: &String, _: u32, delay: Duration| seen.push(delay);
         if seed_first {
@@ -832,7 +832,7 @@ async fn r2_immediate_retries_yield_so_other_tasks_run() {
                 }
             }
         })
-        .backoff(retry_core::Constant(Duration::ZERO))
+        .backoff(retry_toolkit::Constant(Duration::ZERO))
         .await;
     let attempt = result.unwrap();
     assert!(attempt <= 17, "the spawned task waited {attempt} attempts");
@@ -855,7 +855,7 @@ async fn t1_scope_built_before_it_runs_inherits_the_enclosing_clock() {
 #[cfg(target_os = "linux")]
 #[test]
 fn d1_dropped_waits_outside_tokio_leave_no_thread_per_wait() {
-    use retry_core::{Clock, DefaultClock};
+    use retry_toolkit::{Clock, DefaultClock};
     use std::task::{Context, Waker};
 
     let mut cx = Context::from_waker(Waker::noop());
@@ -870,7 +870,7 @@ fn d1_dropped_waits_outside_tokio_leave_no_thread_per_wait() {
     let timer_threads = std::fs::read_dir("/proc/self/task")
         .unwrap()
         .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with("retry-core"))
+        .filter(|name| name.starts_with("retry-toolkit"))
         .count();
     assert!(timer_threads <= 1, "{timer_threads} timer threads");
 }
@@ -883,10 +883,10 @@ fn d1_a_tokio_runtime_without_timers_waits_without_panicking() {
         .build()
         .unwrap();
     // Nanosecond waits: real ones (a zero wait would not reach the clock), but no test time.
-    let tick = retry_core::Constant(Duration::from_nanos(1));
+    let tick = retry_toolkit::Constant(Duration::from_nanos(1));
     let (result, slept, again) = runtime.block_on(async {
         let result = policy(3).retry(fail_times(2)).backoff(tick).await;
-        let slept = retry_core::TaskContext::new()
+        let slept = retry_toolkit::TaskContext::new()
             .sleep(Duration::from_nanos(1))
             .await;
         // A second loop on the same runtime goes to the fallback at once.

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::middleware::{with_retry, with_timeout};
-use retry_core::{
+use retry_toolkit::middleware::{with_retry, with_timeout};
+use retry_toolkit::{
     OnError, Scheduler, SchedulerError, SchedulerOptions, SchedulerState, Scope, TaskContext,
     TaskEvent, TaskFailure, TaskHandle, TaskId, TaskOutcome, TaskState,
 };
@@ -350,8 +350,8 @@ async fn q4_m8_retries_inside_a_task_are_invisible_unless_recorded() {
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&attempts);
     let script = Scripted::new([Call::fail(0, transient("a")), Call::fail(0, transient("b"))]);
-    let task = with_retry(script.task(), retry_core::RetryPolicy::DEFAULT)
-        .backoff(retry_core::Constant(std::time::Duration::ZERO))
+    let task = with_retry(script.task(), retry_toolkit::RetryPolicy::DEFAULT)
+        .backoff(retry_toolkit::Constant(std::time::Duration::ZERO))
         .notify(move |_, attempt, _| log.lock().unwrap().push(attempt));
     let handle = r.scheduler.submit(task);
     let id = handle.id();

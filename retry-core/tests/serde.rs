@@ -1,6 +1,6 @@
 //! Options as plain serialized data, with the O3 rules applied on the way in: SPEC O6, O3.
 
-use retry_core::{Jitter, OptionsError, RetryDefaults, RetryOptions};
+use retry_toolkit::{Jitter, OptionsError, RetryDefaults, RetryOptions};
 
 fn from_json(text: &str) -> Result<RetryOptions, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
@@ -243,7 +243,7 @@ fn o3_the_maximum_is_checked_field_by_field_in_rule_order() {
 #[test]
 fn o3_scheduler_counts_above_the_maximum_say_the_maximum() {
     // Regression: `concurrency: 1e30` became usize::MAX silently (max_pending too).
-    use retry_core::SchedulerOptions;
+    use retry_toolkit::SchedulerOptions;
     let read = |doc: &str| serde_json::from_str::<SchedulerOptions>(doc).map_err(|e| e.to_string());
     let concurrency = format!("scheduler.concurrency must be <= {}", usize::MAX);
     let max_pending = format!("scheduler.max_pending must be <= {}", usize::MAX);

@@ -13,7 +13,7 @@ mod support;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_core::{
+use retry_toolkit::{
     Backoff, BackoffError, Constant, Fibonacci, Jitter, JitterRng, Linear, RetryOptions,
     RetryPolicy,
 };

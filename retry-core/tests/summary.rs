@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use retry_core::{Constant, Jitter, RetryError, RetryOptions, RetryPolicy, RetrySummary};
+use retry_toolkit::{Constant, Jitter, RetryError, RetryOptions, RetryPolicy, RetrySummary};
 use support::InstantClock;
 use tokio::time::Instant;
 

@@ -1,5 +1,5 @@
 //! R4: the loop reports retries (WARN) and give-ups (INFO) as `tracing` events with target
-//! `retry_core`, each with the error; the scheduler reports a panic in the caller's callbacks
+//! `retry_toolkit`, each with the error; the scheduler reports a panic in the caller's callbacks
 //! the same way (Q3). The table of events is in the crate docs ("Logs").
 
 mod support;
@@ -7,7 +7,7 @@ mod support;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
-use retry_core::{Jitter, RetryPolicy, Scheduler, TaskContext, TaskFailure};
+use retry_toolkit::{Jitter, RetryPolicy, Scheduler, TaskContext, TaskFailure};
 use support::{InstantClock, fail_times};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -70,9 +70,9 @@ fn r4_retries_and_give_up_are_traced() {
     assert_eq!(
         lines,
         [
-            r#"WARN retry_core: attempt failed; retrying attempt=1 delay=200ms error="failure 1""#,
-            r#"WARN retry_core: attempt failed; retrying attempt=2 delay=400ms error="failure 2""#,
-            r#"INFO retry_core: retry gave up: attempts exhausted attempts=3 error="failure 3""#,
+            r#"WARN retry_toolkit: attempt failed; retrying attempt=1 delay=200ms error="failure 1""#,
+            r#"WARN retry_toolkit: attempt failed; retrying attempt=2 delay=400ms error="failure 2""#,
+            r#"INFO retry_toolkit: retry gave up: attempts exhausted attempts=3 error="failure 3""#,
         ]
     );
 }
@@ -100,7 +100,7 @@ fn q3_a_panicking_error_hook_is_reported_once_and_contained() {
     assert_eq!(
         reports,
         [
-            "ERROR retry_core::scheduler: the scheduler's error hook panicked; the scheduler carries on task=1 panic=bug in the hook"
+            "ERROR retry_toolkit::scheduler: the scheduler's error hook panicked; the scheduler carries on task=1 panic=bug in the hook"
         ]
     );
 }
@@ -119,9 +119,9 @@ fn r4_a_limit_ends_with_an_info_event_and_a_timed_out_attempt_is_a_warning() {
     assert_eq!(
         lines,
         [
-            "WARN retry_core: attempt timed out; retrying attempt=1 timeout=50ms delay=200ms",
-            "WARN retry_core: attempt timed out; retrying attempt=2 timeout=50ms delay=400ms",
-            "INFO retry_core: retry gave up: attempt timed out attempts=3 timeout=50ms",
+            "WARN retry_toolkit: attempt timed out; retrying attempt=1 timeout=50ms delay=200ms",
+            "WARN retry_toolkit: attempt timed out; retrying attempt=2 timeout=50ms delay=400ms",
+            "INFO retry_toolkit: retry gave up: attempt timed out attempts=3 timeout=50ms",
         ]
     );
 }
@@ -169,8 +169,8 @@ fn r4_the_default_fmt_subscriber_prints_one_line_per_retry_with_the_error() {
     assert_eq!(
         lines,
         [
-            r#" WARN retry_core: attempt failed; retrying attempt=1 delay=200ms error="HTTP 503 on attempt 1""#,
-            r#" WARN retry_core: attempt failed; retrying attempt=2 delay=400ms error="HTTP 503 on attempt 2""#,
+            r#" WARN retry_toolkit: attempt failed; retrying attempt=1 delay=200ms error="HTTP 503 on attempt 1""#,
+            r#" WARN retry_toolkit: attempt failed; retrying attempt=2 delay=400ms error="HTTP 503 on attempt 2""#,
         ]
     );
 }
@@ -193,8 +193,8 @@ fn r4_r8_a_value_retried_and_a_deadline_before_the_next_are_traced() {
     assert_eq!(
         lines,
         [
-            "WARN retry_core: attempt returned a value to retry; retrying attempt=1 delay=200ms",
-            "INFO retry_core: retry gave up: deadline exceeded; the last value is returned attempts=2",
+            "WARN retry_toolkit: attempt returned a value to retry; retrying attempt=1 delay=200ms",
+            "INFO retry_toolkit: retry gave up: deadline exceeded; the last value is returned attempts=2",
         ]
     );
 }

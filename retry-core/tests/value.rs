@@ -6,7 +6,7 @@ mod support;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use retry_core::{Constant, Jitter, RetryError, RetryOptions, RetryPolicy};
+use retry_toolkit::{Constant, Jitter, RetryError, RetryOptions, RetryPolicy};
 use support::InstantClock;
 
 const MS: Duration = Duration::from_millis(1);

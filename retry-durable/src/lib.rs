@@ -25,8 +25,8 @@
 //!   ([`Jobs::quarantined`]), and repaired ([`Jobs::repair`]) or purged
 //!   ([`Jobs::purge_quarantined`]) by its owner.
 //! - **A dependency that is down does not burn the queue.** A handler may share a
-//!   [`CircuitBreaker`](retry_core::CircuitBreaker) and a
-//!   [`RetryBudget`](retry_core::RetryBudget) with other callers
+//!   [`CircuitBreaker`](retry_toolkit::CircuitBreaker) and a
+//!   [`RetryBudget`](retry_toolkit::RetryBudget) with other callers
 //!   ([`JobsBuilder::breaker`], [`JobsBuilder::budget`]): an attempt either refuses is not
 //!   run, and its item waits until it would be admitted with the attempts it had.
 //!
@@ -39,12 +39,12 @@
 //!
 //! A worker is [`Jobs::run`] (until its stop token fires); tests and one-shot programs call
 //! [`Jobs::run_due`] as below. [`SqliteStore`] (and `PostgresStore`) is also the durable
-//! ledger of agent tool calls: it implements `retry_core::effects::Ledger`, so the same file
+//! ledger of agent tool calls: it implements `retry_toolkit::effects::Ledger`, so the same file
 //! keeps jobs and tool calls across a crash. Needs Rust 1.85 or newer.
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_core::TaskFailure;
+//! use retry_toolkit::TaskFailure;
 //! use retry_durable::{Jobs, SqliteStore, When, WorkOptions};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -97,7 +97,7 @@ pub use record::{
     WorkId, WorkRecord, WorkState,
 };
 /// The kind of a [`StoreError::Backend`], shared with the ledger's errors.
-pub use retry_core::effects::BackendKind;
+pub use retry_toolkit::effects::BackendKind;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{

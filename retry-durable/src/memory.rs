@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::store::{Revision, Timestamp};
 
 use crate::record::{
     DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,

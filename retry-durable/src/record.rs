@@ -5,8 +5,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use retry_core::RetryOptions;
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::RetryOptions;
+use retry_toolkit::store::{Revision, Timestamp};
 
 use crate::timing::Timing;
 

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use retry_core::RetryOptions;
-use retry_core::effects::BackendKind;
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::RetryOptions;
+use retry_toolkit::effects::BackendKind;
+use retry_toolkit::store::{Revision, Timestamp};
 
 use crate::record::{DeadLetter, DeadLetterId, QuarantinedWork, WorkId, WorkRecord};
 use crate::store::StoreError;

@@ -11,8 +11,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use retry_core::effects::{BackendKind, LedgerError};
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::effects::{BackendKind, LedgerError};
+use retry_toolkit::store::{Revision, Timestamp};
 
 use crate::record::{
     DeadLetter, DeadLetterId, NewDeadLetter, NewWork, QuarantinedWork, Released, WorkId,

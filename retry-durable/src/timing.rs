@@ -13,7 +13,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
-use retry_core::store::Timestamp;
+use retry_toolkit::store::Timestamp;
 
 /// The longest interval of [`Timing::Every`]: 30 days.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(30 * 24 * 60 * 60);

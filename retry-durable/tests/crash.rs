@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_core::RetryOptions;
 use retry_durable::{DeadReason, Jobs, SqliteStore, When, WorkOptions, WorkState};
 use retry_testkit::MockClock;
+use retry_toolkit::RetryOptions;
 
 const CHILD_DB: &str = "RETRY_DURABLE_CRASH_CHILD_DB";
 const LEASE: Duration = Duration::from_secs(30);
@@ -102,7 +102,7 @@ async fn s12_work_of_a_killed_worker_is_claimed_again_after_its_lease_and_the_at
 
     // A worker started just before the lease ends finds nothing; at its end it takes over.
     let after_crash = parent(SqliteStore::open(&path).unwrap())
-        .starting_at(retry_core::store::Timestamp::from_millis(
+        .starting_at(retry_toolkit::store::Timestamp::from_millis(
             lease_until.as_millis() - 1,
         ))
         .build()
@@ -134,7 +134,7 @@ async fn s12_a_killed_last_attempt_counts_and_the_work_is_dead_lettered() {
     };
     let jobs = build(
         SqliteStore::open(&path).unwrap(),
-        retry_core::store::Timestamp::system_now(),
+        retry_toolkit::store::Timestamp::system_now(),
     );
     let one_attempt = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
     let item = jobs

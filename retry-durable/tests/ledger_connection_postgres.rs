@@ -22,12 +22,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use agent_crash::postgres::{Postgres, client};
 use agent_crash::{Points, Run, World, agent, toolbox, write_name};
-use retry_core::effects::{
+use retry_durable::PostgresStore;
+use retry_toolkit::effects::{
     BackendKind, CallKey, CallRecord, Insert, Ledger, LedgerError, RunnerError, ToolRunner,
     Transition,
 };
-use retry_core::store::Revision;
-use retry_durable::PostgresStore;
+use retry_toolkit::store::Revision;
 
 /// The write whose connection is lost: which, and what the row held before it.
 #[derive(Debug)]

@@ -10,7 +10,7 @@ ledger_suite!(pg::fresh().await);
 /// history, as two writes would.
 #[tokio::test]
 async fn a5_insert_then_keeps_both_steps_in_the_history() {
-    use retry_core::effects::{Ledger, ToolEffect, Transition};
+    use retry_toolkit::effects::{Ledger, ToolEffect, Transition};
     let url = pg::database_url().await;
     let store = retry_durable::PostgresStore::connect(&url).await.unwrap();
     let record = ledger::prepared("run-1", "c1", ToolEffect::SideEffect, serde_json::json!(1));

@@ -8,11 +8,11 @@ mod pg;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use retry_core::effects::{
+use retry_durable::PostgresStore;
+use retry_toolkit::effects::{
     CallKey, CallState, Ledger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox,
     tool_fn,
 };
-use retry_durable::PostgresStore;
 use serde_json::{Value, json};
 
 const CHILD: &str = "RETRY_DURABLE_RACE_DB";

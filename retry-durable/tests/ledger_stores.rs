@@ -5,7 +5,7 @@ mod ledger;
 mod memory {
     use super::ledger;
     use crate::ledger_suite;
-    ledger_suite!((retry_core::effects::MemoryLedger::new(), ()));
+    ledger_suite!((retry_toolkit::effects::MemoryLedger::new(), ()));
 }
 
 mod sqlite {
@@ -24,7 +24,7 @@ mod sqlite {
     /// history, as two writes would.
     #[tokio::test]
     async fn a5_insert_then_keeps_both_steps_in_the_history() {
-        use retry_core::effects::{Ledger, ToolEffect, Transition};
+        use retry_toolkit::effects::{Ledger, ToolEffect, Transition};
         let (store, dir) = fresh();
         let record = ledger::prepared("run-1", "c1", ToolEffect::SideEffect, serde_json::json!(1));
         let start = Transition::Start {

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use retry_core::store::Timestamp;
-use retry_core::{RetryOptions, TaskFailure};
 use retry_durable::{DeadReason, Jobs, PostgresOptions, PostgresStore, Store, When, WorkOptions};
 use retry_testkit::MockClock;
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::{RetryOptions, TaskFailure};
 
 async fn connect_error(url: &str) -> String {
     let options = PostgresOptions {

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use quarantine::{Change, Tamper};
-use retry_core::RetryOptions;
-use retry_core::store::Revision;
 use retry_durable::{MemoryStore, SqliteStore, Store, WorkId, WorkRecord};
+use retry_toolkit::RetryOptions;
+use retry_toolkit::store::Revision;
 
 /// Damages rows of a [`MemoryStore`] in place, keeping each as it was first seen for the
 /// repair.

@@ -6,14 +6,14 @@ mod chain;
 
 use std::time::Duration;
 
-use retry_core::RetryOptions;
-use retry_core::effects::{CallKey, CallRecord, ToolEffect};
-use retry_core::store::Timestamp;
 use retry_durable::{
     BackendKind, Jobs, NewWork, RunsOn, SqliteOptions, SqliteStore, Store, StoreError, Timing,
     When, WorkOptions, WorkState,
 };
 use retry_testkit::MockClock;
+use retry_toolkit::RetryOptions;
+use retry_toolkit::effects::{CallKey, CallRecord, ToolEffect};
+use retry_toolkit::store::Timestamp;
 use rusqlite::Connection;
 
 fn work() -> NewWork {
@@ -196,7 +196,7 @@ async fn locked_is_busy(runs_on: RunsOn) {
         false,
         Timestamp::from_millis(1_000),
     );
-    let ledger = retry_core::effects::Ledger::insert(&store, record)
+    let ledger = retry_toolkit::effects::Ledger::insert(&store, record)
         .await
         .unwrap_err();
     assert_eq!(ledger.kind(), Some(BackendKind::Busy), "{ledger}");

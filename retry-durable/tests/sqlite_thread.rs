@@ -6,12 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::RetryOptions;
-use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, ToolEffect};
-use retry_core::store::Timestamp;
 use retry_durable::{
     Durability, Inserted, NewWork, SqliteOptions, SqliteStore, Store, Timing, WorkId,
 };
+use retry_toolkit::RetryOptions;
+use retry_toolkit::effects::{CallKey, CallRecord, Insert, Ledger, ToolEffect};
+use retry_toolkit::store::Timestamp;
 use rusqlite::Connection;
 
 fn work(key: Option<String>) -> NewWork {

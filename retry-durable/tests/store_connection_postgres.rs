@@ -19,11 +19,11 @@ mod pg;
 use std::future::Future;
 
 use conformance::at;
-use retry_core::store::Revision;
 use retry_durable::{
     BackendKind, DeadReason, Finish, Finished, Inserted, NewDeadLetter, NewWork, NextStep,
     PostgresStore, Store, StoreError, WorkRecord, WorkState,
 };
+use retry_toolkit::store::Revision;
 
 const OWNER: &str = "o";
 /// How the test finds the store's connections in `pg_stat_activity`.

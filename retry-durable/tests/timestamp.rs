@@ -2,8 +2,8 @@
 //! and the `Debug` of records and events that shows times through it (issue 26 item 9).
 
 use chrono::{SecondsFormat, TimeZone, Utc};
-use retry_core::store::Timestamp;
 use retry_durable::{Event, EventKind, WorkId};
+use retry_toolkit::store::Timestamp;
 
 #[test]
 fn display_is_rfc3339_utc_with_milliseconds() {

@@ -11,7 +11,7 @@ use std::time::Instant;
 use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use retry_core::{Clock, Operation};
+use retry_toolkit::{Clock, Operation};
 use tower_service::Service;
 
 use crate::body::{ReplayBody, ResponseBody};

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
-use retry_core::Clock;
+use retry_toolkit::Clock;
 
 /// Which time limit ended a response body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

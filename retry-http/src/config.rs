@@ -5,7 +5,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::{
+use retry_toolkit::{
     BreakerError, BudgetError, CancelToken, CircuitBreaker, Clock, DefaultClock, OptionsError,
     RetryBudget, RetryOptions, RetryPolicy,
 };
@@ -29,7 +29,7 @@ use crate::protect::Protection;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::RetryOptions;
+/// use retry_toolkit::RetryOptions;
 /// use retry_http::HttpRetry;
 ///
 /// let retry = HttpRetry::builder()
@@ -332,7 +332,7 @@ impl<P, C> HttpRetryBuilder<P, C> {
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use retry_core::{CircuitBreaker, RetryBudget};
+    /// use retry_toolkit::{CircuitBreaker, RetryBudget};
     /// use retry_http::HttpRetry;
     ///
     /// // One breaker and one budget per host, shared by every client that calls it.
@@ -499,12 +499,12 @@ pub enum BuildError {
     /// A retry budget's settings break a rule (from [`BudgetBuilder::build`], so that one
     /// `?` covers the policy and its budget).
     ///
-    /// [`BudgetBuilder::build`]: retry_core::BudgetBuilder::build
+    /// [`BudgetBuilder::build`]: retry_toolkit::BudgetBuilder::build
     #[error(transparent)]
     Budget(#[from] BudgetError),
     /// A circuit breaker's settings break a rule (from [`BreakerBuilder::build`]).
     ///
-    /// [`BreakerBuilder::build`]: retry_core::BreakerBuilder::build
+    /// [`BreakerBuilder::build`]: retry_toolkit::BreakerBuilder::build
     #[error(transparent)]
     Breaker(#[from] BreakerError),
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
-use retry_core::{BudgetExhausted, CircuitOpen};
+use retry_toolkit::{BudgetExhausted, CircuitOpen};
 
 use crate::classify::sources;
 use crate::target::Target;

@@ -2,15 +2,15 @@
 //! reqwest middleware: a [`Failure`] carries the diagnosis and the verdict the loop's hooks
 //! read, and [`finish`] turns the loop's end into a response or an [`Error`].
 //!
-//! The loop is retry-core's (`RetryPolicy::retry_operation`, `RetryPolicy::retry`); its hooks
+//! The loop is retry-toolkit's (`RetryPolicy::retry_operation`, `RetryPolicy::retry`); its hooks
 //! are the plain functions here, so that the layer's future type can name them.
 
 use std::fmt;
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
-use retry_core::protect::{Chosen, Counts};
-use retry_core::{CircuitBreaker, Clock, RetryBudget, RetryError};
+use retry_toolkit::protect::{Chosen, Counts};
+use retry_toolkit::{CircuitBreaker, Clock, RetryBudget, RetryError};
 
 use crate::classify::{Classify, Kind, Outcome, never_sent};
 use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, open, write_chain};

@@ -1,5 +1,5 @@
 //! The tower layer: [`RetryLayer`] wraps any `Service<http::Request<B>>` (hyper-util's
-//! client, a tower HTTP stack) in [`RetryService`], whose calls run retry-core's loop over
+//! client, a tower HTTP stack) in [`RetryService`], whose calls run retry-toolkit's loop over
 //! [`Attempts`](crate::attempt::Attempts).
 
 use std::fmt;
@@ -12,10 +12,10 @@ use std::time::Duration;
 use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use retry_core::effects::IdempotencyKey;
-use retry_core::middleware::WaitForCancellation;
-use retry_core::protect::Protected;
-use retry_core::{
+use retry_toolkit::effects::IdempotencyKey;
+use retry_toolkit::middleware::WaitForCancellation;
+use retry_toolkit::protect::Protected;
+use retry_toolkit::{
     CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, NamedOp, Retry,
     RetryError, Unprotected,
 };

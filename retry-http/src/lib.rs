@@ -1,6 +1,6 @@
 //! HTTP retry that knows status codes, `Retry-After`, method safety and streams: a tower
 //! layer for any `http::Request` service (hyper-util's client, a tower stack) and a
-//! reqwest-middleware middleware, sharing one policy built from retry-core's options.
+//! reqwest-middleware middleware, sharing one policy built from retry-toolkit's options.
 //!
 //! Retrying an HTTP call is easy to get wrong in ways that only show in production: a POST
 //! that reached the server but lost its answer is sent again and charges a card twice; a
@@ -17,14 +17,14 @@
 //! - **Method safety:** GET, HEAD, OPTIONS and TRACE are reads and PUT and DELETE idempotent,
 //!   so they are retried; POST, PATCH and other methods only with an `Idempotency-Key`
 //!   header, which stays the same on every attempt (put an
-//!   [`IdempotencyKey`](retry_core::effects::IdempotencyKey) in the request's extensions and
+//!   [`IdempotencyKey`](retry_toolkit::effects::IdempotencyKey) in the request's extensions and
 //!   the layer writes it; derive it from your operation's id, never at random). A request
 //!   that certainly never reached the server (the connection was refused) is retried
 //!   whatever its method: that is not a repeat.
 //! - **Bodies and streams:** only a replayable body ([`ReplayBody`]) is sent again. A
 //!   response is final once its head arrives — an event stream once its first event
 //!   arrives — and a failure after that is returned, never replayed.
-//! - **Time:** exponential backoff with full jitter (retry-core's loop and options, validated
+//! - **Time:** exponential backoff with full jitter (retry-toolkit's loop and options, validated
 //!   as everywhere), a per-attempt timeout, an overall deadline, an idle timeout for bodies and
 //!   cancellation, all on an injectable clock, so tests run on the testkit's mock clock
 //!   without sleeping. The attempt timeout and the deadline cover the response body the
@@ -34,8 +34,8 @@
 //! **No time limit is the default.** Without an attempt timeout and a deadline, a server that
 //! accepts and never answers, or sends a head and stalls its body, holds the call forever.
 //! [`HttpRetryBuilder::bounded`] sets both in one line.
-//! - **Shared protection:** a [`RetryBudget`](retry_core::RetryBudget) and a
-//!   [`CircuitBreaker`](retry_core::CircuitBreaker) shared by every call to a dependency
+//! - **Shared protection:** a [`RetryBudget`](retry_toolkit::RetryBudget) and a
+//!   [`CircuitBreaker`](retry_toolkit::CircuitBreaker) shared by every call to a dependency
 //!   ([`HttpRetryBuilder::budget`], [`HttpRetryBuilder::breaker`]): when a host is down,
 //!   retries add a fraction to its load instead of multiplying it, and an open circuit
 //!   refuses calls before anything is sent. By default 408, 429, 5xx and failures before the
@@ -50,8 +50,8 @@
 //! use http_body_util::{BodyExt, Full};
 //! use hyper_util::client::legacy::Client;
 //! use hyper_util::rt::TokioExecutor;
-//! use retry_core::RetryOptions;
-//! use retry_core::effects::IdempotencyKey;
+//! use retry_toolkit::RetryOptions;
+//! use retry_toolkit::effects::IdempotencyKey;
 //! use retry_http::HttpRetry;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
@@ -91,8 +91,8 @@
 //! | `http retry gave up` | INFO | `method`, `host`, `status` (if a response came), `attempts`, `reason` |
 //! | `http request refused` | INFO | `method`, `host`, `reason` (an invalid idempotency key, an open circuit) |
 //!
-//! The loop underneath reports too, under `retry_core` (its `error` field names the method,
-//! the host and the status); filter it out with `retry_core=off` to keep only these.
+//! The loop underneath reports too, under `retry_toolkit` (its `error` field names the method,
+//! the host and the status); filter it out with `retry_toolkit=off` to keep only these.
 //!
 //! # Features
 //!

@@ -4,13 +4,13 @@
 //! protocol's own definition (the target URI is what makes a repeat the same write); every
 //! other method — POST, PATCH, CONNECT, extensions — is a side effect unless the request
 //! carries an `Idempotency-Key`, which turns it into an idempotent write keyed by it. The
-//! retry decision is then `retry_core::effects::decide_retry`'s, the same rule that guards
+//! retry decision is then `retry_toolkit::effects::decide_retry`'s, the same rule that guards
 //! agent tool calls: an outcome that may have taken effect is repeated only for a read or a
 //! keyed idempotent write.
 
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Uri};
-use retry_core::effects::{
+use retry_toolkit::effects::{
     CommitState, IdempotencyKey, RefuseReason, RetryDecision, RetryFacts, ToolEffect, decide_retry,
 };
 

@@ -1,8 +1,8 @@
-//! Shared protection for the calls of one policy: retry-core's [`RetryBudget`] and
+//! Shared protection for the calls of one policy: retry-toolkit's [`RetryBudget`] and
 //! [`CircuitBreaker`], handed to every call's loop, and which outcomes count against the
 //! breaker.
 //!
-//! The loop does the work (retry-core's `protect.rs`): the breaker is asked before each
+//! The loop does the work (retry-toolkit's `protect.rs`): the breaker is asked before each
 //! attempt and told each outcome, the budget counts each call and admits each retry. This
 //! module only holds them and says what an HTTP outcome means to the breaker.
 
@@ -10,7 +10,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use retry_core::{CircuitBreaker, RetryBudget};
+use retry_toolkit::{CircuitBreaker, RetryBudget};
 
 use crate::classify::Outcome;
 

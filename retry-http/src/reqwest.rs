@@ -12,9 +12,9 @@ use http::{Extensions, Uri};
 use pin_project_lite::pin_project;
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
-use retry_core::effects::IdempotencyKey;
-use retry_core::protect::Protected;
-use retry_core::{
+use retry_toolkit::effects::IdempotencyKey;
+use retry_toolkit::protect::Protected;
+use retry_toolkit::{
     CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, Unprotected,
 };
 
@@ -41,7 +41,7 @@ use crate::target::Target;
 /// read the attempts and the reason).
 ///
 /// ```no_run
-/// use retry_core::effects::IdempotencyKey;
+/// use retry_toolkit::effects::IdempotencyKey;
 /// use retry_http::HttpRetry;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

@@ -13,12 +13,12 @@ use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retry_core::{Jitter, RetryOptions};
 use retry_http::{
     BodyTimedOut, Bound, BuildError, DefaultClassify, Error, HttpRetry, HttpRetryBuilder,
     StopReason,
 };
 use retry_testkit::MockClock;
+use retry_toolkit::{Jitter, RetryOptions};
 use support::{Server, Step};
 use tower::{Service, ServiceBuilder, ServiceExt};
 

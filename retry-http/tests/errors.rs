@@ -12,9 +12,9 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retry_core::{Jitter, RetryOptions};
 use retry_http::{DefaultClassify, Error, HttpRetry, StopReason};
 use retry_testkit::MockClock;
+use retry_toolkit::{Jitter, RetryOptions};
 use support::{Server, Step};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
@@ -96,7 +96,7 @@ fn h7_an_error_without_a_cause_has_no_source() {
         .insert("idempotency-key", "a".parse().unwrap());
     request
         .extensions_mut()
-        .insert(retry_core::effects::IdempotencyKey::new("b").unwrap());
+        .insert(retry_toolkit::effects::IdempotencyKey::new("b").unwrap());
     let error: Error = futures_ready(service.call(request)).unwrap_err();
     assert_eq!(error.reason(), StopReason::InvalidIdempotencyKey);
     assert!(error.source().is_none());

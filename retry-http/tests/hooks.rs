@@ -13,10 +13,10 @@ use http::{Request, StatusCode};
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retry_core::effects::IdempotencyKey;
-use retry_core::{Jitter, RetryOptions};
 use retry_http::{DefaultClassify, HttpRetry, HttpRetryBuilder, Outcome, RetryReport, StopReason};
 use retry_testkit::MockClock;
+use retry_toolkit::effects::IdempotencyKey;
+use retry_toolkit::{Jitter, RetryOptions};
 use support::{Server, Step};
 use tower::{Service, ServiceBuilder, ServiceExt};
 

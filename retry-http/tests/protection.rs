@@ -13,14 +13,14 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use retry_core::{
-    BreakerError, BudgetError, CircuitBreaker, CircuitState, Jitter, RetryBudget, RetryOptions,
-};
 use retry_http::{
     BuildError, DefaultClassify, Error, HttpRetry, HttpRetryBuilder, Outcome, ResponseBody,
     RetryReport, RetryService, StopReason,
 };
 use retry_testkit::MockClock;
+use retry_toolkit::{
+    BreakerError, BudgetError, CircuitBreaker, CircuitState, Jitter, RetryBudget, RetryOptions,
+};
 use support::{Server, Step, drive};
 use tower::{Service, ServiceBuilder, ServiceExt};
 

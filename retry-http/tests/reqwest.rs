@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-use retry_core::effects::IdempotencyKey;
-use retry_core::{CircuitBreaker, CircuitState, Jitter, RetryBudget, RetryOptions};
 use retry_http::{Error, HttpRetry, RetryMiddleware, RetryReport, StopReason};
 use retry_testkit::MockClock;
+use retry_toolkit::effects::IdempotencyKey;
+use retry_toolkit::{CircuitBreaker, CircuitState, Jitter, RetryBudget, RetryOptions};
 use support::{Server, Step, drive};
 
 fn client(clock: &MockClock) -> ClientWithMiddleware {

@@ -12,12 +12,12 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use retry_core::effects::IdempotencyKey;
-use retry_core::{CancelToken, Jitter, RetryOptions};
 use retry_http::{
     BuildError, Error, HttpRetry, Outcome, ResponseBody, RetryReport, RetryService, StopReason,
 };
 use retry_testkit::{MockClock, SleepStatus};
+use retry_toolkit::effects::IdempotencyKey;
+use retry_toolkit::{CancelToken, Jitter, RetryOptions};
 use support::{Server, Step, drive, drive_if, fired};
 use tower::{Service, ServiceBuilder, ServiceExt};
 

@@ -11,9 +11,9 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retry_core::{Jitter, RetryOptions};
 use retry_http::HttpRetry;
 use retry_testkit::MockClock;
+use retry_toolkit::{Jitter, RetryOptions};
 use support::{Server, Step, drive};
 use tower::{Service, ServiceBuilder, ServiceExt};
 

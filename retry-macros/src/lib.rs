@@ -1,11 +1,11 @@
-//! The attributes of [`retry-core`]: `#[retry(...)]`, retried functions whose options are
+//! The attributes of [`retry-toolkit`]: `#[retry(...)]`, retried functions whose options are
 //! checked while you type, and `#[tool(...)]`, agent tools whose declared effect is checked
 //! against how they are used.
 //!
-//! Use them through `retry_core::retry` and `retry_core::tool` (the default `macros` feature
-//! of `retry-core`): one dependency, and the expansion always matches the runtime it calls.
-//! The expansion finds `retry-core` under the name your Cargo.toml gives it, so a renamed
-//! dependency needs nothing more; `#[tool]` needs retry-core's `effects` feature, and says so
+//! Use them through `retry_toolkit::retry` and `retry_toolkit::tool` (the default `macros` feature
+//! of `retry-toolkit`): one dependency, and the expansion always matches the runtime it calls.
+//! The expansion finds `retry-toolkit` under the name your Cargo.toml gives it, so a renamed
+//! dependency needs nothing more; `#[tool]` needs retry-toolkit's `effects` feature, and says so
 //! when it is off. No features of its own; Rust 1.85 or newer.
 //!
 //! Retry attributes elsewhere take their numbers on trust: a `0` or a base delay above the
@@ -14,7 +14,7 @@
 //! itself, `const` paths and owner-level defaults through const evaluation — and points at the
 //! offending option.
 //!
-//! [`retry-core`]: https://docs.rs/retry-core
+//! [`retry-toolkit`]: https://docs.rs/retry-toolkit
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -42,7 +42,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// succeeds or the attempts are used up; the **last** error is returned.
 ///
 /// ```
-/// use retry_core::retry;
+/// use retry_toolkit::retry;
 ///
 /// #[derive(Debug)]
 /// struct Unavailable;
@@ -69,7 +69,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// #[derive(Debug)]
 /// struct Busy;
 ///
-/// #[retry_core::retry(max_attempts = 4, base_delay_ms = 1, max_delay_ms = 2)]
+/// #[retry_toolkit::retry(max_attempts = 4, base_delay_ms = 1, max_delay_ms = 2)]
 /// fn read_sensor(reads: &mut u32) -> Result<u32, Busy> {
 ///     *reads += 1;
 ///     if *reads < 3 { Err(Busy) } else { Ok(21) }
@@ -80,7 +80,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// assert_eq!(reads, 3);
 /// ```
 ///
-/// [`Clock::sleep_blocking`]: https://docs.rs/retry-core/latest/retry_core/trait.Clock.html#method.sleep_blocking
+/// [`Clock::sleep_blocking`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/trait.Clock.html#method.sleep_blocking
 ///
 /// # Options
 ///
@@ -101,7 +101,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// | `breaker`            | path of a `static` `CircuitBreaker` shared by every call | none |
 /// | `breaker_counts`     | path of a `fn(&E) -> bool`                     | every error counts |
 /// | `defaults`           | path of a `const` [`RetryOptions`] layer        | none    |
-/// | `crate`              | string with the path of `retry_core`           | `"::retry_core"` |
+/// | `crate`              | string with the path of `retry_toolkit`           | `"::retry_toolkit"` |
 ///
 /// - Integer literals may use `_` separators (`10_000`) and a type suffix their value fits in
 ///   (`3u32`; `usize` and `isize` are taken as 64-bit). After failed attempt `k` the wait is
@@ -123,7 +123,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// because the built-in ceiling is 3000 ms:
 ///
 /// ```compile_fail
-/// #[retry_core::retry(base_delay_ms = 5000)]
+/// #[retry_toolkit::retry(base_delay_ms = 5000)]
 /// async fn fetch() -> Result<(), String> { Ok(()) }
 /// ```
 ///
@@ -131,7 +131,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// error: retry.base_delay_ms must be <= retry.max_delay_ms
 ///  --> src/lib.rs:1:37
 ///   |
-/// 1 | #[retry_core::retry(base_delay_ms = 5000)]
+/// 1 | #[retry_toolkit::retry(base_delay_ms = 5000)]
 ///   |                                     ^^^^
 /// ```
 ///
@@ -166,11 +166,11 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// limit reaches the caller as `E::from(`[`LimitExceeded`]`)`, and `E` must implement
 /// `From<LimitExceeded>`. A timed-out attempt fails like any other attempt (`when` and
 /// `notify` see it, and it is retried while attempts remain); the deadline ends the call.
-/// This matches `retry_core::Retry::attempt_timeout`; to stop at a timeout here, let `when`
+/// This matches `retry_toolkit::Retry::attempt_timeout`; to stop at a timeout here, let `when`
 /// return `false` for `LimitExceeded::AttemptTimeout`.
 ///
 /// ```
-/// use retry_core::{LimitExceeded, retry};
+/// use retry_toolkit::{LimitExceeded, retry};
 ///
 /// #[derive(Debug, PartialEq)]
 /// enum FetchError {
@@ -197,10 +197,10 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 ///
 /// # A budget and a breaker shared by every call
 ///
-/// `budget = STATIC` spends retries from a `retry_core::RetryBudget` that every call of the
+/// `budget = STATIC` spends retries from a `retry_toolkit::RetryBudget` that every call of the
 /// function (and anything else given it) shares: each call is a request, each retry must be
 /// admitted, and a refused retry returns the last error at once. `breaker = STATIC` sends
-/// every attempt through a `retry_core::CircuitBreaker`: an attempt it refuses — the first of
+/// every attempt through a `retry_toolkit::CircuitBreaker`: an attempt it refuses — the first of
 /// a call while the circuit is open, or one whose wait ended in a break — becomes the
 /// function's error through `From<CircuitOpen>` (so `E` must implement it), and a retry it
 /// refuses returns the last error. `breaker_counts = f` says which errors count against the
@@ -210,7 +210,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{CircuitBreaker, CircuitOpen, RetryBudget, retry};
+/// use retry_toolkit::{CircuitBreaker, CircuitOpen, RetryBudget, retry};
 ///
 /// #[derive(Debug)]
 /// enum PaymentError {
@@ -250,7 +250,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 ///
 /// # Time
 ///
-/// Waits go through `retry_core::DefaultClock`: tokio's timer (so
+/// Waits go through `retry_toolkit::DefaultClock`: tokio's timer (so
 /// `#[tokio::test(start_paused = true)]` makes them instant), or the clock and seed of an
 /// enclosing [`Scope`], so a test can drive a function under `#[retry]` on a mock clock
 /// without changing its signature.
@@ -264,7 +264,7 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// }
 /// ```
 ///
-/// expands to (simplified: the real paths go through a hidden module of `retry_core`)
+/// expands to (simplified: the real paths go through a hidden module of `retry_toolkit`)
 ///
 /// ```ignore
 /// async fn send(&mut self, message: String) -> Result<Receipt, SendError> {
@@ -290,10 +290,10 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// — same decisions, same delays for the same seed, same cost — except that it compiles for
 /// `&mut self`, which a closure called once per attempt cannot lend to each attempt's future.
 ///
-/// [`RetryOptions`]: https://docs.rs/retry-core/latest/retry_core/struct.RetryOptions.html
-/// [`OptionsError`]: https://docs.rs/retry-core/latest/retry_core/enum.OptionsError.html
-/// [`LimitExceeded`]: https://docs.rs/retry-core/latest/retry_core/enum.LimitExceeded.html
-/// [`Scope`]: https://docs.rs/retry-core/latest/retry_core/struct.Scope.html
+/// [`RetryOptions`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/struct.RetryOptions.html
+/// [`OptionsError`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/enum.OptionsError.html
+/// [`LimitExceeded`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/enum.LimitExceeded.html
+/// [`Scope`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/struct.Scope.html
 #[proc_macro_attribute]
 pub fn retry(
     args: proc_macro::TokenStream,
@@ -306,10 +306,10 @@ pub fn retry(
 /// calls it through. The function itself stays as written.
 ///
 /// ```
-/// use retry_core::effects::{
+/// use retry_toolkit::effects::{
 ///     CallKey, IdempotencyKey, MemoryLedger, ToolCall, ToolEffect, ToolRunner, Toolbox,
 /// };
-/// use retry_core::tool;
+/// use retry_toolkit::tool;
 /// use serde_json::json;
 ///
 /// /// Saves a note under the call's idempotency key: a repeat overwrites the same note.
@@ -348,7 +348,7 @@ pub fn retry(
 /// | `name`              | string, 1 to 64 of `A-Z a-z 0-9 _ -`                 | the function's name |
 /// | `requires_approval` | `true` or `false`: every call waits for a decision   | `false` |
 /// | `timeout_ms`        | integer literal or `const` path, `> 0`               | none    |
-/// | `crate`             | string with the path of `retry_core`                 | `"::retry_core"` |
+/// | `crate`             | string with the path of `retry_toolkit`                 | `"::retry_toolkit"` |
 ///
 /// A tool that declares no effect is a side effect: a forgotten declaration costs a manual
 /// reconciliation after a crash, never a second e-mail.
@@ -377,8 +377,8 @@ pub fn retry(
 /// An unknown effect lists the three, with a guess when one is close:
 ///
 /// ```compile_fail
-/// #[retry_core::tool(effect = "idempotent_write")]
-/// async fn save_note(key: retry_core::effects::IdempotencyKey) -> Result<(), String> { Ok(()) }
+/// #[retry_toolkit::tool(effect = "idempotent_write")]
+/// async fn save_note(key: retry_toolkit::effects::IdempotencyKey) -> Result<(), String> { Ok(()) }
 /// ```
 ///
 /// ```text
@@ -390,7 +390,7 @@ pub fn retry(
 /// does not pass on deduplicates nothing.
 ///
 /// ```compile_fail
-/// #[retry_core::tool(effect = "idempotent-write")]
+/// #[retry_toolkit::tool(effect = "idempotent-write")]
 /// async fn save_note(title: String) -> Result<(), String> { Ok(()) }
 /// ```
 ///
@@ -405,8 +405,8 @@ pub fn retry(
 /// does.
 ///
 /// ```compile_fail
-/// #[retry_core::retry]
-/// #[retry_core::tool]
+/// #[retry_toolkit::retry]
+/// #[retry_toolkit::tool]
 /// async fn send_email(to: String) -> Result<(), String> { Ok(()) }
 /// ```
 ///
@@ -414,8 +414,8 @@ pub fn retry(
 /// runner, with the same key.
 ///
 /// ```
-/// use retry_core::effects::IdempotencyKey;
-/// use retry_core::{retry, tool};
+/// use retry_toolkit::effects::IdempotencyKey;
+/// use retry_toolkit::{retry, tool};
 ///
 /// #[tool(effect = "idempotent-write")]
 /// #[retry(max_attempts = 3)]
@@ -450,7 +450,7 @@ pub fn retry(
 /// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { /* … */ }
 /// ```
 ///
-/// expands to (simplified: the real paths go through a hidden module of `retry_core`)
+/// expands to (simplified: the real paths go through a hidden module of `retry_toolkit`)
 ///
 /// ```ignore
 /// async fn lookup(city: &str, ctx: ToolContext) -> Result<Forecast, WeatherError> { /* … */ }
@@ -480,9 +480,9 @@ pub fn retry(
 /// }
 /// ```
 ///
-/// [`Toolbox`]: https://docs.rs/retry-core/latest/retry_core/effects/struct.Toolbox.html
-/// [`ToolSpec`]: https://docs.rs/retry-core/latest/retry_core/effects/struct.ToolSpec.html
-/// [`Tool`]: https://docs.rs/retry-core/latest/retry_core/effects/trait.Tool.html
+/// [`Toolbox`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/effects/struct.Toolbox.html
+/// [`ToolSpec`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/effects/struct.ToolSpec.html
+/// [`Tool`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/effects/trait.Tool.html
 #[proc_macro_attribute]
 pub fn tool(
     args: proc_macro::TokenStream,
@@ -491,7 +491,7 @@ pub fn tool(
     tool::expand(args.into(), item.into()).into()
 }
 
-/// Not public API: `#[tool]` as retry-core exports it without its `effects` feature, where the
+/// Not public API: `#[tool]` as retry-toolkit exports it without its `effects` feature, where the
 /// runtime the real attribute expands to does not exist. One error that names the feature and
 /// the Cargo line, instead of one per private item the expansion would name; the function is
 /// kept as written, so that its callers raise nothing more.
@@ -507,7 +507,7 @@ pub fn __tool_without_effects(
 }
 
 /// Not public API: what `#[tool]` leaves on its function to run after the function's other
-/// attributes (`retry_core::__private_0_1::tool_check`).
+/// attributes (`retry_toolkit::__private_0_1::tool_check`).
 #[doc(hidden)]
 #[proc_macro_attribute]
 pub fn __tool_check(

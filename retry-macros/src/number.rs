@@ -231,7 +231,7 @@ pub(crate) fn literal(value: LitValue, rule: &Rule) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
-    use retry_core::OptionsError;
+    use retry_toolkit::OptionsError;
 
     use super::*;
 

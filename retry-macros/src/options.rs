@@ -164,17 +164,17 @@ pub(crate) fn string(value: Expr, what: &str) -> syn::Result<LitStr> {
     }
 }
 
-/// `crate = "…"`: where `retry_core` is, for a renamed dependency.
+/// `crate = "…"`: where `retry_toolkit` is, for a renamed dependency.
 pub(crate) fn krate(value: Expr) -> syn::Result<Path> {
     let lit = string(
         value,
-        "`crate` takes a string with a path, such as `crate = \"my_retry_core\"`",
+        "`crate` takes a string with a path, such as `crate = \"my_retry_toolkit\"`",
     )?;
     lit.parse::<Path>().map_err(|_| {
         syn::Error::new(
             lit.span(),
             format!(
-                "`crate` must be a path, such as `crate = \"my_retry_core\"`; \"{}\" is not one",
+                "`crate` must be a path, such as `crate = \"my_retry_toolkit\"`; \"{}\" is not one",
                 lit.value()
             ),
         )

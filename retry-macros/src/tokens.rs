@@ -7,8 +7,8 @@ use syn::{Ident, Path};
 
 use crate::number::ConstPath;
 
-/// The name of retry-core's private module, versioned as thiserror's is: `__private_0_1` for
-/// version 0.1.x of this crate. retry-core names the module after its own version and pins this
+/// The name of retry-toolkit's private module, versioned as thiserror's is: `__private_0_1` for
+/// version 0.1.x of this crate. retry-toolkit names the module after its own version and pins this
 /// crate exactly, so the two agree; expansion by a retry-macros of another version fails at
 /// this path instead of deep inside the generated code.
 pub(crate) const PRIVATE: &str = concat!(
@@ -20,12 +20,12 @@ pub(crate) const PRIVATE: &str = concat!(
 
 /// The core crate's package name as a user's manifest lists it, and its library name: the only
 /// two places this crate spells them.
-const CORE_PACKAGE: &str = "retry-core";
-const CORE_LIB: &str = "retry_core";
+const CORE_PACKAGE: &str = "retry-toolkit";
+const CORE_LIB: &str = "retry_toolkit";
 
 /// `{core}::__private_0_1` (see [`PRIVATE`]): the one path generated code names. `{core}` is
 /// the `crate = "…"` option when given, else the name the user's manifest gives the core (a
-/// renamed dependency works as it is), else `::retry_core`.
+/// renamed dependency works as it is), else `::retry_toolkit`.
 pub(crate) fn private(krate: Option<&Path>) -> TokenStream {
     let module = Ident::new(PRIVATE, Span::call_site());
     match krate {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use retry_core::{LimitExceeded, retry};
+use retry_toolkit::{LimitExceeded, retry};
 
 /// Polls `future` once on this thread; the functions used here finish on the first poll.
 fn poll_once<F: Future>(future: F) -> Poll<F::Output> {

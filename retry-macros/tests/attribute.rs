@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use retry_core::{Clock, Jitter, LimitExceeded, RetryOptions, RetryPolicy, Scope, retry};
+use retry_toolkit::{Clock, Jitter, LimitExceeded, RetryOptions, RetryPolicy, Scope, retry};
 
 #[derive(Clone, Debug, PartialEq)]
 enum Error {

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_core::{CircuitBreaker, CircuitOpen, CircuitState, RetryBudget, retry};
+use retry_toolkit::{CircuitBreaker, CircuitOpen, CircuitState, RetryBudget, retry};
 
 #[derive(Debug, PartialEq)]
 enum ApiError {
@@ -132,8 +132,8 @@ impl From<CircuitOpen> for Limited {
     }
 }
 
-impl From<retry_core::LimitExceeded> for Limited {
-    fn from(_: retry_core::LimitExceeded) -> Self {
+impl From<retry_toolkit::LimitExceeded> for Limited {
+    fn from(_: retry_toolkit::LimitExceeded) -> Self {
         Limited::Limit
     }
 }

@@ -8,13 +8,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_core::effects::{
+use retry_toolkit::effects::{
     CallKey, CallResponse, FailureKind, IdempotencyKey, MemoryLedger, RecoveryAction,
     RecoveryPolicy, ResultSource, Review, ToolCall, ToolContext, ToolEffect, ToolOutcome,
     ToolRunner, Toolbox,
 };
-use retry_core::store::Timestamp;
-use retry_core::{retry, tool};
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::{retry, tool};
 use serde_json::{Value, json};
 
 fn key(run: &str, call: &str) -> CallKey {
@@ -224,8 +224,8 @@ async fn x3_retry_inside_an_idempotent_write_repeats_it_with_the_same_key() {
 // A1, X3: the descriptor says whether the function retries -----------------------------------
 
 mod spelled {
-    pub(crate) use retry_core::retry as again;
-    pub(crate) use retry_core::tool as declare;
+    pub(crate) use retry_toolkit::retry as again;
+    pub(crate) use retry_toolkit::tool as declare;
 }
 
 /// `#[retry]` above `#[tool]`, renamed.

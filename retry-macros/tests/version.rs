@@ -1,21 +1,21 @@
-//! The expansion names `::retry_core::__private_{major}_{minor}` of this crate's version, and
-//! retry-core mounts that module under its own version: the two crates must release with one
-//! version (both take the workspace version, and retry-core pins retry-macros with `=`).
+//! The expansion names `::retry_toolkit::__private_{major}_{minor}` of this crate's version, and
+//! retry-toolkit mounts that module under its own version: the two crates must release with one
+//! version (both take the workspace version, and retry-toolkit pins retry-macros with `=`).
 
 #[test]
-fn retry_core_has_the_version_of_retry_macros() {
+fn retry_toolkit_has_the_version_of_retry_macros() {
     // After a minor version bump this path no longer compiles: rename the module in
-    // retry-core's lib.rs and here.
+    // retry-toolkit's lib.rs and here.
     assert_eq!(
-        retry_core::__private_0_1::VERSION,
+        retry_toolkit::__private_0_1::VERSION,
         env!("CARGO_PKG_VERSION")
     );
 }
 
 #[test]
-fn the_expansion_names_the_module_retry_core_has() {
-    // Compiles only if the path the macro generates exists in this retry-core.
-    #[retry_core::retry(max_attempts = 2)]
+fn the_expansion_names_the_module_retry_toolkit_has() {
+    // Compiles only if the path the macro generates exists in this retry-toolkit.
+    #[retry_toolkit::retry(max_attempts = 2)]
     async fn once() -> Result<u8, std::io::Error> {
         Ok(1)
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use retry_core::Clock;
+use retry_toolkit::Clock;
 use rmcp::ServiceError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, JsonObject, MetaObject, RequestMetaObject,

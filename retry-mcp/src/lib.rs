@@ -20,13 +20,13 @@
 //! a new decision, with a fresh set of attempts.
 //!
 //! And because a remote tool is still a tool, [`RemoteTool`] puts it in the effects runner of
-//! `retry_core::effects` with an effect **you** declare (a side effect unless you say
+//! `retry_toolkit::effects` with an effect **you** declare (a side effect unless you say
 //! otherwise; the server's own hints only if you opt in). A remote call is then recorded in the
 //! ledger before it is sent, carries the stable key `"{run_id}:{call_id}"`, waits for approval
 //! if it needs one, and after a lost answer goes to reconciliation — exactly like a local tool
 //! whose process died mid-call.
 //!
-//! The crate has no features of its own; it turns on retry-core's `effects`. Needs Rust 1.88
+//! The crate has no features of its own; it turns on retry-toolkit's `effects`. Needs Rust 1.88
 //! or newer (rmcp's minimum).
 //!
 //! # What is promised, and what is not
@@ -56,11 +56,11 @@
 //! - [`ToolServer`]: a server by name, its options and its connection;
 //!   [`call`](ToolServer::call), [`list_tools`](ToolServer::list_tools).
 //! - [`RemoteTool`]: one of its tools, with a declared effect, for a
-//!   [`Toolbox`](retry_core::effects::Toolbox).
+//!   [`Toolbox`](retry_toolkit::effects::Toolbox).
 //! - [`CallError`], [`ConnectError`]: what went wrong, and whether the tool may have acted.
 //!
 //! ```no_run
-//! use retry_core::effects::{CallKey, MemoryLedger, ToolCall, ToolEffect, ToolRunner, Toolbox};
+//! use retry_toolkit::effects::{CallKey, MemoryLedger, ToolCall, ToolEffect, ToolRunner, Toolbox};
 //! use retry_mcp::{Connector, ToolServer};
 //! use serde_json::json;
 //! use tokio::process::Command;

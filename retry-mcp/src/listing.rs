@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use retry_core::Clock;
-use retry_core::effects::ToolEffect;
+use retry_toolkit::Clock;
+use retry_toolkit::effects::ToolEffect;
 use rmcp::ServiceError;
 use rmcp::model::{JsonObject, PaginatedRequestParams, Tool, ToolAnnotations};
 
@@ -70,7 +70,7 @@ impl ToolHints {
     /// they claim neither (which leaves the tool a side effect).
     ///
     /// ```
-    /// use retry_core::effects::ToolEffect;
+    /// use retry_toolkit::effects::ToolEffect;
     /// use retry_mcp::ToolHints;
     ///
     /// assert_eq!(ToolHints::new(Some(true), None, None, None).effect(), Some(ToolEffect::Read));

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use retry_core::{OptionsError, RetryOptions, RetryPolicy};
+use retry_toolkit::{OptionsError, RetryOptions, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 /// The retry layer under a server's own options: 3 attempts, 500 ms base, 5 s ceiling, full
@@ -29,7 +29,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// deserialized, with the same messages as every other retry option.
 ///
 /// ```
-/// use retry_core::RetryOptions;
+/// use retry_toolkit::RetryOptions;
 /// use retry_mcp::ConnectOptions;
 ///
 /// let options = ConnectOptions::new().with_retry(RetryOptions::new().with_max_attempts(5));

@@ -8,8 +8,8 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use retry_core::effects::{Tool, ToolContext, ToolEffect, ToolSpec};
-use retry_core::{Clock, DefaultClock};
+use retry_toolkit::effects::{Tool, ToolContext, ToolEffect, ToolSpec};
+use retry_toolkit::{Clock, DefaultClock};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
 
@@ -22,7 +22,7 @@ use crate::server::ToolServer;
 /// otherwise ([`RemoteTool::key_in_meta`]).
 pub const IDEMPOTENCY_META_KEY: &str = "idempotencyKey";
 
-/// A tool on a remote server, registered in a [`Toolbox`](retry_core::effects::Toolbox) like
+/// A tool on a remote server, registered in a [`Toolbox`](retry_toolkit::effects::Toolbox) like
 /// any other.
 ///
 /// Its effect is what **you** declare with [`effect`](RemoteTool::effect): a side effect
@@ -43,7 +43,7 @@ pub const IDEMPOTENCY_META_KEY: &str = "idempotencyKey";
 /// on the runner's: give both the same clock.
 ///
 /// ```
-/// use retry_core::effects::{ToolEffect, Toolbox};
+/// use retry_toolkit::effects::{ToolEffect, Toolbox};
 /// use retry_mcp::{Connector, ToolServer};
 /// use tokio::process::Command;
 ///

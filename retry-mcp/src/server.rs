@@ -1,7 +1,7 @@
 //! [`ToolServer`]: one registered tool server and its connection — opened on first use with
 //! retry under the server's own options, dropped when it fails, opened again by the next call.
 //!
-//! A connection round is one retry loop (`retry_core`'s, on the server's clock) of attempts
+//! A connection round is one retry loop (`retry_toolkit`'s, on the server's clock) of attempts
 //! that each open a [`Stream`](crate::Stream) and run the protocol handshake within the
 //! connect timeout. Rounds are serialized: callers that arrive while one runs wait for it, and
 //! if it fails they share its error instead of each starting a round of their own, so a
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use retry_core::{Clock, DefaultClock, RetryError};
+use retry_toolkit::{Clock, DefaultClock, RetryError};
 use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{RoleClient, RunningService};
@@ -65,7 +65,7 @@ type RetryHook = Arc<dyn Fn(&ConnectRetry<'_>) + Send + Sync>;
 /// ([`CallError::answer_lost`](crate::CallError::answer_lost)).
 ///
 /// ```
-/// use retry_core::RetryOptions;
+/// use retry_toolkit::RetryOptions;
 /// use retry_mcp::{ConnectOptions, Connector, ToolServer};
 /// use tokio::process::Command;
 ///

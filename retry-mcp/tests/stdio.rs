@@ -20,15 +20,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::effects::{
-    CallKey, CallLimits, CallState, FailureKind, Ledger, MemoryLedger, ReconcileReason,
-    RunnerError, ToolCall, ToolEffect, ToolRunner, Toolbox,
-};
 use retry_mcp::{
     CallError, ConnectFailure, Connector, DEFAULT_MAX_MESSAGE_SIZE, GaveUp, ListError, ToolServer,
     UnreadableMessage,
 };
 use retry_testkit::{MockClock, SleepStatus};
+use retry_toolkit::effects::{
+    CallKey, CallLimits, CallState, FailureKind, Ledger, MemoryLedger, ReconcileReason,
+    RunnerError, ToolCall, ToolEffect, ToolRunner, Toolbox,
+};
 use rmcp::ServiceExt;
 use serde_json::json;
 use support::{Event, Journal, Shop, order};
@@ -647,7 +647,7 @@ async fn c4_a_server_that_writes_a_log_line_on_stdout_fails_its_handshake_with_t
     let server = ToolServer::builder("shop", Connector::command(fx.hostile("babbler")))
         .options(
             retry_mcp::ConnectOptions::new()
-                .with_retry(retry_core::RetryOptions::new().with_max_attempts(1)),
+                .with_retry(retry_toolkit::RetryOptions::new().with_max_attempts(1)),
         )
         .clock(fx.clock.clone())
         .build()

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
 
-use retry_core::{Clock, Scope};
+use retry_toolkit::{Clock, Scope};
 
 use crate::drive::{self, Driver};
 use crate::io::InFlight;
@@ -28,16 +28,16 @@ pub const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 /// Virtual time for tests: sleeps finish instantly in wall time, are recorded in
 /// order, and move the clock forward by exactly what was asked.
 ///
-/// The clock implements [`retry_core::Clock`], so it can be given to a policy or a single loop;
+/// The clock implements [`retry_toolkit::Clock`], so it can be given to a policy or a single loop;
 /// [`run`](MockClock::run) and [`block_on`](MockClock::block_on) also install it as the scoped
 /// clock ([`Scope`]) so that loops the test cannot reach — a function expanded from
 /// `#[retry]`, a loop deep inside a library — use it too. A blocking retry
-/// ([`retry_blocking`](retry_core::RetryPolicy::retry_blocking)) given this clock waits
+/// ([`retry_blocking`](retry_toolkit::RetryPolicy::retry_blocking)) given this clock waits
 /// without sleeping as well: each wait moves virtual time at once and is recorded.
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Jitter, RetryPolicy};
+/// use retry_toolkit::{Jitter, RetryPolicy};
 /// use retry_testkit::MockClock;
 ///
 /// let clock = MockClock::new();
@@ -156,7 +156,7 @@ impl MockClock {
     /// retry loop inside them. Loops given a seed of their own keep theirs.
     ///
     /// ```
-    /// use retry_core::RetryPolicy;
+    /// use retry_toolkit::RetryPolicy;
     /// use retry_testkit::MockClock;
     ///
     /// let waits = |seed| {
@@ -188,7 +188,7 @@ impl MockClock {
     ///
     /// ```
     /// use std::time::{Duration, SystemTime};
-    /// use retry_core::Clock;
+    /// use retry_toolkit::Clock;
     /// use retry_testkit::MockClock;
     ///
     /// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
@@ -261,11 +261,11 @@ impl MockClock {
     /// The duration of every sleep requested so far, in the order requested.
     ///
     /// Every sleep counts: the waits between attempts, and also the timers that a loop with a
-    /// [deadline](retry_core::Retry::deadline) or an
-    /// [attempt timeout](retry_core::Retry::attempt_timeout) starts for each attempt. To see
+    /// [deadline](retry_toolkit::Retry::deadline) or an
+    /// [attempt timeout](retry_toolkit::Retry::attempt_timeout) starts for each attempt. To see
     /// the waits alone in such a loop, record them with a [`Timeline`](crate::Timeline);
     /// [`sleep_log`](MockClock::sleep_log) tells timers from waits by how they ended. A
-    /// blocking loop ([`call`](retry_core::Retry::call)) starts no timers: its sleeps are its
+    /// blocking loop ([`call`](retry_toolkit::Retry::call)) starts no timers: its sleeps are its
     /// waits.
     pub fn sleeps(&self) -> Vec<Duration> {
         self.state().log.iter().map(|r| r.duration).collect()
@@ -372,10 +372,10 @@ impl MockClock {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::{Jitter, RetryOptions};
+    /// use retry_toolkit::{Jitter, RetryOptions};
     /// use retry_testkit::MockClock;
     ///
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), retry_core::OptionsError> {
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), retry_toolkit::OptionsError> {
     /// let policy = RetryOptions::new().with_max_attempts(4).with_jitter(Jitter::None).resolve()?;
     /// let clock = MockClock::new();
     /// let out: Result<u32, String> = clock

@@ -56,7 +56,7 @@ impl Fault {
     }
 
     /// The hint, if any; pass `Fault::retry_after` to
-    /// [`Retry::retry_after`](retry_core::Retry::retry_after).
+    /// [`Retry::retry_after`](retry_toolkit::Retry::retry_after).
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
@@ -167,7 +167,7 @@ impl<T, E> fmt::Display for Step<T, E> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Jitter, RetryPolicy};
+/// use retry_toolkit::{Jitter, RetryPolicy};
 /// use retry_testkit::{Fault, FaultScript, MockClock, Step};
 ///
 /// let clock = MockClock::new();

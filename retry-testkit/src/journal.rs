@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use retry_core::{CircuitBreaker, StateChange};
+use retry_toolkit::{CircuitBreaker, StateChange};
 
 use crate::clock::MockClock;
 use crate::format::ms;
@@ -19,7 +19,7 @@ use crate::format::ms;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::CircuitBreaker;
+/// use retry_toolkit::CircuitBreaker;
 /// use retry_testkit::{Journal, MockClock};
 ///
 /// let clock = MockClock::new();

@@ -11,13 +11,13 @@
 //! | `proptest` | yes     | `strategy`: proptest strategies for options, policies and fault scripts |
 //!
 //! Without default features the clock, scripts, timelines and simulators build with nothing
-//! but retry-core. Needs Rust 1.85 or newer.
+//! but retry-toolkit. Needs Rust 1.85 or newer.
 //!
 //! # Testing your retry code
 //!
 //! **1. Run the code on a [`MockClock`].** [`MockClock::block_on`] runs a future without any
 //! runtime; [`MockClock::run`] does the same inside `#[tokio::test]`. Either way the clock is
-//! installed as retry-core's scoped clock, so it reaches retry loops your test cannot touch —
+//! installed as retry-toolkit's scoped clock, so it reaches retry loops your test cannot touch —
 //! a function expanded from `#[retry]`, a loop inside a library — and time moves only when
 //! the code waits, straight to the next deadline.
 //!
@@ -33,7 +33,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_core::RetryOptions;
+//! use retry_toolkit::RetryOptions;
 //! use retry_testkit::{Fault, FaultScript, MockClock};
 //!
 //! let clock = MockClock::new().with_seed(7);
@@ -57,7 +57,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_core::{Jitter, RetryPolicy};
+//! use retry_toolkit::{Jitter, RetryPolicy};
 //! use retry_testkit::{Fault, FaultScript, MockClock, Step, Timeline};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {

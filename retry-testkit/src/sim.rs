@@ -9,8 +9,8 @@
 //! is about normal (mean 10 ms, standard deviation 2 ms by default), so clients that retry
 //! at the same moment collide again.
 //!
-//! Each client is a real [`Retry`](retry_core::Retry) loop running on one [`MockClock`]:
-//! the delays come from retry-core's own jitter and backoff code, virtual time makes a run
+//! Each client is a real [`Retry`](retry_toolkit::Retry) loop running on one [`MockClock`]:
+//! the delays come from retry-toolkit's own jitter and backoff code, virtual time makes a run
 //! of thousands of calls take milliseconds, and one seed fixes everything (network delays
 //! and jitter), so a run is reproducible.
 //!
@@ -37,7 +37,7 @@ use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use retry_core::{Constant, Jitter, JitterRng, OptionsError, RetryOptions, RetryPolicy};
+use retry_toolkit::{Constant, Jitter, JitterRng, OptionsError, RetryOptions, RetryPolicy};
 
 use crate::clock::{MockClock, Stalled};
 use crate::drive::join_all;
@@ -79,7 +79,7 @@ impl Strategy {
         }
     }
 
-    /// The retry-core jitter behind the strategy; `None` for [`Strategy::NoBackoff`], which
+    /// The retry-toolkit jitter behind the strategy; `None` for [`Strategy::NoBackoff`], which
     /// replaces the schedule with a zero [`Constant`].
     pub const fn jitter(self) -> Option<Jitter> {
         match self {

@@ -19,7 +19,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_core::{ExponentialBackoff, Jitter, RetryOptions, RetryPolicy};
+use retry_toolkit::{ExponentialBackoff, Jitter, RetryOptions, RetryPolicy};
 
 use crate::fault::{FaultScript, Step};
 

@@ -20,10 +20,10 @@ use crate::svg::{self, Anchor, Svg};
 
 /// Records a retry loop's attempts: wrap the operation with
 /// [`record`](Timeline::record) and pass [`observer`](Timeline::observer) to
-/// [`Retry::notify`](retry_core::Retry::notify).
+/// [`Retry::notify`](retry_toolkit::Retry::notify).
 ///
 /// ```
-/// use retry_core::{Jitter, RetryPolicy};
+/// use retry_toolkit::{Jitter, RetryPolicy};
 /// use retry_testkit::{Fault, FaultScript, MockClock, Timeline};
 ///
 /// let clock = MockClock::new();
@@ -141,7 +141,7 @@ impl Timeline {
         }
     }
 
-    /// An observer for [`Retry::notify`](retry_core::Retry::notify) that records the wait
+    /// An observer for [`Retry::notify`](retry_toolkit::Retry::notify) that records the wait
     /// chosen after each failed attempt.
     pub fn observer<E>(&self) -> impl FnMut(&E, u32, Duration) + use<E> {
         let timeline = self.clone();

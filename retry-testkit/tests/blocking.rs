@@ -5,11 +5,11 @@ mod support;
 
 use std::time::Duration;
 
-use retry_core::{Jitter, RetryError, RetryOptions};
 use retry_testkit::{MockClock, SleepStatus};
+use retry_toolkit::{Jitter, RetryError, RetryOptions};
 use support::MS;
 
-fn policy(attempts: u32) -> retry_core::RetryPolicy {
+fn policy(attempts: u32) -> retry_toolkit::RetryPolicy {
     RetryOptions::new()
         .with_max_attempts(attempts)
         .resolve()

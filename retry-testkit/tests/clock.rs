@@ -363,7 +363,7 @@ fn t1_endless_sleeps_saturate_far_in_the_future() {
     clock.advance(Duration::MAX);
     assert_eq!(clock.elapsed(), FAR_FUTURE);
     // Converting to an Instant does not overflow.
-    let _ = retry_core::Clock::now(&clock);
+    let _ = retry_toolkit::Clock::now(&clock);
     clock.block_on(sleep).unwrap();
 }
 
@@ -374,7 +374,9 @@ fn t1_clones_share_one_timeline() {
     other.advance(7 * MS);
     assert_eq!(clock.elapsed(), 7 * MS);
     assert_eq!(
-        clock.now().duration_since(retry_core::Clock::now(&other)),
+        clock
+            .now()
+            .duration_since(retry_toolkit::Clock::now(&other)),
         Duration::ZERO
     );
 }

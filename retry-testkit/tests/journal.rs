@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::{CircuitBreaker, Jitter, RetryError, RetryOptions};
 use retry_testkit::{Fault, Journal, MockClock};
+use retry_toolkit::{CircuitBreaker, Jitter, RetryError, RetryOptions};
 
 #[test]
 fn journal_tells_calls_and_breaker_changes_in_order() {

@@ -2,8 +2,8 @@
 //! what a budget and a breaker are for — retries multiply the load on a dependency that is
 //! down or overloaded, a budget caps them, a breaker stops the calls.
 
-use retry_core::RetryBudget;
 use retry_testkit::sim::outage::{Dependency, LoadRun, Outage, Setup, chart_svg, markdown_table};
+use retry_toolkit::RetryBudget;
 
 /// 20 callers for 30 s: small enough for a debug build.
 fn sim(dependency: Dependency) -> Outage {

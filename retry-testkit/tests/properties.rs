@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_core::{Backoff, Jitter, JitterRng, RetryOptions, RetryPolicy};
 use retry_testkit::{Fault, MockClock, Outcome, join_all, strategy};
+use retry_toolkit::{Backoff, Jitter, JitterRng, RetryOptions, RetryPolicy};
 
 /// Cases per property.
 const CASES: u32 = 2_000;
@@ -24,7 +24,7 @@ const MESSAGES: [&str; 5] = [
     "retry.base_delay_ms must be <= retry.max_delay_ms",
 ];
 
-/// Messages retry-core adds for fractional delays in a serialized form; SPEC O3 lists no rule
+/// Messages retry-toolkit adds for fractional delays in a serialized form; SPEC O3 lists no rule
 /// for them (see the report on issue 4).
 /// A number above a field's maximum is refused, never clamped.
 const TOO_LARGE_MESSAGES: [&str; 3] = [

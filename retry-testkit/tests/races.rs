@@ -1,4 +1,4 @@
-//! retry-core's loop on the mock clock where timers race: attempts finishing at their timeout
+//! retry-toolkit's loop on the mock clock where timers race: attempts finishing at their timeout
 //! instant, deadlines together with attempt timeouts, cancellation in a wait (SPEC R5, R6,
 //! D5, run on T1's clock).
 
@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use retry_core::{RetryError, RetryPolicy};
 use retry_testkit::{AttemptEnd, Fault, FaultScript, MockClock, Scripted, SleepStatus, Step};
+use retry_toolkit::{RetryError, RetryPolicy};
 use support::{MS, no_jitter_with};
 
 /// `attempts` attempts, base 10 ms, max 1 s, no jitter: waits 20, 40, 80 … ms.

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use retry_core::{RetryOptions, RetryPolicy};
 use retry_testkit::{Fault, FaultScript, MockClock, Timeline};
+use retry_toolkit::{RetryOptions, RetryPolicy};
 
 /// Waits and timeline of a loop of six always-failing attempts under `clock`'s scope.
 fn run_failing(clock: &MockClock, policy: RetryPolicy) -> (Vec<Duration>, String) {

@@ -1,8 +1,8 @@
 //! The contention simulator: reproducible from a seed (T2), on virtual time (T1), with the
 //! qualitative result of the AWS Architecture Blog's "Exponential Backoff And Jitter".
 
-use retry_core::{Jitter, OptionsError};
 use retry_testkit::sim::{Contention, SimError, Strategy, Summary, chart_svg, markdown_table};
+use retry_toolkit::{Jitter, OptionsError};
 
 #[test]
 fn sim_is_reproducible_from_its_seed() {
@@ -65,7 +65,7 @@ fn sim_reproduces_the_blogs_qualitative_result() {
 }
 
 #[test]
-fn sim_strategies_are_retry_cores_jitter_kinds() {
+fn sim_strategies_are_retry_toolkits_jitter_kinds() {
     let kinds = Strategy::ALL.map(Strategy::jitter);
     assert_eq!(
         kinds,

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use retry_core::{RetryOptions, RetryPolicy};
 use retry_testkit::{Fault, FaultScript, MockClock, RowOutcome, Step, Timeline};
+use retry_toolkit::{RetryOptions, RetryPolicy};
 
 const MS: Duration = Duration::from_millis(1);
 

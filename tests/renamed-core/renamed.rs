@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 static CALLS: AtomicU32 = AtomicU32::new(0);
 
-/// Fails twice, then succeeds: the expansion names `::rc`, not `::retry_core` (which this
+/// Fails twice, then succeeds: the expansion names `::rc`, not `::retry_toolkit` (which this
 /// package cannot see), so this compiling is half of the test.
 #[rc::retry(max_attempts = 3, base_delay_ms = 1, max_delay_ms = 1)]
 async fn flaky() -> Result<u32, String> {

@@ -23,7 +23,7 @@ use super::json::{self, MAX_JSON_DEPTH};
 /// can change them after.
 ///
 /// ```
-/// use retry_core::effects::{ArgsHash, CallArgs};
+/// use retry_toolkit::effects::{ArgsHash, CallArgs};
 /// use serde_json::json;
 ///
 /// let args = CallArgs::new(json!({"to": "ana@example.com"}));

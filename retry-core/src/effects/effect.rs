@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// The serialized names are the ones `#[tool(effect = "...")]` accepts:
 ///
 /// ```
-/// use retry_core::effects::ToolEffect;
+/// use retry_toolkit::effects::ToolEffect;
 ///
 /// assert_eq!(ToolEffect::default(), ToolEffect::SideEffect);
 /// assert_eq!("idempotent-write".parse::<ToolEffect>(), Ok(ToolEffect::IdempotentWrite));
@@ -62,7 +62,7 @@ impl ToolEffect {
     /// call being recorded and being recovered, recovery trusts the stricter one.
     ///
     /// ```
-    /// use retry_core::effects::ToolEffect;
+    /// use retry_toolkit::effects::ToolEffect;
     ///
     /// assert_eq!(ToolEffect::Read.stricter(ToolEffect::SideEffect), ToolEffect::SideEffect);
     /// ```

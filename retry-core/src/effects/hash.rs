@@ -28,7 +28,7 @@ use super::canonical;
 /// per call is a small price for a ledger row.
 ///
 /// ```
-/// use retry_core::effects::ArgsHash;
+/// use retry_toolkit::effects::ArgsHash;
 /// use serde_json::json;
 ///
 /// let a = ArgsHash::of(&json!({"to": "ana@example.com", "amount": 10}));

@@ -38,12 +38,12 @@ pub enum KeyError {
 /// context and every result name the call without copying its text.
 ///
 /// ```
-/// use retry_core::effects::CallKey;
+/// use retry_toolkit::effects::CallKey;
 ///
 /// let key = CallKey::new("run-7", "call-2")?;
 /// assert_eq!(key.idempotency_key().as_str(), "run-7:call-2");
 /// assert!(CallKey::new("run:7", "call-2").is_err()); // would be ambiguous
-/// # Ok::<(), retry_core::effects::KeyError>(())
+/// # Ok::<(), retry_toolkit::effects::KeyError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(Deserialize))]
@@ -157,11 +157,11 @@ impl fmt::Display for CallKey {
 /// Never empty.
 ///
 /// ```
-/// use retry_core::effects::IdempotencyKey;
+/// use retry_toolkit::effects::IdempotencyKey;
 ///
 /// assert_eq!(IdempotencyKey::new("invoice-42")?.as_str(), "invoice-42");
 /// assert!(IdempotencyKey::new("  ").is_err());
-/// # Ok::<(), retry_core::effects::KeyError>(())
+/// # Ok::<(), retry_toolkit::effects::KeyError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]

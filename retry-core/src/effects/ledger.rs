@@ -172,8 +172,8 @@ impl From<KeyError> for LedgerError {
 /// An implementation can write its methods as `async fn`:
 ///
 /// ```
-/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger};
-/// use retry_core::store::Revision;
+/// use retry_toolkit::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger};
+/// use retry_toolkit::store::Revision;
 ///
 /// /// Logs every write, stores in memory.
 /// struct Logged(MemoryLedger);

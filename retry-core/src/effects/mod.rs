@@ -52,7 +52,7 @@
     feature = "effects",
     doc = r###"
 ```
-use retry_core::effects::{
+use retry_toolkit::effects::{
     CallKey, MemoryLedger, RecoveryPolicy, ToolCall, ToolContext, ToolEffect, ToolRunner,
     ToolSpec, Toolbox, tool_fn,
 };

@@ -15,7 +15,7 @@ pub type ToolOutcome = Result<Value, ToolFailure>;
 /// Why a call produced no output. Part of the committed result: the model sees it.
 ///
 /// ```
-/// use retry_core::effects::{FailureKind, ToolFailure};
+/// use retry_toolkit::effects::{FailureKind, ToolFailure};
 ///
 /// let failure = ToolFailure::new(FailureKind::InvalidInput, "`amount` must be positive");
 /// assert_eq!(failure.to_string(), "invalid input: `amount` must be positive");

@@ -62,7 +62,7 @@ impl CallState {
     /// Which state this is, without its data: what to compare when only the state matters.
     ///
     /// ```
-    /// use retry_core::effects::{CallState, CallStateKind, ReconcileReason};
+    /// use retry_toolkit::effects::{CallState, CallStateKind, ReconcileReason};
     ///
     /// let state = CallState::NeedsReconciliation { reason: ReconcileReason::Cancelled };
     /// assert_eq!(state.kind(), CallStateKind::NeedsReconciliation);

@@ -22,7 +22,7 @@ use crate::policy::DEFAULT_MAX_ATTEMPTS;
 /// that a side effect cannot be marked retry-safe by accident.
 ///
 /// ```
-/// use retry_core::effects::{NotRetrySafe, RetrySafe, ToolEffect};
+/// use retry_toolkit::effects::{NotRetrySafe, RetrySafe, ToolEffect};
 ///
 /// assert!(RetrySafe::check(ToolEffect::Read, None).is_ok());
 /// assert!(RetrySafe::check(ToolEffect::IdempotentWrite, Some("run-7:call-2")).is_ok());
@@ -237,7 +237,7 @@ impl fmt::Display for RefuseReason {
 /// 5. the next wait reaches the deadline → [`DeadlineTooClose`](RefuseReason::DeadlineTooClose).
 ///
 /// ```
-/// use retry_core::effects::{CommitState, RefuseReason, RetryDecision, RetryFacts, ToolEffect, decide_retry};
+/// use retry_toolkit::effects::{CommitState, RefuseReason, RetryDecision, RetryFacts, ToolEffect, decide_retry};
 ///
 /// // "retryable: true" on a side effect whose outcome is unknown: still no.
 /// let facts = RetryFacts::new(ToolEffect::SideEffect, CommitState::Unknown).with_retryable(true);

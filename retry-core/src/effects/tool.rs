@@ -27,7 +27,7 @@ use super::key::{CallKey, IdempotencyKey};
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::effects::{ToolEffect, ToolSpec};
+/// use retry_toolkit::effects::{ToolEffect, ToolSpec};
 ///
 /// const SEND_EMAIL: ToolSpec = ToolSpec::new("send_email")
 ///     .with_approval()
@@ -176,7 +176,7 @@ impl ToolContext {
 /// hand just as well:
 ///
 /// ```
-/// use retry_core::effects::{Tool, ToolContext, ToolEffect, ToolSpec};
+/// use retry_toolkit::effects::{Tool, ToolContext, ToolEffect, ToolSpec};
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Deserialize)]
@@ -285,7 +285,7 @@ impl<F, A> fmt::Debug for FnTool<F, A> {
 /// `#[tool]`.
 ///
 /// ```
-/// use retry_core::effects::{ToolContext, ToolEffect, ToolSpec, Toolbox, tool_fn};
+/// use retry_toolkit::effects::{ToolContext, ToolEffect, ToolSpec, Toolbox, tool_fn};
 ///
 /// let lookup = tool_fn(
 ///     ToolSpec::new("lookup_weather").with_effect(ToolEffect::Read),
@@ -295,7 +295,7 @@ impl<F, A> fmt::Debug for FnTool<F, A> {
 /// );
 /// let tools = Toolbox::new().with(lookup)?;
 /// assert_eq!(tools.spec("lookup_weather").map(|s| s.effect()), Some(ToolEffect::Read));
-/// # Ok::<(), retry_core::effects::ToolboxError>(())
+/// # Ok::<(), retry_toolkit::effects::ToolboxError>(())
 /// ```
 pub fn tool_fn<A, F, Fut, O, E>(spec: ToolSpec, f: F) -> FnTool<F, A>
 where
@@ -351,7 +351,7 @@ pub enum ToolboxError {
 /// The tools a runner can call, by name.
 ///
 /// ```
-/// use retry_core::effects::{ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn};
+/// use retry_toolkit::effects::{ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn};
 ///
 /// let ping = || tool_fn(ToolSpec::new("ping"), |_: (), _: ToolContext| async {
 ///     Ok::<_, String>("pong")

@@ -62,8 +62,8 @@ impl CountsAgainst for Transient {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::middleware::with_breaker;
-/// use retry_core::{CircuitBreaker, Task, TaskContext, TaskError, TaskFailure};
+/// use retry_toolkit::middleware::with_breaker;
+/// use retry_toolkit::{CircuitBreaker, Task, TaskContext, TaskError, TaskFailure};
 ///
 /// static INVENTORY: CircuitBreaker = CircuitBreaker::with_config(
 ///     match CircuitBreaker::builder().name("inventory").consecutive_failures(2).validate() {
@@ -93,8 +93,8 @@ where
 /// Like [`with_breaker`], with `counts` deciding which failures count against the breaker.
 ///
 /// ```
-/// use retry_core::middleware::with_breaker_when;
-/// use retry_core::{CircuitBreaker, TaskContext, TaskFailure};
+/// use retry_toolkit::middleware::with_breaker_when;
+/// use retry_toolkit::{CircuitBreaker, TaskContext, TaskFailure};
 ///
 /// static SEARCH: CircuitBreaker = CircuitBreaker::new();
 /// // Only timeouts count: a slow search is the one to stop calling.
@@ -217,7 +217,7 @@ where
                 Ok(ticket) => held.ticket = Some(ticket),
                 Err(open) => {
                     tracing::debug!(
-                        target: "retry_core::middleware",
+                        target: "retry_toolkit::middleware",
                         breaker = open.breaker(),
                         state = open.state().name(),
                         "task refused: circuit open"

@@ -48,7 +48,7 @@ use std::task::{Context, Poll, Waker};
 /// nobody waits on costs its parent nothing at all.
 ///
 /// ```
-/// use retry_core::CancelToken;
+/// use retry_toolkit::CancelToken;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let parent = CancelToken::new();

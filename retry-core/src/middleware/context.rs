@@ -22,7 +22,7 @@ use super::cancel::CancelToken;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Task, TaskContext, TaskFailure};
+/// use retry_toolkit::{Task, TaskContext, TaskFailure};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let cx = TaskContext::new();
@@ -70,7 +70,7 @@ impl TaskContext {
     /// on a stop, `work` is dropped and the result is [`TaskFailure::Cancelled`].
     ///
     /// ```
-    /// use retry_core::{TaskContext, TaskFailure};
+    /// use retry_toolkit::{TaskContext, TaskFailure};
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let cx = TaskContext::new();

@@ -55,8 +55,8 @@ impl ShouldFallback for DefaultFallback {
 /// Runs `fallback` when `primary` fails, under the [`DefaultFallback`] policy.
 ///
 /// ```
-/// use retry_core::middleware::with_fallback;
-/// use retry_core::{Task, TaskContext, TaskFailure};
+/// use retry_toolkit::middleware::with_fallback;
+/// use retry_toolkit::{Task, TaskContext, TaskFailure};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let primary = |_: TaskContext| async { Err::<&str, _>(TaskFailure::from("upstream 502")) };
@@ -82,8 +82,8 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::middleware::{with_fallback_when, with_timeout};
-/// use retry_core::{Task, TaskContext, TaskFailure};
+/// use retry_toolkit::middleware::{with_fallback_when, with_timeout};
+/// use retry_toolkit::{Task, TaskContext, TaskFailure};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let live = |cx: TaskContext| async move {
@@ -227,7 +227,7 @@ where
                         this.state.set(State::Done);
                         return Poll::Ready(Err(error));
                     }
-                    tracing::debug!(target: "retry_core::middleware", %error, "primary task failed; running the fallback");
+                    tracing::debug!(target: "retry_toolkit::middleware", %error, "primary task failed; running the fallback");
                     let fut = this.rest.fallback.call(this.cx.clone());
                     this.state.set(State::Fallback { fut });
                 }

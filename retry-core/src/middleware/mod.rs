@@ -29,8 +29,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_core::middleware::{with_retry, with_fallback, with_timeout};
-//! use retry_core::{RetryPolicy, Task, TaskContext, TaskFailure};
+//! use retry_toolkit::middleware::{with_retry, with_fallback, with_timeout};
+//! use retry_toolkit::{RetryPolicy, Task, TaskContext, TaskFailure};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let fetch = |cx: TaskContext| async move {
@@ -62,8 +62,8 @@
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use retry_core::middleware::{with_retry, with_timeout};
-//! use retry_core::{RetryOptions, Task, TaskContext, TaskFailure};
+//! use retry_toolkit::middleware::{with_retry, with_timeout};
+//! use retry_toolkit::{RetryOptions, Task, TaskContext, TaskFailure};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let calls = Arc::new(AtomicU32::new(0));

@@ -10,8 +10,8 @@
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::middleware::{with_timeout, MiddlewareError};
-/// use retry_core::{TaskContext, TaskFailure};
+/// use retry_toolkit::middleware::{with_timeout, MiddlewareError};
+/// use retry_toolkit::{TaskContext, TaskFailure};
 ///
 /// let task = |_: TaskContext| async { Ok::<_, TaskFailure>(()) };
 /// let err = with_timeout(task, Duration::ZERO).unwrap_err();

@@ -65,8 +65,8 @@ fn quiet(_: &TaskFailure, _: u32, _: Duration) {}
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU32, Ordering};
-/// use retry_core::middleware::with_retry;
-/// use retry_core::{RetryOptions, Task, TaskContext, TaskError, TaskFailure};
+/// use retry_toolkit::middleware::with_retry;
+/// use retry_toolkit::{RetryOptions, Task, TaskContext, TaskError, TaskFailure};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// static CALLS: AtomicU32 = AtomicU32::new(0);
@@ -138,8 +138,8 @@ impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
     /// ```
     /// use std::sync::{Arc, Mutex};
     /// use std::time::Duration;
-    /// use retry_core::middleware::with_retry;
-    /// use retry_core::{Constant, RetryPolicy, Task, TaskContext, TaskError, TaskFailure};
+    /// use retry_toolkit::middleware::with_retry;
+    /// use retry_toolkit::{Constant, RetryPolicy, Task, TaskContext, TaskError, TaskFailure};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let seen = Arc::new(Mutex::new(Vec::new()));
@@ -186,8 +186,8 @@ impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::middleware::with_retry;
-    /// use retry_core::{Constant, RetryPolicy, Task, TaskContext, TaskError, TaskFailure};
+    /// use retry_toolkit::middleware::with_retry;
+    /// use retry_toolkit::{Constant, RetryPolicy, Task, TaskContext, TaskError, TaskFailure};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let parked = |_: TaskContext| async {
@@ -222,8 +222,8 @@ impl<F, B, W, N, H, R> RetryTask<F, B, W, N, H, R> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use retry_core::middleware::with_retry;
-    /// use retry_core::{RetryBudget, RetryOptions, Task, TaskContext, TaskError, TaskFailure};
+    /// use retry_toolkit::middleware::with_retry;
+    /// use retry_toolkit::{RetryBudget, RetryOptions, Task, TaskContext, TaskError, TaskFailure};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// // No floor: retries only as a fifth of the runs.

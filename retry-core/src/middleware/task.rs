@@ -14,7 +14,7 @@ use super::context::TaskContext;
 /// what the future needs into it.
 ///
 /// ```
-/// use retry_core::{Task, TaskContext, TaskFailure};
+/// use retry_toolkit::{Task, TaskContext, TaskFailure};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let answer = |_cx: TaskContext| async { Ok::<_, TaskFailure>(42) };

@@ -43,8 +43,8 @@ use super::task::Task;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::middleware::with_timeout;
-/// use retry_core::{Task, TaskContext, TaskFailure};
+/// use retry_toolkit::middleware::with_timeout;
+/// use retry_toolkit::{Task, TaskContext, TaskFailure};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let slow = |cx: TaskContext| async move {
@@ -81,8 +81,8 @@ pub fn with_timeout<F: Task>(task: F, budget: Duration) -> Result<TimeoutTask<F>
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::middleware::with_activity_timeout;
-/// use retry_core::{Task, TaskContext, TaskFailure};
+/// use retry_toolkit::middleware::with_activity_timeout;
+/// use retry_toolkit::{Task, TaskContext, TaskFailure};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// // Ten chunks, 40 ms apart: 400 ms in all, never 100 ms without progress.
@@ -218,7 +218,7 @@ impl<Fut> TimeoutFutureProj<'_, Fut> {
     /// from); from then on the task is only waited for.
     fn expire(&mut self, now: Instant) {
         *self.deadline = Some(now);
-        tracing::debug!(target: "retry_core::middleware", budget = ?self.budget, kind = ?self.kind, "task deadline reached; asking it to stop");
+        tracing::debug!(target: "retry_toolkit::middleware", budget = ?self.budget, kind = ?self.kind, "task deadline reached; asking it to stop");
         self.token.cancel();
     }
 

@@ -32,7 +32,7 @@ const MICROS: u128 = 1_000_000;
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use retry_core::RetryBudget;
+/// use retry_toolkit::RetryBudget;
 ///
 /// static BUDGET: RetryBudget = RetryBudget::with_config(
 ///     match RetryBudget::builder().ratio(0.1).min_per_sec(0).validate() {

@@ -76,7 +76,7 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::{Jitter, RetryPolicy};
+    /// use retry_toolkit::{Jitter, RetryPolicy};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// #[derive(Debug)]

@@ -86,7 +86,7 @@ impl<C: Clock + Clone> RetryPolicy<C> {
     ///
     /// ```
     /// use std::time::{Duration, Instant};
-    /// use retry_core::{Clock, RetryPolicy};
+    /// use retry_toolkit::{Clock, RetryPolicy};
     ///
     /// /// A clock that never waits, for this example (the testkit's `MockClock` also records
     /// /// each wait and moves its virtual time by it).
@@ -138,7 +138,7 @@ where
     /// `attempt_timeout`"):
     ///
     /// ```compile_fail
-    /// let _ = retry_core::RetryPolicy::DEFAULT
+    /// let _ = retry_toolkit::RetryPolicy::DEFAULT
     ///     .retry_blocking(|_| Ok::<(), ()>(()))
     ///     .attempt_timeout(std::time::Duration::from_secs(1))
     ///     .call();

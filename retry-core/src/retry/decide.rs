@@ -24,7 +24,7 @@ use crate::policy::Plan;
 use crate::schedule::Follow;
 use crate::time::Clock;
 
-pub(super) const TARGET: &str = "retry_core";
+pub(super) const TARGET: &str = "retry_toolkit";
 
 /// What every failure is checked against, read once per poll rather than once per failure:
 /// the policy's limits as durations, a fixed schedule's clamped wait, and whether `tracing`

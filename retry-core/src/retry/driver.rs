@@ -519,8 +519,8 @@ impl<E> DriverLimits<E> for WithLimits<E> {
 /// What `#[retry(budget = …)]` may name: a `static` [`RetryBudget`], or a `LazyLock` of one
 /// (for settings read at run time).
 #[diagnostic::on_unimplemented(
-    message = "`#[retry(budget = …)]` names a `static` of type `retry_core::RetryBudget`, and this one is of type `{Self}`",
-    label = "not a `retry_core::RetryBudget`",
+    message = "`#[retry(budget = …)]` names a `static` of type `retry_toolkit::RetryBudget`, and this one is of type `{Self}`",
+    label = "not a `retry_toolkit::RetryBudget`",
     note = "declare it as `static NAME: RetryBudget = RetryBudget::with_config(…);`, or as a `LazyLock<RetryBudget>`"
 )]
 pub trait AsBudget {
@@ -543,8 +543,8 @@ impl<F: FnOnce() -> RetryBudget> AsBudget for LazyLock<RetryBudget, F> {
 /// What `#[retry(breaker = …)]` may name: a `static` [`CircuitBreaker`], or a `LazyLock` of
 /// one.
 #[diagnostic::on_unimplemented(
-    message = "`#[retry(breaker = …)]` names a `static` of type `retry_core::CircuitBreaker`, and this one is of type `{Self}`",
-    label = "not a `retry_core::CircuitBreaker`",
+    message = "`#[retry(breaker = …)]` names a `static` of type `retry_toolkit::CircuitBreaker`, and this one is of type `{Self}`",
+    label = "not a `retry_toolkit::CircuitBreaker`",
     note = "declare it as `static NAME: CircuitBreaker = CircuitBreaker::with_config(…);`, or as a `LazyLock<CircuitBreaker>`"
 )]
 pub trait AsBreaker {
@@ -566,9 +566,9 @@ impl<F: FnOnce() -> CircuitBreaker> AsBreaker for LazyLock<CircuitBreaker, F> {
 
 /// `E: From<CircuitOpen>`, under a name whose error message explains why `#[retry]` asks.
 #[diagnostic::on_unimplemented(
-    message = "`#[retry]` with `breaker` returns a refused call as `{Self}`, which does not implement `From<retry_core::CircuitOpen>`",
-    label = "this breaker needs `{Self}: From<retry_core::CircuitOpen>`",
-    note = "add a variant such as `Unavailable(#[from] retry_core::CircuitOpen)` to the error type, or implement `From<retry_core::CircuitOpen>` for it"
+    message = "`#[retry]` with `breaker` returns a refused call as `{Self}`, which does not implement `From<retry_toolkit::CircuitOpen>`",
+    label = "this breaker needs `{Self}: From<retry_toolkit::CircuitOpen>`",
+    note = "add a variant such as `Unavailable(#[from] retry_toolkit::CircuitOpen)` to the error type, or implement `From<retry_toolkit::CircuitOpen>` for it"
 )]
 pub trait FromCircuitOpen {
     /// `E::from(open)`.
@@ -583,9 +583,9 @@ impl<E: From<CircuitOpen>> FromCircuitOpen for E {
 
 /// `E: From<LimitExceeded>`, under a name whose error message explains why `#[retry]` asks.
 #[diagnostic::on_unimplemented(
-    message = "`#[retry]` with `deadline_ms` or `attempt_timeout_ms` returns those limits as `{Self}`, which does not implement `From<retry_core::LimitExceeded>`",
-    label = "this limit needs `{Self}: From<retry_core::LimitExceeded>`",
-    note = "add a variant such as `Limit(#[from] retry_core::LimitExceeded)` to the error type, or implement `From<retry_core::LimitExceeded>` for it"
+    message = "`#[retry]` with `deadline_ms` or `attempt_timeout_ms` returns those limits as `{Self}`, which does not implement `From<retry_toolkit::LimitExceeded>`",
+    label = "this limit needs `{Self}: From<retry_toolkit::LimitExceeded>`",
+    note = "add a variant such as `Limit(#[from] retry_toolkit::LimitExceeded)` to the error type, or implement `From<retry_toolkit::LimitExceeded>` for it"
 )]
 pub trait FromLimit {
     /// `E::from(limit)`.

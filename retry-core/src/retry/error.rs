@@ -140,7 +140,7 @@ impl<E> RetryError<E> {
     ///
     /// ```
     /// use std::error::Error;
-    /// use retry_core::RetryError;
+    /// use retry_toolkit::RetryError;
     ///
     /// let e = RetryError::Cancelled { attempts: 2, last: Some(std::io::Error::other("reset")) };
     /// let chained = e.chained();
@@ -223,7 +223,7 @@ impl<E: fmt::Debug + fmt::Display> Error for RetryError<E> {}
 /// the deadline ends the loop at once.
 ///
 /// ```
-/// use retry_core::LimitExceeded;
+/// use retry_toolkit::LimitExceeded;
 ///
 /// #[derive(Debug, thiserror::Error)]
 /// enum FetchError {

@@ -178,7 +178,7 @@ impl<C: Clock> RetryPolicy<C> {
     /// [`Retry::deadline`] and friends.
     ///
     /// ```
-    /// use retry_core::RetryPolicy;
+    /// use retry_toolkit::RetryPolicy;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let result: Result<(), String> = RetryPolicy::DEFAULT
@@ -207,7 +207,7 @@ impl<C: Clock> RetryPolicy<C> {
     ///
     /// ```
     /// use std::future::{Ready, ready};
-    /// use retry_core::{NamedOp, Operation, Retry, RetryPolicy};
+    /// use retry_toolkit::{NamedOp, Operation, Retry, RetryPolicy};
     ///
     /// /// Fails until attempt `succeed_at`.
     /// struct Flaky { succeed_at: u32 }
@@ -220,7 +220,7 @@ impl<C: Clock> RetryPolicy<C> {
     /// }
     ///
     /// // A type that a trait impl can name.
-    /// type FlakyLoop = Retry<NamedOp<Flaky>, Ready<Result<u32, String>>, String, retry_core::DefaultClock>;
+    /// type FlakyLoop = Retry<NamedOp<Flaky>, Ready<Result<u32, String>>, String, retry_toolkit::DefaultClock>;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let run: FlakyLoop = RetryPolicy::DEFAULT.retry_operation(Flaky { succeed_at: 2 });
@@ -245,13 +245,13 @@ impl<C: Clock> RetryPolicy<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::{EarlyStop, FromPolicy, Hooks, Limited, NoHint, RetryError, RetryPolicy, Silent};
+    /// use retry_toolkit::{EarlyStop, FromPolicy, Hooks, Limited, NoHint, RetryError, RetryPolicy, Silent};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let hooks = Hooks::new(FromPolicy, |e: &&str, _| *e == "503", Silent, NoHint);
     /// let stops = EarlyStop::new(
     ///     Limited::new(Some(Duration::from_secs(5)), None::<std::future::Pending<()>>),
-    ///     retry_core::Unprotected,
+    ///     retry_toolkit::Unprotected,
     /// );
     /// let result: Result<(), RetryError<&str>> = RetryPolicy::DEFAULT
     ///     .retry_with(|_| async { Err("404") }, hooks, stops)
@@ -336,7 +336,7 @@ where
     /// #[derive(Debug, PartialEq)]
     /// enum ApiError { Busy, NotFound }
     ///
-    /// let result: Result<(), ApiError> = retry_core::RetryPolicy::DEFAULT.retry(|attempt| async move {
+    /// let result: Result<(), ApiError> = retry_toolkit::RetryPolicy::DEFAULT.retry(|attempt| async move {
     ///     Err(if attempt == 1 { ApiError::Busy } else { ApiError::NotFound })
     /// })
     /// .when(|e, _next_attempt| *e == ApiError::Busy)
@@ -356,7 +356,7 @@ where
     /// ```
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let mut seen = Vec::new();
-    /// let _: Result<(), &str> = retry_core::RetryPolicy::DEFAULT.retry(|_| async { Err("down") })
+    /// let _: Result<(), &str> = retry_toolkit::RetryPolicy::DEFAULT.retry(|_| async { Err("down") })
     ///     .notify(|e, attempt, delay| seen.push((attempt, *e, delay)))
     ///     .await;
     /// assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), [1, 2]); // 3 attempts, 2 waits
@@ -382,7 +382,7 @@ where
     /// struct Throttled { retry_after: Duration }
     ///
     /// let mut waits = Vec::new();
-    /// let _: Result<(), Throttled> = retry_core::RetryPolicy::DEFAULT.retry(|_| async {
+    /// let _: Result<(), Throttled> = retry_toolkit::RetryPolicy::DEFAULT.retry(|_| async {
     ///     Err(Throttled { retry_after: Duration::from_secs(2) })
     /// })
     /// .retry_after(|e| Some(e.retry_after))
@@ -507,9 +507,9 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::RetryError;
+    /// use retry_toolkit::RetryError;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let result: Result<(), _> = retry_core::RetryPolicy::DEFAULT.retry(|_| std::future::pending::<Result<(), ()>>())
+    /// let result: Result<(), _> = retry_toolkit::RetryPolicy::DEFAULT.retry(|_| std::future::pending::<Result<(), ()>>())
     ///     .deadline(Duration::from_millis(250))
     ///     .await;
     /// assert!(matches!(result, Err(RetryError::DeadlineExceeded { attempts: 1, last: None })));
@@ -536,7 +536,7 @@ where
     /// ```
     /// use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let result = retry_core::RetryPolicy::DEFAULT.retry(|attempt| async move {
+    /// let result = retry_toolkit::RetryPolicy::DEFAULT.retry(|attempt| async move {
     ///     if attempt == 1 {
     ///         std::future::pending::<()>().await; // hangs
     ///     }
@@ -565,11 +565,11 @@ where
     /// oneshot receiver, a `Notify`.
     ///
     /// ```
-    /// use retry_core::RetryError;
+    /// use retry_toolkit::RetryError;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
     /// drop(cancel); // already cancelled
-    /// let result = retry_core::RetryPolicy::DEFAULT.retry(|_| async { Err::<(), _>("down") })
+    /// let result = retry_toolkit::RetryPolicy::DEFAULT.retry(|_| async { Err::<(), _>("down") })
     ///     .cancel_on(cancelled)
     ///     .await;
     /// assert!(matches!(result, Err(RetryError::Cancelled { attempts: 0, .. })));

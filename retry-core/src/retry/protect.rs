@@ -452,7 +452,7 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_core::{RetryBudget, RetryError, RetryPolicy};
+    /// use retry_toolkit::{RetryBudget, RetryError, RetryPolicy};
     ///
     /// static BUDGET: RetryBudget = RetryBudget::with_config(
     ///     match RetryBudget::builder().ratio(0.0).min_per_sec(0).validate() {
@@ -505,7 +505,7 @@ where
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use retry_core::{CircuitBreaker, RetryError, RetryPolicy};
+    /// use retry_toolkit::{CircuitBreaker, RetryError, RetryPolicy};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let breaker = Arc::new(CircuitBreaker::builder().consecutive_failures(2).build()?);

@@ -28,7 +28,7 @@ use crate::time::{Clock, block_here};
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::{Jitter, RetryPolicy};
+/// use retry_toolkit::{Jitter, RetryPolicy};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let (result, summary) = RetryPolicy::DEFAULT

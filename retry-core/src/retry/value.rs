@@ -121,7 +121,7 @@ where
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// struct Response { status: u16 }
     ///
-    /// let response = retry_core::RetryPolicy::DEFAULT
+    /// let response = retry_toolkit::RetryPolicy::DEFAULT
     ///     .retry(|attempt| async move {
     ///         Ok::<_, std::io::Error>(Response { status: if attempt < 3 { 503 } else { 200 } })
     ///     })

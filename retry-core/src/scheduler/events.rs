@@ -84,7 +84,7 @@ impl TaskOutcome {
 /// [`RetryTask::notify`](crate::middleware::RetryTask::notify).
 ///
 /// ```
-/// use retry_core::{TaskEvent, TaskId, TaskOutcome};
+/// use retry_toolkit::{TaskEvent, TaskId, TaskOutcome};
 ///
 /// let done = TaskEvent::Done { id: TaskId(2), outcome: TaskOutcome::Error { error: "boom".into(), retryable: true } };
 /// assert_eq!(

@@ -17,7 +17,7 @@
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
-//! use retry_core::{OnError, Scheduler, SchedulerOptions, TaskContext, TaskFailure, TaskState};
+//! use retry_toolkit::{OnError, Scheduler, SchedulerOptions, TaskContext, TaskFailure, TaskState};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let failed = Arc::new(Mutex::new(Vec::new()));
@@ -76,7 +76,7 @@ use lanes::{Arrival, Lanes, Start};
 use queue::{MemoryQueue, PendingQueue};
 use runner::Run;
 
-const TARGET: &str = "retry_core::scheduler";
+const TARGET: &str = "retry_toolkit::scheduler";
 
 /// Whether a scheduler still accepts tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -329,7 +329,7 @@ impl Scheduler {
     /// [`SchedulerError`] when the options break a rule.
     ///
     /// ```
-    /// use retry_core::{Scheduler, SchedulerOptions};
+    /// use retry_toolkit::{Scheduler, SchedulerOptions};
     ///
     /// let err = Scheduler::new(SchedulerOptions::new().with_concurrency(0)).unwrap_err();
     /// assert_eq!(err.to_string(), "scheduler.concurrency must be >= 1");

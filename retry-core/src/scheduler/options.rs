@@ -71,7 +71,7 @@ pub enum SchedulerError {
 /// [`SchedulerBuilder`](crate::SchedulerBuilder).
 ///
 /// ```
-/// use retry_core::{OnError, SchedulerOptions};
+/// use retry_toolkit::{OnError, SchedulerOptions};
 ///
 /// let options: SchedulerOptions =
 ///     serde_json::from_str(r#"{ "concurrency": 2, "max_pending": 10, "on_error": "stop" }"#)?;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use retry_core::Clock;
+/// use retry_toolkit::Clock;
 ///
 /// /// A clock that never waits: every sleep ends at once.
 /// #[derive(Clone)]

@@ -89,7 +89,7 @@ fn tokio_sleep(runtime: &tokio::runtime::Handle, duration: Duration) -> Option<t
         Ok(sleep) => Some(sleep),
         Err(_) => {
             tracing::warn!(
-                target: "retry_core",
+                target: "retry_toolkit",
                 "this tokio runtime has no timer (`enable_time` was not called); waits run on a timer thread"
             );
             without_timer::insert(runtime.id());

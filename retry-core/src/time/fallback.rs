@@ -92,7 +92,7 @@ impl Timer {
             Err(error) => {
                 if !self.warned.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
-                        target: "retry_core",
+                        target: "retry_toolkit",
                         %error,
                         "could not start the timer thread; waits poll until their deadline instead"
                     );

@@ -23,7 +23,7 @@ tokio::task_local! {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use retry_core::{Clock, RetryPolicy, Scope};
+/// use retry_toolkit::{Clock, RetryPolicy, Scope};
 ///
 /// #[derive(Clone)]
 /// struct Instantly;

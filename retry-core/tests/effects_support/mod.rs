@@ -8,12 +8,12 @@ use std::future::{Future, pending};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use retry_core::TokioClock;
-use retry_core::effects::{
+use retry_toolkit::TokioClock;
+use retry_toolkit::effects::{
     CallKey, CallRecord, Insert, Ledger, LedgerError, MemoryLedger, ToolCall, ToolContext,
     ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, tool_fn,
 };
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::store::{Revision, Timestamp};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 

@@ -1,13 +1,13 @@
-//! A tiny virtual clock for retry-core's own tests: every sleep completes at once and moves
+//! A tiny virtual clock for retry-toolkit's own tests: every sleep completes at once and moves
 //! virtual time forward, and every sleep is recorded. (The full-featured mock clock lives in
-//! retry-testkit; retry-core's tests stay free of it.)
+//! retry-testkit; retry-toolkit's tests stay free of it.)
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use retry_core::Clock;
+use retry_toolkit::Clock;
 
 #[derive(Clone, Debug)]
 pub struct InstantClock {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::{Task, TaskContext, TaskError, TaskFailure};
+use retry_toolkit::{Task, TaskContext, TaskError, TaskFailure};
 use tokio::time::Instant;
 
 pub const MS: Duration = Duration::from_millis(1);

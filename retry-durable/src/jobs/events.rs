@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::store::Timestamp;
+use retry_toolkit::store::Timestamp;
 
 use crate::record::{DeadReason, WorkId};
 

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use retry_core::store::Timestamp;
-use retry_core::{CancelToken, TaskFailure};
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::{CancelToken, TaskFailure};
 use serde::de::DeserializeOwned;
 
 use super::protect::Protection;

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use retry_core::store::{Epoch, Timestamp};
-use retry_core::{
+use retry_toolkit::store::{Epoch, Timestamp};
+use retry_toolkit::{
     CancelToken, CircuitBreaker, Clock, DefaultClock, JitterRng, OptionsError, RetryBudget,
     RetryOptions, TaskFailure,
 };
@@ -50,7 +50,7 @@ type ErrorHook = Arc<dyn Fn(&WorkRecord, &NewDeadLetter) + Send + Sync>;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::RetryOptions;
+/// use retry_toolkit::RetryOptions;
 /// use retry_durable::{Jobs, MemoryStore, When, WorkOptions};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -249,12 +249,12 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     /// else calls the same dependency. While the circuit is open, a due item is not run and
     /// its attempt is not spent: it waits until the break is over ([`EventKind::Deferred`]). A
     /// failure counts against the breaker when the work's retry rule would retry it (its
-    /// named predicate, or [`retry_core::classify`]); any other failure is the dependency
+    /// named predicate, or [`retry_toolkit::classify`]); any other failure is the dependency
     /// answering, a success for the breaker.
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use retry_core::{CircuitBreaker, TaskError};
+    /// use retry_toolkit::{CircuitBreaker, TaskError};
     /// use retry_durable::{Jobs, JobContext, MemoryStore, When, WorkOptions};
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -299,7 +299,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
 
     /// Registers a retry predicate under `name`, for work scheduled with
     /// [`WorkOptions::retry_if`]. Without one, a failure is retried when
-    /// [`retry_core::classify`] says so.
+    /// [`retry_toolkit::classify`] says so.
     pub fn predicate<F>(mut self, name: &str, predicate: F) -> Self
     where
         F: Fn(&TaskFailure) -> bool + Send + Sync + 'static,

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use retry_core::store::Timestamp;
-use retry_core::{CircuitBreaker, Permit, RetryBudget, TaskFailure};
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::{CircuitBreaker, Permit, RetryBudget, TaskFailure};
 
 use super::EventKind;
 use crate::record::WorkRecord;

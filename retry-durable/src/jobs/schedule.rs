@@ -3,8 +3,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use retry_core::store::Timestamp;
-use retry_core::{OptionsError, RetryOptions};
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::{OptionsError, RetryOptions};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use retry_core::store::Timestamp;
-use retry_core::{
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::{
     Backoff, CancelToken, Clock, FailedAttempt, GiveUp, Next, RetryOptions, TaskError, TaskFailure,
     classify,
 };
@@ -715,7 +715,7 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// What follows a failed attempt, decided as the in-process loop decides
-/// ([`retry_core::RetryPolicy::next`]: the row's attempts, the verdict on the error, its retry-after hint
+/// ([`retry_toolkit::RetryPolicy::next`]: the row's attempts, the verdict on the error, its retry-after hint
 /// against the policy's ceiling, the drawn wait), with the wait in whole milliseconds,
 /// rounded up: the row keeps milliseconds, and a wait that was drawn is never cut short.
 fn decide<S, C>(

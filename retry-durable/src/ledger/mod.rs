@@ -1,4 +1,4 @@
-//! The tool-call ledger on SQL: [`Ledger`](retry_core::effects::Ledger) for
+//! The tool-call ledger on SQL: [`Ledger`](retry_toolkit::effects::Ledger) for
 //! [`SqliteStore`](crate::SqliteStore) and [`PostgresStore`](crate::PostgresStore), so that a
 //! tool call recorded before it ran survives the process (the agent runner's recovery reads it
 //! back from the same database as the jobs).
@@ -14,8 +14,8 @@ pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
-use retry_core::effects::{BackendKind, CallKey, CallRecord, LedgerError, Transition};
-use retry_core::store::Revision;
+use retry_toolkit::effects::{BackendKind, CallKey, CallRecord, LedgerError, Transition};
+use retry_toolkit::store::Revision;
 
 /// A ledger failure that is not the driver's: a row or value the ledger cannot use.
 pub(crate) fn backend(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LedgerError {

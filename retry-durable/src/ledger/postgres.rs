@@ -1,8 +1,8 @@
 //! [`Ledger`] on PostgreSQL: the `retry_durable_call` and `retry_durable_call_history` tables.
 
 use deadpool_postgres::{Client, GenericClient};
-use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Transition};
-use retry_core::store::Revision;
+use retry_toolkit::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Transition};
+use retry_toolkit::store::Revision;
 
 use super::{Row, backend, first, first_step, next_record, record_of, refused};
 use crate::PostgresStore;
@@ -10,7 +10,7 @@ use crate::postgres::failed;
 use crate::postgres::session::release;
 
 /// A failed statement: the store's error, kind and cause kept; a session that ended under it
-/// is of [`BackendKind::Connection`](retry_core::effects::BackendKind::Connection), which
+/// is of [`BackendKind::Connection`](retry_toolkit::effects::BackendKind::Connection), which
 /// [`release`] reads.
 fn db(error: tokio_postgres::Error) -> LedgerError {
     failed(error).into()

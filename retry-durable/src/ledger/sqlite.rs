@@ -1,7 +1,7 @@
 //! [`Ledger`] on SQLite: the `call` and `call_history` tables of the store's file.
 
-use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Transition};
-use retry_core::store::Revision;
+use retry_toolkit::effects::{CallKey, CallRecord, Insert, Ledger, LedgerError, Transition};
+use retry_toolkit::store::Revision;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Row, backend, first, first_step, next_record, record_of, refused};

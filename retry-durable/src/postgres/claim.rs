@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use retry_core::store::Timestamp;
+use retry_toolkit::store::Timestamp;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 

@@ -14,8 +14,8 @@ use std::time::Duration;
 use deadpool_postgres::{
     GenericClient, Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime,
 };
-use retry_core::effects::BackendKind;
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::effects::BackendKind;
+use retry_toolkit::store::{Revision, Timestamp};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 

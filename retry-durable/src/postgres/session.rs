@@ -4,7 +4,7 @@
 use std::fmt;
 
 use deadpool_postgres::Object;
-use retry_core::effects::{BackendKind, LedgerError};
+use retry_toolkit::effects::{BackendKind, LedgerError};
 
 use super::failed;
 use crate::store::StoreError;

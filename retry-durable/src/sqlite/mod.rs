@@ -16,8 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use retry_core::effects::BackendKind;
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::effects::BackendKind;
+use retry_toolkit::store::{Revision, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::record::{

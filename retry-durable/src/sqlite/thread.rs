@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use retry_core::effects::BackendKind;
+use retry_toolkit::effects::BackendKind;
 
 use crate::store::StoreError;
 

@@ -41,14 +41,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::Clock;
-use retry_core::TokioClock;
-use retry_core::effects::{
+use retry_toolkit::Clock;
+use retry_toolkit::TokioClock;
+use retry_toolkit::effects::{
     CallKey, CallLimits, CallRecord, CallResponse, CallState, Insert, Ledger, LedgerError,
     RecoveryAction, RecoveryPolicy, Resolution, Review, RunnerError, ToolCall, ToolContext,
     ToolEffect, ToolOutcome, ToolRunner, ToolSpec, Toolbox, Transition, tool_fn,
 };
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::store::{Revision, Timestamp};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 

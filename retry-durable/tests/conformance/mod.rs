@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use retry_core::RetryOptions;
-use retry_core::store::{Revision, Timestamp};
 use retry_durable::{
     DeadReason, Finish, Finished, Inserted, Misfire, NewDeadLetter, NewWork, NextStep, Store,
     Timing, WorkRecord, WorkState,
 };
+use retry_toolkit::RetryOptions;
+use retry_toolkit::store::{Revision, Timestamp};
 
 pub const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
 

@@ -9,15 +9,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::store::Revision;
-use retry_core::store::Timestamp;
-use retry_core::{OptionsError, RetryOptions, TaskError, TaskFailure};
 use retry_durable::{
     BuildError, Claim, DeadLetter, DeadLetterId, DeadReason, Event, EventKind, Finish, Inserted,
     Jobs, JobsBuilder, Misfire, NewWork, ScheduleError, Store, StoreError, TimingError, When,
     WorkId, WorkOptions, WorkRecord, WorkState,
 };
 use retry_testkit::MockClock;
+use retry_toolkit::store::Revision;
+use retry_toolkit::store::Timestamp;
+use retry_toolkit::{OptionsError, RetryOptions, TaskError, TaskFailure};
 
 /// 2026-01-05T00:00:00Z, a Monday.
 pub const MONDAY: Timestamp = Timestamp::from_millis(1_767_571_200_000);
@@ -1022,7 +1022,7 @@ pub async fn the_worker_loop_runs_work_as_it_falls_due<S: Store>(store: S) {
         .poll_interval(Duration::from_secs(5))
         .build()
         .unwrap();
-    let stop = retry_core::CancelToken::new();
+    let stop = retry_toolkit::CancelToken::new();
     let worker = jobs.clone();
     let stopper = stop.clone();
     let run = tokio::spawn(async move { worker.run(stopper).await });
@@ -1125,7 +1125,7 @@ pub async fn listing_reads_every_page<S: Store>(store: S) {
 pub async fn s13_an_open_breaker_defers_work_without_spending_attempts<S: Store>(store: S) {
     let clock = MockClock::new();
     let breaker = Arc::new(
-        retry_core::CircuitBreaker::builder()
+        retry_toolkit::CircuitBreaker::builder()
             .name("mail")
             .consecutive_failures(2)
             .break_duration(Duration::from_secs(60))
@@ -1151,7 +1151,10 @@ pub async fn s13_an_open_breaker_defers_work_without_spending_attempts<S: Store>
         .unwrap();
     jobs.run_due().await.unwrap(); // first: failure 1
     jobs.run_due().await.unwrap(); // second: failure 2, the circuit opens
-    assert_eq!(breaker.state(clock.now()), retry_core::CircuitState::Open);
+    assert_eq!(
+        breaker.state(clock.now()),
+        retry_toolkit::CircuitState::Open
+    );
 
     // The first item's retry is due before the break ends: deferred, its attempt kept.
     advance_to_due(&jobs, &clock).await;
@@ -1196,7 +1199,10 @@ pub async fn s13_an_open_breaker_defers_work_without_spending_attempts<S: Store>
         advance_to_due(&jobs, &clock).await;
         jobs.run_due().await.unwrap();
     }
-    assert_eq!(breaker.state(clock.now()), retry_core::CircuitState::Closed);
+    assert_eq!(
+        breaker.state(clock.now()),
+        retry_toolkit::CircuitState::Closed
+    );
     assert_eq!(flaky.calls(), 4, "two failures, then each item once");
     assert!(
         jobs.dead_letters().await.unwrap().is_empty(),
@@ -1209,7 +1215,7 @@ pub async fn s13_an_open_breaker_defers_work_without_spending_attempts<S: Store>
 pub async fn s13_an_exhausted_budget_defers_retries_without_spending_attempts<S: Store>(store: S) {
     let clock = MockClock::new();
     let budget = Arc::new(
-        retry_core::RetryBudget::builder()
+        retry_toolkit::RetryBudget::builder()
             .ratio(0.5)
             .min_per_sec(0)
             .window(Duration::from_secs(60))
@@ -1259,7 +1265,7 @@ pub async fn b3_protection_for_an_unknown_handler_is_refused_when_built<S: Store
     let clock = MockClock::new();
     let err = builder(store, &clock)
         .handler("mail", Flaky::default().handler(0))
-        .budget("mial", Arc::new(retry_core::RetryBudget::new()))
+        .budget("mial", Arc::new(retry_toolkit::RetryBudget::new()))
         .build()
         .err()
         .unwrap();
@@ -1757,7 +1763,7 @@ pub async fn s14_a_panicking_hook_does_not_stop_the_worker_loop<S: Store>(store:
         .poll_interval(Duration::from_secs(5))
         .build()
         .unwrap();
-    let stop = retry_core::CancelToken::new();
+    let stop = retry_toolkit::CancelToken::new();
     let worker = jobs.clone();
     let stopper = stop.clone();
     let run = tokio::spawn(async move { worker.run(stopper).await });
@@ -2106,10 +2112,10 @@ pub async fn d5_a_hint_beyond_the_ceiling_ends_the_run_as_the_loop_does<S: Store
     // What the loop does with the same failure: one attempt, the error returned, no wait.
     let policy = record.options.resolve().unwrap();
     let failure =
-        retry_core::FailedAttempt::new(1, Duration::from_millis(100)).retry_after(Some(year));
+        retry_toolkit::FailedAttempt::new(1, Duration::from_millis(100)).retry_after(Some(year));
     assert_eq!(
         policy.next(&failure),
-        retry_core::Next::GiveUp(retry_core::GiveUp::HintAboveCeiling {
+        retry_toolkit::Next::GiveUp(retry_toolkit::GiveUp::HintAboveCeiling {
             hint: year,
             ceiling: policy.max_retry_after(),
         })

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use retry_core::TokioClock;
-use retry_core::effects::{
+use retry_toolkit::TokioClock;
+use retry_toolkit::effects::{
     CallKey, CallRecord, CallResponse, CallState, Insert, Ledger, LedgerError, RecoveryAction,
     RecoveryPolicy, ResultSource, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec, Toolbox,
     Transition, tool_fn,
 };
-use retry_core::store::{Revision, Timestamp};
+use retry_toolkit::store::{Revision, Timestamp};
 use serde_json::{Value, json};
 
 pub const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);

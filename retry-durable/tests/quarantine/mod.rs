@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_core::store::Timestamp;
 use retry_durable::{
     Event, EventKind, Jobs, JobsBuilder, Released, Store, StoreError, When, WorkId, WorkOptions,
 };
 use retry_testkit::MockClock;
+use retry_toolkit::store::Timestamp;
 
 /// 2026-01-05T00:00:00Z.
 pub const MONDAY: Timestamp = Timestamp::from_millis(1_767_571_200_000);
@@ -45,7 +45,7 @@ pub fn assignment(change: Change) -> String {
         Change::OptionsNotJson => "options = 'not json'".to_owned(),
         Change::OptionsFixed => format!(
             "options = '{}'",
-            serde_json::to_string(&retry_core::RetryOptions::BUILTIN).unwrap()
+            serde_json::to_string(&retry_toolkit::RetryOptions::BUILTIN).unwrap()
         ),
         Change::RevisionMinusOne => "revision = -1".to_owned(),
         Change::AttemptBeyondU32 => "attempt = 5000000000".to_owned(),

@@ -35,7 +35,7 @@ const NOTIFY: &str = "fn(&E, u32, std::time::Duration)";
 const RETRY_AFTER: &str = "fn(&E) -> Option<std::time::Duration>";
 const BREAKER_COUNTS: &str = "fn(&E) -> bool";
 
-/// The jitter names, as `retry_core::Jitter` spells them (a test keeps the two in step).
+/// The jitter names, as `retry_toolkit::Jitter` spells them (a test keeps the two in step).
 pub(crate) const JITTERS: [&str; 4] = ["full", "equal", "decorrelated", "none"];
 
 /// The arguments of one `#[retry(...)]`, each set at most once.
@@ -152,7 +152,7 @@ fn shared(name: &str, ty: &str, value: Expr) -> syn::Result<ExprPath> {
         other => Err(syn::Error::new_spanned(
             other,
             format!(
-                "`{name}` takes the path of a `static` of type `retry_core::{ty}`, shared by every call, such as `{name} = PAYMENTS`"
+                "`{name}` takes the path of a `static` of type `retry_toolkit::{ty}`, shared by every call, such as `{name} = PAYMENTS`"
             ),
         )),
     }
@@ -164,7 +164,7 @@ fn defaults(value: Expr) -> syn::Result<ExprPath> {
         Expr::Path(path) => Ok(path),
         other => Err(syn::Error::new_spanned(
             other,
-            "`defaults` takes the path of a `const` of type `retry_core::RetryOptions`, such as `defaults = Self::RETRY`",
+            "`defaults` takes the path of a `const` of type `retry_toolkit::RetryOptions`, such as `defaults = Self::RETRY`",
         )),
     }
 }
@@ -175,7 +175,10 @@ mod tests {
 
     #[test]
     fn jitter_names_match_the_runtime() {
-        let runtime: Vec<&str> = retry_core::Jitter::ALL.iter().map(|j| j.name()).collect();
+        let runtime: Vec<&str> = retry_toolkit::Jitter::ALL
+            .iter()
+            .map(|j| j.name())
+            .collect();
         assert_eq!(runtime, JITTERS);
     }
 }

@@ -5,7 +5,7 @@
 //! arguments are cloned for each attempt first. The policy is a
 //! `const`, so the options cost nothing at run time; values the macro could not read (a `const`
 //! path, a `defaults` layer) are checked inside that `const`, so a bad one is a compile error
-//! pointing at it. Generated code names only `::retry_core::__private_0_1`, the private
+//! pointing at it. Generated code names only `::retry_toolkit::__private_0_1`, the private
 //! module of this version (or the `crate` override; see `tokens::PRIVATE`).
 
 use proc_macro2::{Span, TokenStream, TokenTree};

@@ -13,11 +13,11 @@ use crate::errors::Errors;
 use crate::number::{Checked, ConstPath, Number, Rule, Value, field, not_positive};
 use crate::options::Opt;
 
-/// The built-in layer; `RetryOptions::BUILTIN` in retry-core.
+/// The built-in layer; `RetryOptions::BUILTIN` in retry-toolkit.
 const BUILTIN_BASE_DELAY_MS: u64 = 100;
 const BUILTIN_MAX_DELAY_MS: u64 = 3000;
 
-/// The validation messages: `retry_core::OptionsError`'s `Display` (a test keeps them in step).
+/// The validation messages: `retry_toolkit::OptionsError`'s `Display` (a test keeps them in step).
 pub(crate) const MAX_ATTEMPTS_BELOW_ONE: &str = "retry.max_attempts must be >= 1";
 pub(crate) const MAX_ATTEMPTS_NOT_INTEGER: &str = "retry.max_attempts must be an integer";
 pub(crate) const BASE_DELAY_NOT_POSITIVE: &str = "retry.base_delay_ms must be > 0";
@@ -200,7 +200,7 @@ fn cross_field(
 
 #[cfg(test)]
 mod tests {
-    use retry_core::OptionsError;
+    use retry_toolkit::OptionsError;
 
     use super::*;
     use crate::number::{LitValue, literal};
@@ -228,11 +228,11 @@ mod tests {
     fn o1_builtin_layer_matches_the_runtime() {
         assert_eq!(
             Some(BUILTIN_BASE_DELAY_MS),
-            retry_core::RetryOptions::BUILTIN.base_delay_ms
+            retry_toolkit::RetryOptions::BUILTIN.base_delay_ms
         );
         assert_eq!(
             Some(BUILTIN_MAX_DELAY_MS),
-            retry_core::RetryOptions::BUILTIN.max_delay_ms
+            retry_toolkit::RetryOptions::BUILTIN.max_delay_ms
         );
     }
 

@@ -14,7 +14,7 @@ pub(crate) const OPTIONS: [&str; 5] =
 
 const NAME_TAKES: &str = "`name` takes a string, such as `name = \"send_email\"`";
 
-/// A declared effect, as `retry_core::effects::ToolEffect` names them (a test keeps the two
+/// A declared effect, as `retry_toolkit::effects::ToolEffect` names them (a test keeps the two
 /// in step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ToolEffect {
@@ -157,7 +157,7 @@ fn boolean(value: Expr) -> syn::Result<bool> {
 
 #[cfg(test)]
 mod tests {
-    use retry_core::effects::ToolEffect as Runtime;
+    use retry_toolkit::effects::ToolEffect as Runtime;
 
     use super::*;
 

@@ -6,7 +6,7 @@
 //! `save_note {}` is the tool) — no name is invented that could collide with the user's own.
 //! Its descriptor is an associated `const`; its arguments are a private struct deserialized
 //! from the call's JSON object, one field per parameter. Generated code names only
-//! `::retry_core::__private_0_1`, the private module of this version (or the `crate`
+//! `::retry_toolkit::__private_0_1`, the private module of this version (or the `crate`
 //! override; see `tokens::PRIVATE`).
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};

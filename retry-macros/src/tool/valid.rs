@@ -116,7 +116,7 @@ pub(crate) fn retry_conflict(effect: Option<ToolEffect>) -> Option<String> {
         ),
     };
     Some(format!(
-        "`#[retry]` cannot wrap {what} a retry may repeat an effect that already happened when only its answer was lost (nothing promises exactly-once: see `retry_core::effects`). \
+        "`#[retry]` cannot wrap {what} a retry may repeat an effect that already happened when only its answer was lost (nothing promises exactly-once: see `retry_toolkit::effects`). \
          {declare} `effect = \"idempotent-write\"` and pass the tool's `IdempotencyKey` to the system it writes to, so that a repeat is recognised there; \
          or remove `#[retry]` and leave an unknown outcome to reconciliation"
     ))
@@ -205,7 +205,7 @@ fn signature(function: &Function, errors: &mut Errors) -> Vec<Param> {
             FnArg::Receiver(receiver) => errors.push(syn::Error::new_spanned(
                 receiver,
                 "`#[tool]` goes on a free `async fn`, not on a method: the tool it declares is a value of its own, with no `self` to call the method on. \
-                 For a tool with state, implement `retry_core::effects::Tool` for your type, or pass a closure that captures the state to `retry_core::effects::tool_fn`",
+                 For a tool with state, implement `retry_toolkit::effects::Tool` for your type, or pass a closure that captures the state to `retry_toolkit::effects::tool_fn`",
             )),
             FnArg::Typed(typed) => match param(&typed.pat, &typed.ty) {
                 Ok(param) => params.push(param),
@@ -302,7 +302,7 @@ fn is_key(ty: &Type) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use retry_core::effects::{ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn};
+    use retry_toolkit::effects::{ToolContext, ToolSpec, Toolbox, ToolboxError, tool_fn};
 
     use super::*;
 

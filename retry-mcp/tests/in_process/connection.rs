@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::{Answer, Event, InProcess, order};
-use retry_core::{OptionsError, RetryOptions};
 use retry_mcp::{
     CallError, ConnectFailure, ConnectOptions, ConnectOptionsError, GaveUp, ListError,
     MAX_TOOL_PAGES, ToolHints, ToolServer,
 };
+use retry_toolkit::{OptionsError, RetryOptions};
 use tokio::time::Instant;
 
 /// A server over `shop`, recording the waits between connection attempts.

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{Answer, Event, InProcess, assert_plain_failure};
-use retry_core::RetryOptions;
-use retry_core::effects::{
+use retry_mcp::{ConnectOptions, RemoteTool, ToolHints, ToolServer};
+use retry_toolkit::RetryOptions;
+use retry_toolkit::effects::{
     CallKey, CallLimits, CallResponse, CallState, FailureKind, Ledger, MemoryLedger,
     ReconcileReason, RecoveryAction, RecoveryPolicy, Resolution, Review, RunnerError, ToolCall,
     ToolEffect, ToolRunner, Toolbox,
 };
-use retry_core::store::Timestamp;
-use retry_mcp::{ConnectOptions, RemoteTool, ToolHints, ToolServer};
+use retry_toolkit::store::Timestamp;
 use serde_json::{Value, json};
 
 const T0: Timestamp = Timestamp::from_millis(1_700_000_000_000);
@@ -552,7 +552,7 @@ async fn the_servers_answers_are_committed_as_results() {
     let again = runner.call(call("c2", "decline", json!({}))).await.unwrap();
     assert_eq!(
         again.result().unwrap().source,
-        retry_core::effects::ResultSource::Ledger
+        retry_toolkit::effects::ResultSource::Ledger
     );
     assert_eq!(shop.journal.calls("decline"), 1);
 }

@@ -327,13 +327,13 @@ pub fn order(n: u64) -> JsonObject {
 
 /// `response` is a failure whose message starts with `prefix`, committed as the call's result
 /// in `runner`'s ledger: a call known as not sent, never left for reconciliation.
-pub async fn assert_plain_failure<C: retry_core::Clock>(
-    runner: &retry_core::effects::ToolRunner<retry_core::effects::MemoryLedger, C>,
-    response: &retry_core::effects::CallResponse,
-    key: retry_core::effects::CallKey,
+pub async fn assert_plain_failure<C: retry_toolkit::Clock>(
+    runner: &retry_toolkit::effects::ToolRunner<retry_toolkit::effects::MemoryLedger, C>,
+    response: &retry_toolkit::effects::CallResponse,
+    key: retry_toolkit::effects::CallKey,
     prefix: &str,
 ) {
-    use retry_core::effects::{CallState, Ledger};
+    use retry_toolkit::effects::{CallState, Ledger};
     let failure = response.result().unwrap().outcome.clone().unwrap_err();
     assert!(
         failure.message.starts_with(prefix),

@@ -5,7 +5,7 @@
 //! good, every retry is wasted load; when it is overloaded, every retry makes it more so.
 //! This simulator measures the bet. `clients` callers in one service each start a call every
 //! `interval` (open loop: a new call does not wait for the previous one), for
-//! `calls_per_client` calls. Every call is a real [`Retry`](retry_core::Retry) loop on one
+//! `calls_per_client` calls. Every call is a real [`Retry`](retry_toolkit::Retry) loop on one
 //! [`MockClock`], set up one of five ways ([`Setup`]): no retry, retry, retry with a shared
 //! [`RetryBudget`], retry through a shared [`CircuitBreaker`], or both. One seed fixes
 //! everything (start times, jitter, which calls the dependency fails), so a run is
@@ -25,7 +25,7 @@
 //! ```
 //! use retry_testkit::sim::outage::{Dependency, Outage, Setup};
 //!
-//! use retry_core::RetryBudget;
+//! use retry_toolkit::RetryBudget;
 //!
 //! let budget = RetryBudget::builder().ratio(0.2).min_per_sec(0).validate()?;
 //! let sim = Outage::new(Dependency::Down)
@@ -47,7 +47,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use retry_core::{
+use retry_toolkit::{
     BreakerConfig, BudgetConfig, CircuitBreaker, Jitter, JitterRng, RetryBudget, RetryError,
     RetryOptions, RetryPolicy,
 };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use retry_core::{Jitter, RetryOptions, RetryPolicy};
+use retry_toolkit::{Jitter, RetryOptions, RetryPolicy};
 
 pub const MS: Duration = Duration::from_millis(1);
 

@@ -16,8 +16,8 @@ mod calls;
 /// across a simulated crash and give another to the "restarted" runner.
 ///
 /// ```
-/// use retry_core::effects::{CallKey, CallRecord, Insert, Ledger, MemoryLedger, ToolEffect, Transition};
-/// use retry_core::store::Timestamp;
+/// use retry_toolkit::effects::{CallKey, CallRecord, Insert, Ledger, MemoryLedger, ToolEffect, Transition};
+/// use retry_toolkit::store::Timestamp;
 /// use serde_json::json;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -75,8 +75,8 @@ impl ToolCall {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_core::CancelToken;
-/// use retry_core::effects::CallLimits;
+/// use retry_toolkit::CancelToken;
+/// use retry_toolkit::effects::CallLimits;
 ///
 /// let token = CancelToken::new();
 /// let limits = CallLimits::new()

@@ -41,7 +41,7 @@ pub use permission::{AllowAll, Permission};
 pub use reconcile::Resolution;
 
 /// The `tracing` target of the effects runtime.
-pub(crate) const TARGET: &str = "retry_core::effects";
+pub(crate) const TARGET: &str = "retry_toolkit::effects";
 
 /// How long a runner owns a call it works on when the call has no deadline: 5 minutes.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
@@ -53,7 +53,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// Runs tool calls through a [`Ledger`], once each.
 ///
 /// ```
-/// use retry_core::effects::{
+/// use retry_toolkit::effects::{
 ///     CallKey, CallResponse, MemoryLedger, ToolCall, ToolContext, ToolEffect, ToolRunner, ToolSpec,
 ///     Toolbox, tool_fn,
 /// };
@@ -72,7 +72,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 ///
 /// // The same call again: answered from the ledger, the tool is not called.
 /// let again = runner.call(call).await?;
-/// assert_eq!(again.result().map(|r| r.source), Some(retry_core::effects::ResultSource::Ledger));
+/// assert_eq!(again.result().map(|r| r.source), Some(retry_toolkit::effects::ResultSource::Ledger));
 /// # Ok(()) }
 /// ```
 pub struct ToolRunner<L, C = DefaultClock> {

@@ -32,7 +32,7 @@ use crate::time::Clock;
 /// re-runs nothing that may have: a re-run must be asked for, per effect.
 ///
 /// ```
-/// use retry_core::effects::{NotRetrySafe, RecoveryPolicy, ToolEffect};
+/// use retry_toolkit::effects::{NotRetrySafe, RecoveryPolicy, ToolEffect};
 ///
 /// let policy = RecoveryPolicy::new()
 ///     .rerun(ToolEffect::Read)?

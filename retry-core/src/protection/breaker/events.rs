@@ -163,10 +163,10 @@ impl Listeners {
     }
 }
 
-/// The `tracing` event of a change, target `retry_core::breaker`: opening and isolating are
+/// The `tracing` event of a change, target `retry_toolkit::breaker`: opening and isolating are
 /// warnings (calls are being refused), the rest information.
 pub(super) fn trace(change: &StateChange) {
-    const TARGET: &str = "retry_core::breaker";
+    const TARGET: &str = "retry_toolkit::breaker";
     let (breaker, from, to, reason) = (
         change.breaker,
         change.from.name(),

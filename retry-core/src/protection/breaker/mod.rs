@@ -39,7 +39,7 @@ const NANOS_PER_MS: u64 = 1_000_000;
 /// [`breaker_counts`](crate::Retry::breaker_counts) predicate (every error, by default), the
 /// middleware its own; an error that does not count is a success — the dependency answered.
 ///
-/// Every change of state is an event: a `tracing` event (target `retry_core::breaker`; a
+/// Every change of state is an event: a `tracing` event (target `retry_toolkit::breaker`; a
 /// warning when the circuit opens or is isolated) and a call of each listener given to
 /// [`on_state_change`](CircuitBreaker::on_state_change). The breaker keeps no timer: a
 /// change that is due (the end of a break) is made by the first call that looks at the
@@ -53,7 +53,7 @@ const NANOS_PER_MS: u64 = 1_000_000;
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use retry_core::{CircuitBreaker, CircuitState};
+/// use retry_toolkit::{CircuitBreaker, CircuitState};
 ///
 /// static PAYMENTS: CircuitBreaker = CircuitBreaker::with_config(
 ///     match CircuitBreaker::builder()
@@ -79,7 +79,7 @@ const NANOS_PER_MS: u64 = 1_000_000;
 /// assert_eq!(PAYMENTS.state(later), CircuitState::HalfOpen);
 /// probe.success(later);
 /// assert_eq!(PAYMENTS.state(later), CircuitState::Closed);
-/// # Ok::<(), retry_core::CircuitOpen>(())
+/// # Ok::<(), retry_toolkit::CircuitOpen>(())
 /// ```
 pub struct CircuitBreaker {
     config: BreakerConfig,
@@ -283,7 +283,7 @@ impl CircuitBreaker {
             } => Ok(Ticket::Probe { since }),
             Admit::Renew { since } => {
                 tracing::debug!(
-                    target: "retry_core::breaker",
+                    target: "retry_toolkit::breaker",
                     breaker = self.config.name,
                     "half-open probes did not report; admitting new probes"
                 );

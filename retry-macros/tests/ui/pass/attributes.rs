@@ -1,7 +1,7 @@
 //! Docs, attributes and visibility stay as written; `crate = "…"` finds a renamed runtime.
 #![deny(warnings, missing_docs)]
 
-extern crate retry_core as resilience;
+extern crate retry_toolkit as resilience;
 
 /// Items whose docs and visibility `#[retry]` must keep.
 pub mod api {

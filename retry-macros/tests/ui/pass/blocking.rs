@@ -2,7 +2,7 @@
 // arguments, options and hooks, and a deadline.
 use std::time::Duration;
 
-use retry_core::{LimitExceeded, retry};
+use retry_toolkit::{LimitExceeded, retry};
 
 #[derive(Debug)]
 enum Error {

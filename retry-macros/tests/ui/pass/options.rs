@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use retry_core::{LimitExceeded, RetryOptions, retry};
+use retry_toolkit::{LimitExceeded, RetryOptions, retry};
 
 #[derive(Debug)]
 enum FetchError {

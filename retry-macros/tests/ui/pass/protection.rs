@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use retry_core::{CircuitBreaker, CircuitOpen, LimitExceeded, RetryBudget, retry};
+use retry_toolkit::{CircuitBreaker, CircuitOpen, LimitExceeded, RetryBudget, retry};
 
 #[derive(Debug)]
 enum Error {
@@ -39,7 +39,7 @@ static BREAKER: LazyLock<CircuitBreaker> = LazyLock::new(|| {
 });
 
 mod shared {
-    pub static BUDGET: retry_core::RetryBudget = retry_core::RetryBudget::new();
+    pub static BUDGET: retry_toolkit::RetryBudget = retry_toolkit::RetryBudget::new();
 }
 
 fn is_down(error: &Error) -> bool {

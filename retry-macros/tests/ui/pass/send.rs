@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use retry_core::{LimitExceeded, retry};
+use retry_toolkit::{LimitExceeded, retry};
 
 struct Service {
     name: Arc<str>,

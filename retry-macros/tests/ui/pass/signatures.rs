@@ -5,7 +5,7 @@
 use std::fmt::Debug;
 use std::io;
 
-use retry_core::{RetryOptions, retry};
+use retry_toolkit::{RetryOptions, retry};
 
 struct Client {
     name: String,

@@ -3,13 +3,13 @@
 //! visibility, a renamed runtime, and the function still callable as written.
 #![deny(warnings, missing_docs)]
 
-extern crate retry_core as resilience;
+extern crate retry_toolkit as resilience;
 
 use std::borrow::Cow;
 use std::io;
 
-use retry_core::effects::{IdempotencyKey, ToolContext, ToolEffect, Toolbox};
-use retry_core::{retry, tool};
+use retry_toolkit::effects::{IdempotencyKey, ToolContext, ToolEffect, Toolbox};
+use retry_toolkit::{retry, tool};
 
 /// Tools with every kind of parameter.
 pub mod tools {
@@ -78,8 +78,8 @@ pub mod retried {
     }
 
     /// Retry inside, both by path.
-    #[retry_core::tool(effect = "idempotent-write")]
-    #[retry_core::retry(max_attempts = 3)]
+    #[retry_toolkit::tool(effect = "idempotent-write")]
+    #[retry_toolkit::retry(max_attempts = 3)]
     pub async fn upsert(row: u64, key: IdempotencyKey) -> Result<String, String> {
         Ok(format!("{row}@{key}"))
     }

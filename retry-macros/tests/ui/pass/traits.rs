@@ -1,7 +1,7 @@
 //! `async fn` in traits (Rust 1.75+): `#[retry]` on an implementation and on a default body.
 #![deny(warnings)]
 
-use retry_core::retry;
+use retry_toolkit::retry;
 
 trait Api {
     async fn fetch(&self, id: u64) -> Result<String, String>;

@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry]
 async fn send(body: impl AsRef<[u8]>) -> Result<usize, String> {

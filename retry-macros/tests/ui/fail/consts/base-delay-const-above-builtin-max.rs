@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 mod config {
     pub const BASE_DELAY_MS: u64 = 5_000;

@@ -1,9 +1,9 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 const DEADLINE_MS: u64 = 0;
 
 #[retry(deadline_ms = DEADLINE_MS)]
-async fn fetch() -> Result<(), retry_core::LimitExceeded> {
+async fn fetch() -> Result<(), retry_toolkit::LimitExceeded> {
     Ok(())
 }
 

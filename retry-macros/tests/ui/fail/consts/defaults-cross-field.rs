@@ -1,4 +1,4 @@
-use retry_core::{RetryOptions, retry};
+use retry_toolkit::{RetryOptions, retry};
 
 // The owner's ceiling is below the call site's base delay (O2, O3 rule 5).
 const OWNER: RetryOptions = RetryOptions::new().with_max_delay_ms(50);

@@ -1,4 +1,4 @@
-use retry_core::{RetryOptions, retry};
+use retry_toolkit::{RetryOptions, retry};
 
 const OWNER: RetryOptions = RetryOptions::new().with_max_attempts(0);
 

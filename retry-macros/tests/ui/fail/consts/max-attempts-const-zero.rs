@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 const ATTEMPTS: u32 = 0;
 

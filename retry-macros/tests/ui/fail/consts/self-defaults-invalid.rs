@@ -1,4 +1,4 @@
-use retry_core::{RetryOptions, retry};
+use retry_toolkit::{RetryOptions, retry};
 
 struct Client;
 

@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[async_trait::async_trait]
 trait Api {

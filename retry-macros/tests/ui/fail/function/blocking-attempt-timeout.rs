@@ -1,4 +1,4 @@
-use retry_core::{LimitExceeded, retry};
+use retry_toolkit::{LimitExceeded, retry};
 
 #[derive(Debug)]
 struct Error;

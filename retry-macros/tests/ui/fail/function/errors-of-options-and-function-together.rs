@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(max_attempts = 0)]
 fn fetch() -> u32 {

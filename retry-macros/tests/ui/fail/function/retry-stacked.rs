@@ -1,7 +1,7 @@
 // Two `#[retry]` on one function multiply the attempts (3 × 3 = 9 runs of the body), however
 // each is spelled.
-use retry_core::retry;
-use retry_core::retry as with_retry;
+use retry_toolkit::retry;
+use retry_toolkit::retry as with_retry;
 
 #[retry]
 #[retry]
@@ -10,7 +10,7 @@ async fn twice() -> Result<(), String> {
 }
 
 #[with_retry(max_attempts = 3)]
-#[retry_core::retry(max_attempts = 3)]
+#[retry_toolkit::retry(max_attempts = 3)]
 async fn renamed() -> Result<(), String> {
     Ok(())
 }

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use retry_core::retry;
+use retry_toolkit::retry;
 
 fn log_retry(error: &std::io::Error, attempt: u32, delay: Duration) {
     eprintln!("attempt {attempt} failed: {error}; retrying in {delay:?}");

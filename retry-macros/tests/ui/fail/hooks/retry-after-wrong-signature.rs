@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use retry_core::retry;
+use retry_toolkit::retry;
 
 /// Returns a wait, not an optional one: every error would carry a hint.
 fn server_hint(_error: &String) -> Duration {

@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 fn is_transient(error: &String) -> bool {
     error.starts_with("503")

@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(crate = "retry core")]
 async fn fetch() -> Result<(), String> {

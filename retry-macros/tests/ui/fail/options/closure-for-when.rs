@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(when = |_, _| true)]
 async fn fetch() -> Result<(), String> {

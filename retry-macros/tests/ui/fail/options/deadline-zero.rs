@@ -1,7 +1,7 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(deadline_ms = 0, attempt_timeout_ms = 1.5)]
-async fn fetch() -> Result<(), retry_core::LimitExceeded> {
+async fn fetch() -> Result<(), retry_toolkit::LimitExceeded> {
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-use retry_core::{retry, tool};
+use retry_toolkit::{retry, tool};
 
 // `300u8` is not a `u8`: the suffix must not be ignored.
 #[retry(max_attempts = 300u8, base_delay_ms = 70_000i16)]

@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(max_attempts = 1e400)]
 async fn fetch() -> Result<(), String> {

@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(max_attempts = 0)]
 async fn fetch() -> Result<(), String> {

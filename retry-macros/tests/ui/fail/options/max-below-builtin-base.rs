@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 // The built-in `base_delay_ms` is 100.
 #[retry(max_delay_ms = 50)]

@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(max_attempts)]
 async fn fetch() -> Result<(), String> {

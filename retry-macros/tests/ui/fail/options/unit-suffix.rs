@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(base_delay_ms = 500ms)]
 async fn fetch() -> Result<(), String> {

@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 #[retry(max_attempt = 5)]
 async fn fetch() -> Result<(), String> {

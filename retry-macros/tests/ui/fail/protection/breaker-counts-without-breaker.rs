@@ -1,4 +1,4 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 fn is_outage(_: &String) -> bool {
     true

@@ -1,4 +1,4 @@
-use retry_core::{CircuitBreaker, CircuitOpen, retry};
+use retry_toolkit::{CircuitBreaker, CircuitOpen, retry};
 
 #[derive(Debug)]
 struct Down;

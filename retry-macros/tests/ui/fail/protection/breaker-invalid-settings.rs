@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use retry_core::CircuitBreaker;
+use retry_toolkit::CircuitBreaker;
 
 // A zero break is refused when the static is compiled, with the message of the rule.
 static UPSTREAM: CircuitBreaker = CircuitBreaker::with_config(

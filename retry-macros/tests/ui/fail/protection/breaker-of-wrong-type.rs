@@ -1,10 +1,10 @@
-use retry_core::{RetryBudget, retry};
+use retry_toolkit::{RetryBudget, retry};
 
 #[derive(Debug)]
 struct Unavailable;
 
-impl From<retry_core::CircuitOpen> for Unavailable {
-    fn from(_: retry_core::CircuitOpen) -> Self {
+impl From<retry_toolkit::CircuitOpen> for Unavailable {
+    fn from(_: retry_toolkit::CircuitOpen) -> Self {
         Unavailable
     }
 }

@@ -1,4 +1,4 @@
-use retry_core::{CircuitBreaker, retry};
+use retry_toolkit::{CircuitBreaker, retry};
 
 #[derive(Debug)]
 enum FetchError {

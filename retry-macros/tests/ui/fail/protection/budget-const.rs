@@ -1,4 +1,4 @@
-use retry_core::{RetryBudget, retry};
+use retry_toolkit::{RetryBudget, retry};
 
 // A `const` is a new budget wherever it is used: sharing needs a `static`.
 const BUDGET: RetryBudget = RetryBudget::new();

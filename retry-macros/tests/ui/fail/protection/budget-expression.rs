@@ -1,7 +1,7 @@
-use retry_core::retry;
+use retry_toolkit::retry;
 
 // Each call would get a budget of its own: the option takes a `static`.
-#[retry(budget = retry_core::RetryBudget::new())]
+#[retry(budget = retry_toolkit::RetryBudget::new())]
 async fn fetch() -> Result<(), String> {
     Err("down".to_owned())
 }

@@ -1,4 +1,4 @@
-use retry_core::RetryBudget;
+use retry_toolkit::RetryBudget;
 
 // A ratio above 1 is refused when the static is compiled, with the message of the rule.
 static BUDGET: RetryBudget = RetryBudget::with_config(

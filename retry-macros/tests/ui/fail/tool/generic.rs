@@ -1,4 +1,4 @@
-use retry_core::tool;
+use retry_toolkit::tool;
 
 #[tool(effect = "read")]
 async fn parse<T: std::str::FromStr, const N: usize>(

@@ -1,5 +1,5 @@
-use retry_core::effects::IdempotencyKey;
-use retry_core::tool;
+use retry_toolkit::effects::IdempotencyKey;
+use retry_toolkit::tool;
 
 #[tool(effect = "idempotent-write")]
 async fn save_note(title: String, _: IdempotencyKey) -> Result<(), String> {

@@ -1,4 +1,4 @@
-use retry_core::tool;
+use retry_toolkit::tool;
 
 #[tool(effect = "idempotent-write")]
 async fn save_note(title: String, body: String) -> Result<(), String> {

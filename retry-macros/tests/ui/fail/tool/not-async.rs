@@ -1,4 +1,4 @@
-use retry_core::tool;
+use retry_toolkit::tool;
 
 #[tool(effect = "read")]
 fn lookup(city: String) -> Result<String, String> {

@@ -1,6 +1,6 @@
 use std::rc::Rc;
 
-use retry_core::tool;
+use retry_toolkit::tool;
 
 #[tool(effect = "read")]
 async fn lookup(city: String) -> Result<String, String> {

@@ -1,4 +1,4 @@
-use retry_core::tool;
+use retry_toolkit::tool;
 
 struct Forecast;
 

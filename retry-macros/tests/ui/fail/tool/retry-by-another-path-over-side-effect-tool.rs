@@ -1,7 +1,7 @@
 // `#[retry]` and `#[tool]` reached by paths that do not end in their names, in either order.
 mod attrs {
-    pub use retry_core::retry as again;
-    pub use retry_core::tool as declare;
+    pub use retry_toolkit::retry as again;
+    pub use retry_toolkit::tool as declare;
 }
 
 #[attrs::again(max_attempts = 3)]

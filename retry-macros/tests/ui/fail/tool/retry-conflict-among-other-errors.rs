@@ -1,6 +1,6 @@
 // The conflict is reported in the same compile as the attributes' other errors, in either
 // order, with `#[retry]` renamed.
-use retry_core::{retry as with_retry, tool};
+use retry_toolkit::{retry as with_retry, tool};
 
 // `#[tool]` fails on the name; the `#[retry]` below it still expands, and is refused.
 #[tool(name = "send email")]

@@ -1,5 +1,5 @@
 // `#[retry]` and `#[tool]` behind `cfg_attr`, renamed, in either order.
-use retry_core::{retry as with_retry, tool as declare};
+use retry_toolkit::{retry as with_retry, tool as declare};
 
 #[cfg_attr(all(), with_retry(max_attempts = 3))]
 #[declare(effect = "side-effect")]

@@ -1,4 +1,4 @@
-use retry_core::{retry, tool};
+use retry_toolkit::{retry, tool};
 
 #[retry(max_attempts = 3)]
 #[tool(effect = "side-effect")]

@@ -1,6 +1,6 @@
 // `#[retry]` imported under another name: the check must not depend on the spelling, in
 // either order of the two attributes.
-use retry_core::{retry as with_retry, tool};
+use retry_toolkit::{retry as with_retry, tool};
 
 // `#[tool]` first, undeclared: a side effect.
 #[tool]

@@ -1,4 +1,4 @@
-use retry_core::tool;
+use retry_toolkit::tool;
 
 #[tool(effect = "read", timeout_ms = 0)]
 async fn lookup(city: String) -> Result<String, String> {

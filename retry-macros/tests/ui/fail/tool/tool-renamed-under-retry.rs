@@ -1,6 +1,6 @@
 // `#[tool]` imported under another name: the check must not depend on the spelling, in
 // either order of the two attributes.
-use retry_core::{retry, tool as declare};
+use retry_toolkit::{retry, tool as declare};
 
 // `#[retry]` first, declared a side effect.
 #[retry]

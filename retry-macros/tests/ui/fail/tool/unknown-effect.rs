@@ -1,8 +1,8 @@
-use retry_core::tool;
+use retry_toolkit::tool;
 
 // A close spelling gets a guess.
 #[tool(effect = "idempotent_write")]
-async fn save_note(key: retry_core::effects::IdempotencyKey) -> Result<(), String> {
+async fn save_note(key: retry_toolkit::effects::IdempotencyKey) -> Result<(), String> {
     let _ = key;
     Ok(())
 }

@@ -1,4 +1,4 @@
-use retry_core::tool;
+use retry_toolkit::tool;
 
 #[tool(efect = "read", requires_approval = "yes")]
 async fn lookup(city: String) -> Result<String, String> {

@@ -1,4 +1,4 @@
-use retry_core::tool;
+use retry_toolkit::tool;
 
 #[tool(effect = "read")]
 async unsafe fn peek(address: usize) -> Result<u8, String> {
