@@ -9,7 +9,7 @@ use std::fmt;
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
-use retry_toolkit::protect::{Chosen, Counts};
+use retry_toolkit::protect::{Chosen, Counts, Protected};
 use retry_toolkit::{CircuitBreaker, Clock, RetryBudget, RetryError};
 
 use crate::classify::{Classify, Kind, Outcome, never_sent};
@@ -200,6 +200,16 @@ pub(crate) type NotifyFn<R> = fn(&Lost<R>, u32, Duration);
 pub(crate) type HintFn<R> = fn(&Lost<R>) -> Option<Duration>;
 /// The loop's shared protection: the policy's budget and breaker, each optional.
 pub(crate) type Guard = Chosen<Held<RetryBudget>, Held<CircuitBreaker>, Counted>;
+
+/// What a call's loop is protected by: the budget and the breaker, each only when set (a call
+/// without either checks two empty slots per attempt, nothing more).
+pub(crate) fn guard(protection: &Protection) -> Guard {
+    Protected::of(
+        protection.budget.clone(),
+        protection.breaker.clone(),
+        Counted,
+    )
+}
 
 /// The loop's `breaker_counts`: the judge's word, decided when the attempt ended. A type of
 /// no size, not a function pointer: it lives in every call's future.

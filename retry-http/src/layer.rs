@@ -14,10 +14,9 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use retry_toolkit::effects::IdempotencyKey;
 use retry_toolkit::middleware::WaitForCancellation;
-use retry_toolkit::protect::Protected;
 use retry_toolkit::{
     CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, NamedOp, Retry,
-    RetryError, Unprotected,
+    RetryError,
 };
 use tower_layer::Layer;
 use tower_service::Service;
@@ -28,7 +27,7 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{BoxError, Error, StopReason};
 use crate::judge::{
-    Call, Counted, Guard, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, hint, may_retry, retrying,
+    Call, Guard, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, guard, hint, may_retry, retrying,
 };
 use crate::method::{Safety, apply_key};
 use crate::target::Target;
@@ -123,9 +122,9 @@ impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
     }
 }
 
-/// The loop one call runs: `G` is [`Guard`] with a budget or a breaker, [`Unprotected`]
-/// without (which keeps that call's success path what it was before protection existed).
-type Loop<S, B, ResB, P, C, G> = Retry<
+/// The loop one call runs once its first attempt has failed (or from the start, under a
+/// budget, a breaker, a deadline or a cancellation token).
+type Loop<S, B, ResB, P, C> = Retry<
     NamedOp<Attempts<S, B, ResB, P, C>>,
     AttemptFuture<S, B, ResB, P, C>,
     Lost<LayerResponse<ResB>>,
@@ -136,7 +135,7 @@ type Loop<S, B, ResB, P, C, G> = Retry<
         NotifyFn<LayerResponse<ResB>>,
         HintFn<LayerResponse<ResB>>,
     >,
-    EarlyStop<Limited<Cancel>, G>,
+    EarlyStop<Limited<Cancel>, Guard>,
 >;
 
 impl<S, B, ResB, P, C> Service<Request<B>> for RetryService<S, P, C>
@@ -219,33 +218,21 @@ where
         // Without a token the loop has no signal to poll.
         let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
         // Boxed: the call's future stays small, so that moving it is cheap.
-        let state = if protection.is_none() {
-            State::Running {
-                run: looping(attempts, limits, Unprotected, target, shared),
-            }
-        } else {
-            let guard = Protected::of(
-                protection.budget.clone(),
-                protection.breaker.clone(),
-                Counted,
-            );
-            State::Protected {
-                run: looping(attempts, limits, guard, target, shared),
-            }
-        };
+        let run = looping(attempts, limits, guard(protection), target, shared);
+        let state = State::Running { run };
         ResponseFuture { state }
     }
 }
 
 /// The loop of a call, built in one step straight into its box (each builder method would
 /// move the whole loop, requests included).
-fn looping<S, B, ResB, P, C, G>(
+fn looping<S, B, ResB, P, C>(
     attempts: Attempts<S, B, ResB, P, C>,
     limits: Limited<Cancel>,
-    guard: G,
+    guard: Guard,
     target: Target,
     shared: &Shared<P, C>,
-) -> Boxed<Loop<S, B, ResB, P, C, G>>
+) -> Boxed<Loop<S, B, ResB, P, C>>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
@@ -320,22 +307,19 @@ pin_project! {
         state: State<
             AttemptFuture<S, B, ResB, P, C>,
             Spare<S, B>,
-            Loop<S, B, ResB, P, C, Unprotected>,
-            Loop<S, B, ResB, P, C, Guard>,
+            Loop<S, B, ResB, P, C>,
         >,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<A, F, L, G> {
+    enum State<A, F, L> {
         // The first attempt, running without the loop; what the retries need, kept for the
         // loop should it fail.
         First { #[pin] attempt: A, spare: Option<F> },
         // The loop is running.
         Running { run: Boxed<L> },
-        // The loop is running with the policy's budget or breaker.
-        Protected { run: Boxed<G> },
         // The request was refused before anything was sent.
         Refused { error: Option<Error> },
     }
@@ -381,7 +365,6 @@ where
                 Poll::Pending => return Poll::Pending,
             },
             StateProj::Running { run } => return run.as_mut().poll(cx),
-            StateProj::Protected { run } => return run.as_mut().poll(cx),
             StateProj::Refused { error } => {
                 return match error.take() {
                     Some(error) => Poll::Ready(Err(error)),
@@ -395,7 +378,7 @@ where
         let attempts = Attempts::resumed(spare, Arc::clone(&shared), failure);
         let limits = Limited::new(None, None);
         state.set(State::Running {
-            run: looping(attempts, limits, Unprotected, target, &shared),
+            run: looping(attempts, limits, guard(&shared.protection), target, &shared),
         });
         match state.project() {
             StateProj::Running { run } => run.as_mut().poll(cx),

@@ -13,10 +13,7 @@ use pin_project_lite::pin_project;
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 use retry_toolkit::effects::IdempotencyKey;
-use retry_toolkit::protect::Protected;
-use retry_toolkit::{
-    CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited, Unprotected,
-};
+use retry_toolkit::{CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited};
 
 use crate::body::ResponseBody;
 use crate::bound::{Bound, attempt_end, watch};
@@ -24,7 +21,7 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{Error, RetryReport};
 use crate::judge::{
-    Answer, Call, Counted, Failed, Lost, TARGET, finish, hint, may_retry, put, refused, reported,
+    Answer, Call, Failed, Lost, TARGET, finish, guard, hint, may_retry, put, refused, reported,
     retrying,
 };
 use crate::layer::Cancel;
@@ -202,25 +199,10 @@ where
         let hooks = Hooks::new(FromPolicy, when, notify, hint);
         // Without a token the loop has no signal to poll.
         let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
-        let protection = &shared.protection;
         // The loop is built in one step (each builder method would move the whole loop, the
-        // spare request included); without a budget or a breaker it runs without either.
-        let outcome = if protection.is_none() {
-            let policy = &shared.policy;
-            policy
-                .retry_with(op, hooks, EarlyStop::new(limits, Unprotected))
-                .await
-        } else {
-            let guard = Protected::of(
-                protection.budget.clone(),
-                protection.breaker.clone(),
-                Counted,
-            );
-            let policy = &shared.policy;
-            policy
-                .retry_with(op, hooks, EarlyStop::new(limits, guard))
-                .await
-        };
+        // spare request included), under the budget and the breaker that are set.
+        let stops = EarlyStop::new(limits, guard(&shared.protection));
+        let outcome = shared.policy.retry_with(op, hooks, stops).await;
         finish(
             outcome,
             &call.target,
