@@ -407,57 +407,63 @@ where
         let this = self.project();
         let mut phase = this.phase;
         let driver = this.driver;
-        loop {
-            match phase.as_mut().project() {
-                PhaseProj::Racing { body, timer } => {
-                    let outcome = match body.poll(cx) {
-                        Poll::Ready(output) => Ok(output),
-                        Poll::Pending => match timer.poll_fired(cx) {
-                            Some(kind) => Err(kind),
-                            None => return Poll::Pending,
-                        },
-                    };
-                    let delay = match driver.decide(outcome) {
-                        ControlFlow::Break(result) => {
-                            phase.set(Phase::Done);
-                            return Poll::Ready(ControlFlow::Break(result));
-                        }
-                        ControlFlow::Continue(delay) => delay,
-                    };
-                    if !delay.is_zero() {
-                        phase.set(Phase::Waiting {
-                            sleep: driver.plan.clock().sleep(delay),
-                        });
-                    } else if yields_after(driver.progress.attempt) {
-                        phase.set(Phase::Yielding);
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    } else {
+        // No `loop` around this `match`: every arm returns except a failure followed by a
+        // wait, which falls through to poll that wait at once. A loop header here merged the
+        // first poll with later ones, so the optimizer could no longer see that a fresh
+        // attempt is `Racing` and read every state from memory.
+        match phase.as_mut().project() {
+            PhaseProj::Racing { body, timer } => {
+                let outcome = match body.poll(cx) {
+                    Poll::Ready(output) => Ok(output),
+                    Poll::Pending => match timer.poll_fired(cx) {
+                        Some(kind) => Err(kind),
+                        None => return Poll::Pending,
+                    },
+                };
+                let delay = match driver.decide(outcome) {
+                    ControlFlow::Break(result) => {
                         phase.set(Phase::Done);
-                        return Poll::Ready(ControlFlow::Continue(()));
+                        return Poll::Ready(ControlFlow::Break(result));
                     }
-                }
-                PhaseProj::Waiting { sleep } => {
-                    if sleep.poll(cx).is_pending() {
-                        return Poll::Pending;
-                    }
+                    ControlFlow::Continue(delay) => delay,
+                };
+                if !delay.is_zero() {
+                    phase.set(Phase::Waiting {
+                        sleep: driver.plan.clock().sleep(delay),
+                    });
+                } else if yields_after(driver.progress.attempt) {
+                    phase.set(Phase::Yielding);
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                } else {
                     phase.set(Phase::Done);
                     return Poll::Ready(ControlFlow::Continue(()));
                 }
-                PhaseProj::Yielding => {
-                    phase.set(Phase::Done);
-                    return Poll::Ready(ControlFlow::Continue(()));
-                }
-                PhaseProj::Stopped { error } => {
-                    let error = error.take();
-                    phase.set(Phase::Done);
-                    if let Some(error) = error {
-                        return Poll::Ready(ControlFlow::Break(Err(error)));
-                    }
-                }
-                PhaseProj::Done => return Poll::Pending,
             }
+            PhaseProj::Waiting { .. } => {}
+            PhaseProj::Yielding => {
+                phase.set(Phase::Done);
+                return Poll::Ready(ControlFlow::Continue(()));
+            }
+            PhaseProj::Stopped { error } => {
+                let error = error.take();
+                phase.set(Phase::Done);
+                return match error {
+                    Some(error) => Poll::Ready(ControlFlow::Break(Err(error))),
+                    None => Poll::Pending,
+                };
+            }
+            PhaseProj::Done => return Poll::Pending,
         }
+        // Waiting: entered just now or on an earlier poll.
+        if let PhaseProj::Waiting { sleep } = phase.as_mut().project() {
+            if sleep.poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            phase.set(Phase::Done);
+            return Poll::Ready(ControlFlow::Continue(()));
+        }
+        Poll::Pending
     }
 }
 
