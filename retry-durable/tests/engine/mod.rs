@@ -373,7 +373,7 @@ pub async fn s2_resolved_options_are_stored_and_applied<S: Store + Clone>(store:
 
     // A restart with other defaults runs the work with what was stored: three attempts.
     drop(jobs);
-    let restarted = builder(store, &clock)
+    let restarted = builder(store.clone(), &clock)
         .defaults(RetryOptions::new().with_max_attempts(1))
         .handler("flaky", flaky.handler(10))
         .build()
@@ -682,7 +682,7 @@ pub async fn s9_scheduling_twice_returns_the_first_row<S: Store + Clone>(store: 
         .unwrap();
     let (cron, every) = cron_and_every(&jobs, none()).await;
     // A restarted process schedules the same things again, with other options.
-    let restarted = builder(store, &clock)
+    let restarted = builder(store.clone(), &clock)
         .handler("a", Flaky::default().handler(0))
         .build()
         .unwrap();
@@ -1012,6 +1012,101 @@ pub async fn s12_a_long_handler_keeps_its_lease<S: Store + Clone>(store: S) {
     release_tx.send(()).unwrap();
     assert_eq!(run.await.unwrap().unwrap(), 1);
     assert_eq!(jobs.get(record.id).await.unwrap(), None);
+}
+
+/// S14: a worker stopped with an attempt still running past its shutdown grace releases that
+/// attempt's lease: the item is due at once, the abandoned attempt counted; an attempt that
+/// ends within the grace is recorded as usual.
+pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let done = Arc::new(Mutex::new(Some(done_rx)));
+    let jobs = builder(store.clone(), &clock)
+        .lease(Duration::from_secs(60))
+        .shutdown_grace(Duration::from_secs(5))
+        .concurrency(2)
+        .handler("hang", |_: u32, _ctx| std::future::pending())
+        .handler("slow", move |_: u32, _ctx| {
+            let done = done.lock().unwrap().take();
+            async move {
+                if let Some(rx) = done {
+                    let _ = rx.await;
+                }
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let hang = jobs
+        .schedule(When::Now, "hang", &1u32, none())
+        .await
+        .unwrap();
+    let slow = jobs
+        .schedule(When::Now, "slow", &2u32, none())
+        .await
+        .unwrap();
+    // The restarted worker, built now so that both read the same instant on the mock clock.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let restarted = builder(store.clone(), &clock)
+        .handler("hang", move |_: u32, ctx: retry_durable::JobContext| {
+            record.lock().unwrap().push(ctx.attempt);
+            std::future::ready(Ok(()))
+        })
+        .handler("slow", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let stop = retry_toolkit::CancelToken::new();
+    let worker = jobs.clone();
+    let stopper = stop.clone();
+    let run = tokio::spawn(async move { worker.run(stopper).await });
+    let started = eventually(|| async {
+        let a = jobs.get(hang.id).await.unwrap().map(|r| r.state);
+        let b = jobs.get(slow.id).await.unwrap().map(|r| r.state);
+        a == Some(WorkState::Running) && b == Some(WorkState::Running)
+    })
+    .await;
+    assert!(started, "the worker did not start both attempts");
+
+    stop.cancel();
+    done_tx.send(()).unwrap();
+    let stopped = eventually(|| {
+        if !run.is_finished() && clock.pending() > 0 {
+            clock.advance(Duration::from_secs(1));
+        }
+        std::future::ready(run.is_finished())
+    })
+    .await;
+    assert!(stopped, "the worker did not stop after its grace");
+    run.await.unwrap();
+    assert!(
+        jobs.now() < MONDAY + Duration::from_secs(20),
+        "waited for a lease extension, not the grace"
+    );
+
+    assert_eq!(
+        jobs.get(slow.id).await.unwrap(),
+        None,
+        "the finished attempt was not recorded"
+    );
+    let released = jobs.get(hang.id).await.unwrap().unwrap();
+    assert_eq!(released.attempt, 1, "the abandoned attempt is counted");
+    assert!(
+        released
+            .lease_until
+            .is_some_and(|until| until <= jobs.now()),
+        "the lease was not released: {released:?}"
+    );
+    assert_eq!(
+        jobs.store().next_due("test").await.unwrap(),
+        released.lease_until,
+        "not due at once"
+    );
+
+    // A restarted worker runs it at once, as its second attempt.
+    assert_eq!(restarted.run_due().await.unwrap(), 1);
+    assert_eq!(*seen.lock().unwrap(), vec![2]);
+    assert_eq!(restarted.get(hang.id).await.unwrap(), None);
 }
 
 pub async fn the_worker_loop_runs_work_as_it_falls_due<S: Store>(store: S) {
@@ -2602,6 +2697,7 @@ macro_rules! engine_suite {
             a_handler_panic_is_a_failed_attempt,
             s12_a_long_handler_keeps_its_lease,
             the_worker_loop_runs_work_as_it_falls_due,
+            s14_a_stopped_worker_releases_what_it_abandons,
             listing_reads_every_page,
             s13_an_open_breaker_defers_work_without_spending_attempts,
             s13_an_exhausted_budget_defers_retries_without_spending_attempts,
