@@ -1,29 +1,69 @@
 //! S14 with real processes: a worker child process is stopped mid-attempt, by SIGTERM or by
 //! SIGKILL. After SIGTERM it releases the lease of the attempt it abandons, so that a worker
 //! started next (this process) runs the item at once, as its second attempt; after SIGKILL
-//! nothing is released and the item waits out its lease. The child is this test binary run
-//! again with one test selected and the database path in an environment variable; the parent
-//! waits for the child's line on a pipe and for its exit in a bounded poll, never a fixed
-//! sleep.
+//! nothing is released and the item waits out its lease. On a SQLite file and, with the
+//! `postgres` feature, on a PostgreSQL database. The child is this test binary run again with
+//! one test selected and the database in environment variables; the parent waits for the
+//! child's line on a pipe and for its exit in a bounded poll, never a fixed sleep.
+
+#[cfg(feature = "postgres")]
+#[path = "support/postgres.rs"]
+mod pg;
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use retry_durable::{JobContext, Jobs, SqliteStore, When, WorkOptions, WorkState};
+use retry_durable::{JobContext, Jobs, SqliteStore, Store, When, WorkOptions, WorkState};
 
+const CHILD_KIND: &str = "RETRY_DURABLE_SHUTDOWN_CHILD_KIND";
 const CHILD_DB: &str = "RETRY_DURABLE_SHUTDOWN_CHILD_DB";
 /// Long enough that an item run at once cannot have waited out its lease.
 const LEASE: Duration = Duration::from_secs(600);
 
+/// The database the child works on.
+enum Db {
+    Sqlite(PathBuf),
+    #[cfg(feature = "postgres")]
+    Postgres(String),
+}
+
+impl Db {
+    fn env(&self) -> [(&'static str, String); 2] {
+        let (kind, location) = match self {
+            Db::Sqlite(path) => ("sqlite", path.display().to_string()),
+            #[cfg(feature = "postgres")]
+            Db::Postgres(url) => ("postgres", url.clone()),
+        };
+        [(CHILD_KIND, kind.to_owned()), (CHILD_DB, location)]
+    }
+}
+
 /// In the child: claim the queued item, say so, hang inside its handler, and stop on a signal.
 #[tokio::test]
 async fn child_runs_until_a_signal() {
-    let Ok(path) = std::env::var(CHILD_DB) else {
+    let (Ok(kind), Ok(location)) = (std::env::var(CHILD_KIND), std::env::var(CHILD_DB)) else {
         return; // Not a child: nothing to do in the ordinary run.
     };
-    let jobs = Jobs::builder(SqliteStore::open(path).unwrap())
+    match kind.as_str() {
+        "sqlite" => child_worker(SqliteStore::open(location).unwrap()).await,
+        #[cfg(feature = "postgres")]
+        "postgres" => {
+            child_worker(
+                retry_durable::PostgresStore::connect(&location)
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }
+        other => panic!("unknown store {other}"),
+    }
+}
+
+async fn child_worker<S: Store>(store: S) {
+    let jobs = Jobs::builder(store)
         .lease(LEASE)
         .shutdown_grace(Duration::from_millis(100))
         .handler("charge", |_: u32, ctx: JobContext| async move {
@@ -37,11 +77,11 @@ async fn child_runs_until_a_signal() {
     println!("STOPPED");
 }
 
-/// The worker started after the child: records the attempts it runs.
-fn restarted(path: &std::path::Path) -> (Jobs<SqliteStore>, Arc<Mutex<Vec<u32>>>) {
+/// A worker in this process: records the attempts it runs.
+fn worker<S: Store>(store: S) -> (Jobs<S>, Arc<Mutex<Vec<u32>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::clone(&seen);
-    let jobs = Jobs::builder(SqliteStore::open(path).unwrap())
+    let jobs = Jobs::builder(store)
         .lease(LEASE)
         .handler("charge", move |_: u32, ctx: JobContext| {
             record.lock().unwrap().push(ctx.attempt);
@@ -56,8 +96,8 @@ fn restarted(path: &std::path::Path) -> (Jobs<SqliteStore>, Arc<Mutex<Vec<u32>>>
 /// last line does not meet a closed pipe.
 type Output = std::io::Lines<BufReader<std::process::ChildStdout>>;
 
-/// Starts the child on `path` and returns it once its handler runs.
-fn child_inside_its_handler(path: &std::path::Path) -> (Child, Output) {
+/// Starts the child on `db` and returns it once its handler runs.
+fn child_inside_its_handler(db: &Db) -> (Child, Output) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -66,7 +106,7 @@ fn child_inside_its_handler(path: &std::path::Path) -> (Child, Output) {
             "--test-threads",
             "1",
         ])
-        .env(CHILD_DB, path)
+        .envs(db.env())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -97,20 +137,14 @@ fn exited(child: &mut Child) -> ExitStatus {
     panic!("the child did not exit");
 }
 
-async fn queued(path: &std::path::Path) -> retry_durable::WorkId {
-    let (jobs, _) = restarted(path);
-    jobs.schedule(When::Now, "charge", &1u32, WorkOptions::new())
+async fn after_sigterm_the_item_runs_at_once<S: Store + Clone>(store: S, db: Db) {
+    let (jobs, seen) = worker(store);
+    let id = jobs
+        .schedule(When::Now, "charge", &1u32, WorkOptions::new())
         .await
         .unwrap()
-        .id
-}
-
-#[tokio::test]
-async fn s14_after_sigterm_a_restarted_worker_runs_the_item_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("jobs.db");
-    let id = queued(&path).await;
-    let (mut child, output) = child_inside_its_handler(&path);
+        .id;
+    let (mut child, output) = child_inside_its_handler(&db);
     let sent = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -127,7 +161,6 @@ async fn s14_after_sigterm_a_restarted_worker_runs_the_item_at_once() {
         "the worker did not return: {rest:?}"
     );
 
-    let (jobs, seen) = restarted(&path);
     let released = jobs.get(id).await.unwrap().unwrap();
     assert!(
         released
@@ -144,17 +177,18 @@ async fn s14_after_sigterm_a_restarted_worker_runs_the_item_at_once() {
     assert_eq!(jobs.get(id).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn s14_after_sigkill_a_restarted_worker_waits_out_the_lease() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("jobs.db");
-    let id = queued(&path).await;
-    let (mut child, _output) = child_inside_its_handler(&path);
+async fn after_sigkill_the_item_waits_out_its_lease<S: Store + Clone>(store: S, db: Db) {
+    let (jobs, seen) = worker(store);
+    let id = jobs
+        .schedule(When::Now, "charge", &1u32, WorkOptions::new())
+        .await
+        .unwrap()
+        .id;
+    let (mut child, _output) = child_inside_its_handler(&db);
     child.kill().unwrap(); // SIGKILL: no handler, no release.
     let status = exited(&mut child);
     assert!(!status.success());
 
-    let (jobs, seen) = restarted(&path);
     assert_eq!(
         jobs.run_due().await.unwrap(),
         0,
@@ -168,4 +202,44 @@ async fn s14_after_sigkill_a_restarted_worker_waits_out_the_lease() {
             .is_some_and(|until| until > jobs.now() + Duration::from_secs(60)),
         "the lease should still run: {held:?}"
     );
+}
+
+fn sqlite() -> (SqliteStore, Db, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let store = SqliteStore::open(&path).unwrap();
+    (store, Db::Sqlite(path), dir)
+}
+
+#[tokio::test]
+async fn s14_after_sigterm_a_restarted_worker_runs_the_item_at_once() {
+    let (store, db, _dir) = sqlite();
+    after_sigterm_the_item_runs_at_once(store, db).await;
+}
+
+#[tokio::test]
+async fn s14_after_sigkill_a_restarted_worker_waits_out_the_lease() {
+    let (store, db, _dir) = sqlite();
+    after_sigkill_the_item_waits_out_its_lease(store, db).await;
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres() -> (retry_durable::PostgresStore, Db) {
+    let url = pg::database_url().await;
+    let store = retry_durable::PostgresStore::connect(&url).await.unwrap();
+    (store, Db::Postgres(url))
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn s14_after_sigterm_a_restarted_worker_runs_the_item_at_once_postgres() {
+    let (store, db) = postgres().await;
+    after_sigterm_the_item_runs_at_once(store, db).await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn s14_after_sigkill_a_restarted_worker_waits_out_the_lease_postgres() {
+    let (store, db) = postgres().await;
+    after_sigkill_the_item_waits_out_its_lease(store, db).await;
 }
