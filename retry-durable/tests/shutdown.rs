@@ -92,6 +92,14 @@ fn worker<S: Store>(store: S) -> (Jobs<S>, Arc<Mutex<Vec<u32>>>) {
     (jobs, seen)
 }
 
+/// Queues the item the child claims.
+async fn queued<S: Store>(jobs: &Jobs<S>) -> retry_durable::WorkId {
+    jobs.schedule(When::Now, "charge", &1u32, WorkOptions::new())
+        .await
+        .unwrap()
+        .id
+}
+
 /// The child's output from its handler's line on: read to the end, so that the child's
 /// last line does not meet a closed pipe.
 type Output = std::io::Lines<BufReader<std::process::ChildStdout>>;
@@ -139,11 +147,7 @@ fn exited(child: &mut Child) -> ExitStatus {
 
 async fn after_sigterm_the_item_runs_at_once<S: Store + Clone>(store: S, db: Db) {
     let (jobs, seen) = worker(store);
-    let id = jobs
-        .schedule(When::Now, "charge", &1u32, WorkOptions::new())
-        .await
-        .unwrap()
-        .id;
+    let id = queued(&jobs).await;
     let (mut child, output) = child_inside_its_handler(&db);
     let sent = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -179,11 +183,7 @@ async fn after_sigterm_the_item_runs_at_once<S: Store + Clone>(store: S, db: Db)
 
 async fn after_sigkill_the_item_waits_out_its_lease<S: Store + Clone>(store: S, db: Db) {
     let (jobs, seen) = worker(store);
-    let id = jobs
-        .schedule(When::Now, "charge", &1u32, WorkOptions::new())
-        .await
-        .unwrap()
-        .id;
+    let id = queued(&jobs).await;
     let (mut child, _output) = child_inside_its_handler(&db);
     child.kill().unwrap(); // SIGKILL: no handler, no release.
     let status = exited(&mut child);

@@ -955,21 +955,35 @@ pub async fn a_handler_panic_is_a_failed_attempt<S: Store>(store: S) {
     assert_eq!(jobs.get(record.id).await.unwrap(), None);
 }
 
+/// What a boxed test handler returns.
+type Boxed = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), TaskFailure>> + Send>>;
+
+/// A handler whose first call returns once the sender fires (or is dropped); later calls
+/// return at once.
+pub fn until_released() -> (
+    tokio::sync::oneshot::Sender<()>,
+    impl Fn(u32, retry_durable::JobContext) -> Boxed + Send + Sync + 'static,
+) {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let release = Arc::new(Mutex::new(Some(rx)));
+    let handler = move |_: u32, _ctx| {
+        let release = release.lock().unwrap().take();
+        Box::pin(async move {
+            if let Some(rx) = release {
+                let _ = rx.await;
+            }
+            Ok(())
+        }) as Boxed
+    };
+    (tx, handler)
+}
+
 pub async fn s12_a_long_handler_keeps_its_lease<S: Store + Clone>(store: S) {
     let clock = MockClock::new();
-    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
-    let release = Arc::new(Mutex::new(Some(release_rx)));
+    let (release_tx, long) = until_released();
     let jobs = builder(store.clone(), &clock)
         .lease(Duration::from_secs(30))
-        .handler("long", move |_: u32, _ctx| {
-            let release = release.lock().unwrap().take();
-            async move {
-                if let Some(rx) = release {
-                    let _ = rx.await;
-                }
-                Ok(())
-            }
-        })
+        .handler("long", long)
         .build()
         .unwrap();
     let record = jobs
@@ -1019,22 +1033,13 @@ pub async fn s12_a_long_handler_keeps_its_lease<S: Store + Clone>(store: S) {
 /// ends within the grace is recorded as usual.
 pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(store: S) {
     let clock = MockClock::new();
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-    let done = Arc::new(Mutex::new(Some(done_rx)));
+    let (done_tx, slow_handler) = until_released();
     let jobs = builder(store.clone(), &clock)
         .lease(Duration::from_secs(60))
         .shutdown_grace(Duration::from_secs(5))
         .concurrency(2)
         .handler("hang", |_: u32, _ctx| std::future::pending())
-        .handler("slow", move |_: u32, _ctx| {
-            let done = done.lock().unwrap().take();
-            async move {
-                if let Some(rx) = done {
-                    let _ = rx.await;
-                }
-                Ok(())
-            }
-        })
+        .handler("slow", slow_handler)
         .build()
         .unwrap();
     let hang = jobs
