@@ -1114,6 +1114,47 @@ pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(st
     assert_eq!(restarted.get(hang.id).await.unwrap(), None);
 }
 
+/// S14: a release the store refuses is logged; the worker still stops, and the item waits
+/// out its lease as after a crash.
+pub async fn s14_a_release_that_fails_leaves_the_lease_to_run_out<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(FailingFinish(store), &clock)
+        .lease(Duration::from_secs(60))
+        .shutdown_grace(Duration::ZERO)
+        .handler("hang", |_: u32, _ctx| std::future::pending())
+        .build()
+        .unwrap();
+    let hang = jobs
+        .schedule(When::Now, "hang", &1u32, none())
+        .await
+        .unwrap();
+    let stop = retry_toolkit::CancelToken::new();
+    let worker = jobs.clone();
+    let stopper = stop.clone();
+    let run = tokio::spawn(async move { worker.run(stopper).await });
+    let started = eventually(|| async {
+        jobs.get(hang.id).await.unwrap().map(|r| r.state) == Some(WorkState::Running)
+    })
+    .await;
+    assert!(started, "the worker did not start the attempt");
+    stop.cancel();
+    let stopped = eventually(|| {
+        if !run.is_finished() && clock.pending() > 0 {
+            clock.advance(Duration::from_millis(1));
+        }
+        std::future::ready(run.is_finished())
+    })
+    .await;
+    assert!(stopped, "the worker did not stop");
+    run.await.expect("the worker did not panic");
+    let held = jobs.get(hang.id).await.unwrap().unwrap();
+    assert!(
+        held.lease_until.is_some_and(|until| until > jobs.now()),
+        "{held:?}"
+    );
+    assert_eq!(jobs.run_due().await.unwrap(), 0);
+}
+
 pub async fn the_worker_loop_runs_work_as_it_falls_due<S: Store>(store: S) {
     let clock = MockClock::new();
     let flaky = Flaky::default();
@@ -1375,8 +1416,9 @@ pub async fn b3_protection_for_an_unknown_handler_is_refused_when_built<S: Store
     );
 }
 
-/// A store whose writes of ended attempts fail, as if the server went away between an
-/// attempt's claim and its end; everything else goes to the store inside.
+/// A store whose writes of ended attempts and releases of leases (a lease moved to now) fail,
+/// as if the server went away between an attempt's claim and its end; everything else goes to
+/// the store inside.
 #[derive(Clone)]
 pub struct FailingFinish<S>(pub S);
 
@@ -1419,6 +1461,12 @@ impl<S: Store> Store for FailingFinish<S> {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
+        if until <= now {
+            return Err(StoreError::backend(
+                retry_durable::BackendKind::Connection,
+                "the server went away",
+            ));
+        }
         self.0.extend_lease(id, revision, until, now).await
     }
 
@@ -2703,6 +2751,7 @@ macro_rules! engine_suite {
             s12_a_long_handler_keeps_its_lease,
             the_worker_loop_runs_work_as_it_falls_due,
             s14_a_stopped_worker_releases_what_it_abandons,
+            s14_a_release_that_fails_leaves_the_lease_to_run_out,
             listing_reads_every_page,
             s13_an_open_breaker_defers_work_without_spending_attempts,
             s13_an_exhausted_budget_defers_retries_without_spending_attempts,
