@@ -1031,6 +1031,34 @@ pub async fn s12_a_long_handler_keeps_its_lease<S: Store + Clone>(store: S) {
 /// S14: a worker stopped with an attempt still running past its shutdown grace releases that
 /// attempt's lease: the item is due at once, the abandoned attempt counted; an attempt that
 /// ends within the grace is recorded as usual.
+/// A worker loop of `jobs` on a task, and the token that stops it.
+fn running<S: Store, C>(
+    jobs: &Jobs<S, C>,
+) -> (retry_toolkit::CancelToken, tokio::task::JoinHandle<()>)
+where
+    C: retry_toolkit::Clock + Clone + Send + Sync + 'static,
+    C::Sleep: Send,
+{
+    let stop = retry_toolkit::CancelToken::new();
+    let worker = jobs.clone();
+    let stopper = stop.clone();
+    (stop, tokio::spawn(async move { worker.run(stopper).await }))
+}
+
+/// Waits for a stopped worker loop to return, moving the mock clock by `step` while it has
+/// timers (its shutdown grace); fails if it does not return or panicked.
+async fn stopped(run: tokio::task::JoinHandle<()>, clock: &MockClock, step: Duration) {
+    let done = eventually(|| {
+        if !run.is_finished() && clock.pending() > 0 {
+            clock.advance(step);
+        }
+        std::future::ready(run.is_finished())
+    })
+    .await;
+    assert!(done, "the worker did not stop after its grace");
+    run.await.expect("the worker loop panicked");
+}
+
 pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(store: S) {
     let clock = MockClock::new();
     let (done_tx, slow_handler) = until_released();
@@ -1061,10 +1089,7 @@ pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(st
         .handler("slow", Flaky::default().handler(0))
         .build()
         .unwrap();
-    let stop = retry_toolkit::CancelToken::new();
-    let worker = jobs.clone();
-    let stopper = stop.clone();
-    let run = tokio::spawn(async move { worker.run(stopper).await });
+    let (stop, run) = running(&jobs);
     let started = eventually(|| async {
         let a = jobs.get(hang.id).await.unwrap().map(|r| r.state);
         let b = jobs.get(slow.id).await.unwrap().map(|r| r.state);
@@ -1075,15 +1100,7 @@ pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(st
 
     stop.cancel();
     done_tx.send(()).unwrap();
-    let stopped = eventually(|| {
-        if !run.is_finished() && clock.pending() > 0 {
-            clock.advance(Duration::from_secs(1));
-        }
-        std::future::ready(run.is_finished())
-    })
-    .await;
-    assert!(stopped, "the worker did not stop after its grace");
-    run.await.unwrap();
+    stopped(run, &clock, Duration::from_secs(1)).await;
     assert!(
         jobs.now() < MONDAY + Duration::from_secs(20),
         "waited for a lease extension, not the grace"
@@ -1128,25 +1145,14 @@ pub async fn s14_a_release_that_fails_leaves_the_lease_to_run_out<S: Store + Clo
         .schedule(When::Now, "hang", &1u32, none())
         .await
         .unwrap();
-    let stop = retry_toolkit::CancelToken::new();
-    let worker = jobs.clone();
-    let stopper = stop.clone();
-    let run = tokio::spawn(async move { worker.run(stopper).await });
+    let (stop, run) = running(&jobs);
     let started = eventually(|| async {
         jobs.get(hang.id).await.unwrap().map(|r| r.state) == Some(WorkState::Running)
     })
     .await;
     assert!(started, "the worker did not start the attempt");
     stop.cancel();
-    let stopped = eventually(|| {
-        if !run.is_finished() && clock.pending() > 0 {
-            clock.advance(Duration::from_millis(1));
-        }
-        std::future::ready(run.is_finished())
-    })
-    .await;
-    assert!(stopped, "the worker did not stop");
-    run.await.expect("the worker did not panic");
+    stopped(run, &clock, Duration::from_millis(1)).await;
     let held = jobs.get(hang.id).await.unwrap().unwrap();
     assert!(
         held.lease_until.is_some_and(|until| until > jobs.now()),
