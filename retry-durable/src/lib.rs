@@ -86,8 +86,9 @@ mod store;
 mod timing;
 
 pub use jobs::{
-    BuildError, DEFAULT_KEY_RETENTION, Event, EventKind, HandlerResult, JobContext, Jobs,
-    JobsBuilder, MAX_ATTEMPT_TIMEOUT, RUN_UNTIL_IDLE_LIMIT, ScheduleError, When, WorkOptions,
+    BuildError, DEFAULT_KEY_RETENTION, DEFAULT_SHUTDOWN_GRACE, Event, EventKind, HandlerResult,
+    JobContext, Jobs, JobsBuilder, MAX_ATTEMPT_TIMEOUT, RUN_UNTIL_IDLE_LIMIT, ScheduleError, When,
+    WorkOptions,
 };
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]

@@ -117,6 +117,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Moves the lease of a running item claimed at `revision` to `until`. `false` when the
     /// item is no longer that claim (cancelled, finished, re-claimed after the lease expired).
+    /// With `until` equal to `now` it releases the claim: the item stays running with its
+    /// attempt counted and is due at once, which is how a stopping worker gives back the
+    /// attempts it abandons.
     fn extend_lease(
         &self,
         id: WorkId,

@@ -109,6 +109,7 @@ pub(crate) struct Settings {
     pub(crate) poll_interval: Duration,
     pub(crate) misfire_grace: Duration,
     pub(crate) key_retention: Duration,
+    pub(crate) shutdown_grace: Duration,
 }
 
 /// Why [`JobsBuilder::build`] refused.
@@ -189,6 +190,7 @@ impl<S: Store> Jobs<S> {
                 poll_interval: Duration::from_secs(1),
                 misfire_grace: Duration::from_secs(60),
                 key_retention: DEFAULT_KEY_RETENTION,
+                shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             },
             seed: None,
             error: None,
@@ -384,6 +386,17 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         self
     }
 
+    /// How long a stopping worker lets its running attempts finish. Past it, each attempt
+    /// still running is signalled through its context and abandoned, and its lease released:
+    /// the item is due again at once, the abandoned attempt counted, so that a restarted
+    /// worker does not wait out the lease. Default 10 seconds, inside the usual 30 seconds
+    /// that service managers and Kubernetes wait between SIGTERM and SIGKILL;
+    /// [`Duration::ZERO`] abandons at once.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.settings.shutdown_grace = grace;
+        self
+    }
+
     /// Seeds the jitter of backoffs, for reproducible runs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -485,6 +498,10 @@ const PAGE: u32 = 500;
 
 /// How long a key outlives its work unless [`JobsBuilder::key_retention`] says otherwise.
 pub const DEFAULT_KEY_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a stopping worker lets running attempts finish unless
+/// [`JobsBuilder::shutdown_grace`] says otherwise.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// The longest key retention: a year and a day.
 const MAX_KEY_RETENTION: Duration = Duration::from_secs(366 * 24 * 60 * 60);

@@ -10,6 +10,7 @@
 //! again (at least once).
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use retry_toolkit::store::Timestamp;
+use retry_toolkit::store::{Revision, Timestamp};
 use retry_toolkit::{
     Backoff, CancelToken, Clock, FailedAttempt, GiveUp, Next, RetryOptions, TaskError, TaskFailure,
     classify,
@@ -28,7 +29,7 @@ use super::handler::JobContext;
 use super::protect::{self, Admission};
 use super::{Event, EventKind, Inner, Jobs, lock};
 use crate::record::{DeadReason, NewDeadLetter, WorkId, WorkRecord, WorkState};
-use crate::store::{Finish, Finished, NextStep, Store, StoreError};
+use crate::store::{Finish, Finished, NextStep, Store, StoreError, WorkFilter};
 use crate::timing::Misfire;
 
 const TARGET: &str = "retry_durable";
@@ -54,6 +55,64 @@ struct Ended {
 /// What an attempt's task returns: its end, or nothing to write (the claim was lost while the
 /// handler ran, already reported).
 type Attempt = Result<Option<Ended>, StoreError>;
+
+/// Most running rows the start-up report reads.
+const IN_FLIGHT_PAGE: u32 = 1_000;
+
+/// The attempts a long-running worker runs, each with the claim it runs under, so that a
+/// stopping worker knows which leases it abandons.
+#[derive(Default)]
+struct Attempts {
+    set: JoinSet<Attempt>,
+    held: HashMap<tokio::task::Id, (WorkId, Revision)>,
+}
+
+impl Attempts {
+    fn spawn<S: Store, C>(&mut self, inner: Arc<Inner<S, C>>, record: WorkRecord)
+    where
+        C: Clock + Clone + Send + Sync + 'static,
+        C::Sleep: Send,
+    {
+        let claim = (record.id, record.revision);
+        let handle = self.set.spawn(process(inner, record));
+        self.held.insert(handle.id(), claim);
+    }
+
+    fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// Keeps the ends of the attempts that are done.
+    fn collect_ready(&mut self, into: &mut Vec<Ended>) {
+        while let Some(done) = self.set.try_join_next_with_id() {
+            self.settle(done, into);
+        }
+    }
+
+    /// An attempt's task is done: its claim is no longer held here, unless the task was
+    /// aborted (an abandoned attempt, whose lease is released).
+    fn settle(
+        &mut self,
+        done: Result<(tokio::task::Id, Attempt), JoinError>,
+        into: &mut Vec<Ended>,
+    ) {
+        match done {
+            Ok((id, attempt)) => {
+                self.held.remove(&id);
+                collect(Ok(attempt), into);
+            }
+            Err(error) if error.is_cancelled() => {}
+            Err(error) => {
+                self.held.remove(&error.id());
+                collect(Err(error), into);
+            }
+        }
+    }
+}
 
 impl<S: Store, C> Jobs<S, C>
 where
@@ -112,19 +171,26 @@ where
         Ok(ids)
     }
 
-    /// Runs work as it falls due until `stop` fires, then lets the running attempts finish and
-    /// records them. At most the concurrency setting's attempts run at once; an idle worker
-    /// sleeps (on the owner's clock) until the next due time, a poll interval, or new work
-    /// scheduled through this `Jobs`. A failing store is logged and retried after a poll
-    /// interval.
+    /// Runs work as it falls due until `stop` fires. At most the concurrency setting's
+    /// attempts run at once; an idle worker sleeps (on the owner's clock) until the next due
+    /// time, a poll interval, or new work scheduled through this `Jobs`. A failing store is
+    /// logged and retried after a poll interval.
+    ///
+    /// At start it logs what it finds in flight: work leased by other workers (and when the
+    /// first lease ends) and work whose lease ran out (claimed at once). Once `stop` fires it
+    /// claims nothing more and lets the running attempts finish for the shutdown grace
+    /// ([`JobsBuilder::shutdown_grace`](crate::JobsBuilder::shutdown_grace)); each attempt
+    /// still running then is signalled, abandoned, and its lease released, so that its item
+    /// is due again at once (the abandoned attempt counted) and a restarted worker does not
+    /// wait out the lease. The release is fenced on the attempt's claim: work that another
+    /// worker holds by now is left alone.
     pub async fn run(&self, stop: CancelToken) {
+        self.report_in_flight().await;
         let settings = self.inner.settings;
-        let mut attempts = JoinSet::new();
+        let mut attempts = Attempts::default();
         let mut ended = Vec::new();
         loop {
-            while let Some(done) = attempts.try_join_next() {
-                collect(done, &mut ended);
-            }
+            attempts.collect_ready(&mut ended);
             if stop.is_cancelled() {
                 break;
             }
@@ -139,7 +205,7 @@ where
                     Ok(claimed) => {
                         let full = claimed.len() as u32 == free && free > 0;
                         for record in claimed {
-                            attempts.spawn(process(Arc::clone(&self.inner), record));
+                            attempts.spawn(Arc::clone(&self.inner), record);
                         }
                         if full {
                             continue;
@@ -152,17 +218,129 @@ where
                 }
             }
             tokio::select! {
-                Some(done) = attempts.join_next(), if !attempts.is_empty() => collect(done, &mut ended),
+                Some(done) = attempts.set.join_next_with_id(), if !attempts.is_empty() => attempts.settle(done, &mut ended),
                 () = self.inner.clock.sleep(wait) => {}
                 () = self.inner.wake.notified() => {}
                 () = stop.cancelled() => {}
             }
         }
-        while let Some(done) = attempts.join_next().await {
-            collect(done, &mut ended);
+        self.stop(attempts, ended).await;
+    }
+
+    /// Runs work as [`run`](Self::run) does until the process receives SIGINT (Ctrl-C) or
+    /// SIGTERM (what service managers and Kubernetes send), then stops as `run` stops: lets
+    /// running attempts finish within the shutdown grace and releases the leases of those it
+    /// abandons, so that a restarted worker runs them at once. Needs the `signal` feature (on
+    /// by default) and a runtime with I/O enabled (`#[tokio::main]` enables it).
+    ///
+    /// # Errors
+    /// The signal handlers could not be installed (no I/O driver on the runtime); nothing ran.
+    #[cfg(feature = "signal")]
+    pub async fn run_until_signal(&self) -> std::io::Result<()> {
+        let signalled = signalled()?;
+        let stop = CancelToken::new();
+        let run = self.run(stop.clone());
+        let mut run = std::pin::pin!(run);
+        tokio::select! {
+            () = &mut run => return Ok(()),
+            name = signalled => {
+                tracing::info!(target: TARGET, signal = name, "stopping on a signal");
+                stop.cancel();
+            }
+        }
+        run.await;
+        Ok(())
+    }
+
+    /// The stop path: lets the running attempts finish within the shutdown grace, records
+    /// what ended, and releases the leases of the attempts it abandons.
+    async fn stop(&self, mut attempts: Attempts, mut ended: Vec<Ended>) {
+        let grace = self.inner.settings.shutdown_grace;
+        if !attempts.is_empty() {
+            tracing::info!(target: TARGET, running = attempts.len(), ?grace, "stopping: claiming nothing more, letting running attempts finish");
+        }
+        let mut timer = std::pin::pin!(self.inner.clock.sleep(grace));
+        while !attempts.is_empty() {
+            tokio::select! {
+                Some(done) = attempts.set.join_next_with_id() => attempts.settle(done, &mut ended),
+                () = &mut timer => break,
+            }
+        }
+        if !attempts.is_empty() {
+            // Signalled first, for handlers that hand work to tasks of their own.
+            for (id, _) in attempts.held.values() {
+                if let Some(token) = lock(&self.inner.running).remove(id) {
+                    token.cancel();
+                }
+            }
+            attempts.set.abort_all();
+            // One that ended before the abort is recorded like any other.
+            while let Some(done) = attempts.set.join_next_with_id().await {
+                attempts.settle(done, &mut ended);
+            }
         }
         // Claims nothing, so it cannot fail: an attempt it could not write is logged.
         let _ = self.record_and_claim(ended, 0).await;
+        for (id, revision) in attempts.held.into_values() {
+            self.release(id, revision).await;
+        }
+    }
+
+    /// Releases the lease of an abandoned attempt: the item is due at once (its lease ends
+    /// now) and the attempt stays counted. Fenced on the claim's revision; a failure is
+    /// logged, and the item waits out its lease instead.
+    async fn release(&self, id: WorkId, revision: Revision) {
+        let now = self.now();
+        match self.inner.store.extend_lease(id, revision, now, now).await {
+            Ok(true) => {
+                tracing::warn!(target: TARGET, id = id.0, "abandoned an attempt still running after the shutdown grace; its lease is released and it is due again at once");
+            }
+            Ok(false) => {
+                tracing::debug!(target: TARGET, id = id.0, "abandoned an attempt whose claim was already gone; nothing to release");
+            }
+            Err(error) => {
+                tracing::error!(target: TARGET, id = id.0, %error, "could not release the lease of an abandoned attempt; it runs again when the lease ends");
+            }
+        }
+    }
+
+    /// Logs what is in flight as the worker starts: work leased by other workers, with when
+    /// the first of them frees up, and work whose lease ran out (a worker that died), which
+    /// this worker claims at once.
+    async fn report_in_flight(&self) {
+        let filter = WorkFilter::new().state(WorkState::Running);
+        let running = match self
+            .inner
+            .store
+            .list_where(&self.inner.owner, &filter, None, IN_FLIGHT_PAGE)
+            .await
+        {
+            Ok(listing) => listing.records,
+            Err(error) => {
+                tracing::error!(target: TARGET, %error, "could not read the work in flight");
+                return;
+            }
+        };
+        let now = self.now();
+        let (leased, expired): (Vec<_>, Vec<_>) = running
+            .iter()
+            .filter_map(|r| r.lease_until)
+            .partition(|until| *until > now);
+        if leased.is_empty() && expired.is_empty() {
+            tracing::info!(target: TARGET, "worker started; nothing in flight");
+            return;
+        }
+        let first_free = leased
+            .iter()
+            .min()
+            .map(|until| Duration::from_millis(until.as_millis().saturating_sub(now.as_millis())));
+        tracing::info!(
+            target: TARGET,
+            leased_by_others = leased.len(),
+            first_lease_ends_in = ?first_free,
+            expired = expired.len(),
+            "worker started; found work in flight: leased work runs here once its lease ends, expired leases are claimed now"
+        );
     }
 
     /// Deletes finished rows whose key retention ended, at most [`PURGE_ROWS`] of them, once
@@ -336,6 +514,33 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         }
         claim.work
     }
+}
+
+/// Ends on the first SIGINT or SIGTERM with its name; installed at once, so that a signal
+/// that comes before the first poll is not lost.
+#[cfg(all(feature = "signal", unix))]
+fn signalled() -> std::io::Result<impl Future<Output = &'static str>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+        }
+    })
+}
+
+/// Ends on the first Ctrl-C (the only stop signal outside Unix).
+#[cfg(all(feature = "signal", not(unix)))]
+fn signalled() -> std::io::Result<impl Future<Output = &'static str>> {
+    Ok(async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(target: TARGET, %error, "could not wait for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+        "Ctrl-C"
+    })
 }
 
 /// Keeps an attempt's end for the next write; logs an attempt task that failed (a store

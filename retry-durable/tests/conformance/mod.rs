@@ -1041,6 +1041,74 @@ pub async fn s14_a_purge_of_kept_keys_is_bounded<S: Store>(store: S) {
     assert!(store.list("o", None, 10).await.unwrap().is_empty());
 }
 
+/// S14: a stopping worker releases a lease by moving it to now (`extend_lease` with
+/// `until == now`): the item is due at once, its attempt counted. Fenced on the claim: a
+/// stale release (the item re-claimed by another worker, or cancelled) changes nothing.
+pub async fn s14_a_released_lease_is_due_at_once_and_a_stale_release_does_nothing<S: Store>(
+    store: S,
+) {
+    let id = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
+    let first = claim_one(&store, 0, 60_000).await;
+    assert!(
+        store
+            .extend_lease(id, first.revision, at(10), at(10))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.next_due("o").await.unwrap(),
+        Some(at(10)),
+        "not due at once"
+    );
+    let released = store.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (released.state, released.attempt, released.lease_until),
+        (WorkState::Running, 1, Some(at(10)))
+    );
+    let second = claim_one(&store, 10, 60_010).await;
+    assert_eq!(
+        (second.id, second.attempt),
+        (id, 2),
+        "the released attempt counts"
+    );
+
+    // The first worker releases again (late): the second claim keeps its lease.
+    assert!(
+        !store
+            .extend_lease(id, first.revision, at(20), at(20))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.get(id).await.unwrap(), Some(second.clone()));
+    assert!(
+        nothing_due(&store, 20).await,
+        "a stale release freed another worker's claim"
+    );
+
+    // Cancelled work is not made due by a release.
+    store.cancel(id, at(30)).await.unwrap();
+    assert!(
+        !store
+            .extend_lease(id, second.revision, at(30), at(30))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get(id).await.unwrap().map(|r| r.state),
+        Some(WorkState::Cancelled)
+    );
+    assert!(nothing_due(&store, 30).await);
+}
+
+/// Whether a claim at `now` finds nothing.
+async fn nothing_due<S: Store>(store: &S, now: u64) -> bool {
+    let claim = store
+        .claim("o", at(now), at(now + 60_000), 1)
+        .await
+        .unwrap();
+    claim.work.is_empty() && claim.corrupt.is_empty()
+}
+
 /// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
 /// evaluates to `(store, guard)`).
 #[macro_export]
@@ -1053,6 +1121,7 @@ macro_rules! conformance_suite {
             p2_claim_respects_its_limit,
             p2_concurrent_claims_never_share_an_item,
             s12_an_expired_lease_is_claimed_again_and_fences_the_old_claim,
+            s14_a_released_lease_is_due_at_once_and_a_stale_release_does_nothing,
             s5_a_retry_waits_as_a_row,
             s4_a_dead_letter_keeps_what_happened,
             s4_redrive_and_purge,

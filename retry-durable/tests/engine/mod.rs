@@ -373,7 +373,7 @@ pub async fn s2_resolved_options_are_stored_and_applied<S: Store + Clone>(store:
 
     // A restart with other defaults runs the work with what was stored: three attempts.
     drop(jobs);
-    let restarted = builder(store, &clock)
+    let restarted = builder(store.clone(), &clock)
         .defaults(RetryOptions::new().with_max_attempts(1))
         .handler("flaky", flaky.handler(10))
         .build()
@@ -682,7 +682,7 @@ pub async fn s9_scheduling_twice_returns_the_first_row<S: Store + Clone>(store: 
         .unwrap();
     let (cron, every) = cron_and_every(&jobs, none()).await;
     // A restarted process schedules the same things again, with other options.
-    let restarted = builder(store, &clock)
+    let restarted = builder(store.clone(), &clock)
         .handler("a", Flaky::default().handler(0))
         .build()
         .unwrap();
@@ -955,21 +955,35 @@ pub async fn a_handler_panic_is_a_failed_attempt<S: Store>(store: S) {
     assert_eq!(jobs.get(record.id).await.unwrap(), None);
 }
 
+/// What a boxed test handler returns.
+type Boxed = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), TaskFailure>> + Send>>;
+
+/// A handler whose first call returns once the sender fires (or is dropped); later calls
+/// return at once.
+pub fn until_released() -> (
+    tokio::sync::oneshot::Sender<()>,
+    impl Fn(u32, retry_durable::JobContext) -> Boxed + Send + Sync + 'static,
+) {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let release = Arc::new(Mutex::new(Some(rx)));
+    let handler = move |_: u32, _ctx| {
+        let release = release.lock().unwrap().take();
+        Box::pin(async move {
+            if let Some(rx) = release {
+                let _ = rx.await;
+            }
+            Ok(())
+        }) as Boxed
+    };
+    (tx, handler)
+}
+
 pub async fn s12_a_long_handler_keeps_its_lease<S: Store + Clone>(store: S) {
     let clock = MockClock::new();
-    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
-    let release = Arc::new(Mutex::new(Some(release_rx)));
+    let (release_tx, long) = until_released();
     let jobs = builder(store.clone(), &clock)
         .lease(Duration::from_secs(30))
-        .handler("long", move |_: u32, _ctx| {
-            let release = release.lock().unwrap().take();
-            async move {
-                if let Some(rx) = release {
-                    let _ = rx.await;
-                }
-                Ok(())
-            }
-        })
+        .handler("long", long)
         .build()
         .unwrap();
     let record = jobs
@@ -1012,6 +1026,139 @@ pub async fn s12_a_long_handler_keeps_its_lease<S: Store + Clone>(store: S) {
     release_tx.send(()).unwrap();
     assert_eq!(run.await.unwrap().unwrap(), 1);
     assert_eq!(jobs.get(record.id).await.unwrap(), None);
+}
+
+/// S14: a worker stopped with an attempt still running past its shutdown grace releases that
+/// attempt's lease: the item is due at once, the abandoned attempt counted; an attempt that
+/// ends within the grace is recorded as usual.
+/// A worker loop of `jobs` on a task, and the token that stops it.
+fn running<S: Store, C>(
+    jobs: &Jobs<S, C>,
+) -> (retry_toolkit::CancelToken, tokio::task::JoinHandle<()>)
+where
+    C: retry_toolkit::Clock + Clone + Send + Sync + 'static,
+    C::Sleep: Send,
+{
+    let stop = retry_toolkit::CancelToken::new();
+    let worker = jobs.clone();
+    let stopper = stop.clone();
+    (stop, tokio::spawn(async move { worker.run(stopper).await }))
+}
+
+/// Waits for a stopped worker loop to return, moving the mock clock by `step` while it has
+/// timers (its shutdown grace); fails if it does not return or panicked.
+async fn stopped(run: tokio::task::JoinHandle<()>, clock: &MockClock, step: Duration) {
+    let done = eventually(|| {
+        if !run.is_finished() && clock.pending() > 0 {
+            clock.advance(step);
+        }
+        std::future::ready(run.is_finished())
+    })
+    .await;
+    assert!(done, "the worker did not stop after its grace");
+    run.await.expect("the worker loop panicked");
+}
+
+pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let (done_tx, slow_handler) = until_released();
+    let jobs = builder(store.clone(), &clock)
+        .lease(Duration::from_secs(60))
+        .shutdown_grace(Duration::from_secs(5))
+        .concurrency(2)
+        .handler("hang", |_: u32, _ctx| std::future::pending())
+        .handler("slow", slow_handler)
+        .build()
+        .unwrap();
+    let hang = jobs
+        .schedule(When::Now, "hang", &1u32, none())
+        .await
+        .unwrap();
+    let slow = jobs
+        .schedule(When::Now, "slow", &2u32, none())
+        .await
+        .unwrap();
+    // The restarted worker, built now so that both read the same instant on the mock clock.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let restarted = builder(store.clone(), &clock)
+        .handler("hang", move |_: u32, ctx: retry_durable::JobContext| {
+            record.lock().unwrap().push(ctx.attempt);
+            std::future::ready(Ok(()))
+        })
+        .handler("slow", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let (stop, run) = running(&jobs);
+    let started = eventually(|| async {
+        let a = jobs.get(hang.id).await.unwrap().map(|r| r.state);
+        let b = jobs.get(slow.id).await.unwrap().map(|r| r.state);
+        a == Some(WorkState::Running) && b == Some(WorkState::Running)
+    })
+    .await;
+    assert!(started, "the worker did not start both attempts");
+
+    stop.cancel();
+    done_tx.send(()).unwrap();
+    stopped(run, &clock, Duration::from_secs(1)).await;
+    assert!(
+        jobs.now() < MONDAY + Duration::from_secs(20),
+        "waited for a lease extension, not the grace"
+    );
+
+    assert_eq!(
+        jobs.get(slow.id).await.unwrap(),
+        None,
+        "the finished attempt was not recorded"
+    );
+    let released = jobs.get(hang.id).await.unwrap().unwrap();
+    assert_eq!(released.attempt, 1, "the abandoned attempt is counted");
+    assert!(
+        released
+            .lease_until
+            .is_some_and(|until| until <= jobs.now()),
+        "the lease was not released: {released:?}"
+    );
+    assert_eq!(
+        jobs.store().next_due("test").await.unwrap(),
+        released.lease_until,
+        "not due at once"
+    );
+
+    // A restarted worker runs it at once, as its second attempt.
+    assert_eq!(restarted.run_due().await.unwrap(), 1);
+    assert_eq!(*seen.lock().unwrap(), vec![2]);
+    assert_eq!(restarted.get(hang.id).await.unwrap(), None);
+}
+
+/// S14: a release the store refuses is logged; the worker still stops, and the item waits
+/// out its lease as after a crash.
+pub async fn s14_a_release_that_fails_leaves_the_lease_to_run_out<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(FailingFinish(store), &clock)
+        .lease(Duration::from_secs(60))
+        .shutdown_grace(Duration::ZERO)
+        .handler("hang", |_: u32, _ctx| std::future::pending())
+        .build()
+        .unwrap();
+    let hang = jobs
+        .schedule(When::Now, "hang", &1u32, none())
+        .await
+        .unwrap();
+    let (stop, run) = running(&jobs);
+    let started = eventually(|| async {
+        jobs.get(hang.id).await.unwrap().map(|r| r.state) == Some(WorkState::Running)
+    })
+    .await;
+    assert!(started, "the worker did not start the attempt");
+    stop.cancel();
+    stopped(run, &clock, Duration::from_millis(1)).await;
+    let held = jobs.get(hang.id).await.unwrap().unwrap();
+    assert!(
+        held.lease_until.is_some_and(|until| until > jobs.now()),
+        "{held:?}"
+    );
+    assert_eq!(jobs.run_due().await.unwrap(), 0);
 }
 
 pub async fn the_worker_loop_runs_work_as_it_falls_due<S: Store>(store: S) {
@@ -1275,8 +1422,9 @@ pub async fn b3_protection_for_an_unknown_handler_is_refused_when_built<S: Store
     );
 }
 
-/// A store whose writes of ended attempts fail, as if the server went away between an
-/// attempt's claim and its end; everything else goes to the store inside.
+/// A store whose writes of ended attempts and releases of leases (a lease moved to now) fail,
+/// as if the server went away between an attempt's claim and its end; everything else goes to
+/// the store inside.
 #[derive(Clone)]
 pub struct FailingFinish<S>(pub S);
 
@@ -1319,6 +1467,12 @@ impl<S: Store> Store for FailingFinish<S> {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
+        if until <= now {
+            return Err(StoreError::backend(
+                retry_durable::BackendKind::Connection,
+                "the server went away",
+            ));
+        }
         self.0.extend_lease(id, revision, until, now).await
     }
 
@@ -2602,6 +2756,8 @@ macro_rules! engine_suite {
             a_handler_panic_is_a_failed_attempt,
             s12_a_long_handler_keeps_its_lease,
             the_worker_loop_runs_work_as_it_falls_due,
+            s14_a_stopped_worker_releases_what_it_abandons,
+            s14_a_release_that_fails_leaves_the_lease_to_run_out,
             listing_reads_every_page,
             s13_an_open_breaker_defers_work_without_spending_attempts,
             s13_an_exhausted_budget_defers_retries_without_spending_attempts,
