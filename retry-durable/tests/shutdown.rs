@@ -4,7 +4,8 @@
 //! nothing is released and the item waits out its lease. On a SQLite file and, with the
 //! `postgres` feature, on a PostgreSQL database. The child is this test binary run again with
 //! one test selected and the database in environment variables; the parent waits for the
-//! child's line on a pipe and for its exit in a bounded poll, never a fixed sleep.
+//! child's line on a pipe and for its exit with a blocking wait bounded by a timeout, never a
+//! sleep.
 
 #[cfg(feature = "postgres")]
 #[path = "support/postgres.rs"]
@@ -133,28 +134,34 @@ fn child_inside_its_handler(db: &Db) -> (Child, Output) {
     (child, lines)
 }
 
-/// The child's exit, polled for at most 60 s.
-fn exited(child: &mut Child) -> ExitStatus {
-    for _ in 0..1_200 {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
+/// The child's exit: waited for on a thread (a blocking wait, no polling), for at most 60 s; a
+/// child that has not exited by then is killed and the test fails.
+fn exited(child: Child) -> ExitStatus {
+    let pid = child.id().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut child = child;
+        let _ = tx.send(child.wait());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!("the child did not exit");
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
-    let _ = child.kill();
-    panic!("the child did not exit");
 }
 
 async fn after_sigterm_the_item_runs_at_once<S: Store + Clone>(store: S, db: Db) {
     let (jobs, seen) = worker(store);
     let id = queued(&jobs).await;
-    let (mut child, output) = child_inside_its_handler(&db);
+    let (child, output) = child_inside_its_handler(&db);
     let sent = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(sent.success());
-    let status = exited(&mut child);
+    let status = exited(child);
     let rest: Vec<String> = output.map_while(Result::ok).collect();
     assert!(
         status.success(),
@@ -186,7 +193,7 @@ async fn after_sigkill_the_item_waits_out_its_lease<S: Store + Clone>(store: S, 
     let id = queued(&jobs).await;
     let (mut child, _output) = child_inside_its_handler(&db);
     child.kill().unwrap(); // SIGKILL: no handler, no release.
-    let status = exited(&mut child);
+    let status = exited(child);
     assert!(!status.success());
 
     assert_eq!(
