@@ -143,9 +143,7 @@ impl SqliteStore {
             Durability::Full => "FULL",
             Durability::Normal => "NORMAL",
         };
-        let _journal: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(|e| schema::open_error(&name, e))?;
+        schema::use_wal(&conn, &name, options.busy_timeout)?;
         conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
             .map_err(|e| schema::open_error(&name, e))?;
         let conn = match options.runs_on {

@@ -1,6 +1,8 @@
 //! The SQLite schema, versioned and shipped in the library: applied on open, and a file
 //! that is not ours or is newer than this library is refused before anything is written.
 
+use std::time::{Duration, Instant};
+
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 
 use super::kind_of;
@@ -125,6 +127,37 @@ pub(super) fn migrate(conn: &mut Connection, path: &str) -> Result<(), StoreErro
     tx.commit().map_err(|e| open_error(path, e))
 }
 
+/// Switches the file to the WAL journal (a no-op once any connection has).
+///
+/// The switch needs the file to itself, and SQLite reports a connection that holds it as
+/// "busy" at once, without calling the busy handler: many processes opening a fresh file
+/// together would see all but one fail. So a busy answer is tried again, a millisecond or a
+/// few later, until `patience` (the busy timeout) is spent.
+pub(super) fn use_wal(conn: &Connection, path: &str, patience: Duration) -> Result<(), StoreError> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| {
+            row.get::<_, String>(0)
+        }) {
+            Ok(_) => return Ok(()),
+            Err(error) if is_busy(&error) && started.elapsed() + pause <= patience => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(error) => return Err(open_error(path, error)),
+        }
+    }
+}
+
+/// Whether another connection held the lock that `error` needed.
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
 /// The file's schema version, after checking that the file is ours (or empty) and not newer.
 fn check(conn: &Connection, path: &str) -> Result<i64, StoreError> {
     let application_id: i32 = conn
@@ -168,7 +201,7 @@ fn check(conn: &Connection, path: &str) -> Result<i64, StoreError> {
 /// (several KB of SQL), which goes to `tracing` at debug level.
 fn migration_error(path: &str, version: usize, sql: &str, error: rusqlite::Error) -> StoreError {
     tracing::debug!(target: "retry_durable", path, version, sql, %error, "schema migration failed");
-    if let Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) = error.sqlite_error_code() {
+    if is_busy(&error) {
         return open_error(path, error);
     }
     let said = match &error {
