@@ -318,6 +318,7 @@ impl Store for MemoryStore {
                     next.lease_until = None;
                     next.due_at = until;
                     next.updated_at = finish.now;
+                    next.history.clone_from(&finish.history);
                     Some(next)
                 }
                 _ => None,
@@ -339,6 +340,7 @@ impl Store for MemoryStore {
                 next.last_error.clone_from(last_error);
                 next.last_delay_ms = *last_delay_ms;
                 next.updated_at = finish.now;
+                next.history.clone_from(&finish.history);
                 Some(next)
             }
         };
@@ -364,6 +366,7 @@ impl Store for MemoryStore {
                     fire_at: record.fire_at,
                     failed_at: dead.failed_at,
                     redriven_as: None,
+                    history: finish.history.clone(),
                 },
             );
         }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use retry_toolkit::effects::{BackendKind, LedgerError};
 use retry_toolkit::store::{Revision, Timestamp};
 
+use crate::history::AttemptRecord;
 use crate::record::{
     DeadLetter, DeadLetterId, NewDeadLetter, NewWork, QuarantinedWork, Released, WorkId,
     WorkRecord, WorkState,
@@ -460,6 +461,10 @@ pub struct Finish {
     /// this time as its `due_at`, so that its key answers for it until then. Ignored with
     /// [`NextStep::Wait`] and for work without a key.
     pub keep_key_until: Option<Timestamp>,
+    /// The item's history after this attempt (the claimed record's, with this attempt
+    /// appended and bounded by the owner's limit): written with the row that stays and with
+    /// the dead letter, fenced like the rest of the write.
+    pub history: Vec<AttemptRecord>,
 }
 
 /// An attempt that has ended, for [`Store::finish_and_claim`]: the claim it ran under and

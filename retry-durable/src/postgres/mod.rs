@@ -349,6 +349,7 @@ async fn apply_then(
     now: i64,
     then: &NextStep,
     keep: Option<(WorkState, i64)>,
+    history: &str,
 ) -> Result<u64, Failed> {
     match then {
         NextStep::Remove => {
@@ -356,12 +357,15 @@ async fn apply_then(
                 let statement = client
                     .prepare_cached(
                         "UPDATE retry_durable_work SET state = $3, lease_until = NULL,
-                             due_at = $4, updated_at = $5, revision = revision + 1
+                             due_at = $4, updated_at = $5, revision = revision + 1, history = $6
                          WHERE id = $1 AND revision = $2 AND key IS NOT NULL",
                     )
                     .await?;
                 let kept = client
-                    .execute(&statement, &[&id.0, &rev, &state.name(), &until, &now])
+                    .execute(
+                        &statement,
+                        &[&id.0, &rev, &state.name(), &until, &now, &history],
+                    )
                     .await?;
                 if kept == 1 {
                     return Ok(kept);
@@ -386,7 +390,8 @@ async fn apply_then(
                 .prepare_cached(
                     "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
                          due_at = $3, fire_at = $4, attempt = $5, last_error = $6,
-                         last_delay_ms = $7, updated_at = $8, revision = revision + 1
+                         last_delay_ms = $7, updated_at = $8, revision = revision + 1,
+                         history = $9
                      WHERE id = $1 AND revision = $2",
                 )
                 .await?;
@@ -402,6 +407,7 @@ async fn apply_then(
                         last_error,
                         &i64_of(*last_delay_ms)?,
                         &now,
+                        &history,
                     ],
                 )
                 .await?)
@@ -587,6 +593,7 @@ async fn finish(
 ) -> Result<bool, Failed> {
     let rev = i64_of(revision.get())?;
     let now = i64_of(finish.now.as_millis())?;
+    let history = crate::history::to_json(&finish.history);
     let keep = match finish.keep_key_until {
         Some(until) => {
             let state = if finish.dead_letter.is_some() {
@@ -601,16 +608,16 @@ async fn finish(
     let Some(dead) = &finish.dead_letter else {
         // One fenced statement is atomic by itself (the delete after a keep that changed
         // nothing is fenced on the same revision): no BEGIN and COMMIT round trips.
-        return Ok(apply_then(client, id, rev, now, &finish.then, keep).await? == 1);
+        return Ok(apply_then(client, id, rev, now, &finish.then, keep, &history).await? == 1);
     };
     let tx = client.transaction().await?;
     let statement = tx
         .prepare_cached(
             "INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
                  options, retry_if, kind, reason, attempts, last_error, created_at,
-                 fire_at, failed_at, redriven_as)
+                 fire_at, failed_at, redriven_as, history)
              SELECT id, owner, handler, payload, options, retry_if, kind, $3, $6, $4,
-                 created_at, fire_at, $5, NULL
+                 created_at, fire_at, $5, NULL, $7
              FROM retry_durable_work
              WHERE id = $1 AND revision = $2",
         )
@@ -625,13 +632,14 @@ async fn finish(
                 &dead.last_error,
                 &i64_of(dead.failed_at.as_millis())?,
                 &i64::from(dead.attempts),
+                &history,
             ],
         )
         .await?;
     if written != 1 {
         return Ok(false);
     }
-    if apply_then(&tx, id, rev, now, &finish.then, keep).await? != 1 {
+    if apply_then(&tx, id, rev, now, &finish.then, keep, &history).await? != 1 {
         // Dropping the transaction rolls the dead letter back.
         return Ok(false);
     }
