@@ -242,6 +242,9 @@ pub(crate) fn from_json(text: &str) -> Result<Vec<AttemptRecord>, String> {
 /// An item's history drawn as a table, one line per attempt — number, start, end, outcome,
 /// and what followed (`wait 200ms (backoff)`, `done`, `stop`) — the columns the testkit's
 /// timeline draws for tests, in aligned columns with no trailing spaces.
+///
+/// Attempts whose end was never written (their worker died, or stopped and released the
+/// lease) have no entry; where the numbers jump, one line says so.
 #[derive(Clone, Copy, Debug)]
 pub struct Timeline<'a>(pub &'a [AttemptRecord]);
 
@@ -254,7 +257,26 @@ impl fmt::Display for Timeline<'_> {
             "outcome".to_owned(),
             "then".to_owned(),
         ]];
+        let mut previous: Option<u32> = None;
         for a in self.0 {
+            if let Some(before) = previous {
+                let first = before.saturating_add(1);
+                if a.attempt > first {
+                    let missing = if a.attempt - 1 == first {
+                        first.to_string()
+                    } else {
+                        format!("{first}-{}", a.attempt - 1)
+                    };
+                    table.push([
+                        missing,
+                        "-".to_owned(),
+                        "-".to_owned(),
+                        "not recorded: its worker died or stopped".to_owned(),
+                        "-".to_owned(),
+                    ]);
+                }
+            }
+            previous = Some(a.attempt);
             let outcome = match &a.error {
                 Some(error) => format!("{}: {error}", a.outcome),
                 None => a.outcome.to_string(),
@@ -341,6 +363,37 @@ mod tests {
         ] {
             assert!(from_json(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The table: aligned, no trailing spaces, what followed each attempt, and a line where
+    /// attempts were never recorded.
+    #[test]
+    fn the_timeline_draws_one_line_per_attempt_and_names_gaps() {
+        let mut last = entry(5);
+        last.outcome = AttemptOutcome::DeadLettered;
+        last.wait = None;
+        let drawn = Timeline(&[entry(1), entry(2), last]).to_string();
+        let lines: Vec<&str> = drawn.lines().collect();
+        assert_eq!(lines.len(), 5, "{drawn}");
+        assert!(lines.iter().all(|l| !l.ends_with(' ')), "{drawn}");
+        assert!(lines[0].starts_with("attempt  start"), "{drawn}");
+        assert!(
+            lines[1].starts_with(
+                "1        1970-01-01T00:00:01.000Z  1970-01-01T00:00:01.005Z  retrying: 503"
+            ),
+            "{drawn}"
+        );
+        assert!(lines[1].ends_with("wait 200ms (server hint)"), "{drawn}");
+        assert!(lines[3].starts_with("3-4      -"), "{drawn}");
+        assert!(lines[3].contains("not recorded"), "{drawn}");
+        assert!(
+            lines[4].contains("dead-lettered: 503") && lines[4].ends_with("stop"),
+            "{drawn}"
+        );
+        // A schedule's next tick starts again at 1: no gap.
+        let drawn = Timeline(&[entry(3), entry(1)]).to_string();
+        assert_eq!(drawn.lines().count(), 3, "{drawn}");
+        assert_eq!(Timeline(&[]).to_string().lines().count(), 1);
     }
 
     /// A long error is cut on a character boundary.

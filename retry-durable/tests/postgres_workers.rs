@@ -181,7 +181,9 @@ async fn h_a_database_of_schema_6_is_migrated_and_its_history_survives_a_reconne
     };
     let jobs = jobs_on(PostgresStore::connect(&url).await.unwrap());
     let options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
-    jobs.schedule(When::Now, "down", &1u32, options).await.unwrap();
+    jobs.schedule(When::Now, "down", &1u32, options)
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     let waiting = jobs
         .schedule(When::Now, "down", &2u32, WorkOptions::new())
@@ -213,7 +215,10 @@ async fn h_a_database_of_schema_6_is_migrated_and_its_history_survives_a_reconne
 
     let jobs = jobs_on(PostgresStore::connect(&url).await.unwrap());
     let read = jobs.get(waiting.id).await.unwrap().unwrap();
-    assert_eq!(read.history, written.history, "the history survives a reconnect");
+    assert_eq!(
+        read.history, written.history,
+        "the history survives a reconnect"
+    );
 }
 
 #[tokio::test]

@@ -221,7 +221,10 @@ async fn h_a_file_of_schema_4_is_migrated_and_its_history_survives_a_reopen() {
 
     let reopened = open();
     let read = reopened.get(listed[0].id).await.unwrap().unwrap();
-    assert_eq!(read.history, written.history, "the history survives a reopen");
+    assert_eq!(
+        read.history, written.history,
+        "the history survives a reopen"
+    );
 }
 
 /// The schema version a file says it has.

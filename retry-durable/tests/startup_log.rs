@@ -102,7 +102,10 @@ async fn s14_a_starting_worker_logs_what_it_found_in_flight_once() {
     assert!(line.contains("leased_by_others=1"), "{line}");
     assert!(line.contains("first_lease_ends_in=Some(10s)"), "{line}");
     assert!(
-        line.contains(&format!("first_lease_ends_at={}", now + Duration::from_secs(10))),
+        line.contains(&format!(
+            "first_lease_ends_at={}",
+            now + Duration::from_secs(10)
+        )),
         "{line}"
     );
     assert!(line.contains("expired=1"), "{line}");

@@ -1115,8 +1115,6 @@ async fn nothing_due<S: Store>(store: &S, now: u64) -> bool {
     claim.work.is_empty() && claim.corrupt.is_empty()
 }
 
-/// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
-/// evaluates to `(store, guard)`).
 fn attempt_entry(attempt: u32, outcome: AttemptOutcome) -> AttemptRecord {
     AttemptRecord {
         attempt,
@@ -1265,6 +1263,8 @@ pub async fn h_a_stale_end_writes_no_history<S: Store>(store: S) {
     assert!(store.dead_letters("o", None, 10).await.unwrap().is_empty());
 }
 
+/// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
+/// evaluates to `(store, guard)`).
 #[macro_export]
 macro_rules! conformance_suite {
     ($fresh:expr) => {

@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use retry_durable::{
-    AttemptOutcome, Wait, WaitReason,
-    BuildError, Claim, DeadLetter, DeadLetterId, DeadReason, Event, EventKind, Finish, Inserted,
-    Jobs, JobsBuilder, Misfire, NewWork, ScheduleError, Store, StoreError, TimingError, When,
-    WorkId, WorkOptions, WorkRecord, WorkState,
+    AttemptOutcome, BuildError, Claim, DeadLetter, DeadLetterId, DeadReason, Event, EventKind,
+    Finish, Inserted, Jobs, JobsBuilder, Misfire, NewWork, ScheduleError, Store, StoreError,
+    TimingError, Wait, WaitReason, When, WorkId, WorkOptions, WorkRecord, WorkState,
 };
 use retry_testkit::MockClock;
 use retry_toolkit::store::Revision;
@@ -2732,7 +2731,6 @@ pub async fn s1_one_schedule_takes_every_when<S: Store>(store: S) {
     assert_eq!(jobs.list_where(&all, None, 100).await.unwrap().len(), 6);
 }
 
-/// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 /// H (issue 30): each attempt's end is kept with the item — outcome, error, and the wait
 /// chosen after it with why (a server's hint, the backoff) — the oldest dropped past the
 /// owner's limit; the dead letter keeps the history that explains it.
@@ -2784,7 +2782,12 @@ pub async fn h_an_items_history_says_why_each_wait_was_chosen<S: Store>(store: S
         if let (Some(before), Some(after)) = (before, jobs.get(record.id).await.unwrap()) {
             // The wait kept is the one written as the item's next due time.
             let last = after.history.last().unwrap();
-            assert_eq!(last.wait.map(|w| w.why), Some(WaitReason::Backoff), "{}", after.timeline());
+            assert_eq!(
+                last.wait.map(|w| w.why),
+                Some(WaitReason::Backoff),
+                "{}",
+                after.timeline()
+            );
             let waited = last.wait.unwrap().delay;
             assert_eq!(last.ended_at + waited, after.due_at);
             assert_eq!(after.history.len(), (before.history.len() + 1).min(3));
@@ -2812,8 +2815,14 @@ pub async fn h_an_items_history_says_why_each_wait_was_chosen<S: Store>(store: S
     let lines: Vec<&str> = drawn.lines().collect();
     assert_eq!(lines.len(), 4, "{drawn}");
     assert!(lines[0].starts_with("attempt  start"), "{drawn}");
-    assert!(lines[1].contains("retrying: failure 2") && lines[1].contains("(backoff)"), "{drawn}");
-    assert!(lines[3].contains("dead-lettered: failure 4") && lines[3].ends_with("stop"), "{drawn}");
+    assert!(
+        lines[1].contains("retrying: failure 2") && lines[1].contains("(backoff)"),
+        "{drawn}"
+    );
+    assert!(
+        lines[3].contains("dead-lettered: failure 4") && lines[3].ends_with("stop"),
+        "{drawn}"
+    );
 }
 
 /// H (issue 30): a success is kept as such, a schedule's wait is its next tick, and work
@@ -2867,12 +2876,16 @@ pub async fn h_a_history_limit_of_zero_keeps_none<S: Store>(store: S) {
         .handler("down", Flaky::default().handler(u32::MAX))
         .build()
         .unwrap();
-    let record = jobs.schedule(When::Now, "down", &1u32, none()).await.unwrap();
+    let record = jobs
+        .schedule(When::Now, "down", &1u32, none())
+        .await
+        .unwrap();
     jobs.run_due().await.unwrap();
     let read = jobs.get(record.id).await.unwrap().unwrap();
     assert_eq!((read.attempt, read.history.len()), (1, 0));
 }
 
+/// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
     ($fresh:expr) => {
