@@ -59,10 +59,7 @@ impl FromStr for AttemptOutcome {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|o| o.name() == name)
-            .ok_or_else(|| format!("unknown attempt outcome `{name}`"))
+        by_name(&Self::ALL, Self::name, name, "attempt outcome")
     }
 }
 
@@ -110,10 +107,7 @@ impl FromStr for WaitReason {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|o| o.name() == name)
-            .ok_or_else(|| format!("unknown wait reason `{name}`"))
+        by_name(&Self::ALL, Self::name, name, "wait reason")
     }
 }
 
@@ -121,6 +115,19 @@ impl fmt::Display for WaitReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The value of `all` whose stored name is `name`; what is wrong otherwise.
+fn by_name<T: Copy>(
+    all: &[T],
+    name_of: fn(T) -> &'static str,
+    name: &str,
+    what: &str,
+) -> Result<T, String> {
+    all.iter()
+        .copied()
+        .find(|value| name_of(*value) == name)
+        .ok_or_else(|| format!("unknown {what} `{name}`"))
 }
 
 /// The wait chosen after an attempt, and why.

@@ -19,6 +19,15 @@ use retry_testkit::MockClock;
 use retry_toolkit::store::Timestamp;
 use retry_toolkit::{RetryOptions, TaskFailure};
 
+/// A connection of the test's own, beside the store's pool, to change the schema under it.
+async fn raw_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
 async fn connect_error(url: &str) -> String {
     let options = PostgresOptions {
         connect_timeout: Duration::from_secs(5),
@@ -68,10 +77,7 @@ async fn bad_connection_strings_servers_and_credentials_are_clear_errors() {
 async fn p4_a_newer_schema_is_refused() {
     let url = pg::database_url().await;
     PostgresStore::connect(&url).await.unwrap();
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = raw_client(&url).await;
     client
         .batch_execute("INSERT INTO retry_durable_schema (version) VALUES (99)")
         .await
@@ -108,10 +114,7 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
         .unwrap();
     // Back to schema 3, as an earlier release left it: one partial index per kind of due row,
     // no `quarantined` or `history` column (migrations 4 to 7 then run on this data).
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = raw_client(&url).await;
     client
         .batch_execute(
             "DROP INDEX retry_durable_work_ready;
@@ -190,10 +193,7 @@ async fn h_a_database_of_schema_6_is_migrated_and_its_history_survives_a_reconne
         .await
         .unwrap();
     drop(jobs);
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = raw_client(&url).await;
     client
         .batch_execute(
             "ALTER TABLE retry_durable_work DROP COLUMN history;

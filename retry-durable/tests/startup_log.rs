@@ -42,6 +42,13 @@ fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
     (captured, tracing::subscriber::set_default(subscriber))
 }
 
+/// The lines of a worker's start.
+fn started(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| l.contains("worker started"))
+        .collect()
+}
+
 const START: Timestamp = Timestamp::from_millis(1_767_571_200_000);
 
 fn jobs(store: MemoryStore, clock: &MockClock) -> Jobs<MemoryStore, MockClock> {
@@ -91,10 +98,7 @@ async fn s14_a_starting_worker_logs_what_it_found_in_flight_once() {
 
     jobs.run(stopped()).await;
     let text = captured.text();
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("worker started"))
-        .collect();
+    let lines = started(&text);
     assert_eq!(lines.len(), 1, "{text}");
     let line = lines[0];
     assert!(line.contains(" INFO "), "{line}");
@@ -121,10 +125,7 @@ async fn s14_a_starting_worker_with_nothing_in_flight_says_so() {
         .unwrap();
     jobs.run(stopped()).await;
     let text = captured.text();
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("worker started"))
-        .collect();
+    let lines = started(&text);
     assert_eq!(lines.len(), 1, "{text}");
     assert!(lines[0].contains("nothing in flight"), "{text}");
 }
