@@ -34,14 +34,18 @@ pub enum AttemptOutcome {
     /// The attempt did not run: a circuit breaker or a retry budget put it off, the attempt
     /// not spent.
     Deferred,
+    /// The worker stopped before the attempt ended (past its shutdown grace): the attempt was
+    /// signalled and dropped, counted, and its lease released, so the item is due at once.
+    Abandoned,
 }
 
 impl AttemptOutcome {
-    const ALL: [AttemptOutcome; 4] = [
+    const ALL: [AttemptOutcome; 5] = [
         AttemptOutcome::Succeeded,
         AttemptOutcome::Retrying,
         AttemptOutcome::DeadLettered,
         AttemptOutcome::Deferred,
+        AttemptOutcome::Abandoned,
     ];
 
     /// The name stored in the history and shown in its rendering.
@@ -51,6 +55,7 @@ impl AttemptOutcome {
             AttemptOutcome::Retrying => "retrying",
             AttemptOutcome::DeadLettered => "dead-lettered",
             AttemptOutcome::Deferred => "deferred",
+            AttemptOutcome::Abandoned => "abandoned",
         }
     }
 }
@@ -250,8 +255,8 @@ pub(crate) fn from_json(text: &str) -> Result<Vec<AttemptRecord>, String> {
 /// and what followed (`wait 200ms (backoff)`, `done`, `stop`) — the columns the testkit's
 /// timeline draws for tests, in aligned columns with no trailing spaces.
 ///
-/// Attempts whose end was never written (their worker died, or stopped and released the
-/// lease) have no entry; where the numbers jump, one line says so.
+/// Attempts whose end was never written (their worker died, and the lease ran out) have no
+/// entry; where the numbers jump, one line says so.
 #[derive(Clone, Copy, Debug)]
 pub struct Timeline<'a>(pub &'a [AttemptRecord]);
 
@@ -278,7 +283,7 @@ impl fmt::Display for Timeline<'_> {
                         missing,
                         "-".to_owned(),
                         "-".to_owned(),
-                        "not recorded: its worker died or stopped".to_owned(),
+                        "not recorded: its worker died".to_owned(),
                         "-".to_owned(),
                     ]);
                 }
@@ -291,6 +296,7 @@ impl fmt::Display for Timeline<'_> {
             let then = match (a.wait, a.outcome) {
                 (Some(w), _) => format!("wait {}ms ({})", w.delay.as_millis(), w.why),
                 (None, AttemptOutcome::Succeeded) => "done".to_owned(),
+                (None, AttemptOutcome::Abandoned) => "due at once".to_owned(),
                 (None, _) => "stop".to_owned(),
             };
             table.push([

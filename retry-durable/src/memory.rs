@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use retry_toolkit::store::{Revision, Timestamp};
 
+use crate::history::AttemptRecord;
 use crate::record::{
     DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
 };
@@ -291,6 +292,25 @@ impl Store for MemoryStore {
         let mut next = record.clone();
         next.lease_until = Some(until);
         next.updated_at = now;
+        inner.work.insert(id.0, next);
+        Ok(true)
+    }
+
+    async fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        history: Vec<AttemptRecord>,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let Some(record) = inner.claimed(id, revision) else {
+            return Ok(false);
+        };
+        let mut next = record.clone();
+        next.lease_until = Some(now);
+        next.updated_at = now;
+        next.history = history;
         inner.work.insert(id.0, next);
         Ok(true)
     }

@@ -129,6 +129,23 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Releases the claim of an attempt that a stopping worker abandons, as
+    /// [`extend_lease`](Self::extend_lease) to `now` does (running, its attempt counted, due
+    /// at once), and writes the item's `history` (the claimed record's, with the abandoned
+    /// attempt appended) in the same fenced write. `false` (nothing written) when the item is
+    /// no longer that claim. The default releases without writing the history, so that a
+    /// store written before histories keeps working.
+    fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        history: Vec<AttemptRecord>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        drop(history);
+        self.extend_lease(id, revision, now, now)
+    }
+
     /// Ends the attempt of a running item claimed at `revision`: writes the dead letter if one
     /// is given, then removes the item or makes it wait again. `false` (and nothing written)
     /// when the item is no longer that claim.

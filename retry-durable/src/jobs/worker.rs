@@ -67,7 +67,17 @@ const IN_FLIGHT_PAGE: u32 = 1_000;
 #[derive(Default)]
 struct Attempts {
     set: JoinSet<Attempt>,
-    held: HashMap<tokio::task::Id, (WorkId, Revision)>,
+    held: HashMap<tokio::task::Id, Held>,
+}
+
+/// A claim a running attempt holds, with what its history entry needs if it is abandoned.
+struct Held {
+    id: WorkId,
+    revision: Revision,
+    attempt: u32,
+    started_at: Timestamp,
+    /// The item's history as claimed (empty, and not allocated, for a first attempt).
+    history: Vec<AttemptRecord>,
 }
 
 impl Attempts {
@@ -76,7 +86,13 @@ impl Attempts {
         C: Clock + Clone + Send + Sync + 'static,
         C::Sleep: Send,
     {
-        let claim = (record.id, record.revision);
+        let claim = Held {
+            id: record.id,
+            revision: record.revision,
+            attempt: record.attempt,
+            started_at: record.updated_at,
+            history: record.history.clone(),
+        };
         let handle = self.set.spawn(process(inner, record));
         self.held.insert(handle.id(), claim);
     }
@@ -271,8 +287,8 @@ where
         }
         if !attempts.is_empty() {
             // Signalled first, for handlers that hand work to tasks of their own.
-            for (id, _) in attempts.held.values() {
-                if let Some(token) = lock(&self.inner.running).remove(id) {
+            for held in attempts.held.values() {
+                if let Some(token) = lock(&self.inner.running).remove(&held.id) {
                     token.cancel();
                 }
             }
@@ -284,17 +300,33 @@ where
         }
         // Claims nothing, so it cannot fail: an attempt it could not write is logged.
         let _ = self.record_and_claim(ended, 0).await;
-        for (id, revision) in attempts.held.into_values() {
-            self.release(id, revision).await;
+        for held in attempts.held.into_values() {
+            self.release(held).await;
         }
     }
 
     /// Releases the lease of an abandoned attempt: the item is due at once (its lease ends
-    /// now) and the attempt stays counted. Fenced on the claim's revision; a failure is
-    /// logged, and the item waits out its lease instead.
-    async fn release(&self, id: WorkId, revision: Revision) {
+    /// now) and the attempt stays counted, written with its history entry. Fenced on the
+    /// claim's revision; a failure is logged, and the item waits out its lease instead.
+    async fn release(&self, held: Held) {
         let now = self.now();
-        match self.inner.store.extend_lease(id, revision, now, now).await {
+        let id = held.id;
+        let entry = AttemptRecord {
+            attempt: held.attempt,
+            started_at: held.started_at,
+            ended_at: now,
+            outcome: AttemptOutcome::Abandoned,
+            error: None,
+            wait: None,
+        };
+        let history =
+            AttemptRecord::appended(&held.history, entry, self.inner.settings.history_limit);
+        match self
+            .inner
+            .store
+            .release_lease(id, held.revision, now, history)
+            .await
+        {
             Ok(true) => {
                 tracing::warn!(target: TARGET, id = id.0, "abandoned an attempt still running after the shutdown grace; its lease is released and it is due again at once");
             }

@@ -19,6 +19,7 @@ use retry_toolkit::store::{Revision, Timestamp};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 
+use crate::history::AttemptRecord;
 use crate::record::{
     DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
 };
@@ -584,6 +585,34 @@ async fn extend_lease(
     Ok(changed == 1)
 }
 
+/// [`Store::release_lease`].
+async fn release_lease(
+    client: &Object,
+    id: WorkId,
+    revision: Revision,
+    now: Timestamp,
+    history: &[AttemptRecord],
+) -> Result<bool, Failed> {
+    let statement = client
+        .prepare_cached(
+            "UPDATE retry_durable_work SET lease_until = $3, updated_at = $3, history = $4
+             WHERE id = $1 AND revision = $2",
+        )
+        .await?;
+    let changed = client
+        .execute(
+            &statement,
+            &[
+                &id.0,
+                &i64_of(revision.get())?,
+                &i64_of(now.as_millis())?,
+                &crate::history::to_json(history),
+            ],
+        )
+        .await?;
+    Ok(changed == 1)
+}
+
 /// [`Store::finish`].
 async fn finish(
     client: &mut Object,
@@ -1046,6 +1075,19 @@ impl Store for PostgresStore {
         let extended = extend_lease(&client, id, revision, until, now).await;
         release(client, &extended);
         Ok(extended?)
+    }
+
+    async fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        history: Vec<AttemptRecord>,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let released = release_lease(&client, id, revision, now, &history).await;
+        release(client, &released);
+        Ok(released?)
     }
 
     async fn finish(

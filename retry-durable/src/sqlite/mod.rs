@@ -20,7 +20,7 @@ use retry_toolkit::effects::BackendKind;
 use retry_toolkit::store::{Revision, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::history;
+use crate::history::{self, AttemptRecord};
 use crate::record::{
     DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
 };
@@ -481,6 +481,32 @@ impl Store for SqliteStore {
                     i64_of(revision.get())?,
                     i64_of(until.as_millis())?,
                     i64_of(now.as_millis())?
+                ])
+                .map_err(failed)?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        history: Vec<AttemptRecord>,
+    ) -> Result<bool, StoreError> {
+        self.with(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE work SET lease_until = ?3, updated_at = ?3, history = ?4
+                     WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                )
+                .map_err(failed)?
+                .execute(params![
+                    id.0,
+                    i64_of(revision.get())?,
+                    i64_of(now.as_millis())?,
+                    history::to_json(&history)
                 ])
                 .map_err(failed)?;
             Ok(changed == 1)

@@ -1263,6 +1263,42 @@ pub async fn h_a_stale_end_writes_no_history<S: Store>(store: S) {
     assert!(store.dead_letters("o", None, 10).await.unwrap().is_empty());
 }
 
+/// H (issue 30): releasing an abandoned attempt's lease writes the item's history with it;
+/// a stale release writes nothing.
+pub async fn h_a_released_lease_keeps_its_history_and_a_stale_release_writes_none<S: Store>(
+    store: S,
+) {
+    let queued = new(store.insert(work("o", "a", 0)).await.unwrap());
+    let stale = claim_one(&store, 0, 10).await;
+    let current = claim_one(&store, 10, 100).await;
+    let abandoned = vec![attempt_entry(2, AttemptOutcome::Abandoned)];
+    assert!(
+        !store
+            .release_lease(stale.id, stale.revision, at(20), abandoned.clone())
+            .await
+            .unwrap()
+    );
+    let read = store.get(queued.id).await.unwrap().unwrap();
+    assert!(read.history.is_empty(), "{:?}", read.history);
+    assert_eq!(read.lease_until, Some(at(100)));
+
+    assert!(
+        store
+            .release_lease(current.id, current.revision, at(20), abandoned.clone())
+            .await
+            .unwrap()
+    );
+    let read = store.get(queued.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.state, read.lease_until, read.attempt),
+        (WorkState::Running, Some(at(20)), 2)
+    );
+    assert_eq!(read.history, abandoned);
+    assert_eq!(store.next_due("o").await.unwrap(), Some(at(20)));
+    let again = claim_one(&store, 20, 200).await;
+    assert_eq!((again.attempt, again.history), (3, abandoned));
+}
+
 /// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
 /// evaluates to `(store, guard)`).
 #[macro_export]
@@ -1294,6 +1330,7 @@ macro_rules! conformance_suite {
             s14_a_purge_of_kept_keys_is_bounded,
             h_history_is_written_with_each_end_and_kept_on_the_dead_letter,
             h_a_stale_end_writes_no_history,
+            h_a_released_lease_keeps_its_history_and_a_stale_release_writes_none,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {

@@ -1113,6 +1113,22 @@ pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(st
     );
     let released = jobs.get(hang.id).await.unwrap().unwrap();
     assert_eq!(released.attempt, 1, "the abandoned attempt is counted");
+    let [abandoned] = released.history() else {
+        panic!("the abandoned attempt is kept: {:?}", released.history)
+    };
+    assert_eq!(
+        (abandoned.attempt, abandoned.outcome, abandoned.ended_at),
+        (1, AttemptOutcome::Abandoned, jobs.now())
+    );
+    let drawn = released.timeline().to_string();
+    assert!(
+        drawn
+            .lines()
+            .nth(1)
+            .unwrap()
+            .ends_with("abandoned  due at once"),
+        "{drawn}"
+    );
     assert!(
         released
             .lease_until
