@@ -557,17 +557,19 @@ async fn claim(
     Ok(claim::claimed(rows.iter())?)
 }
 
-/// [`Store::extend_lease`].
+/// [`Store::extend_lease`], and with a `history` to write, [`Store::release_lease`].
 async fn extend_lease(
     client: &Object,
     id: WorkId,
     revision: Revision,
     until: Timestamp,
     now: Timestamp,
+    history: Option<String>,
 ) -> Result<bool, Failed> {
     let statement = client
         .prepare_cached(
-            "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4
+            "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4,
+                 history = COALESCE($5, history)
              WHERE id = $1 AND revision = $2",
         )
         .await?;
@@ -579,34 +581,7 @@ async fn extend_lease(
                 &i64_of(revision.get())?,
                 &i64_of(until.as_millis())?,
                 &i64_of(now.as_millis())?,
-            ],
-        )
-        .await?;
-    Ok(changed == 1)
-}
-
-/// [`Store::release_lease`].
-async fn release_lease(
-    client: &Object,
-    id: WorkId,
-    revision: Revision,
-    now: Timestamp,
-    history: &[AttemptRecord],
-) -> Result<bool, Failed> {
-    let statement = client
-        .prepare_cached(
-            "UPDATE retry_durable_work SET lease_until = $3, updated_at = $3, history = $4
-             WHERE id = $1 AND revision = $2",
-        )
-        .await?;
-    let changed = client
-        .execute(
-            &statement,
-            &[
-                &id.0,
-                &i64_of(revision.get())?,
-                &i64_of(now.as_millis())?,
-                &crate::history::to_json(history),
+                &history,
             ],
         )
         .await?;
@@ -1072,7 +1047,7 @@ impl Store for PostgresStore {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let extended = extend_lease(&client, id, revision, until, now).await;
+        let extended = extend_lease(&client, id, revision, until, now, None).await;
         release(client, &extended);
         Ok(extended?)
     }
@@ -1085,7 +1060,8 @@ impl Store for PostgresStore {
         history: Vec<AttemptRecord>,
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let released = release_lease(&client, id, revision, now, &history).await;
+        let history = Some(crate::history::to_json(&history));
+        let released = extend_lease(&client, id, revision, now, now, history).await;
         release(client, &released);
         Ok(released?)
     }

@@ -328,6 +328,39 @@ fn get_work(conn: &Connection, id: WorkId) -> Result<Option<WorkRecord>, StoreEr
         .transpose()
 }
 
+impl SqliteStore {
+    /// [`Store::extend_lease`], and with a `history` to write, [`Store::release_lease`]: one
+    /// statement fenced on the claim's revision.
+    async fn move_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        until: Timestamp,
+        now: Timestamp,
+        history: Option<String>,
+    ) -> Result<bool, StoreError> {
+        self.with(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE work SET lease_until = ?3, updated_at = ?4,
+                         history = COALESCE(?5, history)
+                     WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                )
+                .map_err(failed)?
+                .execute(params![
+                    id.0,
+                    i64_of(revision.get())?,
+                    i64_of(until.as_millis())?,
+                    i64_of(now.as_millis())?,
+                    history
+                ])
+                .map_err(failed)?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+}
+
 impl Store for SqliteStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         self.with(move |conn| insert_or_existing(conn, &work)).await
@@ -469,23 +502,7 @@ impl Store for SqliteStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        self.with(move |conn| {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE work SET lease_until = ?3, updated_at = ?4
-                     WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                )
-                .map_err(failed)?
-                .execute(params![
-                    id.0,
-                    i64_of(revision.get())?,
-                    i64_of(until.as_millis())?,
-                    i64_of(now.as_millis())?
-                ])
-                .map_err(failed)?;
-            Ok(changed == 1)
-        })
-        .await
+        self.move_lease(id, revision, until, now, None).await
     }
 
     async fn release_lease(
@@ -495,23 +512,8 @@ impl Store for SqliteStore {
         now: Timestamp,
         history: Vec<AttemptRecord>,
     ) -> Result<bool, StoreError> {
-        self.with(move |conn| {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE work SET lease_until = ?3, updated_at = ?3, history = ?4
-                     WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                )
-                .map_err(failed)?
-                .execute(params![
-                    id.0,
-                    i64_of(revision.get())?,
-                    i64_of(now.as_millis())?,
-                    history::to_json(&history)
-                ])
-                .map_err(failed)?;
-            Ok(changed == 1)
-        })
-        .await
+        let history = Some(history::to_json(&history));
+        self.move_lease(id, revision, now, now, history).await
     }
 
     async fn finish(
