@@ -71,6 +71,7 @@
 )]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod history;
 mod jobs;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod ledger;
@@ -85,6 +86,10 @@ mod sqlite;
 mod store;
 mod timing;
 
+pub use history::{
+    AttemptOutcome, AttemptRecord, DEFAULT_HISTORY_LIMIT, MAX_HISTORY_ERROR, MAX_HISTORY_LIMIT,
+    Timeline, Wait, WaitReason,
+};
 pub use jobs::{
     BuildError, DEFAULT_KEY_RETENTION, DEFAULT_SHUTDOWN_GRACE, Event, EventKind, HandlerResult,
     JobContext, Jobs, JobsBuilder, MAX_ATTEMPT_TIMEOUT, RUN_UNTIL_IDLE_LIMIT, ScheduleError, When,

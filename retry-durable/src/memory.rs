@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use retry_toolkit::store::{Revision, Timestamp};
 
+use crate::history::AttemptRecord;
 use crate::record::{
     DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
 };
@@ -295,6 +296,25 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
+    async fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        history: Vec<AttemptRecord>,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let Some(record) = inner.claimed(id, revision) else {
+            return Ok(false);
+        };
+        let mut next = record.clone();
+        next.lease_until = Some(now);
+        next.updated_at = now;
+        next.history = history;
+        inner.work.insert(id.0, next);
+        Ok(true)
+    }
+
     async fn finish(
         &self,
         id: WorkId,
@@ -318,6 +338,7 @@ impl Store for MemoryStore {
                     next.lease_until = None;
                     next.due_at = until;
                     next.updated_at = finish.now;
+                    next.history.clone_from(&finish.history);
                     Some(next)
                 }
                 _ => None,
@@ -339,6 +360,7 @@ impl Store for MemoryStore {
                 next.last_error.clone_from(last_error);
                 next.last_delay_ms = *last_delay_ms;
                 next.updated_at = finish.now;
+                next.history.clone_from(&finish.history);
                 Some(next)
             }
         };
@@ -364,6 +386,7 @@ impl Store for MemoryStore {
                     fire_at: record.fire_at,
                     failed_at: dead.failed_at,
                     redriven_as: None,
+                    history: finish.history.clone(),
                 },
             );
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use retry_toolkit::RetryOptions;
 use retry_toolkit::store::{Revision, Timestamp};
 
+use crate::history::{AttemptRecord, Timeline};
 use crate::timing::Timing;
 
 /// The id of a piece of work, given by the store when it is written.
@@ -159,6 +160,10 @@ pub struct WorkRecord {
     pub updated_at: Timestamp,
     /// Its revision: every change is a compare-and-swap from this one.
     pub revision: Revision,
+    /// Its last attempts, oldest first, as many as the owner keeps
+    /// ([`JobsBuilder::history_limit`](crate::JobsBuilder::history_limit)): what each did and
+    /// why the wait after it was chosen.
+    pub history: Vec<AttemptRecord>,
 }
 
 impl NewWork {
@@ -185,11 +190,22 @@ impl NewWork {
             created_at: self.created_at,
             updated_at: self.created_at,
             revision: Revision::FIRST,
+            history: Vec::new(),
         }
     }
 }
 
 impl WorkRecord {
+    /// Its last attempts, oldest first.
+    pub fn history(&self) -> &[AttemptRecord] {
+        &self.history
+    }
+
+    /// Its history drawn as a table, one line per attempt (`{}` renders it).
+    pub fn timeline(&self) -> Timeline<'_> {
+        Timeline(&self.history)
+    }
+
     /// The checks a row read back must pass: a corrupt row is an error naming it, never a
     /// panic and never "fixed".
     pub fn validate(&self) -> Result<(), String> {
@@ -375,9 +391,21 @@ pub struct DeadLetter {
     pub failed_at: Timestamp,
     /// The work it was re-driven as, once it has been.
     pub redriven_as: Option<WorkId>,
+    /// The last attempts of the work, oldest first, the one that ended it last: why it died.
+    pub history: Vec<AttemptRecord>,
 }
 
 impl DeadLetter {
+    /// The last attempts of the work, oldest first.
+    pub fn history(&self) -> &[AttemptRecord] {
+        &self.history
+    }
+
+    /// Its history drawn as a table, one line per attempt (`{}` renders it).
+    pub fn timeline(&self) -> Timeline<'_> {
+        Timeline(&self.history)
+    }
+
     /// The checks a dead letter read back must pass.
     pub fn validate(&self) -> Result<(), String> {
         if self.owner.is_empty() || self.handler.is_empty() {

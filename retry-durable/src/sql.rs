@@ -9,6 +9,7 @@ use retry_toolkit::RetryOptions;
 use retry_toolkit::effects::BackendKind;
 use retry_toolkit::store::{Revision, Timestamp};
 
+use crate::history;
 use crate::record::{DeadLetter, DeadLetterId, QuarantinedWork, WorkId, WorkRecord};
 use crate::store::StoreError;
 use crate::timing::{Misfire, Timing};
@@ -16,11 +17,11 @@ use crate::timing::{Misfire, Timing};
 /// The `work` columns every query returns, in [`work_from`]'s order.
 pub(crate) const WORK_COLUMNS: &str = "id, owner, key, handler, payload, options, retry_if, kind, \
      cron, zone, interval_ms, misfire, state, attempt, due_at, fire_at, lease_until, last_error, \
-     last_delay_ms, created_at, updated_at, revision, quarantined";
+     last_delay_ms, created_at, updated_at, revision, quarantined, history";
 
 /// How many columns [`WORK_COLUMNS`] names.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) const WORK_COLUMN_COUNT: usize = 23;
+pub(crate) const WORK_COLUMN_COUNT: usize = 24;
 
 /// What a claim writes into the `quarantined` column (reading the row's values before the
 /// claim changes them): the one impossible state a claim's own rewrite would hide — a waiting
@@ -31,7 +32,7 @@ pub(crate) const CLAIM_FLAG: &str = "quarantined = CASE WHEN state = 'waiting' A
 
 /// The dead-letter columns every query returns, in [`dead_from`]'s order.
 pub(crate) const DEAD_COLUMNS: &str = "id, work_id, owner, handler, payload, options, retry_if, \
-     kind, reason, attempts, last_error, created_at, fire_at, failed_at, redriven_as";
+     kind, reason, attempts, last_error, created_at, fire_at, failed_at, redriven_as, history";
 
 /// A row as read: its id, and the record or what is wrong with it.
 pub(crate) type Read<T> = (i64, Result<T, String>);
@@ -222,6 +223,7 @@ pub(crate) fn work_from(id: i64, row: &impl Columns) -> Read<WorkRecord> {
             created_at: time(19)?,
             updated_at: time(20)?,
             revision: Revision::from_u64(non_negative(row.int(21)?, "revision")?),
+            history: history::from_json(&row.text(23)?)?,
         })
     })();
     (id, record)
@@ -249,6 +251,7 @@ pub(crate) fn dead_from(id: i64, row: &impl Columns) -> Read<DeadLetter> {
             fire_at: time(12)?,
             failed_at: time(13)?,
             redriven_as: row.opt_int(14)?.map(WorkId),
+            history: history::from_json(&row.text(15)?)?,
         })
     })();
     (id, dead)

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use retry_toolkit::effects::{BackendKind, LedgerError};
 use retry_toolkit::store::{Revision, Timestamp};
 
+use crate::history::AttemptRecord;
 use crate::record::{
     DeadLetter, DeadLetterId, NewDeadLetter, NewWork, QuarantinedWork, Released, WorkId,
     WorkRecord, WorkState,
@@ -127,6 +128,23 @@ pub trait Store: Send + Sync + 'static {
         until: Timestamp,
         now: Timestamp,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Releases the claim of an attempt that a stopping worker abandons, as
+    /// [`extend_lease`](Self::extend_lease) to `now` does (running, its attempt counted, due
+    /// at once), and writes the item's `history` (the claimed record's, with the abandoned
+    /// attempt appended) in the same fenced write. `false` (nothing written) when the item is
+    /// no longer that claim. The default releases without writing the history, so that a
+    /// store written before histories keeps working.
+    fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        history: Vec<AttemptRecord>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        drop(history);
+        self.extend_lease(id, revision, now, now)
+    }
 
     /// Ends the attempt of a running item claimed at `revision`: writes the dead letter if one
     /// is given, then removes the item or makes it wait again. `false` (and nothing written)
@@ -460,6 +478,10 @@ pub struct Finish {
     /// this time as its `due_at`, so that its key answers for it until then. Ignored with
     /// [`NextStep::Wait`] and for work without a key.
     pub keep_key_until: Option<Timestamp>,
+    /// The item's history after this attempt (the claimed record's, with this attempt
+    /// appended and bounded by the owner's limit): written with the row that stays and with
+    /// the dead letter, fenced like the rest of the write.
+    pub history: Vec<AttemptRecord>,
 }
 
 /// An attempt that has ended, for [`Store::finish_and_claim`]: the claim it ran under and

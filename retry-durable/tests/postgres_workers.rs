@@ -19,6 +19,15 @@ use retry_testkit::MockClock;
 use retry_toolkit::store::Timestamp;
 use retry_toolkit::{RetryOptions, TaskFailure};
 
+/// A connection of the test's own, beside the store's pool, to change the schema under it.
+async fn raw_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
 async fn connect_error(url: &str) -> String {
     let options = PostgresOptions {
         connect_timeout: Duration::from_secs(5),
@@ -68,10 +77,7 @@ async fn bad_connection_strings_servers_and_credentials_are_clear_errors() {
 async fn p4_a_newer_schema_is_refused() {
     let url = pg::database_url().await;
     PostgresStore::connect(&url).await.unwrap();
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = raw_client(&url).await;
     client
         .batch_execute("INSERT INTO retry_durable_schema (version) VALUES (99)")
         .await
@@ -80,7 +86,7 @@ async fn p4_a_newer_schema_is_refused() {
         Ok(_) => panic!("opened a newer schema"),
         Err(error) => error.to_string(),
     };
-    assert!(message.ends_with("has retry-durable schema version 99, newer than this library's 6: it was written by a newer retry-durable; upgrade this program instead"), "{message}");
+    assert!(message.ends_with("has retry-durable schema version 99, newer than this library's 7: it was written by a newer retry-durable; upgrade this program instead"), "{message}");
 }
 
 #[tokio::test]
@@ -107,11 +113,8 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
         .await
         .unwrap();
     // Back to schema 3, as an earlier release left it: one partial index per kind of due row,
-    // no `quarantined` column (migrations 4 to 6 then run on this data).
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    // no `quarantined` or `history` column (migrations 4 to 7 then run on this data).
+    let client = raw_client(&url).await;
     client
         .batch_execute(
             "DROP INDEX retry_durable_work_ready;
@@ -124,6 +127,8 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
              CREATE UNIQUE INDEX retry_durable_work_key ON retry_durable_work (owner, key)
                  WHERE key IS NOT NULL;
              ALTER TABLE retry_durable_work DROP COLUMN quarantined;
+             ALTER TABLE retry_durable_work DROP COLUMN history;
+             ALTER TABLE retry_durable_dead_letter DROP COLUMN history;
              DELETE FROM retry_durable_schema WHERE version >= 4;",
         )
         .await
@@ -159,6 +164,61 @@ async fn p4_a_database_of_the_previous_schema_is_migrated_with_its_work() {
     assert_eq!(jobs.run_due().await.unwrap(), 1);
     assert_eq!(jobs.get(waiting.id).await.unwrap(), None);
     assert_eq!(jobs.next_due().await.unwrap(), Some(later.due_at));
+}
+
+/// H (issue 30): a database of schema 6 (before items kept their history), with waiting
+/// work and a dead letter, is migrated on connect: both read back with no history, the next
+/// attempt starts one, and it survives a new connection pool.
+#[tokio::test]
+async fn h_a_database_of_schema_6_is_migrated_and_its_history_survives_a_reconnect() {
+    let url = pg::database_url().await;
+    let clock = MockClock::new();
+    let jobs_on = |store: PostgresStore| {
+        Jobs::builder(store)
+            .clock(clock.clone())
+            .handler("down", |_: u32, _ctx| async {
+                Err(TaskFailure::from("still down"))
+            })
+            .build()
+            .unwrap()
+    };
+    let jobs = jobs_on(PostgresStore::connect(&url).await.unwrap());
+    let options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
+    jobs.schedule(When::Now, "down", &1u32, options)
+        .await
+        .unwrap();
+    jobs.run_due().await.unwrap();
+    let waiting = jobs
+        .schedule(When::Now, "down", &2u32, WorkOptions::new())
+        .await
+        .unwrap();
+    drop(jobs);
+    let client = raw_client(&url).await;
+    client
+        .batch_execute(
+            "ALTER TABLE retry_durable_work DROP COLUMN history;
+             ALTER TABLE retry_durable_dead_letter DROP COLUMN history;
+             DELETE FROM retry_durable_schema WHERE version >= 7;",
+        )
+        .await
+        .unwrap();
+
+    let jobs = jobs_on(PostgresStore::connect(&url).await.unwrap());
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!((dead.len(), dead[0].history.len()), (1, 0));
+    let read = jobs.get(waiting.id).await.unwrap().unwrap();
+    assert!(read.history.is_empty());
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    let written = jobs.get(waiting.id).await.unwrap().unwrap();
+    assert_eq!(written.history.len(), 1, "{}", written.timeline());
+    drop(jobs);
+
+    let jobs = jobs_on(PostgresStore::connect(&url).await.unwrap());
+    let read = jobs.get(waiting.id).await.unwrap().unwrap();
+    assert_eq!(
+        read.history, written.history,
+        "the history survives a reconnect"
+    );
 }
 
 #[tokio::test]

@@ -103,12 +103,12 @@ fn p4_a_newer_schema_is_refused() {
         .unwrap();
     let message = open_error(&path);
     assert!(
-        message.ends_with("has schema version 99, newer than this library's 4: it was written by a newer retry-durable; upgrade this program instead of opening it"),
+        message.ends_with("has schema version 99, newer than this library's 5: it was written by a newer retry-durable; upgrade this program instead of opening it"),
         "{message}"
     );
 }
 
-/// A file of schema 2 (before the `quarantined` column) is migrated on open with its work.
+/// A file of schema 2 (before the `quarantined` and `history` columns) is migrated on open with its work.
 #[tokio::test]
 async fn p4_a_file_of_the_previous_schema_is_migrated_with_its_work() {
     let dir = tempfile::tempdir().unwrap();
@@ -123,6 +123,8 @@ async fn p4_a_file_of_the_previous_schema_is_migrated_with_its_work() {
         .unwrap()
         .execute_batch(
             "ALTER TABLE work DROP COLUMN quarantined;
+             ALTER TABLE work DROP COLUMN history;
+             ALTER TABLE dead_letter DROP COLUMN history;
              DROP INDEX work_live_key;
              CREATE UNIQUE INDEX work_key ON work (owner, key) WHERE key IS NOT NULL;
              PRAGMA user_version = 2;",
@@ -130,7 +132,99 @@ async fn p4_a_file_of_the_previous_schema_is_migrated_with_its_work() {
         .unwrap();
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(store.get(written.id).await.unwrap(), Some(written));
-    assert_eq!(schema_version(&path), 4);
+    assert_eq!(schema_version(&path), 5);
+}
+
+/// The SQL of schema 4, as the release before the history column wrote it.
+const SCHEMA_4: &str = "
+    CREATE TABLE work (id INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT NOT NULL, key TEXT,
+        handler TEXT NOT NULL, payload TEXT NOT NULL, options TEXT NOT NULL, retry_if TEXT,
+        kind TEXT NOT NULL, cron TEXT, zone TEXT, interval_ms INTEGER, misfire TEXT,
+        state TEXT NOT NULL, attempt INTEGER NOT NULL, due_at INTEGER NOT NULL,
+        fire_at INTEGER NOT NULL, lease_until INTEGER, last_error TEXT,
+        last_delay_ms INTEGER NOT NULL, created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL, revision INTEGER NOT NULL);
+    CREATE INDEX work_due ON work (owner, state, due_at);
+    CREATE INDEX work_lease ON work (owner, state, lease_until) WHERE state = 'running';
+    CREATE TABLE dead_letter (id INTEGER PRIMARY KEY AUTOINCREMENT, work_id INTEGER NOT NULL,
+        owner TEXT NOT NULL, handler TEXT NOT NULL, payload TEXT NOT NULL,
+        options TEXT NOT NULL, retry_if TEXT, kind TEXT NOT NULL, reason TEXT NOT NULL,
+        attempts INTEGER NOT NULL, last_error TEXT, created_at INTEGER NOT NULL,
+        fire_at INTEGER NOT NULL, failed_at INTEGER NOT NULL, redriven_as INTEGER);
+    CREATE INDEX dead_letter_owner ON dead_letter (owner, id);
+    CREATE TABLE call (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL,
+        call_id TEXT NOT NULL, revision INTEGER NOT NULL, state TEXT NOT NULL,
+        lease_until INTEGER, args_hash TEXT NOT NULL, record TEXT NOT NULL,
+        UNIQUE (run_id, call_id));
+    CREATE TABLE call_history (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL,
+        call_id TEXT NOT NULL, revision INTEGER NOT NULL, state TEXT NOT NULL,
+        record TEXT NOT NULL);
+    CREATE UNIQUE INDEX work_live_key ON work (owner, key)
+        WHERE key IS NOT NULL AND state <> 'cancelled';
+    ALTER TABLE work ADD COLUMN quarantined TEXT;
+    PRAGMA application_id = 1383351410;
+    PRAGMA user_version = 4;";
+
+/// H (issue 30): a file of schema 4 (before items kept their history), made with that
+/// release's SQL, is migrated on open: its work and dead letters read back with no history,
+/// the next attempt starts one, and what is written survives a reopen.
+#[tokio::test]
+async fn h_a_file_of_schema_4_is_migrated_and_its_history_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let options = serde_json::to_string(&RetryOptions::BUILTIN.with_max_attempts(3)).unwrap();
+    let old = Connection::open(&path).unwrap();
+    old.execute_batch(SCHEMA_4).unwrap();
+    old.execute(
+        "INSERT INTO work (owner, handler, payload, options, kind, state, attempt, due_at,
+             fire_at, last_delay_ms, created_at, updated_at, revision)
+         VALUES ('o', 'down', '1', ?1, 'queue', 'waiting', 0, 0, 0, 0, 0, 0, 1)",
+        [&options],
+    )
+    .unwrap();
+    old.execute(
+        "INSERT INTO dead_letter (work_id, owner, handler, payload, options, kind, reason,
+             attempts, last_error, created_at, fire_at, failed_at)
+         VALUES (7, 'o', 'down', '1', ?1, 'queue', 'exhausted', 3, 'gone', 0, 0, 5)",
+        [&options],
+    )
+    .unwrap();
+    drop(old);
+
+    let clock = MockClock::new();
+    let open = || {
+        Jobs::builder(SqliteStore::open(&path).unwrap())
+            .owner("o")
+            .clock(clock.clone())
+            .starting_at(Timestamp::from_millis(0))
+            .handler("down", |_: u32, _ctx| async {
+                Err(retry_toolkit::TaskFailure::from("still down"))
+            })
+            .build()
+            .unwrap()
+    };
+    let jobs = open();
+    assert_eq!(schema_version(&path), 5);
+    let listed = jobs.list().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed[0].history.is_empty());
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!((dead.len(), dead[0].history.len()), (1, 0));
+    assert_eq!(jobs.run_due().await.unwrap(), 1);
+    let written = jobs.get(listed[0].id).await.unwrap().unwrap();
+    assert_eq!(written.history.len(), 1);
+    assert_eq!(
+        written.history[0].outcome,
+        retry_durable::AttemptOutcome::Retrying
+    );
+    drop(jobs);
+
+    let reopened = open();
+    let read = reopened.get(listed[0].id).await.unwrap().unwrap();
+    assert_eq!(
+        read.history, written.history,
+        "the history survives a reopen"
+    );
 }
 
 /// The schema version a file says it has.
@@ -418,7 +512,7 @@ fn p4_concurrent_first_opens_of_a_fresh_file_all_succeed() {
             let opened = thread.join().unwrap();
             assert!(opened.is_ok(), "round {round}: {opened:?}");
         }
-        assert_eq!(schema_version(&path), 4);
+        assert_eq!(schema_version(&path), 5);
     }
 }
 

@@ -42,6 +42,7 @@ fn removed(now_ms: u64) -> Finish {
         then: NextStep::Remove,
         now: at(now_ms),
         keep_key_until: None,
+        history: Vec::new(),
     }
 }
 
@@ -56,6 +57,7 @@ fn dead_lettered(now_ms: u64) -> Finish {
         then: NextStep::Remove,
         now: at(now_ms),
         keep_key_until: None,
+        history: Vec::new(),
     }
 }
 

@@ -110,6 +110,7 @@ pub(crate) struct Settings {
     pub(crate) misfire_grace: Duration,
     pub(crate) key_retention: Duration,
     pub(crate) shutdown_grace: Duration,
+    pub(crate) history_limit: u32,
 }
 
 /// Why [`JobsBuilder::build`] refused.
@@ -191,6 +192,7 @@ impl<S: Store> Jobs<S> {
                 misfire_grace: Duration::from_secs(60),
                 key_retention: DEFAULT_KEY_RETENTION,
                 shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+                history_limit: crate::history::DEFAULT_HISTORY_LIMIT,
             },
             seed: None,
             error: None,
@@ -397,6 +399,19 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         self
     }
 
+    /// How many of an item's last attempts its row keeps ([`WorkRecord::history`]): each
+    /// attempt's start, end, outcome, error and the wait chosen after it, so that an operator
+    /// can see why an item waited or died without the worker's logs. The oldest are dropped
+    /// first; a dead letter keeps the history its work had. Default
+    /// [`DEFAULT_HISTORY_LIMIT`](crate::DEFAULT_HISTORY_LIMIT); 0 keeps none; at most
+    /// [`MAX_HISTORY_LIMIT`](crate::MAX_HISTORY_LIMIT).
+    ///
+    /// [`WorkRecord::history`]: crate::WorkRecord::history
+    pub fn history_limit(mut self, attempts: u32) -> Self {
+        self.settings.history_limit = attempts;
+        self
+    }
+
     /// Seeds the jitter of backoffs, for reproducible runs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -453,6 +468,11 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         }
         if self.settings.key_retention > MAX_KEY_RETENTION {
             return Err(BuildError::Setting("key retention must be <= 366 days"));
+        }
+        if self.settings.history_limit > crate::history::MAX_HISTORY_LIMIT {
+            return Err(BuildError::Setting(
+                "history limit must be <= 1000 attempts",
+            ));
         }
         if let Some(name) = self
             .registry

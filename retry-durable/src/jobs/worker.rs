@@ -28,6 +28,7 @@ use tokio::task::{JoinError, JoinSet};
 use super::handler::JobContext;
 use super::protect::{self, Admission};
 use super::{Event, EventKind, Inner, Jobs, lock};
+use crate::history::{AttemptOutcome, AttemptRecord, Wait, WaitReason, cut_error};
 use crate::record::{DeadReason, NewDeadLetter, WorkId, WorkRecord, WorkState};
 use crate::store::{Finish, Finished, NextStep, Store, StoreError, WorkFilter};
 use crate::timing::Misfire;
@@ -50,6 +51,8 @@ struct Ended {
     finish: Finish,
     /// Events in the order they happened, emitted after the write.
     events: Vec<EventKind>,
+    /// Whether a retry's wait is the error's retry-after hint (not the backoff's draw).
+    hinted: bool,
 }
 
 /// What an attempt's task returns: its end, or nothing to write (the claim was lost while the
@@ -64,7 +67,17 @@ const IN_FLIGHT_PAGE: u32 = 1_000;
 #[derive(Default)]
 struct Attempts {
     set: JoinSet<Attempt>,
-    held: HashMap<tokio::task::Id, (WorkId, Revision)>,
+    held: HashMap<tokio::task::Id, Held>,
+}
+
+/// A claim a running attempt holds, with what its history entry needs if it is abandoned.
+struct Held {
+    id: WorkId,
+    revision: Revision,
+    attempt: u32,
+    started_at: Timestamp,
+    /// The item's history as claimed (empty, and not allocated, for a first attempt).
+    history: Vec<AttemptRecord>,
 }
 
 impl Attempts {
@@ -73,7 +86,13 @@ impl Attempts {
         C: Clock + Clone + Send + Sync + 'static,
         C::Sleep: Send,
     {
-        let claim = (record.id, record.revision);
+        let claim = Held {
+            id: record.id,
+            revision: record.revision,
+            attempt: record.attempt,
+            started_at: record.updated_at,
+            history: record.history.clone(),
+        };
         let handle = self.set.spawn(process(inner, record));
         self.held.insert(handle.id(), claim);
     }
@@ -268,8 +287,8 @@ where
         }
         if !attempts.is_empty() {
             // Signalled first, for handlers that hand work to tasks of their own.
-            for (id, _) in attempts.held.values() {
-                if let Some(token) = lock(&self.inner.running).remove(id) {
+            for held in attempts.held.values() {
+                if let Some(token) = lock(&self.inner.running).remove(&held.id) {
                     token.cancel();
                 }
             }
@@ -281,17 +300,33 @@ where
         }
         // Claims nothing, so it cannot fail: an attempt it could not write is logged.
         let _ = self.record_and_claim(ended, 0).await;
-        for (id, revision) in attempts.held.into_values() {
-            self.release(id, revision).await;
+        for held in attempts.held.into_values() {
+            self.release(held).await;
         }
     }
 
     /// Releases the lease of an abandoned attempt: the item is due at once (its lease ends
-    /// now) and the attempt stays counted. Fenced on the claim's revision; a failure is
-    /// logged, and the item waits out its lease instead.
-    async fn release(&self, id: WorkId, revision: Revision) {
+    /// now) and the attempt stays counted, written with its history entry. Fenced on the
+    /// claim's revision; a failure is logged, and the item waits out its lease instead.
+    async fn release(&self, held: Held) {
         let now = self.now();
-        match self.inner.store.extend_lease(id, revision, now, now).await {
+        let id = held.id;
+        let entry = AttemptRecord {
+            attempt: held.attempt,
+            started_at: held.started_at,
+            ended_at: now,
+            outcome: AttemptOutcome::Abandoned,
+            error: None,
+            wait: None,
+        };
+        let history =
+            AttemptRecord::appended(&held.history, entry, self.inner.settings.history_limit);
+        match self
+            .inner
+            .store
+            .release_lease(id, held.revision, now, history)
+            .await
+        {
             Ok(true) => {
                 tracing::warn!(target: TARGET, id = id.0, "abandoned an attempt still running after the shutdown grace; its lease is released and it is due again at once");
             }
@@ -330,14 +365,14 @@ where
             tracing::info!(target: TARGET, "worker started; nothing in flight");
             return;
         }
-        let first_free = leased
-            .iter()
-            .min()
+        let first_end = leased.iter().min().copied();
+        let first_free = first_end
             .map(|until| Duration::from_millis(until.as_millis().saturating_sub(now.as_millis())));
         tracing::info!(
             target: TARGET,
             leased_by_others = leased.len(),
             first_lease_ends_in = ?first_free,
+            first_lease_ends_at = first_end.map(tracing::field::display),
             expired = expired.len(),
             "worker started; found work in flight: leased work runs here once its lease ends, expired leases are claimed now"
         );
@@ -423,8 +458,15 @@ where
             record,
             mut finish,
             events,
+            hinted,
         } in ended
         {
+            finish.history = match history_entry(&record, &finish, &events, hinted) {
+                Some(entry) => {
+                    AttemptRecord::appended(&record.history, entry, inner.settings.history_limit)
+                }
+                None => record.history.clone(),
+            };
             if finish.then == NextStep::Remove
                 && record.key.is_some()
                 && !record.timing.repeats()
@@ -755,7 +797,8 @@ where
                     .as_ref()
                     .map_or_else(|| classify(&failure), |p| p(&failure));
             let error = failure.to_string();
-            match decide(&inner, &record, &failure, retryable) {
+            let (next, hinted) = decide(&inner, &record, &failure, retryable);
+            match next {
                 Next::Retry(delay) => {
                     let then = NextStep::Wait {
                         due_at: now + delay,
@@ -769,7 +812,9 @@ where
                         delay,
                         error,
                     };
-                    Ok(Some(ended(record, then, None, now, vec![retrying])))
+                    let mut retry = ended(record, then, None, now, vec![retrying]);
+                    retry.hinted = hinted;
+                    Ok(Some(retry))
                 }
                 Next::GiveUp(why) => {
                     let reason = match why {
@@ -923,12 +968,14 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 /// ([`retry_toolkit::RetryPolicy::next`]: the row's attempts, the verdict on the error, its retry-after hint
 /// against the policy's ceiling, the drawn wait), with the wait in whole milliseconds,
 /// rounded up: the row keeps milliseconds, and a wait that was drawn is never cut short.
+/// With it, whether a retry waits for the error's hint (which the decision obeys whenever it
+/// retries a failure that carries one).
 fn decide<S, C>(
     inner: &Inner<S, C>,
     record: &WorkRecord,
     failure: &TaskFailure,
     retryable: bool,
-) -> Next {
+) -> (Next, bool) {
     let policy = match record.options.resolve() {
         Ok(policy) => policy,
         // Unreachable for a validated row: its stored attempts and the built-in rest.
@@ -949,8 +996,8 @@ fn decide<S, C>(
         .retryable(retryable)
         .retry_after(hint);
     match policy.next(&failed) {
-        Next::Retry(delay) => Next::Retry(whole_millis(delay)),
-        give_up => give_up,
+        Next::Retry(delay) => (Next::Retry(whole_millis(delay)), hint.is_some()),
+        give_up => (give_up, false),
     }
 }
 
@@ -978,9 +1025,75 @@ fn ended(
             then,
             now,
             keep_key_until: None,
+            history: Vec::new(),
         },
         events,
+        hinted: false,
     }
+}
+
+/// The history entry of an ended attempt, read from what it announces: its outcome, its
+/// error, and the wait written after it with why (a backoff's draw or a server's hint, a
+/// schedule's next tick, a breaker or budget). `None` if the events name no outcome.
+fn history_entry(
+    record: &WorkRecord,
+    finish: &Finish,
+    events: &[EventKind],
+    hinted: bool,
+) -> Option<AttemptRecord> {
+    let now = finish.now;
+    let until =
+        |at: Timestamp| Duration::from_millis(at.as_millis().saturating_sub(now.as_millis()));
+    let mut outcome = None;
+    let mut error = None;
+    let mut wait = None;
+    for event in events {
+        match event {
+            EventKind::Succeeded { .. } => outcome = Some(AttemptOutcome::Succeeded),
+            EventKind::Retrying {
+                delay, error: e, ..
+            } => {
+                outcome = Some(AttemptOutcome::Retrying);
+                error = Some(e.as_str());
+                let why = if hinted {
+                    WaitReason::ServerHint
+                } else {
+                    WaitReason::Backoff
+                };
+                wait = Some(Wait { delay: *delay, why });
+            }
+            EventKind::Failed { error: e, .. } => {
+                outcome = Some(AttemptOutcome::DeadLettered);
+                error = Some(e.as_str());
+            }
+            EventKind::Deferred {
+                until: at, reason, ..
+            } => {
+                outcome = Some(AttemptOutcome::Deferred);
+                error = Some(reason.as_str());
+                wait = Some(Wait {
+                    delay: until(*at),
+                    why: WaitReason::Protection,
+                });
+            }
+            EventKind::Rearmed { next } => {
+                wait = wait.or(Some(Wait {
+                    delay: until(*next),
+                    why: WaitReason::NextTick,
+                }));
+            }
+            _ => {}
+        }
+    }
+    Some(AttemptRecord {
+        attempt: record.attempt,
+        // The claim set the row's update time: when this attempt started.
+        started_at: record.updated_at,
+        ended_at: now,
+        outcome: outcome?,
+        error: error.map(cut_error),
+        wait,
+    })
 }
 
 /// Re-arms a repeating schedule for its next tick (or removes one that has none), writing

@@ -100,6 +100,10 @@ fn batch_columns(shape: Shape) -> (String, String) {
             ("failed_at", "int8"),
         ]);
     }
+    if shape.waits || shape.dead {
+        // A removed row without a dead letter keeps no history: only rows that stay do.
+        columns.push(("history", "text"));
+    }
     let arguments: Vec<String> = (5..)
         .zip(&columns)
         .map(|(n, (_, kind))| format!("${n}::{kind}[]"))
@@ -150,7 +154,7 @@ fn finish_and_claim_sql(shape: Shape) -> String {
                  UPDATE retry_durable_work w SET state = 'waiting', lease_until = NULL,
                      due_at = b.due_at, fire_at = b.fire_at, attempt = b.attempt,
                      last_error = b.last_error, last_delay_ms = b.last_delay_ms,
-                     updated_at = b.now, revision = w.revision + 1
+                     updated_at = b.now, revision = w.revision + 1, history = b.history
                  FROM batch b
                  WHERE w.id = b.id AND w.revision = b.revision AND b.due_at IS NOT NULL
                  RETURNING w.id, b.revision
@@ -168,10 +172,10 @@ fn finish_and_claim_sql(shape: Shape) -> String {
             "dead AS (
                  INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
                      options, retry_if, kind, reason, attempts, last_error, created_at, fire_at,
-                     failed_at, redriven_as)
+                     failed_at, redriven_as, history)
                  SELECT w.id, w.owner, w.handler, w.payload, w.options, w.retry_if, w.kind,
                      b.reason, b.attempts, b.dead_error, w.created_at, w.fire_at, b.failed_at,
-                     NULL
+                     NULL, b.history
                  FROM batch b
                  JOIN done d ON d.id = b.id AND d.revision = b.revision
                  JOIN retry_durable_work w ON w.id = b.id
@@ -228,6 +232,7 @@ pub(super) struct Batch {
     attempts: Vec<Option<i64>>,
     dead_error: Vec<Option<String>>,
     failed_at: Vec<Option<i64>>,
+    history: Vec<String>,
 }
 
 impl Batch {
@@ -275,6 +280,8 @@ impl Batch {
         self.attempts.push(attempts);
         self.dead_error.push(dead_error);
         self.failed_at.push(failed_at);
+        self.history
+            .push(crate::history::to_json(&item.finish.history));
         Ok(())
     }
 
@@ -323,6 +330,9 @@ impl Batch {
                 &self.failed_at,
             ]);
         }
+        if shape.waits || shape.dead {
+            parameters.push(&self.history);
+        }
         let rows = client.query(&statement, &parameters).await?;
         // Committed from here on: a failure to read the answer is the claim's, or leaves the
         // batch unconfirmed (its rows are then gone or waiting, never run twice by us).
@@ -355,7 +365,10 @@ mod tests {
     fn every_shape_has_dense_parameters_and_compact_text() {
         for shape in Shape::ALL {
             let sql = finish_and_claim_sql(shape);
-            let columns = 2 + if shape.waits { 6 } else { 0 } + if shape.dead { 4 } else { 0 };
+            let columns = 2
+                + if shape.waits { 6 } else { 0 }
+                + if shape.dead { 4 } else { 0 }
+                + usize::from(shape.waits || shape.dead);
             for n in 1..=4 + columns {
                 assert!(
                     sql.contains(&format!("${n}")),

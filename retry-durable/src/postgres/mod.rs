@@ -19,6 +19,7 @@ use retry_toolkit::store::{Revision, Timestamp};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{NoTls, Row};
 
+use crate::history::AttemptRecord;
 use crate::record::{
     DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
 };
@@ -349,6 +350,7 @@ async fn apply_then(
     now: i64,
     then: &NextStep,
     keep: Option<(WorkState, i64)>,
+    history: &str,
 ) -> Result<u64, Failed> {
     match then {
         NextStep::Remove => {
@@ -356,12 +358,15 @@ async fn apply_then(
                 let statement = client
                     .prepare_cached(
                         "UPDATE retry_durable_work SET state = $3, lease_until = NULL,
-                             due_at = $4, updated_at = $5, revision = revision + 1
+                             due_at = $4, updated_at = $5, revision = revision + 1, history = $6
                          WHERE id = $1 AND revision = $2 AND key IS NOT NULL",
                     )
                     .await?;
                 let kept = client
-                    .execute(&statement, &[&id.0, &rev, &state.name(), &until, &now])
+                    .execute(
+                        &statement,
+                        &[&id.0, &rev, &state.name(), &until, &now, &history],
+                    )
                     .await?;
                 if kept == 1 {
                     return Ok(kept);
@@ -386,7 +391,8 @@ async fn apply_then(
                 .prepare_cached(
                     "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
                          due_at = $3, fire_at = $4, attempt = $5, last_error = $6,
-                         last_delay_ms = $7, updated_at = $8, revision = revision + 1
+                         last_delay_ms = $7, updated_at = $8, revision = revision + 1,
+                         history = $9
                      WHERE id = $1 AND revision = $2",
                 )
                 .await?;
@@ -402,6 +408,7 @@ async fn apply_then(
                         last_error,
                         &i64_of(*last_delay_ms)?,
                         &now,
+                        &history,
                     ],
                 )
                 .await?)
@@ -550,17 +557,19 @@ async fn claim(
     Ok(claim::claimed(rows.iter())?)
 }
 
-/// [`Store::extend_lease`].
+/// [`Store::extend_lease`], and with a `history` to write, [`Store::release_lease`].
 async fn extend_lease(
     client: &Object,
     id: WorkId,
     revision: Revision,
     until: Timestamp,
     now: Timestamp,
+    history: Option<String>,
 ) -> Result<bool, Failed> {
     let statement = client
         .prepare_cached(
-            "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4
+            "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4,
+                 history = COALESCE($5, history)
              WHERE id = $1 AND revision = $2",
         )
         .await?;
@@ -572,6 +581,7 @@ async fn extend_lease(
                 &i64_of(revision.get())?,
                 &i64_of(until.as_millis())?,
                 &i64_of(now.as_millis())?,
+                &history,
             ],
         )
         .await?;
@@ -587,6 +597,7 @@ async fn finish(
 ) -> Result<bool, Failed> {
     let rev = i64_of(revision.get())?;
     let now = i64_of(finish.now.as_millis())?;
+    let history = crate::history::to_json(&finish.history);
     let keep = match finish.keep_key_until {
         Some(until) => {
             let state = if finish.dead_letter.is_some() {
@@ -601,16 +612,16 @@ async fn finish(
     let Some(dead) = &finish.dead_letter else {
         // One fenced statement is atomic by itself (the delete after a keep that changed
         // nothing is fenced on the same revision): no BEGIN and COMMIT round trips.
-        return Ok(apply_then(client, id, rev, now, &finish.then, keep).await? == 1);
+        return Ok(apply_then(client, id, rev, now, &finish.then, keep, &history).await? == 1);
     };
     let tx = client.transaction().await?;
     let statement = tx
         .prepare_cached(
             "INSERT INTO retry_durable_dead_letter (work_id, owner, handler, payload,
                  options, retry_if, kind, reason, attempts, last_error, created_at,
-                 fire_at, failed_at, redriven_as)
+                 fire_at, failed_at, redriven_as, history)
              SELECT id, owner, handler, payload, options, retry_if, kind, $3, $6, $4,
-                 created_at, fire_at, $5, NULL
+                 created_at, fire_at, $5, NULL, $7
              FROM retry_durable_work
              WHERE id = $1 AND revision = $2",
         )
@@ -625,13 +636,14 @@ async fn finish(
                 &dead.last_error,
                 &i64_of(dead.failed_at.as_millis())?,
                 &i64::from(dead.attempts),
+                &history,
             ],
         )
         .await?;
     if written != 1 {
         return Ok(false);
     }
-    if apply_then(&tx, id, rev, now, &finish.then, keep).await? != 1 {
+    if apply_then(&tx, id, rev, now, &finish.then, keep, &history).await? != 1 {
         // Dropping the transaction rolls the dead letter back.
         return Ok(false);
     }
@@ -1035,9 +1047,23 @@ impl Store for PostgresStore {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         let client = self.client().await?;
-        let extended = extend_lease(&client, id, revision, until, now).await;
+        let extended = extend_lease(&client, id, revision, until, now, None).await;
         release(client, &extended);
         Ok(extended?)
+    }
+
+    async fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        history: Vec<AttemptRecord>,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let history = Some(crate::history::to_json(&history));
+        let released = extend_lease(&client, id, revision, now, now, history).await;
+        release(client, &released);
+        Ok(released?)
     }
 
     async fn finish(

@@ -122,6 +122,10 @@ const MIGRATIONS: &[&str] = &[
     // 6: rows set apart: a claim that finds a row bad writes why here, and its worker then
     // makes the row `quarantined` (out of the claims' index) until it is repaired or purged.
     "ALTER TABLE retry_durable_work ADD COLUMN quarantined TEXT;",
+    // 7: an item's last attempts (JSON text, oldest first), written with each attempt's end
+    // and copied to the dead letter; rows from before it have none.
+    "ALTER TABLE retry_durable_work ADD COLUMN history TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE retry_durable_dead_letter ADD COLUMN history TEXT NOT NULL DEFAULT '[]';",
 ];
 
 /// The schema version this library writes.

@@ -20,6 +20,7 @@ use retry_toolkit::effects::BackendKind;
 use retry_toolkit::store::{Revision, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::history::{self, AttemptRecord};
 use crate::record::{
     DeadLetter, DeadLetterId, NewWork, QuarantinedWork, Released, WorkId, WorkRecord, WorkState,
 };
@@ -327,6 +328,39 @@ fn get_work(conn: &Connection, id: WorkId) -> Result<Option<WorkRecord>, StoreEr
         .transpose()
 }
 
+impl SqliteStore {
+    /// [`Store::extend_lease`], and with a `history` to write, [`Store::release_lease`]: one
+    /// statement fenced on the claim's revision.
+    async fn move_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        until: Timestamp,
+        now: Timestamp,
+        history: Option<String>,
+    ) -> Result<bool, StoreError> {
+        self.with(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE work SET lease_until = ?3, updated_at = ?4,
+                         history = COALESCE(?5, history)
+                     WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                )
+                .map_err(failed)?
+                .execute(params![
+                    id.0,
+                    i64_of(revision.get())?,
+                    i64_of(until.as_millis())?,
+                    i64_of(now.as_millis())?,
+                    history
+                ])
+                .map_err(failed)?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+}
+
 impl Store for SqliteStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
         self.with(move |conn| insert_or_existing(conn, &work)).await
@@ -468,23 +502,18 @@ impl Store for SqliteStore {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        self.with(move |conn| {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE work SET lease_until = ?3, updated_at = ?4
-                     WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                )
-                .map_err(failed)?
-                .execute(params![
-                    id.0,
-                    i64_of(revision.get())?,
-                    i64_of(until.as_millis())?,
-                    i64_of(now.as_millis())?
-                ])
-                .map_err(failed)?;
-            Ok(changed == 1)
-        })
-        .await
+        self.move_lease(id, revision, until, now, None).await
+    }
+
+    async fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        history: Vec<AttemptRecord>,
+    ) -> Result<bool, StoreError> {
+        let history = Some(history::to_json(&history));
+        self.move_lease(id, revision, now, now, history).await
     }
 
     async fn finish(
@@ -497,14 +526,15 @@ impl Store for SqliteStore {
             let tx = conn.transaction().map_err(failed)?;
             let rev = i64_of(revision.get())?;
             let now = i64_of(finish.now.as_millis())?;
+            let history = history::to_json(&finish.history);
             if let Some(dead) = &finish.dead_letter {
                 let written = tx
                     .prepare_cached(
                         "INSERT INTO dead_letter (work_id, owner, handler, payload, options,
                              retry_if, kind, reason, attempts, last_error, created_at, fire_at,
-                             failed_at, redriven_as)
+                             failed_at, redriven_as, history)
                          SELECT id, owner, handler, payload, options, retry_if, kind, ?3,
-                             ?6, ?4, created_at, fire_at, ?5, NULL
+                             ?6, ?4, created_at, fire_at, ?5, NULL, ?7
                          FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
                     )
                     .map_err(failed)?
@@ -514,7 +544,8 @@ impl Store for SqliteStore {
                         dead.reason.name(),
                         dead.last_error,
                         i64_of(dead.failed_at.as_millis())?,
-                        dead.attempts
+                        dead.attempts,
+                        history
                     ])
                     .map_err(failed)?;
                 if written != 1 {
@@ -532,7 +563,7 @@ impl Store for SqliteStore {
                             };
                             tx.prepare_cached(
                                 "UPDATE work SET state = ?3, lease_until = NULL, due_at = ?4,
-                                     updated_at = ?5, revision = revision + 1
+                                     updated_at = ?5, revision = revision + 1, history = ?6
                                  WHERE id = ?1 AND revision = ?2 AND state = 'running'
                                      AND key IS NOT NULL",
                             )
@@ -542,7 +573,8 @@ impl Store for SqliteStore {
                                 rev,
                                 state.name(),
                                 i64_of(until.as_millis())?,
-                                now
+                                now,
+                                history
                             ])
                             .map_err(failed)?
                         }
@@ -569,7 +601,7 @@ impl Store for SqliteStore {
                     .prepare_cached(
                         "UPDATE work SET state = 'waiting', lease_until = NULL, due_at = ?3,
                              fire_at = ?4, attempt = ?5, last_error = ?6, last_delay_ms = ?7,
-                             updated_at = ?8, revision = revision + 1
+                             updated_at = ?8, revision = revision + 1, history = ?9
                          WHERE id = ?1 AND revision = ?2 AND state = 'running'",
                     )
                     .map_err(failed)?
@@ -581,7 +613,8 @@ impl Store for SqliteStore {
                         attempt,
                         last_error,
                         i64_of(*last_delay_ms)?,
-                        now
+                        now,
+                        history
                     ])
                     .map_err(failed)?,
             };

@@ -90,6 +90,10 @@ const MIGRATIONS: &[&str] = &[
     // 4: rows set apart: a claim that finds a row bad writes why here, and its worker then
     // makes the row `quarantined` (never claimed) until it is repaired or purged.
     "ALTER TABLE work ADD COLUMN quarantined TEXT;",
+    // 5: an item's last attempts (JSON, oldest first), written with each attempt's end and
+    // copied to the dead letter; rows from before it have none.
+    "ALTER TABLE work ADD COLUMN history TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE dead_letter ADD COLUMN history TEXT NOT NULL DEFAULT '[]';",
 ];
 
 /// The schema version this library writes.

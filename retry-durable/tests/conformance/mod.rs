@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use retry_durable::{
-    DeadReason, Finish, Finished, Inserted, Misfire, NewDeadLetter, NewWork, NextStep, Store,
-    Timing, WorkRecord, WorkState,
+    AttemptOutcome, AttemptRecord, DeadReason, Finish, Finished, Inserted, Misfire, NewDeadLetter,
+    NewWork, NextStep, Store, Timing, Wait, WaitReason, WorkRecord, WorkState,
 };
 use retry_toolkit::RetryOptions;
 use retry_toolkit::store::{Revision, Timestamp};
@@ -54,6 +54,7 @@ fn wait(due_ms: u64, attempt: u32) -> Finish {
         },
         now: at(1),
         keep_key_until: None,
+        history: Vec::new(),
     }
 }
 
@@ -68,6 +69,7 @@ fn dead(attempts: u32) -> Finish {
         then: NextStep::Remove,
         now: at(5),
         keep_key_until: None,
+        history: Vec::new(),
     }
 }
 
@@ -546,6 +548,7 @@ pub async fn a_repeating_schedule_is_rearmed_with_its_attempts_reset<S: Store>(s
         },
         now: at(3),
         keep_key_until: None,
+        history: Vec::new(),
     };
     assert!(store.finish(id, claim.revision, rearm).await.unwrap());
     let record = store.get(id).await.unwrap().unwrap();
@@ -675,6 +678,7 @@ pub async fn s4_dead_letters_in_a_batch_keep_what_happened<S: Store>(store: S) {
         },
         now: at(7),
         keep_key_until: None,
+        history: Vec::new(),
     };
     let batch = vec![
         ending(queue_claim, dead(3)),
@@ -790,6 +794,7 @@ pub async fn p2_a_batch_and_the_next_claim_in_one_call<S: Store>(store: S) {
         then: NextStep::Remove,
         now: at(1),
         keep_key_until: None,
+        history: Vec::new(),
     };
 
     // Its lease is over by now, so the claim alone would take it back; the retry that the
@@ -921,6 +926,7 @@ fn removed() -> Finish {
         then: NextStep::Remove,
         now: at(5),
         keep_key_until: None,
+        history: Vec::new(),
     }
 }
 
@@ -1109,6 +1115,190 @@ async fn nothing_due<S: Store>(store: &S, now: u64) -> bool {
     claim.work.is_empty() && claim.corrupt.is_empty()
 }
 
+fn attempt_entry(attempt: u32, outcome: AttemptOutcome) -> AttemptRecord {
+    AttemptRecord {
+        attempt,
+        started_at: at(u64::from(attempt) * 10),
+        ended_at: at(u64::from(attempt) * 10 + 3),
+        outcome,
+        error: Some(format!("failure {attempt} <b>")),
+        wait: (outcome == AttemptOutcome::Retrying).then_some(Wait {
+            delay: Duration::from_millis(250),
+            why: WaitReason::ServerHint,
+        }),
+    }
+}
+
+/// H (issue 30): the history given with an attempt's end is written with it, through
+/// `finish` and through a batch, and copied to the dead letter that ends the run.
+pub async fn h_history_is_written_with_each_end_and_kept_on_the_dead_letter<S: Store>(store: S) {
+    let queued = new(store.insert(work("o", "a", 0)).await.unwrap());
+    assert!(queued.history.is_empty(), "new work has no history");
+    let claimed = claim_one(&store, 0, 100).await;
+    let first = vec![attempt_entry(1, AttemptOutcome::Retrying)];
+    let mut retry = wait(2, 1);
+    retry.history = first.clone();
+    assert!(
+        store
+            .finish(claimed.id, claimed.revision, retry)
+            .await
+            .unwrap()
+    );
+    let read = store.get(queued.id).await.unwrap().unwrap();
+    assert_eq!(read.history(), first.as_slice());
+
+    let claimed = claim_one(&store, 2, 100).await;
+    assert_eq!(claimed.history, first, "a claim returns the history");
+    let second = vec![first[0].clone(), attempt_entry(2, AttemptOutcome::Retrying)];
+    let mut retry = wait(4, 2);
+    retry.history = second.clone();
+    let done = store
+        .finish_and_claim(vec![ending(&claimed, retry)], "o", at(3), at(100), 0)
+        .await;
+    assert!(matches!(done.finished[..], [Ok(true)]));
+    let read = store.get(queued.id).await.unwrap().unwrap();
+    assert_eq!(read.history, second, "a batch writes the history too");
+
+    let claimed = claim_one(&store, 4, 100).await;
+    let last = vec![
+        second[0].clone(),
+        second[1].clone(),
+        attempt_entry(3, AttemptOutcome::DeadLettered),
+    ];
+    let mut end = dead(3);
+    end.history = last.clone();
+    let done = store
+        .finish_and_claim(vec![ending(&claimed, end)], "o", at(5), at(100), 0)
+        .await;
+    assert!(matches!(done.finished[..], [Ok(true)]));
+    let letters = store.dead_letters("o", None, 10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(
+        letters[0].history(),
+        last.as_slice(),
+        "the dead letter says why it died"
+    );
+    let one = store.dead_letter(letters[0].id).await.unwrap().unwrap();
+    assert_eq!(one.history, last);
+
+    // Through `finish` alone, a dead letter keeps it as well, and so does a row kept for its
+    // key.
+    let mut keyed = work("o", "b", 10);
+    keyed.key = Some("k".to_owned());
+    let keyed = new(store.insert(keyed).await.unwrap());
+    let claimed = claim_one(&store, 10, 100).await;
+    assert_eq!(claimed.id, keyed.id);
+    let mut end = kept(dead(1), 1_000);
+    end.history = vec![attempt_entry(1, AttemptOutcome::DeadLettered)];
+    assert!(
+        store
+            .finish(claimed.id, claimed.revision, end.clone())
+            .await
+            .unwrap()
+    );
+    let read = store.get(keyed.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.state, &read.history),
+        (WorkState::DeadLettered, &end.history)
+    );
+    let letters = store.dead_letters("o", None, 10).await.unwrap();
+    assert_eq!(letters[1].history, end.history);
+
+    // Re-driven work starts a history of its own; the dead letter keeps the old one.
+    let again = store
+        .redrive(letters[0].id, work("o", "a", 20))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.history.is_empty());
+    assert_eq!(
+        store
+            .dead_letter(letters[0].id)
+            .await
+            .unwrap()
+            .unwrap()
+            .history,
+        last
+    );
+}
+
+/// H (issue 30): an end whose claim was lost writes no history, through `finish` or a batch.
+pub async fn h_a_stale_end_writes_no_history<S: Store>(store: S) {
+    let queued = new(store.insert(work("o", "a", 0)).await.unwrap());
+    let stale = claim_one(&store, 0, 10).await;
+    let current = claim_one(&store, 10, 100).await;
+    assert_ne!(stale.revision, current.revision);
+    let mut retry = wait(20, 1);
+    retry.history = vec![attempt_entry(1, AttemptOutcome::Retrying)];
+    assert!(
+        !store
+            .finish(stale.id, stale.revision, retry.clone())
+            .await
+            .unwrap()
+    );
+    let mut end = dead(1);
+    end.history = retry.history.clone();
+    assert!(
+        !store
+            .finish(stale.id, stale.revision, end.clone())
+            .await
+            .unwrap()
+    );
+    let done = store
+        .finish_and_claim(
+            vec![ending(&stale, retry), ending(&stale, end)],
+            "o",
+            at(11),
+            at(100),
+            0,
+        )
+        .await;
+    assert!(
+        done.finished.iter().all(|r| matches!(r, Ok(false))),
+        "{:?}",
+        done.finished
+    );
+    let read = store.get(queued.id).await.unwrap().unwrap();
+    assert!(read.history.is_empty(), "{:?}", read.history);
+    assert!(store.dead_letters("o", None, 10).await.unwrap().is_empty());
+}
+
+/// H (issue 30): releasing an abandoned attempt's lease writes the item's history with it;
+/// a stale release writes nothing.
+pub async fn h_a_released_lease_keeps_its_history_and_a_stale_release_writes_none<S: Store>(
+    store: S,
+) {
+    let queued = new(store.insert(work("o", "a", 0)).await.unwrap());
+    let stale = claim_one(&store, 0, 10).await;
+    let current = claim_one(&store, 10, 100).await;
+    let abandoned = vec![attempt_entry(2, AttemptOutcome::Abandoned)];
+    assert!(
+        !store
+            .release_lease(stale.id, stale.revision, at(20), abandoned.clone())
+            .await
+            .unwrap()
+    );
+    let read = store.get(queued.id).await.unwrap().unwrap();
+    assert!(read.history.is_empty(), "{:?}", read.history);
+    assert_eq!(read.lease_until, Some(at(100)));
+
+    assert!(
+        store
+            .release_lease(current.id, current.revision, at(20), abandoned.clone())
+            .await
+            .unwrap()
+    );
+    let read = store.get(queued.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.state, read.lease_until, read.attempt),
+        (WorkState::Running, Some(at(20)), 2)
+    );
+    assert_eq!(read.history, abandoned);
+    assert_eq!(store.next_due("o").await.unwrap(), Some(at(20)));
+    let again = claim_one(&store, 20, 200).await;
+    assert_eq!((again.attempt, again.history), (3, abandoned));
+}
+
 /// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
 /// evaluates to `(store, guard)`).
 #[macro_export]
@@ -1138,6 +1328,9 @@ macro_rules! conformance_suite {
             s14_cancelled_work_no_longer_holds_its_key,
             s14_a_finished_key_is_kept_until_its_retention_ends,
             s14_a_purge_of_kept_keys_is_bounded,
+            h_history_is_written_with_each_end_and_kept_on_the_dead_letter,
+            h_a_stale_end_writes_no_history,
+            h_a_released_lease_keeps_its_history_and_a_stale_release_writes_none,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use retry_durable::{
-    BuildError, Claim, DeadLetter, DeadLetterId, DeadReason, Event, EventKind, Finish, Inserted,
-    Jobs, JobsBuilder, Misfire, NewWork, ScheduleError, Store, StoreError, TimingError, When,
-    WorkId, WorkOptions, WorkRecord, WorkState,
+    AttemptOutcome, BuildError, Claim, DeadLetter, DeadLetterId, DeadReason, Event, EventKind,
+    Finish, Inserted, Jobs, JobsBuilder, Misfire, NewWork, ScheduleError, Store, StoreError,
+    TimingError, Wait, WaitReason, When, WorkId, WorkOptions, WorkRecord, WorkState,
 };
 use retry_testkit::MockClock;
 use retry_toolkit::store::Revision;
@@ -1113,6 +1113,22 @@ pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(st
     );
     let released = jobs.get(hang.id).await.unwrap().unwrap();
     assert_eq!(released.attempt, 1, "the abandoned attempt is counted");
+    let [abandoned] = released.history() else {
+        panic!("the abandoned attempt is kept: {:?}", released.history)
+    };
+    assert_eq!(
+        (abandoned.attempt, abandoned.outcome, abandoned.ended_at),
+        (1, AttemptOutcome::Abandoned, jobs.now())
+    );
+    let drawn = released.timeline().to_string();
+    assert!(
+        drawn
+            .lines()
+            .nth(1)
+            .unwrap()
+            .ends_with("abandoned  due at once"),
+        "{drawn}"
+    );
     assert!(
         released
             .lease_until
@@ -2731,6 +2747,160 @@ pub async fn s1_one_schedule_takes_every_when<S: Store>(store: S) {
     assert_eq!(jobs.list_where(&all, None, 100).await.unwrap().len(), 6);
 }
 
+/// H (issue 30): each attempt's end is kept with the item — outcome, error, and the wait
+/// chosen after it with why (a server's hint, the backoff) — the oldest dropped past the
+/// owner's limit; the dead letter keeps the history that explains it.
+pub async fn h_an_items_history_says_why_each_wait_was_chosen<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let jobs = builder(store, &clock)
+        .history_limit(3)
+        .handler("throttled", move |_: u32, _ctx| {
+            let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                let error = TaskError::new(format!("failure {n}")).with_retryable(true);
+                Err(if n == 1 {
+                    error.with_retry_after(Duration::from_secs(3)).into()
+                } else {
+                    error.into()
+                })
+            }
+        })
+        .build()
+        .unwrap();
+    let options = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(4));
+    let record = jobs
+        .schedule(When::Now, "throttled", &1u32, options)
+        .await
+        .unwrap();
+    let started = jobs.now();
+    jobs.run_due().await.unwrap();
+    let after_one = jobs.get(record.id).await.unwrap().unwrap();
+    let [first] = after_one.history() else {
+        panic!("one attempt kept: {:?}", after_one.history)
+    };
+    assert_eq!(first.attempt, 1);
+    assert_eq!(first.outcome, AttemptOutcome::Retrying);
+    assert_eq!((first.started_at, first.ended_at), (started, started));
+    assert_eq!(first.error.as_deref(), Some("failure 1"));
+    assert_eq!(
+        first.wait,
+        Some(Wait {
+            delay: Duration::from_secs(3),
+            why: WaitReason::ServerHint
+        })
+    );
+    for _ in 0..3 {
+        advance_to_due(&jobs, &clock).await;
+        let before = jobs.get(record.id).await.unwrap();
+        jobs.run_due().await.unwrap();
+        if let (Some(before), Some(after)) = (before, jobs.get(record.id).await.unwrap()) {
+            // The wait kept is the one written as the item's next due time.
+            let last = after.history.last().unwrap();
+            assert_eq!(
+                last.wait.map(|w| w.why),
+                Some(WaitReason::Backoff),
+                "{}",
+                after.timeline()
+            );
+            let waited = last.wait.unwrap().delay;
+            assert_eq!(last.ended_at + waited, after.due_at);
+            assert_eq!(after.history.len(), (before.history.len() + 1).min(3));
+        }
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    let dead = jobs.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1);
+    let kept: Vec<(u32, AttemptOutcome, Option<&str>)> = dead[0]
+        .history()
+        .iter()
+        .map(|a| (a.attempt, a.outcome, a.error.as_deref()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (2, AttemptOutcome::Retrying, Some("failure 2")),
+            (3, AttemptOutcome::Retrying, Some("failure 3")),
+            (4, AttemptOutcome::DeadLettered, Some("failure 4")),
+        ],
+        "the oldest attempt is dropped past the limit"
+    );
+    assert_eq!(dead[0].history[2].wait, None);
+    let drawn = dead[0].timeline().to_string();
+    let lines: Vec<&str> = drawn.lines().collect();
+    assert_eq!(lines.len(), 4, "{drawn}");
+    assert!(lines[0].starts_with("attempt  start"), "{drawn}");
+    assert!(
+        lines[1].contains("retrying: failure 2") && lines[1].contains("(backoff)"),
+        "{drawn}"
+    );
+    assert!(
+        lines[3].contains("dead-lettered: failure 4") && lines[3].ends_with("stop"),
+        "{drawn}"
+    );
+}
+
+/// H (issue 30): a success is kept as such, a schedule's wait is its next tick, and work
+/// kept for its key keeps its history; the limit is a checked setting.
+pub async fn h_successes_and_ticks_are_kept_and_the_limit_is_checked<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let err = builder(retry_durable::MemoryStore::new(), &clock)
+        .history_limit(retry_durable::MAX_HISTORY_LIMIT + 1)
+        .build()
+        .err();
+    assert!(matches!(err, Some(BuildError::Setting(_))), "{err:?}");
+
+    let jobs = builder(store, &clock)
+        .handler("ok", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let every = jobs
+        .schedule(When::Every(Duration::from_secs(60)), "ok", &1u32, none())
+        .await
+        .unwrap();
+    let once = jobs
+        .schedule(
+            When::After(Duration::from_secs(60)),
+            "ok",
+            &1u32,
+            WorkOptions::new().key("kept"),
+        )
+        .await
+        .unwrap();
+    advance_to_due(&jobs, &clock).await;
+    jobs.run_due().await.unwrap();
+    let ticked = jobs.get(every.id).await.unwrap().unwrap();
+    let [tick] = ticked.history() else {
+        panic!("{:?}", ticked.history)
+    };
+    assert_eq!(tick.outcome, AttemptOutcome::Succeeded);
+    assert_eq!(tick.wait.map(|w| w.why), Some(WaitReason::NextTick));
+    assert_eq!(tick.ended_at + tick.wait.unwrap().delay, ticked.due_at);
+    let finished = jobs.get(once.id).await.unwrap().unwrap();
+    assert_eq!(finished.state, WorkState::Succeeded);
+    assert_eq!(finished.history.len(), 1);
+    let drawn = finished.timeline().to_string();
+    assert!(drawn.lines().nth(1).unwrap().ends_with("done"), "{drawn}");
+}
+
+/// H (issue 30): an owner that keeps no history writes none.
+pub async fn h_a_history_limit_of_zero_keeps_none<S: Store>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store, &clock)
+        .history_limit(0)
+        .handler("down", Flaky::default().handler(u32::MAX))
+        .build()
+        .unwrap();
+    let record = jobs
+        .schedule(When::Now, "down", &1u32, none())
+        .await
+        .unwrap();
+    jobs.run_due().await.unwrap();
+    let read = jobs.get(record.id).await.unwrap().unwrap();
+    assert_eq!((read.attempt, read.history.len()), (1, 0));
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -2780,6 +2950,9 @@ macro_rules! engine_suite {
             s14_the_attempt_timeout_is_validated,
             s14_enqueue_many_is_one_all_or_nothing_write,
             s1_one_schedule_takes_every_when,
+            h_an_items_history_says_why_each_wait_was_chosen,
+            h_successes_and_ticks_are_kept_and_the_limit_is_checked,
+            h_a_history_limit_of_zero_keeps_none,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
