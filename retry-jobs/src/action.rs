@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use retry_durable::{DeadLetterId, NewWork, Store, StoreError, Timing, WorkId};
+use retry_durable::{DeadLetterId, Store, StoreError, WorkId};
 use retry_toolkit::store::Timestamp;
 use serde::Serialize;
 
@@ -55,8 +55,8 @@ pub struct Redriven {
 }
 
 /// Re-drives dead letter `id`: writes new work (a one-shot due at `now`, fresh attempts, the
-/// same owner, handler, payload and options) and marks the dead letter with it, as the
-/// owner's own `Jobs::redrive` does. The owner's workers run it; nothing runs here.
+/// same owner, handler, payload and options: [`DeadLetter::redrive_work`](retry_durable::DeadLetter::redrive_work)) and marks the
+/// dead letter with it, as the owner's own `Jobs::redrive` does. The owner's workers run it; nothing runs here.
 ///
 /// # Errors
 /// [`ActionError::NotFound`], [`ActionError::Refused`] when it was already re-driven, or the
@@ -75,19 +75,10 @@ pub async fn redrive<S: Store>(
             work.0
         )));
     }
-    let work = NewWork {
-        owner: dead.owner,
-        key: None,
-        handler: dead.handler,
-        payload: dead.payload,
-        options: dead.options,
-        retry_if: dead.retry_if,
-        attempt_timeout: dead.attempt_timeout,
-        timing: Timing::Once,
-        due_at: now,
-        created_at: now,
-    };
-    match store.redrive(DeadLetterId(id), work).await? {
+    match store
+        .redrive(DeadLetterId(id), dead.redrive_work(now))
+        .await?
+    {
         Some(record) => Ok(Redriven {
             dead_letter: id,
             work: Item::from(record),
