@@ -524,3 +524,67 @@ async fn help_documents_the_exit_codes() {
         "the test-only flag is hidden"
     );
 }
+
+#[tokio::test]
+async fn corrupt_and_quarantined_rows_are_counted_and_listed() {
+    use retry_durable::Store;
+    let f = fixture().await;
+    let id = f.made.waiting;
+    let conn = rusqlite::Connection::open(&f.path).unwrap();
+    let changed = conn
+        .execute("UPDATE work SET payload = 'not json' WHERE id = ?1", [id])
+        .unwrap();
+    assert_eq!(changed, 1);
+
+    let status = run(f.db(), &["status", "--json"]).json();
+    assert_eq!(
+        (&status["corrupt"], &status["quarantined"]),
+        (&1.into(), &0.into())
+    );
+    assert_eq!(
+        status["handlers"][2]["waiting"], 0,
+        "a corrupt row is not counted as work"
+    );
+    let text = run(f.db(), &["status"]);
+    assert!(
+        text.stdout.contains("corrupt rows:  1 (see `list`)\n"),
+        "{text:?}"
+    );
+    let list = run(f.db(), &["list", "--state", "waiting"]);
+    assert!(
+        list.stdout
+            .ends_with(&format!("corrupt row #{id}: payload is not JSON\n")),
+        "{list:?}"
+    );
+    let json = run(f.db(), &["list", "--json"]).json();
+    assert_eq!(
+        json["corrupt"],
+        serde_json::json!([{"id": id, "problem": "payload is not JSON"}])
+    );
+    let show = run(f.db(), &["show", &id.to_string()]);
+    assert_eq!(show.code, 1, "{show:?}");
+    assert!(show.stderr.contains("payload is not JSON"), "{show:?}");
+
+    // A worker's claim sets it apart.
+    let store = SqliteStore::open(&f.path).unwrap();
+    let later = support::MONDAY + std::time::Duration::from_secs(3600);
+    let until = later + std::time::Duration::from_secs(60);
+    let claim = store.claim("default", later, until, 10).await.unwrap();
+    assert_eq!(claim.corrupt.len(), 1);
+    assert!(
+        store
+            .quarantine(
+                retry_durable::WorkId(id),
+                until,
+                "payload is not JSON".into(),
+                later
+            )
+            .await
+            .unwrap()
+    );
+    let status = run(f.db(), &["status", "--json"]).json();
+    assert_eq!(
+        (&status["corrupt"], &status["quarantined"]),
+        (&1.into(), &1.into())
+    );
+}
