@@ -206,7 +206,8 @@ pub struct Page {
     pub items: Vec<Item>,
     /// Rows on this page that fail their checks, by id with what is wrong.
     pub corrupt: Vec<Corrupt>,
-    /// Where the next page starts (`--after`), or `null` when this is the last.
+    /// Where the next page starts (`--after`) when this one is full (the next may then be
+    /// empty), or `null` when the rows ended on this page.
     pub next_after: Option<i64>,
 }
 
@@ -494,7 +495,8 @@ impl From<DeadLetter> for Dead {
 pub struct DeadPage {
     /// The dead letters, in id order.
     pub dead_letters: Vec<Dead>,
-    /// Where the next page starts (`--after`), or `null` when this is the last.
+    /// Where the next page starts (`--after`) when this one is full (the next may then be
+    /// empty), or `null` when the rows ended on this page.
     pub next_after: Option<i64>,
 }
 
