@@ -185,6 +185,24 @@ fn options_text(options: &retry_toolkit::RetryOptions) -> String {
     serde_json::to_string(options).unwrap_or_else(|e| format!("({e})"))
 }
 
+/// What an item and a dead letter both end with: how the work runs, and its payload.
+fn how_it_runs(
+    text: &mut String,
+    options: &retry_toolkit::RetryOptions,
+    retry_if: Option<&str>,
+    timeout_ms: Option<u64>,
+    payload: &serde_json::Value,
+) {
+    field(text, "options", options_text(options));
+    field(text, "retry if", or_dash(retry_if));
+    field(
+        text,
+        "timeout",
+        or_dash(timeout_ms.map(|ms| format!("{ms} ms"))),
+    );
+    field(text, "payload", payload);
+}
+
 pub(crate) fn item(i: &Item, now: Timestamp) -> String {
     let mut text = String::new();
     field(&mut text, "work", format!("#{}", i.id));
@@ -212,14 +230,13 @@ pub(crate) fn item(i: &Item, now: Timestamp) -> String {
     field(&mut text, "created", time::human(i.created_at, now));
     field(&mut text, "updated", time::human(i.updated_at, now));
     field(&mut text, "revision", i.revision);
-    field(&mut text, "options", options_text(&i.options));
-    field(&mut text, "retry if", or_dash(i.retry_if.as_ref()));
-    field(
+    how_it_runs(
         &mut text,
-        "timeout",
-        or_dash(i.attempt_timeout_ms.map(|ms| format!("{ms} ms"))),
+        &i.options,
+        i.retry_if.as_deref(),
+        i.attempt_timeout_ms,
+        &i.payload,
     );
-    field(&mut text, "payload", &i.payload);
     text
 }
 
@@ -281,14 +298,13 @@ pub(crate) fn dead_letter(d: &Dead, now: Timestamp) -> String {
         "re-driven as",
         or_dash(d.redriven_as.map(|w| format!("work #{w}"))),
     );
-    field(&mut text, "options", options_text(&d.options));
-    field(&mut text, "retry if", or_dash(d.retry_if.as_ref()));
-    field(
+    how_it_runs(
         &mut text,
-        "timeout",
-        or_dash(d.attempt_timeout_ms.map(|ms| format!("{ms} ms"))),
+        &d.options,
+        d.retry_if.as_deref(),
+        d.attempt_timeout_ms,
+        &d.payload,
     );
-    field(&mut text, "payload", &d.payload);
     text
 }
 
