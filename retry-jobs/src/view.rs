@@ -243,10 +243,17 @@ pub async fn list<S: Store>(store: &S, owner: &str, query: &ListQuery) -> Result
     if query.limit == 0 {
         return Ok(page);
     }
+    // With due times to filter here, most rows read may be dropped: read whole pages, not a
+    // page of `limit` (a due filter that matches nothing in 10,000 rows took 200 reads).
+    let read_size = if query.due_before.is_some() || query.due_after.is_some() {
+        PAGE
+    } else {
+        query.limit.min(PAGE)
+    };
     let mut after = query.after;
     loop {
         let read = store
-            .list_where(owner, &query.filter, after, query.limit.min(PAGE))
+            .list_where(owner, &query.filter, after, read_size)
             .await?;
         if read.holds_nothing() {
             return Ok(page);
