@@ -406,6 +406,25 @@ impl DeadLetter {
         Timeline(&self.history)
     }
 
+    /// The work that re-driving this dead letter writes ([`Store::redrive`](crate::Store::redrive)):
+    /// a one-shot due at `now` with fresh attempts, the same owner, handler, payload and
+    /// options, and no key. One rule for every caller that re-drives (the owner, an
+    /// operator's tool).
+    pub fn redrive_work(self, now: Timestamp) -> NewWork {
+        NewWork {
+            owner: self.owner,
+            key: None,
+            handler: self.handler,
+            payload: self.payload,
+            options: self.options,
+            retry_if: self.retry_if,
+            attempt_timeout: self.attempt_timeout,
+            timing: Timing::Once,
+            due_at: now,
+            created_at: now,
+        }
+    }
+
     /// The checks a dead letter read back must pass.
     pub fn validate(&self) -> Result<(), String> {
         if self.owner.is_empty() || self.handler.is_empty() {

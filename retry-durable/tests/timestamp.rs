@@ -63,3 +63,65 @@ fn debug_of_events_and_records_shows_dates() {
         "{debug}"
     );
 }
+
+#[test]
+fn display_of_events_is_one_line_with_dates() {
+    let monday = Timestamp::from_millis(1_767_571_200_000);
+    let event = |handler: &str, kind, what| Event {
+        id: WorkId(7),
+        handler: handler.to_owned(),
+        kind,
+        what,
+    };
+    let table = [
+        (
+            event("report", "cron", EventKind::Rearmed { next: monday }),
+            "work #7 (report, cron): re-armed for 2026-01-05T00:00:00.000Z",
+        ),
+        (
+            event("report", "cron", EventKind::Skipped { missed: monday }),
+            "work #7 (report, cron): skipped the tick missed at 2026-01-05T00:00:00.000Z",
+        ),
+        (
+            event(
+                "send",
+                "queue",
+                EventKind::Retrying {
+                    attempt: 2,
+                    delay: std::time::Duration::from_millis(1_500),
+                    error: "timeout".to_owned(),
+                },
+            ),
+            "work #7 (send, queue): attempt 2 failed, next in 1.5s: timeout",
+        ),
+        (
+            event(
+                "send",
+                "once",
+                EventKind::Failed {
+                    attempts: 1,
+                    reason: retry_durable::DeadReason::NotRetryable,
+                    error: "card declined".to_owned(),
+                },
+            ),
+            "work #7 (send, once): dead-lettered (not-retryable) after 1 attempt: card declined",
+        ),
+        (
+            event(
+                "",
+                "",
+                EventKind::Quarantined {
+                    reason: "payload is not JSON".to_owned(),
+                },
+            ),
+            "work #7: quarantined: payload is not JSON",
+        ),
+        (
+            event("send", "queue", EventKind::Cancelled),
+            "work #7 (send, queue): cancelled",
+        ),
+    ];
+    for (event, text) in table {
+        assert_eq!(event.to_string(), text);
+    }
+}

@@ -1,5 +1,6 @@
 //! Lifecycle events: what happened to a piece of work, for subscribers and `tracing`.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,6 +90,46 @@ pub enum EventKind {
     /// The attempt's claim was lost (the lease expired and another worker took the work, or it
     /// was cancelled elsewhere): its result was not recorded.
     ClaimLost,
+}
+
+/// One line for a log or a terminal, times as RFC 3339:
+/// `work #7 (report, cron): re-armed for 2026-01-05T06:00:00.000Z`.
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.handler.is_empty() {
+            write!(f, "{}: ", self.id)?;
+        } else {
+            write!(f, "{} ({}, {}): ", self.id, self.handler, self.kind)?;
+        }
+        match &self.what {
+            EventKind::Started { attempt } => write!(f, "attempt {attempt} started"),
+            EventKind::Succeeded { attempt } => write!(f, "attempt {attempt} succeeded"),
+            EventKind::Retrying {
+                attempt,
+                delay,
+                error,
+            } => write!(f, "attempt {attempt} failed, next in {delay:?}: {error}"),
+            EventKind::Failed {
+                attempts,
+                reason,
+                error,
+            } => write!(
+                f,
+                "dead-lettered ({reason}) after {attempts} attempt{}: {error}",
+                if *attempts == 1 { "" } else { "s" }
+            ),
+            EventKind::Rearmed { next } => write!(f, "re-armed for {next}"),
+            EventKind::Skipped { missed } => write!(f, "skipped the tick missed at {missed}"),
+            EventKind::Deferred {
+                attempt,
+                until,
+                reason,
+            } => write!(f, "attempt {attempt} deferred until {until}: {reason}"),
+            EventKind::Quarantined { reason } => write!(f, "quarantined: {reason}"),
+            EventKind::Cancelled => f.write_str("cancelled"),
+            EventKind::ClaimLost => f.write_str("claim lost, its result not recorded"),
+        }
+    }
 }
 
 /// A subscriber to events.
