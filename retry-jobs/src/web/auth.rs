@@ -64,7 +64,9 @@ impl Secrets {
 }
 
 /// Whether a POST may come from where it says: not from another site. Browsers send
-/// `Sec-Fetch-Site`; older ones send `Origin`, which must then name this host.
+/// `Sec-Fetch-Site`, which then decides (under the `no-referrer` policy of these pages a
+/// browser sends `Origin: null` even from the page itself); without it, `Origin`, if sent,
+/// must name this host.
 pub(super) fn same_origin(headers: &HeaderMap) -> bool {
     let text = |name| {
         headers
@@ -72,9 +74,7 @@ pub(super) fn same_origin(headers: &HeaderMap) -> bool {
             .and_then(|v: &header::HeaderValue| v.to_str().ok())
     };
     if let Some(site) = headers.get("sec-fetch-site") {
-        if !matches!(site.to_str(), Ok("same-origin" | "none")) {
-            return false;
-        }
+        return matches!(site.to_str(), Ok("same-origin" | "none"));
     }
     match (text(header::ORIGIN), text(header::HOST)) {
         (None, _) => true,
