@@ -34,8 +34,8 @@ struct Serve {
     /// show in the process list. Without it and without --read-only, one is made and printed.
     #[arg(long, env = "RETRY_JOBS_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// No actions: pages only.
-    #[arg(long, conflicts_with = "token")]
+    /// No actions: pages only (a token given is ignored).
+    #[arg(long)]
     read_only: bool,
 }
 
