@@ -378,6 +378,24 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
+    /// The work that re-driving this dead letter writes ([`Store::redrive`](crate::Store::redrive)):
+    /// its handler, payload and options, run once, due at `now`, without a key — what
+    /// [`Jobs::redrive`](crate::Jobs::redrive) and any other tool over the store write alike.
+    pub fn redrive_work(&self, now: Timestamp) -> NewWork {
+        NewWork {
+            owner: self.owner.clone(),
+            key: None,
+            handler: self.handler.clone(),
+            payload: self.payload.clone(),
+            options: self.options,
+            retry_if: self.retry_if.clone(),
+            attempt_timeout: self.attempt_timeout,
+            timing: Timing::Once,
+            due_at: now,
+            created_at: now,
+        }
+    }
+
     /// The checks a dead letter read back must pass.
     pub fn validate(&self) -> Result<(), String> {
         if self.owner.is_empty() || self.handler.is_empty() {

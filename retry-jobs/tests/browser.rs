@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use dashboard_support::*;
 use fantoccini::{ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use retry_durable::{SqliteStore, Store};
+use retry_durable::SqliteStore;
 use retry_jobs::web::Config;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -171,13 +171,7 @@ async fn v2_every_page_loads_and_a_dead_letter_is_redriven_in_a_browser() {
     let url = browser.current_url().await.unwrap();
     assert_eq!(url.path(), format!("/dead/{dead}"));
     let link = browser.find(Locator::Id("redriven-as")).await.unwrap();
-    let work = store
-        .dead_letter(filled.dead)
-        .await
-        .unwrap()
-        .unwrap()
-        .redriven_as
-        .expect("re-driven");
+    let work = redriven_as(&store, filled.dead).await.expect("re-driven");
     assert_eq!(link.text().await.unwrap(), format!("work #{}", work.0));
     // The form is gone: a dead letter is re-driven once.
     assert!(

@@ -34,12 +34,16 @@ async fn acting() -> Setup {
 }
 
 fn assert_secure(answer: &Answer) {
+    assert_secure_headers(answer);
+    assert!(answer.header("content-type").starts_with("text/html"));
+}
+
+fn assert_secure_headers(answer: &Answer) {
     let csp = answer.header("content-security-policy");
     assert!(csp.contains("default-src 'none'"), "{csp}");
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert_eq!(answer.header("x-frame-options"), "DENY");
     assert_eq!(answer.header("referrer-policy"), "no-referrer");
-    assert!(answer.header("content-type").starts_with("text/html"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,17 +162,9 @@ async fn v2_markup_in_payload_handler_and_error_renders_as_text() {
     let s = acting().await;
     let dead = s.filled.dead.0;
     let (cookie, csrf) = login(s.addr).await;
-    let answer = request(
-        s.addr,
-        "POST",
-        &format!("/dead/{dead}/redrive"),
-        &[("cookie", &cookie)],
-        &format!("csrf={csrf}"),
-    )
-    .await;
+    let answer = post_form(s.addr, &format!("/dead/{dead}/redrive"), &cookie, &csrf).await;
     assert_eq!(answer.status, 303);
-    let redriven = s.store.dead_letter(s.filled.dead).await.unwrap().unwrap();
-    let work = redriven.redriven_as.unwrap().0;
+    let work = redriven_as(&s.store, s.filled.dead).await.unwrap().0;
     for path in [
         "/".to_owned(),
         "/work".to_owned(),
@@ -284,28 +280,14 @@ async fn v2_a_dead_letter_is_redriven_once_through_the_form() {
         "{}",
         after.body
     );
-    let work = s
-        .store
-        .dead_letter(s.filled.dead)
-        .await
-        .unwrap()
-        .unwrap()
-        .redriven_as
-        .unwrap();
+    let work = redriven_as(&s.store, s.filled.dead).await.unwrap();
     assert!(after.body.contains(&format!("work #{}", work.0)));
     assert_eq!(
         s.store.get(work).await.unwrap().unwrap().state,
         WorkState::Waiting
     );
 
-    let again = request(
-        s.addr,
-        "POST",
-        &format!("/dead/{dead}/redrive"),
-        &[("cookie", &cookie)],
-        &format!("csrf={csrf}"),
-    )
-    .await;
+    let again = post_form(s.addr, &format!("/dead/{dead}/redrive"), &cookie, &csrf).await;
     assert_eq!(again.status, 409);
     assert!(
         again.body.contains("already re-driven as work #"),
@@ -318,11 +300,9 @@ async fn v2_a_dead_letter_is_redriven_once_through_the_form() {
 async fn v2_purge_and_cancel_confirm_and_refuse_what_they_cannot() {
     let s = acting().await;
     let (cookie, csrf) = login(s.addr).await;
-    let form = format!("csrf={csrf}");
     let post = |path: String| {
-        let cookie = cookie.clone();
-        let form = form.clone();
-        async move { request(s.addr, "POST", &path, &[("cookie", &cookie)], &form).await }
+        let (cookie, csrf) = (cookie.clone(), csrf.clone());
+        async move { post_form(s.addr, &path, &cookie, &csrf).await }
     };
     let purged = post(format!("/dead/{}/purge", s.filled.dead.0)).await;
     assert_eq!(purged.status, 303);
@@ -397,15 +377,7 @@ async fn v2_posts_without_the_right_csrf_field_are_refused() {
     let answer = request(s.addr, "POST", "/login", &[], &format!("token={TOKEN}")).await;
     assert_eq!(answer.status, 403);
     assert!(answer.header("set-cookie").is_empty());
-    assert!(
-        s.store
-            .dead_letter(s.filled.dead)
-            .await
-            .unwrap()
-            .unwrap()
-            .redriven_as
-            .is_none()
-    );
+    assert!(redriven_as(&s.store, s.filled.dead).await.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,15 +408,7 @@ async fn v2_cross_site_posts_are_refused() {
     )
     .await;
     assert_eq!(login.status, 403);
-    assert!(
-        s.store
-            .dead_letter(s.filled.dead)
-            .await
-            .unwrap()
-            .unwrap()
-            .redriven_as
-            .is_none()
-    );
+    assert!(redriven_as(&s.store, s.filled.dead).await.is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -476,29 +440,13 @@ async fn v2_actions_need_the_token() {
     assert_eq!(wrong.status, 401);
     assert!(wrong.body.contains("That is not the action token."));
     assert!(wrong.header("set-cookie").is_empty());
-    assert!(
-        s.store
-            .dead_letter(s.filled.dead)
-            .await
-            .unwrap()
-            .unwrap()
-            .redriven_as
-            .is_none()
-    );
+    assert!(redriven_as(&s.store, s.filled.dead).await.is_none());
 
     // A script sends the token itself, and needs no CSRF field.
     let bearer = format!("Bearer {TOKEN}");
     let answer = request(s.addr, "POST", &path, &[("authorization", &bearer)], "").await;
     assert_eq!(answer.status, 303, "{}", answer.body);
-    assert!(
-        s.store
-            .dead_letter(s.filled.dead)
-            .await
-            .unwrap()
-            .unwrap()
-            .redriven_as
-            .is_some()
-    );
+    assert!(redriven_as(&s.store, s.filled.dead).await.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -573,15 +521,36 @@ async fn v2_another_owners_rows_are_not_there() {
     )
     .await;
     assert_eq!(answer.status, 404);
-    assert!(
-        s.store
-            .dead_letter(s.filled.dead)
-            .await
-            .unwrap()
-            .unwrap()
-            .redriven_as
-            .is_none()
-    );
+    assert!(redriven_as(&s.store, s.filled.dead).await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_on_loopback_only_loopback_host_names_are_answered() {
+    let s = acting().await;
+    let port = s.addr.port();
+    for host in [
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "127.0.0.1".to_owned(),
+    ] {
+        let answer = request(s.addr, "GET", "/", &[("host", &host)], "").await;
+        assert_eq!(answer.status, 200, "{host}");
+    }
+    // A site whose name points at 127.0.0.1 (DNS rebinding) reads nothing.
+    for host in [format!("evil.example:{port}"), "<b>x</b>".to_owned()] {
+        let answer = request(
+            s.addr,
+            "GET",
+            &format!("/dead/{}", s.filled.dead.0),
+            &[("host", &host)],
+            "",
+        )
+        .await;
+        assert_eq!(answer.status, 421, "{host}");
+        assert!(!answer.body.contains(XSS_ESCAPED));
+        assert!(!answer.body.contains("<b>"));
+        assert_secure_headers(&answer);
+    }
 }
 
 #[test]

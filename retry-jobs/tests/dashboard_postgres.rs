@@ -44,33 +44,13 @@ async fn v2_status_and_redrive_on_postgres() {
     )
     .await;
     let csrf = csrf_of(&page.body);
-    let answer = request(
-        addr,
-        "POST",
-        &format!("/dead/{dead}/redrive"),
-        &[("cookie", &cookie)],
-        &format!("csrf={csrf}"),
-    )
-    .await;
+    let answer = post_form(addr, &format!("/dead/{dead}/redrive"), &cookie, &csrf).await;
     assert_eq!(answer.status, 303, "{}", answer.body);
-    let work = store
-        .dead_letter(filled.dead)
-        .await
-        .unwrap()
-        .unwrap()
-        .redriven_as
-        .expect("re-driven");
+    let work = redriven_as(&store, filled.dead).await.expect("re-driven");
     assert_eq!(
         store.get(work).await.unwrap().unwrap().state,
         WorkState::Waiting
     );
-    let again = request(
-        addr,
-        "POST",
-        &format!("/dead/{dead}/redrive"),
-        &[("cookie", &cookie)],
-        &format!("csrf={csrf}"),
-    )
-    .await;
+    let again = post_form(addr, &format!("/dead/{dead}/redrive"), &cookie, &csrf).await;
     assert_eq!(again.status, 409);
 }

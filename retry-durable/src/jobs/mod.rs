@@ -811,19 +811,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         if dead.owner != self.inner.owner {
             return Ok(None);
         }
-        let now = self.now();
-        let work = NewWork {
-            owner: dead.owner,
-            key: None,
-            handler: dead.handler,
-            payload: dead.payload,
-            options: dead.options,
-            retry_if: dead.retry_if,
-            attempt_timeout: dead.attempt_timeout,
-            timing: Timing::Once,
-            due_at: now,
-            created_at: now,
-        };
+        let work = dead.redrive_work(self.now());
         let record = self.inner.store.redrive(id, work).await?;
         if record.is_some() {
             self.inner.wake.notify_one();

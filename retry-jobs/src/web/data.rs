@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 
 use retry_durable::{
-    DeadLetter, DeadLetterId, Listing, NewWork, Store, StoreError, Timing, WorkFilter, WorkId,
-    WorkRecord, WorkState,
+    DeadLetter, DeadLetterId, Listing, Store, StoreError, WorkFilter, WorkId, WorkRecord, WorkState,
 };
 use retry_toolkit::store::Timestamp;
 
@@ -193,18 +192,7 @@ pub(super) async fn redrive<S: Store>(
             "{id} was already re-driven as {work}"
         )));
     }
-    let work = NewWork {
-        owner: dead.owner,
-        key: None,
-        handler: dead.handler,
-        payload: dead.payload,
-        options: dead.options,
-        retry_if: dead.retry_if,
-        attempt_timeout: dead.attempt_timeout,
-        timing: Timing::Once,
-        due_at: now,
-        created_at: now,
-    };
+    let work = dead.redrive_work(now);
     Ok(match store.redrive(id, work).await? {
         Some(record) => Outcome::Done(record),
         // Purged or re-driven by someone else since it was read.

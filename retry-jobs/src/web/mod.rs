@@ -29,8 +29,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
-use axum::response::Response;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use retry_durable::Store;
 
@@ -150,6 +152,7 @@ struct App<S> {
 /// The dashboard's routes over `store`, for embedding in an application of your own (serve
 /// it on loopback, or behind authentication of your own: reading needs no token).
 pub fn router<S: Store>(store: S, config: Config) -> Router {
+    let loopback = config.bind.ip().is_loopback();
     let app = Arc::new(App {
         store,
         owner: config.owner,
@@ -172,7 +175,32 @@ pub fn router<S: Store>(store: S, config: Config) -> Router {
         .route("/logout", post(views::logout::<S>))
         .fallback(views::not_found::<S>)
         .with_state(app)
+        .layer(axum::middleware::from_fn(move |request, next| {
+            loopback_host(loopback, request, next)
+        }))
         .layer(axum::middleware::map_response(secure))
+}
+
+/// On a loopback address, answers only requests for a loopback host name: a page of another
+/// site whose name was pointed at 127.0.0.1 (DNS rebinding) reads nothing.
+async fn loopback_host(loopback: bool, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !port.contains(']') => name,
+        _ => host,
+    };
+    if loopback && !matches!(name, "127.0.0.1" | "localhost" | "[::1]") {
+        let text = format!(
+            "This dashboard answers on 127.0.0.1, localhost or [::1] only, not `{}`.",
+            escape(host)
+        );
+        return (StatusCode::MISDIRECTED_REQUEST, Html(text)).into_response();
+    }
+    next.run(request).await
 }
 
 /// Serves the dashboard on `listener` until the listener fails.

@@ -415,6 +415,34 @@ fn option_rows(
     ]
 }
 
+/// The id in the path and the message the query asks for, of a page of one row.
+fn one_row(path: IdPath, query: Params) -> Result<(i64, String), String> {
+    let id = path_id(path)?;
+    let params = params(query, &["done"])?;
+    Ok((id, done_message(&params)?))
+}
+
+/// The 404 page of a row that is not there (or is another owner's).
+fn absent<S>(app: &App<S>, headers: &HeaderMap, what: &str, id: i64) -> Response {
+    refusal(
+        app,
+        headers,
+        StatusCode::NOT_FOUND,
+        "Not found",
+        &format!("There is no {what} #{id} of this owner."),
+    )
+}
+
+/// A row's last error and payload, then the heading of its options.
+fn error_and_payload(error: Option<&str>, payload: &str) -> String {
+    format!(
+        "<h2>Last error</h2><pre id=\"last-error\">{}</pre><h2>Payload</h2>\
+         <pre id=\"payload\">{}</pre><h2>Options</h2>",
+        escape(error.unwrap_or("none")),
+        escape(payload),
+    )
+}
+
 /// One item: the record, its options, its attempts and its last error.
 pub(super) async fn work<S: retry_durable::Store>(
     State(app): AppState<S>,
@@ -422,25 +450,13 @@ pub(super) async fn work<S: retry_durable::Store>(
     path: IdPath,
     query: Params,
 ) -> Response {
-    let parsed = path_id(path).and_then(|id| {
-        let params = params(query, &["done"])?;
-        Ok((id, done_message(&params)?))
-    });
-    let (id, message) = match parsed {
+    let (id, message) = match one_row(path, query) {
         Ok(p) => p,
         Err(why) => return bad_request(&app, &headers, &why),
     };
     let record = match data::work(&app.store, &app.owner, WorkId(id)).await {
         Ok(Some(r)) => r,
-        Ok(None) => {
-            return refusal(
-                &app,
-                &headers,
-                StatusCode::NOT_FOUND,
-                "Not found",
-                &format!("There is no work #{id} of this owner."),
-            );
-        }
+        Ok(None) => return absent(&app, &headers, "work", id),
         Err(e) => return store_failed(&app, &headers, &e),
     };
     let now = Timestamp::system_now();
@@ -480,13 +496,10 @@ pub(super) async fn work<S: retry_durable::Store>(
             ("revision", record.revision.get().to_string()),
         ],
     ));
-    let _ = write!(
-        body,
-        "<h2>Last error</h2><pre id=\"last-error\">{}</pre><h2>Payload</h2>\
-         <pre id=\"payload\">{}</pre><h2>Options</h2>",
-        escape(record.last_error.as_deref().unwrap_or("none")),
-        escape(&record.payload),
-    );
+    body.push_str(&error_and_payload(
+        record.last_error.as_deref(),
+        &record.payload,
+    ));
     body.push_str(&fields(
         "options",
         &option_rows(
@@ -579,25 +592,13 @@ pub(super) async fn dead_one<S: retry_durable::Store>(
     path: IdPath,
     query: Params,
 ) -> Response {
-    let parsed = path_id(path).and_then(|id| {
-        let params = params(query, &["done"])?;
-        Ok((id, done_message(&params)?))
-    });
-    let (id, message) = match parsed {
+    let (id, message) = match one_row(path, query) {
         Ok(p) => p,
         Err(why) => return bad_request(&app, &headers, &why),
     };
     let dead = match data::dead_letter(&app.store, &app.owner, DeadLetterId(id)).await {
         Ok(Some(d)) => d,
-        Ok(None) => {
-            return refusal(
-                &app,
-                &headers,
-                StatusCode::NOT_FOUND,
-                "Not found",
-                &format!("There is no dead letter #{id} of this owner."),
-            );
-        }
+        Ok(None) => return absent(&app, &headers, "dead letter", id),
         Err(e) => return store_failed(&app, &headers, &e),
     };
     let now = Timestamp::system_now();
@@ -629,13 +630,10 @@ pub(super) async fn dead_one<S: retry_durable::Store>(
             ),
         ],
     ));
-    let _ = write!(
-        body,
-        "<h2>Last error</h2><pre id=\"last-error\">{}</pre><h2>Payload</h2>\
-         <pre id=\"payload\">{}</pre><h2>Options</h2>",
-        escape(dead.last_error.as_deref().unwrap_or("none")),
-        escape(&dead.payload),
-    );
+    body.push_str(&error_and_payload(
+        dead.last_error.as_deref(),
+        &dead.payload,
+    ));
     body.push_str(&fields(
         "options",
         &option_rows(
@@ -747,13 +745,7 @@ where
     };
     match run(id).await {
         Ok(Outcome::Done(_)) => redirect(&done(id)),
-        Ok(Outcome::Unknown) => refusal(
-            app,
-            headers,
-            StatusCode::NOT_FOUND,
-            "Not found",
-            &format!("There is no {what} #{id} of this owner."),
-        ),
+        Ok(Outcome::Unknown) => absent(app, headers, what, id),
         Ok(Outcome::Refused(why)) => refusal(app, headers, StatusCode::CONFLICT, "Refused", &why),
         Err(e) => store_failed(app, headers, &e),
     }

@@ -163,3 +163,20 @@ pub async fn login(addr: SocketAddr) -> (String, String) {
     let cookie = cookie.split(';').next().unwrap().to_owned();
     (cookie, csrf)
 }
+
+/// What the dead letter `id` was re-driven as, if it was (it must exist).
+pub async fn redriven_as<S: Store>(store: &S, id: DeadLetterId) -> Option<WorkId> {
+    store.dead_letter(id).await.unwrap().unwrap().redriven_as
+}
+
+/// A form POST from a logged-in browser: its cookie and the page's CSRF value.
+pub async fn post_form(addr: SocketAddr, path: &str, cookie: &str, csrf: &str) -> Answer {
+    request(
+        addr,
+        "POST",
+        path,
+        &[("cookie", cookie)],
+        &format!("csrf={csrf}"),
+    )
+    .await
+}
