@@ -73,6 +73,23 @@ fn chromedriver() -> Driver {
     driver
 }
 
+/// Clicks the button at `css` and reads the message of the page the form leads to.
+async fn submit(browser: &fantoccini::Client, css: &str) -> String {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let message = browser
+        .wait()
+        .for_element(Locator::Id("message"))
+        .await
+        .unwrap();
+    message.text().await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v2_every_page_loads_and_a_dead_letter_is_redriven_in_a_browser() {
     let dir = tempfile::tempdir().unwrap();
@@ -140,34 +157,12 @@ async fn v2_every_page_loads_and_a_dead_letter_is_redriven_in_a_browser() {
     browser.goto(&format!("{base}/login")).await.unwrap();
     let token = browser.find(Locator::Id("token")).await.unwrap();
     token.send_keys(TOKEN).await.unwrap();
-    browser
-        .find(Locator::Css("#login button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let message = browser
-        .wait()
-        .for_element(Locator::Id("message"))
-        .await
-        .unwrap();
-    assert_eq!(message.text().await.unwrap(), "Logged in: actions are on.");
+    let message = submit(&browser, "#login button").await;
+    assert_eq!(message, "Logged in: actions are on.");
 
     browser.goto(&format!("{base}/dead/{dead}")).await.unwrap();
-    browser
-        .find(Locator::Css("#redrive button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let message = browser
-        .wait()
-        .for_element(Locator::Id("message"))
-        .await
-        .unwrap();
-    assert!(message.text().await.unwrap().starts_with("Re-driven"));
+    let message = submit(&browser, "#redrive button").await;
+    assert!(message.starts_with("Re-driven"), "{message}");
     let url = browser.current_url().await.unwrap();
     assert_eq!(url.path(), format!("/dead/{dead}"));
     let link = browser.find(Locator::Id("redriven-as")).await.unwrap();

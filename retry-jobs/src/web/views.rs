@@ -415,11 +415,30 @@ fn option_rows(
     ]
 }
 
-/// The id in the path and the message the query asks for, of a page of one row.
-fn one_row(path: IdPath, query: Params) -> Result<(i64, String), String> {
-    let id = path_id(path)?;
-    let params = params(query, &["done"])?;
-    Ok((id, done_message(&params)?))
+/// The row a page of one row shows, with its id and the message the query asks for; or the
+/// answer when there is none to show (a bad id 400, none of this owner 404).
+async fn one<S, T, F, Fut>(
+    app: &App<S>,
+    headers: &HeaderMap,
+    path: IdPath,
+    query: Params,
+    what: &str,
+    fetch: F,
+) -> Result<(i64, String, T), Box<Response>>
+where
+    F: FnOnce(i64) -> Fut,
+    Fut: Future<Output = Result<Option<T>, StoreError>>,
+{
+    let parsed = path_id(path).and_then(|id| {
+        let params = params(query, &["done"])?;
+        Ok((id, done_message(&params)?))
+    });
+    let (id, message) = parsed.map_err(|why| Box::new(bad_request(app, headers, &why)))?;
+    match fetch(id).await {
+        Ok(Some(row)) => Ok((id, message, row)),
+        Ok(None) => Err(Box::new(absent(app, headers, what, id))),
+        Err(e) => Err(Box::new(store_failed(app, headers, &e))),
+    }
 }
 
 /// The 404 page of a row that is not there (or is another owner's).
@@ -450,14 +469,10 @@ pub(super) async fn work<S: retry_durable::Store>(
     path: IdPath,
     query: Params,
 ) -> Response {
-    let (id, message) = match one_row(path, query) {
-        Ok(p) => p,
-        Err(why) => return bad_request(&app, &headers, &why),
-    };
-    let record = match data::work(&app.store, &app.owner, WorkId(id)).await {
-        Ok(Some(r)) => r,
-        Ok(None) => return absent(&app, &headers, "work", id),
-        Err(e) => return store_failed(&app, &headers, &e),
+    let fetch = |id| data::work(&app.store, &app.owner, WorkId(id));
+    let (id, message, record) = match one(&app, &headers, path, query, "work", fetch).await {
+        Ok(found) => found,
+        Err(answer) => return *answer,
     };
     let now = Timestamp::system_now();
     let frame = frame(&app, &headers);
@@ -592,14 +607,10 @@ pub(super) async fn dead_one<S: retry_durable::Store>(
     path: IdPath,
     query: Params,
 ) -> Response {
-    let (id, message) = match one_row(path, query) {
-        Ok(p) => p,
-        Err(why) => return bad_request(&app, &headers, &why),
-    };
-    let dead = match data::dead_letter(&app.store, &app.owner, DeadLetterId(id)).await {
-        Ok(Some(d)) => d,
-        Ok(None) => return absent(&app, &headers, "dead letter", id),
-        Err(e) => return store_failed(&app, &headers, &e),
+    let fetch = |id| data::dead_letter(&app.store, &app.owner, DeadLetterId(id));
+    let (id, message, dead) = match one(&app, &headers, path, query, "dead letter", fetch).await {
+        Ok(found) => found,
+        Err(answer) => return *answer,
     };
     let now = Timestamp::system_now();
     let frame = frame(&app, &headers);
