@@ -407,17 +407,16 @@ impl DeadLetter {
     }
 
     /// The work that re-driving this dead letter writes ([`Store::redrive`](crate::Store::redrive)):
-    /// a one-shot due at `now` with fresh attempts, the same owner, handler, payload and
-    /// options, and no key. One rule for every caller that re-drives (the owner, an
-    /// operator's tool).
-    pub fn redrive_work(self, now: Timestamp) -> NewWork {
+    /// its handler, payload and options, run once, due at `now`, without a key — what
+    /// [`Jobs::redrive`](crate::Jobs::redrive) and any other tool over the store write alike.
+    pub fn redrive_work(&self, now: Timestamp) -> NewWork {
         NewWork {
-            owner: self.owner,
+            owner: self.owner.clone(),
             key: None,
-            handler: self.handler,
-            payload: self.payload,
+            handler: self.handler.clone(),
+            payload: self.payload.clone(),
             options: self.options,
-            retry_if: self.retry_if,
+            retry_if: self.retry_if.clone(),
             attempt_timeout: self.attempt_timeout,
             timing: Timing::Once,
             due_at: now,

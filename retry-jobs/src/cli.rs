@@ -2,6 +2,7 @@
 //! prints or the failure it exits with.
 
 use std::fmt;
+use std::net::SocketAddr;
 
 use clap::{Args, Parser, Subcommand};
 use retry_durable::{StoreError, WorkFilter, WorkId, WorkState};
@@ -13,6 +14,7 @@ use crate::render;
 use crate::target::{Opened, Target, TargetError};
 use crate::time;
 use crate::view::{self, ListQuery};
+use crate::web;
 
 /// Exit code: the store failed, could not be opened or reached.
 pub const EXIT_STORE: u8 = 1;
@@ -87,6 +89,24 @@ pub enum Command {
         /// The item's id.
         id: i64,
     },
+    /// Serves the dashboard: the same views in a browser, with re-drive, purge and cancel.
+    /// Runs until Ctrl-C.
+    Serve(ServeArgs),
+}
+
+/// `serve`'s address and who may act.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen. Anything but loopback shows the pages to the network.
+    #[arg(long, default_value_t = SocketAddr::from(([127, 0, 0, 1], web::DEFAULT_PORT)))]
+    pub bind: SocketAddr,
+    /// The action token (at least 16 bytes), best given in the environment so that it does not
+    /// show in the process list. Without it and without --read-only, one is made and printed.
+    #[arg(long, env = "RETRY_JOBS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Pages only: no forms, and every action refused (a token given is ignored).
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 /// `list`'s filters and paging.
@@ -220,8 +240,54 @@ fn not_found(what: String) -> Failure {
 pub async fn run(cli: Cli) -> Result<String, Failure> {
     let target = Target::parse(cli.database.as_deref().unwrap_or_default())?;
     let store = target.open().await?;
+    if let Command::Serve(args) = &cli.command {
+        return serve(store, &cli.owner, args).await;
+    }
     let now = cli.now.unwrap_or_else(Timestamp::system_now);
     execute(&store, &cli, now).await
+}
+
+/// Serves the dashboard until Ctrl-C; what it prints goes to stderr as it happens.
+async fn serve(store: Opened, owner: &str, args: &ServeArgs) -> Result<String, Failure> {
+    let usage = |message: String| Failure {
+        code: EXIT_USAGE,
+        message,
+    };
+    let config = if args.read_only {
+        web::Config::read_only()
+    } else {
+        let token = match &args.token {
+            Some(token) => token.clone(),
+            None => {
+                let token = web::new_token();
+                eprintln!("action token (give it to the login page): {token}");
+                token
+            }
+        };
+        web::Config::with_token(token).map_err(|e| usage(e.to_string()))?
+    };
+    let config = config
+        .owner(owner)
+        .map_err(|e| usage(e.to_string()))?
+        .bind(args.bind);
+    let listener = tokio::net::TcpListener::bind(config.bind_addr())
+        .await
+        .map_err(|e| Failure {
+            code: EXIT_STORE,
+            message: format!("cannot listen on {}: {e}", config.bind_addr()),
+        })?;
+    match listener.local_addr() {
+        Ok(addr) => eprintln!("dashboard on http://{addr}/"),
+        Err(_) => eprintln!("dashboard on http://{}/", config.bind_addr()),
+    }
+    tokio::select! {
+        served = web::serve(listener, store, config) => served.map_err(|e| Failure {
+            code: EXIT_STORE,
+            message: format!("the dashboard stopped: {e}"),
+        })?,
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(String::new())
 }
 
 fn out<T: Serialize>(json: bool, value: &T, text: impl FnOnce(&T) -> String) -> String {
@@ -300,6 +366,7 @@ async fn execute(store: &Opened, cli: &Cli, now: Timestamp) -> Result<String, Fa
                 format!("purged dead letter #{}\n", d.dead_letter)
             })
         }
+        Command::Serve(_) => String::new(),
         Command::Cancel { id } => {
             let done = action::cancel(store, *id, now).await?;
             out(json, &done, |d| {

@@ -1,10 +1,12 @@
-//! See and steer durable work from a terminal: the library behind the `retry-jobs` command.
+//! See and steer durable work from a terminal or a browser: the library behind the
+//! `retry-jobs` command.
 //!
 //! An operator of `retry-durable` work needs to know what is waiting, running, failing and
 //! dead without writing code, and to re-drive or cancel it. This crate opens the store a
 //! worker uses ([`target`]), computes what to show from its rows ([`view`]), changes them
-//! ([`action`]) and prints them for people or scripts ([`cli`]). It reads and writes rows
-//! through the `Store` contract only: it never needs the handlers' code, so it cannot run work.
+//! ([`action`]) and shows them in a terminal or as JSON ([`cli`]) and as web pages ([`web`]).
+//! It reads and writes rows through the `Store` contract only: it never needs the handlers'
+//! code, so it cannot run work.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(
@@ -18,3 +20,4 @@ mod render;
 pub mod target;
 pub mod time;
 pub mod view;
+pub mod web;

@@ -588,3 +588,52 @@ async fn corrupt_and_quarantined_rows_are_counted_and_listed() {
         (&1.into(), &1.into())
     );
 }
+
+#[tokio::test]
+async fn serve_refuses_a_short_token_as_a_usage_error() {
+    let f = fixture().await;
+    let out = run_raw(
+        &["serve", "--database", f.db()],
+        &[("RETRY_JOBS_TOKEN", "short")],
+    );
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("needs at least 16"), "{out:?}");
+}
+
+/// `serve` from the real binary: it says where it listens, and that address answers with the
+/// status page of the file it was given.
+#[tokio::test]
+async fn serve_listens_where_it_says_and_shows_the_status_page() {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    let f = fixture().await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_retry-jobs"))
+        .env_remove("DATABASE_URL")
+        .env("RETRY_JOBS_TOKEN", "a-token-of-twenty-bytes")
+        .args(["serve", "--database", f.db(), "--bind", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("serve printed its address").unwrap();
+        if let Some(rest) = line.strip_prefix("dashboard on http://") {
+            break rest.trim_end_matches('/').to_owned();
+        }
+    };
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(
+        page.contains("send"),
+        "the fixture's handler is listed: {page}"
+    );
+}

@@ -831,11 +831,8 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         if dead.owner != self.inner.owner {
             return Ok(None);
         }
-        let record = self
-            .inner
-            .store
-            .redrive(id, dead.redrive_work(self.now()))
-            .await?;
+        let work = dead.redrive_work(self.now());
+        let record = self.inner.store.redrive(id, work).await?;
         if record.is_some() {
             self.inner.wake.notify_one();
         }
