@@ -113,14 +113,10 @@ fn measure(runtime: &Runtime, url: &str, listen: bool, jobs: usize) -> Vec<u64> 
         "worker ready"
     );
     let producer = runtime.block_on(async {
-        Jobs::builder(
-            PostgresStore::connect(url)
-                .await
-                .expect("producer store"),
-        )
-        .handler("noop", |_: u64, _ctx| async { Ok(()) })
-        .build()
-        .expect("producer jobs")
+        Jobs::builder(PostgresStore::connect(url).await.expect("producer store"))
+            .handler("noop", |_: u64, _ctx| async { Ok(()) })
+            .build()
+            .expect("producer jobs")
     });
     let mut seed = micros() | 1;
     let mut latencies = Vec::with_capacity(jobs);
@@ -176,9 +172,12 @@ fn main() {
     let (base, _cluster) = match std::env::var("DATABASE_URL") {
         Ok(url) => (url, None),
         Err(_) => {
-            let cluster =
-                PostgresCluster::start(&["fsync=on", "synchronous_commit=on", "max_connections=100"])
-                    .unwrap_or_else(|e| panic!("{e}"));
+            let cluster = PostgresCluster::start(&[
+                "fsync=on",
+                "synchronous_commit=on",
+                "max_connections=100",
+            ])
+            .unwrap_or_else(|e| panic!("{e}"));
             (format!("{} dbname=postgres", cluster.base()), Some(cluster))
         }
     };
