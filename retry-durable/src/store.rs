@@ -285,6 +285,24 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
         limit: u32,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Hears of work written for `owner` by other processes and calls `wake` for it, for as
+    /// long as the future is polled (a worker drops it when it stops). `wake` only makes the
+    /// worker look for due work at once; calling it too often costs a claim, never a wrong
+    /// answer, and calls that come before the worker looks count as one.
+    ///
+    /// The default returns at once: a store that cannot hear of other processes' writes
+    /// (SQLite, memory) leaves workers to learn of them by polling, at their poll interval.
+    /// `PostgresStore` listens (`LISTEN/NOTIFY`) on a connection of its own, which it makes
+    /// again with backoff when it is lost; workers poll meanwhile.
+    fn listen<'a>(
+        &'a self,
+        owner: &'a str,
+        wake: &'a (dyn Fn() + Send + Sync),
+    ) -> impl Future<Output = ()> + Send + 'a {
+        let _ = (owner, wake);
+        std::future::ready(())
+    }
 }
 
 /// Which work a filtered listing returns ([`Store::list_where`],

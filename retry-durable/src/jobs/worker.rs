@@ -133,6 +133,29 @@ impl Attempts {
     }
 }
 
+/// The store's listener for work written by other processes ([`Store::listen`]), running
+/// beside the worker loop and waking it where work scheduled through the same `Jobs` does;
+/// stopped when dropped, so that it ends with the worker however the worker ends.
+struct Listener(tokio::task::JoinHandle<()>);
+
+impl Listener {
+    fn start<S: Store, C>(inner: Arc<Inner<S, C>>) -> Listener
+    where
+        C: Clock + Clone + Send + Sync + 'static,
+    {
+        Listener(tokio::spawn(async move {
+            let wake = || inner.wake.notify_one();
+            inner.store.listen(&inner.owner, &wake).await;
+        }))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl<S: Store, C> Jobs<S, C>
 where
     C: Clock + Clone + Send + Sync + 'static,
@@ -192,8 +215,9 @@ where
 
     /// Runs work as it falls due until `stop` fires. At most the concurrency setting's
     /// attempts run at once; an idle worker sleeps (on the owner's clock) until the next due
-    /// time, a poll interval, or new work scheduled through this `Jobs`. A failing store is
-    /// logged and retried after a poll interval.
+    /// time, a poll interval, or new work scheduled through this `Jobs` — or, on a store that
+    /// hears of other processes' writes ([`Store::listen`]: PostgreSQL), new work they commit.
+    /// A failing store is logged and retried after a poll interval.
     ///
     /// At start it logs what it finds in flight: work leased by other workers (and when the
     /// first lease ends) and work whose lease ran out (claimed at once). Once `stop` fires it
@@ -205,6 +229,7 @@ where
     /// worker holds by now is left alone.
     pub async fn run(&self, stop: CancelToken) {
         self.report_in_flight().await;
+        let _listener = Listener::start(Arc::clone(&self.inner));
         let settings = self.inner.settings;
         let mut attempts = Attempts::default();
         let mut ended = Vec::new();

@@ -4,6 +4,7 @@
 //! revision, as on SQLite.
 
 mod claim;
+mod listen;
 mod schema;
 pub(crate) mod session;
 
@@ -37,6 +38,11 @@ pub struct PostgresOptions {
     pub pool_size: usize,
     /// How long to wait for a new connection (an unreachable server fails after this).
     pub connect_timeout: Duration,
+    /// Whether a running worker listens for work that other processes commit (one more
+    /// connection, outside the pool), so that it starts it at once. Off, workers learn of such
+    /// work only by polling: for a URL that goes through a pooler in transaction mode
+    /// (PgBouncer), which does not pass `LISTEN`. The writes notify either way.
+    pub listen: bool,
 }
 
 impl Default for PostgresOptions {
@@ -44,6 +50,7 @@ impl Default for PostgresOptions {
         PostgresOptions {
             pool_size: 16,
             connect_timeout: Duration::from_secs(10),
+            listen: true,
         }
     }
 }
@@ -54,9 +61,24 @@ impl Default for PostgresOptions {
 /// `retry_durable_schema`, created on first connect; they can live beside an application's own
 /// tables. Each connection of the pool sets `plan_cache_mode = force_generic_plan` for itself:
 /// its statements are then planned once, not on every execution.
+///
+/// Workers in other processes learn of new work at once: every write of new or newly due
+/// work (an enqueue, a re-drive, a repaired row, a lease a stopping worker released) sends a
+/// `NOTIFY` on the owner's channel that PostgreSQL delivers when the write commits, and a
+/// running worker ([`Jobs::run`](crate::Jobs::run)) holds one more connection, outside the
+/// pool, that `LISTEN`s on it (shown in `pg_stat_activity` as `retry_durable listener` unless
+/// the URL names an application; [`PostgresOptions::listen`] turns it off). If that connection is lost, the worker polls at its poll
+/// interval until it is back (it is made again with backoff), then looks for work once. The
+/// channel is named after a hash of the owner (`retry_durable_` and 32 hex digits), so that
+/// workers of other owners are not woken. A retry that waits is not announced: the worker
+/// that wrote it claims it when it falls due. Poolers in transaction mode (PgBouncer) do not
+/// pass `LISTEN`: behind one, turn [`PostgresOptions::listen`] off and rely on polling.
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    /// For connections of the store's own outside the pool: a worker's listener; `None`
+    /// when [`PostgresOptions::listen`] is off.
+    listener: Option<std::sync::Arc<tokio_postgres::Config>>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -89,6 +111,10 @@ impl PostgresStore {
             )
         })?;
         let target = describe(&config);
+        let mut listener = config.clone();
+        if listener.get_application_name().is_none() {
+            listener.application_name(listen::APPLICATION_NAME);
+        }
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -116,7 +142,10 @@ impl PostgresStore {
         let mut client = pool.get().await.map_err(|e| connect_error(&target, e))?;
         schema::migrate(&mut client, &target).await?;
         drop(client);
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            pool,
+            listener: options.listen.then(|| std::sync::Arc::new(listener)),
+        })
     }
 
     pub(crate) async fn client(&self) -> Result<Object, StoreError> {
@@ -280,10 +309,15 @@ static NEXT_DUE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// What every write of new work returns: its id, and a notification on the owner's channel
+/// (`$14`), sent when the transaction commits, that wakes the owner's listening workers. Only
+/// for a row written: a key already held writes none and wakes nobody.
+const RETURNING_ID: &str = "RETURNING id, pg_notify($14, '')::text";
+
 /// [`INSERT`] of work without a key, returning the id (compacted: the statement cache hashes
 /// the text on every call).
 static INSERT_RETURNING_ID: LazyLock<String> =
-    LazyLock::new(|| claim::compact(&format!("{INSERT} RETURNING id")));
+    LazyLock::new(|| claim::compact(&format!("{INSERT} {RETURNING_ID}")));
 
 /// [`INSERT`] of work with a key, which writes nothing when the owner already uses the key.
 /// Only then: `ON CONFLICT` is a speculative insertion, one more WAL record per row, and a
@@ -291,7 +325,7 @@ static INSERT_RETURNING_ID: LazyLock<String> =
 static INSERT_KEYED_RETURNING_ID: LazyLock<String> = LazyLock::new(|| {
     claim::compact(&format!(
         "{INSERT} ON CONFLICT (owner, key) WHERE key IS NOT NULL AND state <> 'cancelled'
-         DO NOTHING RETURNING id"
+         DO NOTHING {RETURNING_ID}"
     ))
 });
 
@@ -327,6 +361,7 @@ async fn insert_work(
                 &misfire,
                 &i64_of(work.due_at.as_millis())?,
                 &i64_of(work.created_at.as_millis())?,
+                &listen::channel(&work.owner),
             ],
         )
         .await?;
@@ -557,6 +592,20 @@ async fn claim(
     Ok(claim::claimed(rows.iter())?)
 }
 
+/// Moves a lease, fenced on the claim's revision; with a `history` to write
+/// ([`Store::release_lease`]), writes it too.
+const EXTEND_LEASE: &str = "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4,
+        history = COALESCE($5, history)
+    WHERE id = $1 AND revision = $2";
+
+/// [`EXTEND_LEASE`] that also notifies the row owner's channel, for a released lease.
+static RELEASE_LEASE: LazyLock<String> = LazyLock::new(|| {
+    claim::compact(&format!(
+        "{EXTEND_LEASE} RETURNING pg_notify({}, '')::text",
+        listen::CHANNEL_SQL
+    ))
+});
+
 /// [`Store::extend_lease`], and with a `history` to write, [`Store::release_lease`].
 async fn extend_lease(
     client: &Object,
@@ -566,13 +615,14 @@ async fn extend_lease(
     now: Timestamp,
     history: Option<String>,
 ) -> Result<bool, Failed> {
-    let statement = client
-        .prepare_cached(
-            "UPDATE retry_durable_work SET lease_until = $3, updated_at = $4,
-                 history = COALESCE($5, history)
-             WHERE id = $1 AND revision = $2",
-        )
-        .await?;
+    // A lease that ends now releases the item (a stopping worker gives it back): it is due at
+    // once, so the owner's listening workers are woken for it; a mere extension wakes nobody.
+    let sql = if until <= now {
+        &RELEASE_LEASE
+    } else {
+        EXTEND_LEASE
+    };
+    let statement = client.prepare_cached(sql).await?;
     let changed = client
         .execute(
             &statement,
@@ -776,6 +826,9 @@ async fn quarantined(
     Ok(listed)
 }
 
+/// Notifies channel `$1` when the transaction commits.
+const NOTIFY: &str = "SELECT pg_notify($1, '')";
+
 /// [`Store::release`].
 async fn release_row(
     client: &mut Object,
@@ -800,6 +853,9 @@ async fn release_row(
     };
     match work_row(&row) {
         Ok(record) => {
+            // Waiting again and due: wake the owner's listening workers at the commit.
+            let statement = tx.prepare_cached(NOTIFY).await?;
+            tx.execute(&statement, &[&listen::channel(owner)]).await?;
             tx.commit().await?;
             Ok(Released::Waiting(Box::new(record)))
         }
@@ -1172,6 +1228,14 @@ impl Store for PostgresStore {
         let purged = purge(&client, id).await;
         release(client, &purged);
         Ok(purged?)
+    }
+
+    /// Listens on the owner's channel over a connection of its own (not one of the pool),
+    /// which it makes again with backoff when it is lost; see [`PostgresStore`].
+    async fn listen(&self, owner: &str, wake: &(dyn Fn() + Send + Sync)) {
+        if let Some(config) = &self.listener {
+            listen::listen(config, owner, wake).await;
+        }
     }
 
     async fn purge_kept_keys(
