@@ -75,6 +75,7 @@ mod jobs;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod ledger;
 mod memory;
+mod metrics;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod record;
@@ -103,7 +104,7 @@ pub use retry_toolkit::effects::BackendKind;
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{
     Batch, Claim, CorruptRow, Finish, Finished, FinishedAndClaimed, Inserted, Listing, NextStep,
-    Store, StoreError, WorkFilter,
+    Store, StoreError, WorkCounts, WorkFilter,
 };
 pub use timing::{MAX_COUNTED_TICKS, MAX_INTERVAL, Misfire, Timing, TimingError};
 
