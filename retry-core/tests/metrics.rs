@@ -16,8 +16,11 @@ fn policy(attempts: u32) -> RetryPolicy {
         .unwrap()
 }
 
+/// A counter's name, labels and count.
+type Count = (String, Vec<(String, String)>, u64);
+
 /// Each counter recorded since the last read (reading resets them), by name and labels.
-fn counts(snapshotter: &Snapshotter) -> Vec<(String, Vec<(String, String)>, u64)> {
+fn counts(snapshotter: &Snapshotter) -> Vec<Count> {
     let mut all: Vec<_> = snapshotter
         .snapshot()
         .into_vec()
@@ -39,7 +42,7 @@ fn counts(snapshotter: &Snapshotter) -> Vec<(String, Vec<(String, String)>, u64)
     all
 }
 
-fn gave_up(reason: &str, n: u64) -> (String, Vec<(String, String)>, u64) {
+fn gave_up(reason: &str, n: u64) -> Count {
     (
         "retry_gave_up_total".to_owned(),
         vec![("reason".to_owned(), reason.to_owned())],
@@ -47,7 +50,7 @@ fn gave_up(reason: &str, n: u64) -> (String, Vec<(String, String)>, u64) {
     )
 }
 
-fn retries(n: u64) -> (String, Vec<(String, String)>, u64) {
+fn retries(n: u64) -> Count {
     ("retry_retries_total".to_owned(), Vec::new(), n)
 }
 

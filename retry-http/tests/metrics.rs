@@ -18,8 +18,11 @@ use tower::{Service, ServiceBuilder, ServiceExt};
 
 type Body = Full<Bytes>;
 
+/// A counter's name, labels and count.
+type Count = (String, Vec<(String, String)>, u64);
+
 /// Each counter recorded since the last read (reading resets them), by name and labels.
-fn counts(snapshotter: &Snapshotter) -> Vec<(String, Vec<(String, String)>, u64)> {
+fn counts(snapshotter: &Snapshotter) -> Vec<Count> {
     let mut all: Vec<_> = snapshotter
         .snapshot()
         .into_vec()
@@ -41,7 +44,7 @@ fn counts(snapshotter: &Snapshotter) -> Vec<(String, Vec<(String, String)>, u64)
     all
 }
 
-fn gave_up(reason: &str) -> (String, Vec<(String, String)>, u64) {
+fn gave_up(reason: &str) -> Count {
     (
         "retry_http_gave_up_total".to_owned(),
         vec![("reason".to_owned(), reason.to_owned())],
@@ -49,7 +52,7 @@ fn gave_up(reason: &str) -> (String, Vec<(String, String)>, u64) {
     )
 }
 
-fn retries(n: u64) -> (String, Vec<(String, String)>, u64) {
+fn retries(n: u64) -> Count {
     ("retry_http_retries_total".to_owned(), Vec::new(), n)
 }
 
