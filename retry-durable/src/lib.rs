@@ -36,6 +36,7 @@
 //! |------------|---------|--------------|
 //! | `sqlite`   | yes     | [`SqliteStore`]: one file, bundled SQLite, nothing to install |
 //! | `postgres` | no      | `PostgresStore`: one PostgreSQL database shared by many worker processes (claims with `SKIP LOCKED`) |
+//! | `metrics`  | yes     | the worker's counters, histograms and queue-depth gauges through the `metrics` facade (`retry_jobs_…`, labelled by owner and handler, never by payload); the application installs the exporter |
 //!
 //! A worker is [`Jobs::run`] (until its stop token fires); tests and one-shot programs call
 //! [`Jobs::run_due`] as below. [`SqliteStore`] (and `PostgresStore`) is also the durable
