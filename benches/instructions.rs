@@ -212,6 +212,13 @@ contestants! {
     "retry_macro_retries" / "#[retry]" => in_scope!(contestants::retry_macro::<1>);
     "retry_macro_retries" / "by hand, zero delay" => in_scope!(contestants::retry_by_hand_zero::<1>);
 
+    // The `metrics` feature with no recorder installed: run once without and once with
+    // `--features metrics` (this package's feature, which turns on the core's) and compare.
+    "metrics" / "success, polled once" => || poll_once(contestants::retry_toolkit_async());
+    "metrics" / "success, awaited" => awaited(contestants::retry_toolkit_async);
+    "metrics" / "two zero-delay retries, polled once" => || poll_once(contestants::retry_toolkit_zero_async(THIRD));
+    "metrics" / "gave up after three zero-delay attempts, polled once" => || poll_once(contestants::retry_toolkit_zero_async(u32::MAX));
+
     // Where retry-toolkit's instructions go: compare with its rows above (see BENCHMARKS.md).
     "retry-toolkit parts" / "success, clock with a 1-byte sleep" => || poll_once(
         RetryPolicy::DEFAULT.retry(numbered_op::<1>(FIRST)).clock(contestants::ReadyClock)

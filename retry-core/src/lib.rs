@@ -78,6 +78,7 @@
 //! | `middleware` | yes     | the stackable task transforms and the task model |
 //! | `scheduler`  | yes     | the in-process scheduler (implies `middleware`) |
 //! | `effects`    | no      | the tool-call runner, ledger and recovery (implies `serde`) |
+//! | `metrics`    | no      | the loop's counts through the `metrics` facade: `retry_retries_total`, and `retry_gave_up_total` by `reason` (static names and labels: nothing allocated without a recorder) |
 //!
 //! Without any feature the crate is the retry loop, its options and policy, the clock, the
 //! error model, and the retry budget and circuit breaker.

@@ -36,6 +36,7 @@
 //! |------------|---------|--------------|
 //! | `sqlite`   | yes     | [`SqliteStore`]: one file, bundled SQLite, nothing to install |
 //! | `postgres` | no      | `PostgresStore`: one PostgreSQL database shared by many worker processes (claims with `SKIP LOCKED`) |
+//! | `metrics`  | yes     | the worker's counters, histograms and queue-depth gauges through the `metrics` facade (`retry_jobs_…`, labelled by owner and handler, never by payload); the application installs the exporter |
 //!
 //! A worker is [`Jobs::run`] (until its stop token fires); tests and one-shot programs call
 //! [`Jobs::run_due`] as below. [`SqliteStore`] (and `PostgresStore`) is also the durable
@@ -76,6 +77,7 @@ mod jobs;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod ledger;
 mod memory;
+mod metrics;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod record;
@@ -108,7 +110,7 @@ pub use retry_toolkit::effects::BackendKind;
 pub use sqlite::{Durability, RunsOn, SqliteOptions, SqliteStore};
 pub use store::{
     Batch, Claim, CorruptRow, Finish, Finished, FinishedAndClaimed, Inserted, Listing, NextStep,
-    Store, StoreError, WorkFilter,
+    Store, StoreError, WorkCounts, WorkFilter,
 };
 pub use timing::{MAX_COUNTED_TICKS, MAX_INTERVAL, Misfire, Timing, TimingError};
 

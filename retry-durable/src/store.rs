@@ -303,6 +303,103 @@ pub trait Store: Send + Sync + 'static {
         let _ = (owner, wake);
         std::future::ready(())
     }
+
+    /// How many of `owner`'s rows are in each state, quarantined rows apart, and how many
+    /// running rows' leases had ended by `now` (their worker stopped without finishing): what
+    /// a worker samples for its queue-depth metrics. The default reads every row page by
+    /// page; the stores of this crate count in the store (one SQL statement).
+    fn count_work(
+        &self,
+        owner: &str,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<WorkCounts, StoreError>> + Send {
+        async move {
+            let mut counts = WorkCounts::default();
+            let mut after = None;
+            loop {
+                let page = self.list(owner, after, 500).await?;
+                let last = [
+                    page.records.last().map(|r| r.id),
+                    page.corrupt.last().map(|c| c.id),
+                ]
+                .into_iter()
+                .flatten()
+                .max();
+                for record in &page.records {
+                    let expired = record.state == WorkState::Running
+                        && record.lease_until.is_some_and(|until| until <= now);
+                    counts.add(record.state.name(), 1, u64::from(expired));
+                }
+                match last {
+                    Some(last) if page.records.len() + page.corrupt.len() == 500 => {
+                        after = Some(last);
+                    }
+                    _ => break,
+                }
+            }
+            let mut after = None;
+            loop {
+                let page = self.quarantined(owner, after, 500).await?;
+                counts.quarantined += page.len() as u64;
+                match page.last() {
+                    Some(last) if page.len() == 500 => after = Some(last.id),
+                    _ => break,
+                }
+            }
+            Ok(counts)
+        }
+    }
+}
+
+/// How many of an owner's rows are in each state ([`Store::count_work`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkCounts {
+    /// Waiting for their due time.
+    pub waiting: u64,
+    /// Claimed by a worker (leases that ended included).
+    pub running: u64,
+    /// Running rows whose lease had ended: a worker stopped without finishing them, and the
+    /// next claim takes them over.
+    pub expired_leases: u64,
+    /// Cancelled and kept.
+    pub cancelled: u64,
+    /// Succeeded and kept for their key.
+    pub succeeded: u64,
+    /// Dead-lettered and kept for their key.
+    pub dead_lettered: u64,
+    /// Set apart as quarantined until repaired or purged.
+    pub quarantined: u64,
+}
+
+impl WorkCounts {
+    /// Adds `rows` rows in the state stored as `state` (a name the stores write), of which
+    /// `expired` are running rows whose lease ended; an unknown name counts nowhere.
+    pub(crate) fn add(&mut self, state: &str, rows: u64, expired: u64) {
+        let slot = match state {
+            "waiting" => &mut self.waiting,
+            "running" => &mut self.running,
+            "cancelled" => &mut self.cancelled,
+            "succeeded" => &mut self.succeeded,
+            "dead_lettered" => &mut self.dead_lettered,
+            "quarantined" => &mut self.quarantined,
+            _ => return,
+        };
+        *slot += rows;
+        self.expired_leases += expired;
+    }
+
+    /// Each state's name (as [`WorkState::name`] gives it, and `quarantined`) with its count.
+    pub fn by_state(&self) -> [(&'static str, u64); 6] {
+        [
+            ("waiting", self.waiting),
+            ("running", self.running),
+            ("cancelled", self.cancelled),
+            ("succeeded", self.succeeded),
+            ("dead_lettered", self.dead_lettered),
+            ("quarantined", self.quarantined),
+        ]
+    }
 }
 
 /// Which work a filtered listing returns ([`Store::list_where`],

@@ -231,6 +231,7 @@ pub(crate) fn hint<R>(failure: &Lost<R>) -> Option<Duration> {
 }
 
 pub(crate) fn retrying<R: Answer>(failure: &Lost<R>, attempt: u32, delay: Duration) {
+    crate::metrics::retried();
     if let Some(hook) = &failure.hook {
         let kind = match &failure.what {
             What::Response(response, status) | What::Answer(response, status) => {
@@ -371,6 +372,7 @@ pub(crate) fn finish<R: Answer>(
 fn not_sent(target: &Target, attempts: u32, reason: StopReason) -> Error {
     let (method, host) = (&target.method, target.host());
     tracing::info!(target: TARGET, %method, %host, %reason, "http request refused");
+    crate::metrics::gave_up(reason);
     Error::new(Some(target.clone()), attempts, reason)
 }
 
@@ -430,6 +432,7 @@ fn limit<R>(target: &Target, last: Option<Lost<R>>, attempts: u32, reason: StopR
 }
 
 fn gave_up(target: &Target, status: Option<StatusCode>, attempts: u32, reason: StopReason) {
+    crate::metrics::gave_up(reason);
     let (method, host) = (&target.method, target.host());
     match status {
         Some(status) => tracing::info!(

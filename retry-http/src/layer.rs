@@ -169,6 +169,7 @@ where
         if let Some(key) = request.extensions().get::<IdempotencyKey>().cloned() {
             if let Err(reason) = apply_key(request.headers_mut(), &key) {
                 tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
+                crate::metrics::gave_up(reason);
                 return ResponseFuture::refused(Error::new(Some(target), 0, reason));
             }
         }

@@ -99,6 +99,7 @@
 //! | feature   | default | what it adds |
 //! |-----------|---------|--------------|
 //! | `reqwest` | no      | `RetryMiddleware` for reqwest-middleware, on reqwest without a TLS backend of its own |
+//! | `metrics` | no      | counts through the `metrics` facade: `retry_http_retries_total`, and `retry_http_gave_up_total` by `reason` (the stop reason; static names and labels) |
 
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -114,6 +115,7 @@ mod error;
 mod judge;
 mod layer;
 mod method;
+mod metrics;
 mod protect;
 #[cfg(feature = "reqwest")]
 mod reqwest;

@@ -128,6 +128,7 @@ where
         if let Some(key) = extensions.get::<IdempotencyKey>() {
             if let Err(reason) = apply_key(request.headers_mut(), key) {
                 tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
+                crate::metrics::gave_up(reason);
                 return Err(reqwest_middleware::Error::middleware(Error::new(
                     Some(target),
                     0,

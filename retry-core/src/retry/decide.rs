@@ -15,6 +15,7 @@ use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
 
 use super::hooks::Hooks;
 use super::limits::{Exit, Limits, Memory, StopReason};
+use super::metered::{self, GaveUp};
 use super::protect::{Ending, Protection, Refusal};
 use super::stops::EarlyStop;
 use super::value::JudgeOk;
@@ -114,6 +115,7 @@ fn deadline_exit<E, M: Memory<E>, K, Token>(
     progress: &mut Progress<M, K>,
 ) -> Exit<E, Token> {
     tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: deadline exceeded");
+    metered::gave_up(GaveUp::Deadline);
     Exit::Stopped {
         token,
         reason: StopReason::Deadline,
@@ -218,6 +220,7 @@ where
         if delay >= left && hinted {
             // D5: a server's hint that outlasts the budget ends the loop with its error.
             tracing::info!(target: TARGET, attempts = attempt, retry_after = ?delay, ?error, "retry gave up: retry-after hint beyond the deadline");
+            metered::gave_up(GaveUp::HintBeyondDeadline);
             return Next::Stop(Exit::Failed(error));
         }
         if delay >= left {
@@ -254,6 +257,12 @@ where
 #[cold]
 #[inline(never)]
 fn trace_give_up<E: fmt::Debug>(attempts: u32, why: GiveUp, error: &E) {
+    metered::gave_up(match why {
+        GiveUp::NotRetryable => GaveUp::NotRetryable,
+        GiveUp::HintAboveCeiling { .. } => GaveUp::HintAboveCeiling,
+        // `GiveUp` may grow; every other end is the end of the attempts.
+        _ => GaveUp::Exhausted,
+    });
     match why {
         GiveUp::NotRetryable => {
             tracing::debug!(target: TARGET, attempts, ?error, "retry gave up: error not retryable");
@@ -307,6 +316,7 @@ where
     let attempt = progress.attempt;
     if attempt >= checks.max_attempts {
         tracing::info!(target: TARGET, attempts = attempt, ?timeout, "retry gave up: attempt timed out");
+        metered::gave_up(GaveUp::AttemptTimeout);
         return Next::Stop(Exit::Stopped {
             token,
             reason: StopReason::AttemptTimeout(timeout),
@@ -340,7 +350,8 @@ fn refused_without_error<E, L: Limits, K, G: Protection<E>>(
     limits: &L,
     progress: &mut Progress<L::Memory<E>, K>,
 ) -> Option<Exit<E, L::Token>> {
-    match guard.ending(refusal, limits.token(), false) {
+    let why = refused(&refusal);
+    let exit = match guard.ending(refusal, limits.token(), false) {
         Ending::Stop(token, reason) => Some(Exit::Stopped {
             token,
             reason,
@@ -349,7 +360,11 @@ fn refused_without_error<E, L: Limits, K, G: Protection<E>>(
         }),
         Ending::Error(error) => Some(Exit::Failed(error)),
         Ending::Last => progress.memory.take_last().map(Exit::Failed),
+    };
+    if exit.is_some() {
+        metered::gave_up(why);
     }
+    exit
 }
 
 /// The event of a refused attempt. Refusing the first attempt of a call is what an open
@@ -372,8 +387,17 @@ fn trace_refusal_before_attempt(attempts: u32, refusal: &Refusal) {
     }
 }
 
+/// The `reason` of a refusal.
+fn refused(refusal: &Refusal) -> GaveUp {
+    match refusal {
+        Refusal::CircuitOpen(_) => GaveUp::CircuitOpen,
+        Refusal::BudgetExhausted(_) => GaveUp::BudgetExhausted,
+    }
+}
+
 /// The event of a refused retry after a failure.
 fn trace_refused_retry<E: fmt::Debug>(attempts: u32, refusal: &Refusal, error: &E) {
+    metered::gave_up(refused(refusal));
     match refusal {
         Refusal::CircuitOpen(open) => tracing::info!(
             target: TARGET, attempts, breaker = open.breaker(), state = open.state().name(), ?error,
@@ -440,11 +464,13 @@ where
     if let Some((left, _)) = deadline_left(plan, limits, progress) {
         if delay >= left {
             tracing::info!(target: TARGET, attempts = attempt, "retry gave up: deadline exceeded; the last value is returned");
+            metered::gave_up(GaveUp::Deadline);
             return Err(value);
         }
     }
     if let Err(refusal) = guard.retry(delay, plan.clock()) {
         trace_refusal_before_attempt(attempt, &refusal);
+        metered::gave_up(refused(&refusal));
         return Err(value);
     }
     if checks.warns {

@@ -304,6 +304,7 @@ fn cancelled<E, L: Limits, K, G: Protection<E>>(
     // A running attempt is dropped unfinished: no outcome for the breaker.
     stops.guard().abandon();
     tracing::info!(target: TARGET, attempts = progress.attempt, "retry gave up: cancelled");
+    super::metered::gave_up(super::metered::GaveUp::Cancelled);
     Some(Exit::Stopped {
         token,
         reason: StopReason::Cancelled,

@@ -30,6 +30,7 @@ mod error;
 mod future;
 mod hooks;
 mod limits;
+mod metered;
 mod protect;
 mod stops;
 mod summary;
@@ -130,6 +131,7 @@ impl<M, K> Progress<M, K> {
         M: Memory<E>,
         K: Kept,
     {
+        metered::retried();
         self.kept.waited(delay);
         self.memory.waited(delay);
     }

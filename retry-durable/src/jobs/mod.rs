@@ -889,6 +889,7 @@ impl<S, C: Clock> Inner<S, C> {
     }
 
     pub(crate) fn emit(&self, record: &WorkRecord, what: EventKind) {
+        crate::metrics::event(&self.owner, &record.handler, &what);
         if self.subscribers.is_empty() {
             return;
         }
@@ -912,6 +913,12 @@ impl<S, C: Clock> Inner<S, C> {
     pub(crate) fn contain(&self, id: WorkId, hook: &str, call: impl FnOnce()) {
         if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(call)) {
             self.hook_panics.fetch_add(1, Ordering::Relaxed);
+            let label = if hook == "the error hook" {
+                "error_hook"
+            } else {
+                "subscriber"
+            };
+            crate::metrics::hook_panicked(&self.owner, label);
             let message = worker::panic_message(payload.as_ref());
             tracing::error!(target: "retry_durable", id = id.0, panic = %message, "{hook} panicked; the worker goes on");
         }

@@ -416,6 +416,7 @@ where
             }
             *next = now + PURGE_EVERY;
         }
+        self.sample_queue(now).await;
         match self
             .inner
             .store
@@ -432,6 +433,20 @@ where
             }
             Err(error) => {
                 tracing::error!(target: TARGET, %error, "could not purge finished work whose key retention ended");
+            }
+        }
+    }
+
+    /// Samples the queue's depth by state for the metrics (on the purge's tick); a failure is
+    /// logged and the gauges keep their last values.
+    async fn sample_queue(&self, now: Timestamp) {
+        if !crate::metrics::SAMPLES_QUEUE {
+            return;
+        }
+        match self.inner.store.count_work(&self.inner.owner, now).await {
+            Ok(counts) => crate::metrics::queue(&self.inner.owner, &counts),
+            Err(error) => {
+                tracing::warn!(target: TARGET, %error, "could not count the queue for its metrics");
             }
         }
     }
@@ -565,11 +580,13 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             {
                 Ok(true) => {
                     tracing::error!(target: TARGET, id, %reason, "corrupt work quarantined: it is not run; repair or purge it");
+                    let quarantined = EventKind::Quarantined { reason };
+                    crate::metrics::event(&inner.owner, "", &quarantined);
                     inner.emit_event(Event {
                         id: work,
                         handler: String::new(),
                         kind: "",
-                        what: EventKind::Quarantined { reason },
+                        what: quarantined,
                     });
                 }
                 // Another worker holds it now (our lease ended first): it reports it.
@@ -771,6 +788,9 @@ where
         },
     );
     tracing::debug!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, "attempt started");
+    let late = now.as_millis().saturating_sub(record.due_at.as_millis());
+    crate::metrics::started(&inner.owner, &record.handler, Duration::from_millis(late));
+    let began = inner.clock.now();
     let leased = run_leased(&inner, &record, future, &cancel).await;
     // Gone from the set: `Jobs::cancel` in this process cancelled it in the store (so no
     // write of this attempt could land) and announced it; whatever the handler returned as
@@ -780,7 +800,11 @@ where
     }
 
     let outcome = match leased {
-        Leased::Ended(outcome) => outcome,
+        Leased::Ended(outcome) => {
+            let took = inner.clock.now().saturating_duration_since(began);
+            crate::metrics::attempt_ended(&inner.owner, &record.handler, outcome.is_ok(), took);
+            outcome
+        }
         Leased::Lost => {
             claim_lost(&inner, &record).await?;
             return Ok(None);

@@ -27,7 +27,7 @@ use crate::record::{
 use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
     Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Listing, NextStep, Store,
-    StoreError, WorkFilter, other_work,
+    StoreError, WorkCounts, WorkFilter, other_work,
 };
 use session::{Failed, release};
 
@@ -732,6 +732,25 @@ async fn cancel(
     Ok(Some(record.state))
 }
 
+/// [`Store::count_work`]: one grouped count over the owner's rows.
+async fn count_work(client: &Object, owner: &str, now: i64) -> Result<WorkCounts, Failed> {
+    let statement = client
+        .prepare_cached(
+            "SELECT state, count(*),
+                    count(*) FILTER (WHERE state = 'running' AND lease_until <= $2)
+             FROM retry_durable_work WHERE owner = $1 GROUP BY state",
+        )
+        .await?;
+    let mut counts = WorkCounts::default();
+    for row in client.query(&statement, &[&owner, &now]).await? {
+        let state: String = row.try_get(0)?;
+        let rows: i64 = row.try_get(1)?;
+        let expired: i64 = row.try_get(2)?;
+        counts.add(&state, rows.unsigned_abs(), expired.unsigned_abs());
+    }
+    Ok(counts)
+}
+
 /// [`Store::next_due`].
 async fn next_due(client: &Object, owner: &str) -> Result<Option<Timestamp>, Failed> {
     let statement = client.prepare_cached(&NEXT_DUE).await?;
@@ -1183,6 +1202,14 @@ impl Store for PostgresStore {
         let cancelled = cancel(&mut client, id, now).await;
         release(client, &cancelled);
         Ok(cancelled?)
+    }
+
+    async fn count_work(&self, owner: &str, now: Timestamp) -> Result<WorkCounts, StoreError> {
+        let now = i64_of(now.as_millis())?;
+        let client = self.client().await?;
+        let counts = count_work(&client, owner, now).await;
+        release(client, &counts);
+        Ok(counts?)
     }
 
     async fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError> {

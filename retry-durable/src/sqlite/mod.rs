@@ -26,7 +26,8 @@ use crate::record::{
 };
 use crate::sql::{self, CLAIM_FLAG, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Batch, Claim, Finish, Inserted, Listing, NextStep, Store, StoreError, WorkFilter, other_work,
+    Batch, Claim, Finish, Inserted, Listing, NextStep, Store, StoreError, WorkCounts, WorkFilter,
+    other_work,
 };
 use rows::{dead_from_row, work_from_row};
 
@@ -781,6 +782,36 @@ impl Store for SqliteStore {
                 .query_row([owner], |row| row.get(0))
                 .map_err(failed)?;
             Ok(next.map(sql::due_or_now))
+        })
+        .await
+    }
+
+    async fn count_work(&self, owner: &str, now: Timestamp) -> Result<WorkCounts, StoreError> {
+        let owner = owner.to_owned();
+        self.with(move |conn| {
+            let now = i64_of(now.as_millis())?;
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT state, count(*),
+                            count(CASE WHEN state = 'running' AND lease_until <= ?2 THEN 1 END)
+                     FROM work WHERE owner = ?1 GROUP BY state",
+                )
+                .map_err(failed)?;
+            let rows = statement
+                .query_map(params![owner, now], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, i64>(2)?,
+                    ))
+                })
+                .map_err(failed)?;
+            let mut counts = WorkCounts::default();
+            for row in rows {
+                let (state, rows, expired) = row.map_err(failed)?;
+                counts.add(&state, rows.unsigned_abs(), expired.unsigned_abs());
+            }
+            Ok(counts)
         })
         .await
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use retry_durable::{
     AttemptOutcome, AttemptRecord, DeadReason, Finish, Finished, Inserted, Misfire, NewDeadLetter,
-    NewWork, NextStep, Store, Timing, Wait, WaitReason, WorkRecord, WorkState,
+    NewWork, NextStep, Store, Timing, Wait, WaitReason, WorkCounts, WorkRecord, WorkState,
 };
 use retry_toolkit::RetryOptions;
 use retry_toolkit::store::{Revision, Timestamp};
@@ -292,6 +292,50 @@ pub async fn s12_an_expired_lease_is_claimed_again_and_fences_the_old_claim<S: S
         (extended.lease_until, extended.revision),
         (Some(at(900)), second.revision)
     );
+}
+
+/// The queue-depth sample: rows by state, quarantined rows apart, leases that ended, one
+/// owner only.
+pub async fn v3_work_is_counted_by_state_per_owner<S: Store>(store: S) {
+    assert_eq!(
+        store.count_work("o", at(0)).await.unwrap(),
+        WorkCounts::default()
+    );
+    let mut ids = Vec::new();
+    for due in [0, 0, 0, 0, 5_000] {
+        ids.push(new(store.insert(work("o", "a", due)).await.unwrap()).id);
+    }
+    store.insert(work("other", "a", 0)).await.unwrap();
+    let running = store.claim("o", at(0), at(100), 2).await.unwrap().work;
+    assert_eq!(running.len(), 2);
+    store.cancel(ids[2], at(1)).await.unwrap();
+    let bad = store.claim("o", at(1), at(50), 1).await.unwrap().work;
+    assert_eq!(bad[0].id, ids[3]);
+    assert!(
+        store
+            .quarantine(ids[3], at(50), "bad".to_owned(), at(2))
+            .await
+            .unwrap()
+    );
+
+    let counts = store.count_work("o", at(10)).await.unwrap();
+    let by_state = counts.by_state();
+    assert_eq!(
+        by_state,
+        [
+            ("waiting", 1),
+            ("running", 2),
+            ("cancelled", 1),
+            ("succeeded", 0),
+            ("dead_lettered", 0),
+            ("quarantined", 1),
+        ]
+    );
+    assert_eq!(counts.expired_leases, 0);
+    // At the leases' end, both running rows count as expired (still running).
+    let later = store.count_work("o", at(100)).await.unwrap();
+    assert_eq!((later.running, later.expired_leases), (2, 2));
+    assert_eq!(store.count_work("other", at(100)).await.unwrap().waiting, 1);
 }
 
 pub async fn s5_a_retry_waits_as_a_row<S: Store>(store: S) {
@@ -1331,6 +1375,7 @@ macro_rules! conformance_suite {
             h_history_is_written_with_each_end_and_kept_on_the_dead_letter,
             h_a_stale_end_writes_no_history,
             h_a_released_lease_keeps_its_history_and_a_stale_release_writes_none,
+            v3_work_is_counted_by_state_per_owner,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
