@@ -137,9 +137,17 @@ async fn sqlite(row: Row, n: usize) -> Duration {
 }
 
 /// One PostgreSQL row on a fresh database: the seconds from the first call to the commit.
-async fn postgres(base: &str, admin: &tokio_postgres::Client, name: &str, row: Row, n: usize) -> Duration {
+async fn postgres(
+    base: &str,
+    admin: &tokio_postgres::Client,
+    name: &str,
+    row: Row,
+    n: usize,
+) -> Duration {
     admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"))
+        .batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
+        ))
         .await
         .expect("fresh database");
     let url = format!("{base} dbname={name}");
@@ -210,14 +218,16 @@ fn main() {
         .build()
         .expect("runtime");
     // Real durability: fsync and synchronous_commit on, as the durable_postgres bench.
-    let cluster = PostgresCluster::start(&["fsync=on", "synchronous_commit=on", "full_page_writes=on"])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cluster =
+        PostgresCluster::start(&["fsync=on", "synchronous_commit=on", "full_page_writes=on"])
+            .unwrap_or_else(|e| panic!("{e}"));
     let base = cluster.base().to_owned();
     let mut seconds: Vec<Vec<f64>> = vec![Vec::new(); ROWS.len()];
     runtime.block_on(async {
-        let (admin, connection) = tokio_postgres::connect(&format!("{base} dbname=postgres"), NoTls)
-            .await
-            .expect("admin connection");
+        let (admin, connection) =
+            tokio_postgres::connect(&format!("{base} dbname=postgres"), NoTls)
+                .await
+                .expect("admin connection");
         tokio::spawn(connection);
         for round in 0..runs() {
             println!("round {}: load {}", round + 1, load());
@@ -228,12 +238,20 @@ fn main() {
                     }
                     _ => postgres(&base, &admin, &format!("txn_bench_{index}"), *row, n).await,
                 };
-                println!("  {:<58} {:>9.0} jobs/s", row.name(), n as f64 / took.as_secs_f64());
+                println!(
+                    "  {:<58} {:>9.0} jobs/s",
+                    row.name(),
+                    n as f64 / took.as_secs_f64()
+                );
                 seconds[index].push(took.as_secs_f64());
             }
         }
     });
-    println!("\n{n} jobs, medians of {} rounds (min–max), load now {}", runs(), load());
+    println!(
+        "\n{n} jobs, medians of {} rounds (min–max), load now {}",
+        runs(),
+        load()
+    );
     println!("| row | jobs/s | min–max | × today's loop |");
     println!("|---|---|---|---|");
     for (index, row) in ROWS.iter().enumerate() {

@@ -30,7 +30,11 @@ struct Shop {
     url: String,
 }
 
-async fn jobs_on(url: &str, clock: &MockClock, calls: &Arc<AtomicU32>) -> Jobs<PostgresStore, MockClock> {
+async fn jobs_on(
+    url: &str,
+    clock: &MockClock,
+    calls: &Arc<AtomicU32>,
+) -> Jobs<PostgresStore, MockClock> {
     let counted = Arc::clone(calls);
     Jobs::builder(PostgresStore::connect(url).await.unwrap())
         .owner("shop")
@@ -109,7 +113,10 @@ async fn s16_commit_writes_every_kind_of_timing_and_the_work_runs() {
 
     let listed = shop.jobs.list().await.unwrap().records;
     assert_eq!(listed.iter().map(|w| w.id).collect::<Vec<_>>(), ids);
-    assert!(listed[3].key.is_some(), "a cron schedule gets its derived key");
+    assert!(
+        listed[3].key.is_some(),
+        "a cron schedule gets its derived key"
+    );
     assert_eq!(shop.jobs.run_due().await.unwrap(), 1, "the queued item");
     assert_eq!(shop.calls.load(Ordering::SeqCst), 1);
     shop.clock.advance(Duration::from_secs(60));
@@ -167,7 +174,10 @@ async fn s16_workers_racing_the_open_transaction_never_claim_the_work() {
         assert_eq!(other.get(many[0].id).await.unwrap(), None);
         assert_eq!(other.next_due().await.unwrap(), None);
     }
-    assert_eq!(shop.calls.load(Ordering::SeqCst) + other_calls.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        shop.calls.load(Ordering::SeqCst) + other_calls.load(Ordering::SeqCst),
+        0
+    );
     tx.commit().await.unwrap();
     assert_eq!(other.run_due().await.unwrap(), 2);
     assert_eq!(other_calls.load(Ordering::SeqCst), 2);
@@ -196,12 +206,24 @@ async fn refused_calls(
         jobs.schedule_in(tx, When::Now, "receipt", &"text", WorkOptions::new())
             .await
             .unwrap_err(),
-        jobs.schedule_in(tx, When::cron("61 * * * *"), "receipt", &1_u32, WorkOptions::new())
-            .await
-            .unwrap_err(),
-        jobs.schedule_in(tx, When::Now, "receipt", &1_u32, WorkOptions::new().retry(retry))
-            .await
-            .unwrap_err(),
+        jobs.schedule_in(
+            tx,
+            When::cron("61 * * * *"),
+            "receipt",
+            &1_u32,
+            WorkOptions::new(),
+        )
+        .await
+        .unwrap_err(),
+        jobs.schedule_in(
+            tx,
+            When::Now,
+            "receipt",
+            &1_u32,
+            WorkOptions::new().retry(retry),
+        )
+        .await
+        .unwrap_err(),
         jobs.schedule_in(tx, When::Now, "receipt", &1_u32, keyed(""))
             .await
             .unwrap_err(),
@@ -227,7 +249,10 @@ async fn s16_bad_input_is_refused_before_any_statement() {
     tx.execute("SELECT 1/0", &[]).await.unwrap_err();
     let errors = refused_calls(&shop.jobs, &tx).await;
     for (error, expected) in errors.iter().zip(REFUSALS) {
-        assert!(error.to_string().contains(expected), "{error} should say {expected:?}");
+        assert!(
+            error.to_string().contains(expected),
+            "{error} should say {expected:?}"
+        );
     }
     tx.rollback().await.unwrap();
 
@@ -271,7 +296,10 @@ async fn s16_a_key_conflict_leaves_the_transaction_usable() {
         .schedule_in(&tx, When::Now, "receipt", &1_u32, keyed("order-1"))
         .await
         .unwrap();
-    assert_eq!(same.id, held.id, "the same work under its key is the held row");
+    assert_eq!(
+        same.id, held.id,
+        "the same work under its key is the held row"
+    );
     tx.execute("INSERT INTO orders (id) VALUES (2)", &[])
         .await
         .unwrap();

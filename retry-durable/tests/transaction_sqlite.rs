@@ -78,7 +78,8 @@ fn keyed(key: &str) -> WorkOptions {
 async fn s16_commit_writes_every_kind_of_timing_and_the_work_runs() {
     let mut shop = shop();
     let tx = shop.conn.transaction().unwrap();
-    tx.execute("INSERT INTO orders (id) VALUES (1)", []).unwrap();
+    tx.execute("INSERT INTO orders (id) VALUES (1)", [])
+        .unwrap();
     let at = When::At(Timestamp::from_millis(MONDAY.as_millis() + 60_000));
     let whens = [
         When::Now,
@@ -102,7 +103,10 @@ async fn s16_commit_writes_every_kind_of_timing_and_the_work_runs() {
     assert_eq!(listed.iter().map(|w| w.id).collect::<Vec<_>>(), ids);
     assert_eq!(listed[1].due_at.as_millis(), MONDAY.as_millis() + 30_000);
     assert_eq!(listed[2].due_at.as_millis(), MONDAY.as_millis() + 60_000);
-    assert!(listed[3].key.is_some(), "a cron schedule gets its derived key");
+    assert!(
+        listed[3].key.is_some(),
+        "a cron schedule gets its derived key"
+    );
     assert_eq!(shop.jobs.run_due().await.unwrap(), 1, "the queued item");
     assert_eq!(shop.calls.load(Ordering::SeqCst), 1);
     shop.clock.advance(Duration::from_secs(60));
@@ -113,7 +117,8 @@ async fn s16_commit_writes_every_kind_of_timing_and_the_work_runs() {
 async fn s16_rollback_leaves_nothing_and_the_key_free() {
     let mut shop = shop();
     let tx = shop.conn.transaction().unwrap();
-    tx.execute("INSERT INTO orders (id) VALUES (1)", []).unwrap();
+    tx.execute("INSERT INTO orders (id) VALUES (1)", [])
+        .unwrap();
     shop.jobs
         .schedule_in(&tx, When::Now, "receipt", &1_u32, keyed("order-1"))
         .unwrap();
@@ -186,7 +191,13 @@ async fn s16_bad_input_is_refused_before_any_statement() {
             "cron",
             Box::new(|c| {
                 shop.jobs
-                    .schedule_in(c, When::cron("61 * * * *"), "receipt", &1_u32, WorkOptions::new())
+                    .schedule_in(
+                        c,
+                        When::cron("61 * * * *"),
+                        "receipt",
+                        &1_u32,
+                        WorkOptions::new(),
+                    )
                     .map(drop)
             }),
         ),
@@ -195,7 +206,13 @@ async fn s16_bad_input_is_refused_before_any_statement() {
             Box::new(|c| {
                 let retry = RetryOptions::new().with_max_attempts(0);
                 shop.jobs
-                    .schedule_in(c, When::Now, "receipt", &1_u32, WorkOptions::new().retry(retry))
+                    .schedule_in(
+                        c,
+                        When::Now,
+                        "receipt",
+                        &1_u32,
+                        WorkOptions::new().retry(retry),
+                    )
                     .map(drop)
             }),
         ),
@@ -225,15 +242,20 @@ async fn s16_bad_input_is_refused_before_any_statement() {
     ];
     for (expected, call) in &bad {
         let error = call(&foreign).unwrap_err().to_string();
-        assert!(error.contains(expected), "{error:?} should say {expected:?}");
+        assert!(
+            error.contains(expected),
+            "{error:?} should say {expected:?}"
+        );
     }
     // The same calls inside the shop's transaction leave it usable, and write nothing.
     let tx = shop.conn.transaction().unwrap();
-    tx.execute("INSERT INTO orders (id) VALUES (1)", []).unwrap();
+    tx.execute("INSERT INTO orders (id) VALUES (1)", [])
+        .unwrap();
     for (_, call) in &bad {
         call(&tx).unwrap_err();
     }
-    tx.execute("INSERT INTO orders (id) VALUES (2)", []).unwrap();
+    tx.execute("INSERT INTO orders (id) VALUES (2)", [])
+        .unwrap();
     tx.commit().unwrap();
     assert_eq!(orders(&shop.conn), 2);
     assert!(shop.jobs.list().await.unwrap().records.is_empty());
@@ -268,7 +290,8 @@ async fn s16_a_key_conflict_leaves_the_transaction_usable() {
         .await
         .unwrap();
     let tx = shop.conn.transaction().unwrap();
-    tx.execute("INSERT INTO orders (id) VALUES (1)", []).unwrap();
+    tx.execute("INSERT INTO orders (id) VALUES (1)", [])
+        .unwrap();
     let error = shop
         .jobs
         .schedule_in(&tx, When::Now, "receipt", &2_u32, keyed("order-1"))
@@ -281,8 +304,12 @@ async fn s16_a_key_conflict_leaves_the_transaction_usable() {
         .jobs
         .schedule_in(&tx, When::Now, "receipt", &1_u32, keyed("order-1"))
         .unwrap();
-    assert_eq!(same.id, held.id, "the same work under its key is the held row");
-    tx.execute("INSERT INTO orders (id) VALUES (2)", []).unwrap();
+    assert_eq!(
+        same.id, held.id,
+        "the same work under its key is the held row"
+    );
+    tx.execute("INSERT INTO orders (id) VALUES (2)", [])
+        .unwrap();
     tx.commit().unwrap();
     assert_eq!(orders(&shop.conn), 2);
     assert_eq!(shop.jobs.list().await.unwrap().records.len(), 1);
@@ -296,7 +323,8 @@ async fn s16_schedule_many_in_is_all_or_nothing_inside_the_transaction() {
         .await
         .unwrap();
     let tx = shop.conn.transaction().unwrap();
-    tx.execute("INSERT INTO orders (id) VALUES (1)", []).unwrap();
+    tx.execute("INSERT INTO orders (id) VALUES (1)", [])
+        .unwrap();
     let error = shop
         .jobs
         .schedule_many_in(

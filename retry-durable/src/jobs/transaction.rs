@@ -6,11 +6,15 @@
 //! is the caller's. Everything is checked before any statement runs, so a refused call leaves
 //! the caller's transaction as it was.
 
-use retry_toolkit::Clock;
-use serde::Serialize;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use {
+    super::{ScheduleError, When, WorkOptions, answer_many, answer_one},
+    crate::record::WorkRecord,
+    retry_toolkit::Clock,
+    serde::Serialize,
+};
 
-use super::{Jobs, ScheduleError, When, WorkOptions, answer_many, answer_one};
-use crate::record::WorkRecord;
+use super::Jobs;
 
 impl<S, C> Jobs<S, C> {
     /// Tells this process's worker to look for due work now instead of at its next poll: for

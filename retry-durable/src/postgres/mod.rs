@@ -521,7 +521,10 @@ async fn insert_many(client: &mut Object, batch: Vec<NewWork>) -> Result<Batch, 
 /// The items of [`Store::insert_many`], in order, on `client` (a transaction): stops at the
 /// first key held by other work, leaving the items before it written for the caller to roll
 /// back.
-async fn insert_batch(client: &impl transaction::Conn, batch: Vec<NewWork>) -> Result<Batch, Failed> {
+async fn insert_batch(
+    client: &impl transaction::Conn,
+    batch: Vec<NewWork>,
+) -> Result<Batch, Failed> {
     let mut written = Vec::with_capacity(batch.len());
     for (index, work) in batch.into_iter().enumerate() {
         let (handler, payload) = (work.handler.clone(), work.payload.clone());

@@ -74,13 +74,19 @@ macro_rules! forward {
 
 /// The pool's connections: statements cached per connection.
 impl Conn for deadpool_postgres::Object {
-    forward!(deadpool_postgres::ClientWrapper::prepare_cached, tokio_postgres::Client);
+    forward!(
+        deadpool_postgres::ClientWrapper::prepare_cached,
+        tokio_postgres::Client
+    );
 }
 
 /// A transaction on a pool's connection (the store's batches, or a caller's deadpool
 /// transaction): statements cached per connection.
 impl Conn for deadpool_postgres::Transaction<'_> {
-    forward!(deadpool_postgres::Transaction::prepare_cached, tokio_postgres::Transaction<'_>);
+    forward!(
+        deadpool_postgres::Transaction::prepare_cached,
+        tokio_postgres::Transaction<'_>
+    );
 }
 
 /// A caller's plain `tokio_postgres` transaction: no statement cache, so each statement is
