@@ -17,7 +17,7 @@ use rusqlite::Connection;
 fn place_order(
     jobs: &Jobs<SqliteStore>,
     conn: &mut Connection,
-    order: u64,
+    order: i64,
     email: &str,
     declined: bool,
 ) -> Result<(), Box<dyn Error>> {
@@ -47,7 +47,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .owner("shop")
         .handler(
             "confirm",
-            |(order, email): (u64, String), _ctx| async move {
+            |(order, email): (i64, String), _ctx| async move {
                 println!("             e-mail to {email}: order {order} confirmed");
                 Ok(())
             },
