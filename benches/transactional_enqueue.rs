@@ -96,6 +96,19 @@ fn noop<S: retry_durable::Store>(store: S) -> Jobs<S> {
         .expect("jobs")
 }
 
+/// The store's own writes: one `schedule` per item (today's loop), or one `schedule_many`.
+async fn through_the_store<S: retry_durable::Store>(jobs: &Jobs<S>, row: Row, n: usize) {
+    if matches!(row, Row::SqliteLoop | Row::PgLoop) {
+        for i in 0..n as u64 {
+            jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
+                .await
+                .expect("schedule");
+        }
+    } else {
+        jobs.schedule_many("noop", batch(n)).await.expect("many");
+    }
+}
+
 /// One SQLite row on a fresh file: the seconds from the first call to the commit.
 async fn sqlite(row: Row, n: usize) -> Duration {
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -106,16 +119,7 @@ async fn sqlite(row: Row, n: usize) -> Duration {
         .expect("synchronous");
     let start = Instant::now();
     match row {
-        Row::SqliteLoop => {
-            for i in 0..n as u64 {
-                jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
-                    .await
-                    .expect("schedule");
-            }
-        }
-        Row::SqliteMany => {
-            jobs.schedule_many("noop", batch(n)).await.expect("many");
-        }
+        Row::SqliteLoop | Row::SqliteMany => through_the_store(&jobs, row, n).await,
         Row::SqliteManyIn => {
             let tx = conn.transaction().expect("begin");
             jobs.schedule_many_in(&tx, "noop", batch(n)).expect("many");
@@ -163,16 +167,7 @@ async fn postgres(
     tokio::spawn(connection);
     let start = Instant::now();
     match row {
-        Row::PgLoop => {
-            for i in 0..n as u64 {
-                jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
-                    .await
-                    .expect("schedule");
-            }
-        }
-        Row::PgMany => {
-            jobs.schedule_many("noop", batch(n)).await.expect("many");
-        }
+        Row::PgLoop | Row::PgMany => through_the_store(&jobs, row, n).await,
         Row::PgManyIn => {
             let tx = pooled.transaction().await.expect("begin");
             jobs.schedule_many_in(&tx, "noop", batch(n))
