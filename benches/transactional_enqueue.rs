@@ -149,11 +149,13 @@ async fn postgres(
     n: usize,
 ) -> Duration {
     admin
-        .batch_execute(&format!(
-            "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
-        ))
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
         .await
-        .expect("fresh database");
+        .expect("drop database");
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create database");
     let url = format!("{base} dbname={name}");
     let jobs = noop(PostgresStore::connect(&url).await.expect("connect"));
     let pool = deadpool_postgres::Config {
