@@ -33,7 +33,9 @@ impl<C: Clock> Jobs<crate::SqliteStore, C> {
     /// Schedules work as [`schedule`](Self::schedule) does, on the caller's connection inside
     /// the caller's transaction (a [`rusqlite::Transaction`] or `Savepoint` passes as
     /// `&Connection`): the work exists if and only if that transaction commits, and no worker
-    /// sees it before. Blocking, as rusqlite is: call it where the transaction lives.
+    /// sees it before. Blocking, as rusqlite is: call it where the transaction lives. As for
+    /// any SQLite write transaction that reads first, begin it `IMMEDIATE` so that a
+    /// worker's commit in between makes it wait instead of failing busy.
     ///
     /// The connection must be to the store's own file, opened first by
     /// [`SqliteStore::open`](crate::SqliteStore::open) (which creates the tables; the caller's

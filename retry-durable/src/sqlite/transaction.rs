@@ -33,25 +33,41 @@ fn check_file(conn: &Connection) -> Result<(), StoreError> {
 /// [`Store::insert`](crate::Store::insert) on the caller's connection. A key already held
 /// writes nothing (`ON CONFLICT DO NOTHING`), so no statement fails on it.
 pub(crate) fn insert(conn: &Connection, work: &NewWork) -> Result<Inserted, StoreError> {
-    check_file(conn)?;
-    insert_or_existing(conn, work)
+    in_savepoint(conn, |conn| insert_or_existing(conn, work), |_| true)
 }
 
-/// [`Store::insert_many`](crate::Store::insert_many) on the caller's connection, under a
-/// savepoint: a conflict or a failed statement rolls back this batch's rows only, and the
-/// caller's transaction keeps what it wrote before.
+/// [`Store::insert_many`](crate::Store::insert_many) on the caller's connection: a conflict
+/// or a failed statement rolls back this batch's rows only, and the caller's transaction
+/// keeps what it wrote before.
 pub(crate) fn insert_many(conn: &Connection, batch: &[NewWork]) -> Result<Batch, StoreError> {
-    check_file(conn)?;
-    conn.execute_batch("SAVEPOINT retry_durable_batch")
+    in_savepoint(
+        conn,
+        |conn| insert_batch(conn, batch),
+        |batch| matches!(batch, Batch::Written(_)),
+    )
+}
+
+/// Runs `write` under a savepoint, kept when it succeeds with what `keep` accepts and rolled
+/// back otherwise. The file is checked after the write, not before: a read first would start
+/// a deferred transaction's snapshot, and a commit by another connection (a worker) before
+/// the write would then fail the write with `SQLITE_BUSY_SNAPSHOT` instead of waiting.
+fn in_savepoint<T>(
+    conn: &Connection,
+    write: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    keep: impl FnOnce(&T) -> bool,
+) -> Result<T, StoreError> {
+    conn.execute_batch("SAVEPOINT retry_durable")
         .map_err(failed)?;
-    let result = insert_batch(conn, batch);
+    let written = write(conn);
+    // Another file's refusal says more than the write's failure on it (no such table).
+    let result = check_file(conn).and(written);
     let end = match &result {
-        Ok(Batch::Written(_)) => "RELEASE retry_durable_batch",
-        _ => "ROLLBACK TO retry_durable_batch; RELEASE retry_durable_batch",
+        Ok(value) if keep(value) => "RELEASE retry_durable",
+        _ => "ROLLBACK TO retry_durable; RELEASE retry_durable",
     };
     let ended = conn.execute_batch(end);
-    // The batch's own failure says more than the rollback's that followed it.
-    let batch = result?;
+    // The write's own failure says more than the rollback's that followed it.
+    let value = result?;
     ended.map_err(failed)?;
-    Ok(batch)
+    Ok(value)
 }
