@@ -99,7 +99,7 @@ pub use jobs::{
 };
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresOptions, PostgresStore};
+pub use postgres::{PostgresOptions, PostgresStore, PostgresTransaction};
 pub use record::{
     DeadLetter, DeadLetterId, DeadReason, NewDeadLetter, NewWork, QuarantinedWork, Released,
     WorkId, WorkRecord, WorkState,

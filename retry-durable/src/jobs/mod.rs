@@ -5,6 +5,7 @@ mod events;
 mod handler;
 mod protect;
 mod schedule;
+mod transaction;
 mod worker;
 
 use std::collections::HashMap;
@@ -594,11 +595,14 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         payload: &P,
         options: WorkOptions,
     ) -> Result<WorkRecord, ScheduleError> {
-        let now = self.now();
-        let payload = schedule::payload_json(handler, payload)?;
-        let (timing, due_at) = schedule::timing_of(when, options.misfire, now)?;
-        let work = self.prepare(handler, payload, timing, due_at, options, now)?;
-        self.submit(work).await
+        let work = self.prepare_one(when, handler, payload, options)?;
+        let (handler, payload) = (work.handler.clone(), work.payload.clone());
+        let inserted = self.inner.store.insert(work).await?;
+        let (record, new) = answer_one(inserted, &handler, &payload)?;
+        if new {
+            self.inner.wake.notify_one();
+        }
+        Ok(record)
     }
 
     /// Schedules many items for `handler` in one all-or-nothing write, each as
@@ -614,6 +618,39 @@ impl<S: Store, C: Clock> Jobs<S, C> {
         handler: &str,
         items: impl IntoIterator<Item = (When, P, WorkOptions)>,
     ) -> Result<Vec<WorkRecord>, ScheduleError> {
+        let batch = self.prepare_many(handler, items)?;
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (records, new) = answer_many(self.inner.store.insert_many(batch).await?)?;
+        if new {
+            self.inner.wake.notify_one();
+        }
+        Ok(records)
+    }
+
+    /// Every check of [`schedule`](Self::schedule), and the row it would write: shared by
+    /// the store's own writes and the writes in a caller's transaction.
+    fn prepare_one<P: Serialize>(
+        &self,
+        when: When,
+        handler: &str,
+        payload: &P,
+        options: WorkOptions,
+    ) -> Result<NewWork, ScheduleError> {
+        let now = self.now();
+        let payload = schedule::payload_json(handler, payload)?;
+        let (timing, due_at) = schedule::timing_of(when, options.misfire, now)?;
+        self.prepare(handler, payload, timing, due_at, options, now)
+    }
+
+    /// Every check of [`schedule_many`](Self::schedule_many), item by item, and the rows it
+    /// would write; the first bad item refuses the batch.
+    fn prepare_many<P: Serialize>(
+        &self,
+        handler: &str,
+        items: impl IntoIterator<Item = (When, P, WorkOptions)>,
+    ) -> Result<Vec<NewWork>, ScheduleError> {
         let now = self.now();
         let mut batch = Vec::new();
         for (index, (when, payload, options)) in items.into_iter().enumerate() {
@@ -623,40 +660,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             });
             batch.push(work.map_err(|error| ScheduleError::item(index, error))?);
         }
-        self.submit_many(batch).await
-    }
-
-    /// Writes a checked batch; a key held by other work refuses the whole batch.
-    async fn submit_many(&self, batch: Vec<NewWork>) -> Result<Vec<WorkRecord>, ScheduleError> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        match self.inner.store.insert_many(batch).await? {
-            Batch::Written(written) => {
-                let mut records = Vec::with_capacity(written.len());
-                let mut new = false;
-                for inserted in written {
-                    records.push(match inserted {
-                        Inserted::New(record) => {
-                            new = true;
-                            record
-                        }
-                        Inserted::Existing(record) => record,
-                    });
-                }
-                if new {
-                    self.inner.wake.notify_one();
-                }
-                Ok(records)
-            }
-            Batch::Conflict { index, existing } => Err(ScheduleError::item(
-                index,
-                ScheduleError::KeyConflict {
-                    key: existing.key.unwrap_or_default(),
-                    handler: existing.handler,
-                },
-            )),
-        }
+        Ok(batch)
     }
 
     /// Every check of scheduling one item, and the row it would write.
@@ -700,27 +704,6 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             defaults: self.inner.defaults,
             now,
         })
-    }
-
-    /// Writes one checked item; a key held by other work is refused.
-    async fn submit(&self, work: NewWork) -> Result<WorkRecord, ScheduleError> {
-        let (handler, payload) = (work.handler.clone(), work.payload.clone());
-        match self.inner.store.insert(work).await? {
-            Inserted::New(record) => {
-                self.inner.wake.notify_one();
-                Ok(record)
-            }
-            Inserted::Existing(existing) => {
-                if !other_work(&existing, &handler, &payload) {
-                    Ok(existing)
-                } else {
-                    Err(ScheduleError::KeyConflict {
-                        key: existing.key.clone().unwrap_or_default(),
-                        handler: existing.handler,
-                    })
-                }
-            }
-        }
     }
 
     /// One piece of work by id: `None` once a one-shot or queue item without a key has
@@ -880,6 +863,53 @@ impl<S: Store, C: Clock> Jobs<S, C> {
             Some(dead) if dead.owner == self.inner.owner => self.inner.store.purge(id).await,
             _ => Ok(false),
         }
+    }
+}
+
+/// What scheduling one item answers, from what the write did: the record, and whether it is
+/// new work (a worker of this process is worth waking); a key held by other work is refused.
+fn answer_one(
+    inserted: Inserted,
+    handler: &str,
+    payload: &str,
+) -> Result<(WorkRecord, bool), ScheduleError> {
+    match inserted {
+        Inserted::New(record) => Ok((record, true)),
+        Inserted::Existing(existing) if !other_work(&existing, handler, payload) => {
+            Ok((existing, false))
+        }
+        Inserted::Existing(existing) => Err(ScheduleError::KeyConflict {
+            key: existing.key.clone().unwrap_or_default(),
+            handler: existing.handler,
+        }),
+    }
+}
+
+/// What scheduling a batch answers, from what the write did: the records in order, and
+/// whether any is new work; a key held by other work refuses the whole batch.
+fn answer_many(batch: Batch) -> Result<(Vec<WorkRecord>, bool), ScheduleError> {
+    match batch {
+        Batch::Written(written) => {
+            let mut new = false;
+            let records = written
+                .into_iter()
+                .map(|inserted| match inserted {
+                    Inserted::New(record) => {
+                        new = true;
+                        record
+                    }
+                    Inserted::Existing(record) => record,
+                })
+                .collect();
+            Ok((records, new))
+        }
+        Batch::Conflict { index, existing } => Err(ScheduleError::item(
+            index,
+            ScheduleError::KeyConflict {
+                key: existing.key.unwrap_or_default(),
+                handler: existing.handler,
+            },
+        )),
     }
 }
 

@@ -7,6 +7,7 @@ mod claim;
 mod listen;
 mod schema;
 pub(crate) mod session;
+pub(crate) mod transaction;
 
 use std::str::FromStr;
 use std::sync::LazyLock;
@@ -30,6 +31,7 @@ use crate::store::{
     StoreError, WorkCounts, WorkFilter, other_work,
 };
 use session::{Failed, release};
+pub use transaction::PostgresTransaction;
 
 /// How to connect a [`PostgresStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -333,7 +335,7 @@ static INSERT_KEYED_RETURNING_ID: LazyLock<String> = LazyLock::new(|| {
 /// row is the written values under that id ([`NewWork::into_record`]), and reading all of
 /// it would decode and check, per enqueue, what was checked before it was written.
 async fn insert_work(
-    client: &impl GenericClient,
+    client: &impl transaction::Conn,
     work: &NewWork,
 ) -> Result<Option<WorkId>, Failed> {
     let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
@@ -505,7 +507,7 @@ async fn page<T>(
 }
 
 /// [`Store::insert`]: the row, or the one already under its key.
-async fn insert(client: &impl GenericClient, work: NewWork) -> Result<Inserted, Failed> {
+async fn insert(client: &impl transaction::Conn, work: NewWork) -> Result<Inserted, Failed> {
     // Each round either writes, finds the holder of the key, or frees a key whose retention
     // ended; a round that loses a race to another writer looks again.
     for _ in 0..3 {
@@ -550,13 +552,27 @@ async fn insert(client: &impl GenericClient, work: NewWork) -> Result<Inserted, 
 /// [`Store::insert_many`]: one transaction, rolled back by a conflict.
 async fn insert_many(client: &mut Object, batch: Vec<NewWork>) -> Result<Batch, Failed> {
     let tx = client.transaction().await?;
+    let batch = insert_batch(&tx, batch).await?;
+    if matches!(batch, Batch::Written(_)) {
+        tx.commit().await?;
+    }
+    // Otherwise dropping the transaction rolls every item back.
+    Ok(batch)
+}
+
+/// The items of [`Store::insert_many`], in order, on `client` (a transaction): stops at the
+/// first key held by other work, leaving the items before it written for the caller to roll
+/// back.
+async fn insert_batch(
+    client: &impl transaction::Conn,
+    batch: Vec<NewWork>,
+) -> Result<Batch, Failed> {
     let mut written = Vec::with_capacity(batch.len());
     for (index, work) in batch.into_iter().enumerate() {
         let (handler, payload) = (work.handler.clone(), work.payload.clone());
-        let inserted = insert(&tx, work).await?;
+        let inserted = insert(client, work).await?;
         if let Inserted::Existing(existing) = &inserted {
             if other_work(existing, &handler, &payload) {
-                // Dropping the transaction rolls every earlier item back.
                 return Ok(Batch::Conflict {
                     index,
                     existing: Box::new(existing.clone()),
@@ -565,7 +581,6 @@ async fn insert_many(client: &mut Object, batch: Vec<NewWork>) -> Result<Batch, 
         }
         written.push(inserted);
     }
-    tx.commit().await?;
     Ok(Batch::Written(written))
 }
 

@@ -11,6 +11,7 @@ mod caller;
 mod rows;
 mod schema;
 mod thread;
+pub(crate) mod transaction;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -276,6 +277,30 @@ fn insert_or_existing(conn: &Connection, work: &NewWork) -> Result<Inserted, Sto
     }
 }
 
+/// The items of [`Store::insert_many`], in order, on `conn` (inside a transaction): stops at
+/// the first key held by other work, leaving the items before it written for the caller to
+/// roll back.
+fn insert_batch(conn: &Connection, batch: &[NewWork]) -> Result<Batch, StoreError> {
+    let mut written = Vec::with_capacity(batch.len());
+    for (index, work) in batch.iter().enumerate() {
+        let existing = match insert_or_existing(conn, work)? {
+            Inserted::Existing(existing) => existing,
+            new => {
+                written.push(new);
+                continue;
+            }
+        };
+        if other_work(&existing, &work.handler, &work.payload) {
+            return Ok(Batch::Conflict {
+                index,
+                existing: Box::new(existing),
+            });
+        }
+        written.push(Inserted::Existing(existing));
+    }
+    Ok(Batch::Written(written))
+}
+
 fn insert_work(conn: &Connection, work: &NewWork) -> Result<Option<WorkRecord>, StoreError> {
     let (cron, zone, interval_ms, misfire) = sql::timing_columns(&work.timing)?;
     let options = sql::options_json(&work.options, work.attempt_timeout)?;
@@ -370,26 +395,12 @@ impl Store for SqliteStore {
     async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
         self.with(move |conn| {
             let tx = conn.transaction().map_err(failed)?;
-            let mut written = Vec::with_capacity(batch.len());
-            for (index, work) in batch.iter().enumerate() {
-                let existing = match insert_or_existing(&tx, work)? {
-                    Inserted::Existing(existing) => existing,
-                    new => {
-                        written.push(new);
-                        continue;
-                    }
-                };
-                if other_work(&existing, &work.handler, &work.payload) {
-                    // Dropping the transaction rolls every earlier item back.
-                    return Ok(Batch::Conflict {
-                        index,
-                        existing: Box::new(existing),
-                    });
-                }
-                written.push(Inserted::Existing(existing));
+            let batch = insert_batch(&tx, &batch)?;
+            if matches!(batch, Batch::Written(_)) {
+                tx.commit().map_err(failed)?;
             }
-            tx.commit().map_err(failed)?;
-            Ok(Batch::Written(written))
+            // Otherwise dropping the transaction rolls every item back.
+            Ok(batch)
         })
         .await
     }
