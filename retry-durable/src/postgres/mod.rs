@@ -578,6 +578,31 @@ async fn extend_lease(
     Ok(changed == 1)
 }
 
+/// [`Store::unclaim`]: the row waits again, due at once: at its old due time when that is
+/// earlier, which keeps its place in the queue.
+async fn unclaim(
+    client: &Object,
+    id: WorkId,
+    revision: Revision,
+    now: Timestamp,
+) -> Result<bool, Failed> {
+    let statement = client
+        .prepare_cached(
+            "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
+                 due_at = LEAST(due_at, $3), updated_at = $3, attempt = attempt - 1,
+                 revision = revision + 1
+             WHERE id = $1 AND revision = $2 AND state = 'running' AND attempt > 0",
+        )
+        .await?;
+    let changed = client
+        .execute(
+            &statement,
+            &[&id.0, &i64_of(revision.get())?, &i64_of(now.as_millis())?],
+        )
+        .await?;
+    Ok(changed == 1)
+}
+
 /// [`Store::finish`].
 async fn finish(
     client: &mut Object,
@@ -1038,6 +1063,18 @@ impl Store for PostgresStore {
         let extended = extend_lease(&client, id, revision, until, now).await;
         release(client, &extended);
         Ok(extended?)
+    }
+
+    async fn unclaim(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let unclaimed = unclaim(&client, id, revision, now).await;
+        release(client, &unclaimed);
+        Ok(unclaimed?)
     }
 
     async fn finish(
