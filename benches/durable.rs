@@ -26,6 +26,8 @@
 //! does), and the load average when it ran. Flags (after `--`): `--items N`, `--runs N`, `--only SUBSTRING`
 //! (rows whose name contains it), `--no-peer`, `--no-memory`.
 
+mod batching;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -232,28 +234,6 @@ fn runtime() -> Runtime {
 
 type Counted = (Jobs<SqliteStore>, CancelToken, Arc<AtomicUsize>);
 
-/// The batching settings of the retry-durable rows, from the environment, to compare them in
-/// the same build: `DURABLE_PREFETCH` items queued beyond the free slots
-/// (`JobsBuilder::prefetch`), `DURABLE_FLUSH_MS` ms that attempt ends may wait to share a
-/// write (`JobsBuilder::flush_interval`). Unset: the defaults.
-fn batching<S: retry_durable::Store>(
-    builder: retry_durable::JobsBuilder<S>,
-) -> retry_durable::JobsBuilder<S> {
-    let setting = |name| {
-        std::env::var(name)
-            .ok()
-            .map(|v: String| v.parse::<u64>().unwrap_or_else(|_| panic!("{name}")))
-    };
-    let builder = match setting("DURABLE_PREFETCH") {
-        Some(n) => builder.prefetch(u32::try_from(n).expect("DURABLE_PREFETCH")),
-        None => builder,
-    };
-    match setting("DURABLE_FLUSH_MS") {
-        Some(ms) => builder.flush_interval(Duration::from_millis(ms)),
-        None => builder,
-    }
-}
-
 /// A `Jobs` whose one handler counts and stops the worker at the `items`-th job.
 fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
     let store = SqliteStore::open_with(
@@ -267,7 +247,7 @@ fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
     let stop = CancelToken::new();
     let done = Arc::new(AtomicUsize::new(0));
     let (stop2, done2) = (stop.clone(), Arc::clone(&done));
-    let jobs = batching(Jobs::builder(store))
+    let jobs = batching::batching(Jobs::builder(store))
         .handler("noop", move |_item: u64, _ctx| {
             if done2.fetch_add(1, Ordering::SeqCst) + 1 == items {
                 stop2.cancel();

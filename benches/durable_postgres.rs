@@ -38,6 +38,8 @@
 //! `DURABLE_PG_SYNC=on|off` keeps one `synchronous_commit` setting, `DURABLE_PG_ENQUEUE_MANY=1`
 //! has retry-durable enqueue with `enqueue_many`, one transaction per worker task).
 
+mod batching;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -509,28 +511,6 @@ fn enqueue_many() -> bool {
     std::env::var("DURABLE_PG_ENQUEUE_MANY").is_ok_and(|v| v == "1")
 }
 
-/// The batching settings of the retry-durable rows, from the environment, to compare them in
-/// the same build: `DURABLE_PREFETCH` items queued beyond the free slots
-/// (`JobsBuilder::prefetch`), `DURABLE_FLUSH_MS` ms that attempt ends may wait to share a
-/// write (`JobsBuilder::flush_interval`). Unset: the defaults.
-fn batching<S: retry_durable::Store>(
-    builder: retry_durable::JobsBuilder<S>,
-) -> retry_durable::JobsBuilder<S> {
-    let setting = |name| {
-        std::env::var(name)
-            .ok()
-            .map(|v: String| v.parse::<u64>().unwrap_or_else(|_| panic!("{name}")))
-    };
-    let builder = match setting("DURABLE_PREFETCH") {
-        Some(n) => builder.prefetch(u32::try_from(n).expect("DURABLE_PREFETCH")),
-        None => builder,
-    };
-    match setting("DURABLE_FLUSH_MS") {
-        Some(ms) => builder.flush_interval(Duration::from_millis(ms)),
-        None => builder,
-    }
-}
-
 async fn ours(url: &str, workers: usize, concurrency: usize, items: usize) -> (Duration, Duration) {
     let done = Arc::new(AtomicUsize::new(0));
     let stop = CancelToken::new();
@@ -538,7 +518,7 @@ async fn ours(url: &str, workers: usize, concurrency: usize, items: usize) -> (D
     for _ in 0..workers {
         let store = PostgresStore::connect(url).await.expect("connect");
         let (done, stop) = (Arc::clone(&done), stop.clone());
-        let jobs = batching(Jobs::builder(store))
+        let jobs = batching::batching(Jobs::builder(store))
             .owner("bench")
             .concurrency(concurrency as u32)
             .handler("noop", move |payload: u64, _ctx| {
