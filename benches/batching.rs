@@ -4,7 +4,7 @@
 /// the same build: `DURABLE_PREFETCH` items queued beyond the free slots
 /// (`JobsBuilder::prefetch`), `DURABLE_FLUSH_MS` ms that attempt ends may wait to share a
 /// write (`JobsBuilder::flush_interval`). Unset: the defaults.
-pub fn batching<S: retry_durable::Store>(
+pub(crate) fn batching<S: retry_durable::Store>(
     builder: retry_durable::JobsBuilder<S>,
 ) -> retry_durable::JobsBuilder<S> {
     let setting = |name| {
