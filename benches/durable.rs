@@ -26,6 +26,8 @@
 //! does), and the load average when it ran. Flags (after `--`): `--items N`, `--runs N`, `--only SUBSTRING`
 //! (rows whose name contains it), `--no-peer`, `--no-memory`.
 
+mod batching;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -245,7 +247,7 @@ fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
     let stop = CancelToken::new();
     let done = Arc::new(AtomicUsize::new(0));
     let (stop2, done2) = (stop.clone(), Arc::clone(&done));
-    let jobs = Jobs::builder(store)
+    let jobs = batching::batching(Jobs::builder(store))
         .handler("noop", move |_item: u64, _ctx| {
             if done2.fetch_add(1, Ordering::SeqCst) + 1 == items {
                 stop2.cancel();

@@ -38,6 +38,8 @@
 //! `DURABLE_PG_SYNC=on|off` keeps one `synchronous_commit` setting, `DURABLE_PG_ENQUEUE_MANY=1`
 //! has retry-durable enqueue with `enqueue_many`, one transaction per worker task).
 
+mod batching;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -516,7 +518,7 @@ async fn ours(url: &str, workers: usize, concurrency: usize, items: usize) -> (D
     for _ in 0..workers {
         let store = PostgresStore::connect(url).await.expect("connect");
         let (done, stop) = (Arc::clone(&done), stop.clone());
-        let jobs = Jobs::builder(store)
+        let jobs = batching::batching(Jobs::builder(store))
             .owner("bench")
             .concurrency(concurrency as u32)
             .handler("noop", move |payload: u64, _ctx| {

@@ -315,6 +315,27 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
+    async fn unclaim(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let Some(record) = inner.claimed(id, revision) else {
+            return Ok(false);
+        };
+        let mut next = record.clone();
+        next.revision = next_revision(record)?;
+        next.state = WorkState::Waiting;
+        next.lease_until = None;
+        next.due_at = next.due_at.min(now);
+        next.attempt = next.attempt.saturating_sub(1);
+        next.updated_at = now;
+        inner.work.insert(id.0, next);
+        Ok(true)
+    }
+
     async fn finish(
         &self,
         id: WorkId,

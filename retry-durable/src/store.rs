@@ -146,6 +146,25 @@ pub trait Store: Send + Sync + 'static {
         self.extend_lease(id, revision, now, now)
     }
 
+    /// Gives back a claim under which no attempt started — an item a worker took ahead of
+    /// time into its local queue and is not going to run (it is stopping): the item waits
+    /// again, due at once (at its old due time when that is earlier, keeping its place), its
+    /// attempt count back to what it was before the claim, under a new revision.
+    /// Fenced like [`extend_lease`](Self::extend_lease): `false`, nothing written, when the
+    /// item is no longer that claim.
+    ///
+    /// The default releases the lease as [`extend_lease`](Self::extend_lease) with `until`
+    /// equal to `now` does, which leaves the attempt counted; the stores of this crate give
+    /// it back, so that a stopped worker's queue costs its items no attempt.
+    fn unclaim(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.extend_lease(id, revision, now, now)
+    }
+
     /// Ends the attempt of a running item claimed at `revision`: writes the dead letter if one
     /// is given, then removes the item or makes it wait again. `false` (and nothing written)
     /// when the item is no longer that claim.

@@ -3,6 +3,8 @@
 
 mod events;
 mod handler;
+mod local;
+mod pending;
 mod protect;
 mod schedule;
 mod transaction;
@@ -112,6 +114,8 @@ pub(crate) struct Settings {
     pub(crate) key_retention: Duration,
     pub(crate) shutdown_grace: Duration,
     pub(crate) history_limit: u32,
+    pub(crate) prefetch: u32,
+    pub(crate) flush_interval: Duration,
 }
 
 /// Why [`JobsBuilder::build`] refused.
@@ -194,6 +198,8 @@ impl<S: Store> Jobs<S> {
                 key_retention: DEFAULT_KEY_RETENTION,
                 shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
                 history_limit: crate::history::DEFAULT_HISTORY_LIMIT,
+                prefetch: 0,
+                flush_interval: Duration::ZERO,
             },
             seed: None,
             error: None,
@@ -413,6 +419,37 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         self
     }
 
+    /// How many due items a long-running worker ([`Jobs::run`]) claims beyond its free slots,
+    /// to keep in a local queue: an attempt that ends is followed by the next queued item at
+    /// once, without a round trip to the store, and one claim serves many attempts. Default
+    /// 0: a claim takes only the free slots. At most 1,000.
+    ///
+    /// A queued item is claimed (leased) while it waits: other workers do not take it. Its
+    /// lease is renewed before it starts if more than half of it is gone, and an item whose
+    /// claim was lost meanwhile is dropped, not run. A stopping worker gives its queued items
+    /// back unstarted, due at once and without spending an attempt. Items queued here wait
+    /// for this worker's slots while another worker may be idle: keep it small when
+    /// attempts are long.
+    pub fn prefetch(mut self, items: u32) -> Self {
+        self.settings.prefetch = items;
+        self
+    }
+
+    /// How long a long-running worker ([`Jobs::run`]) may hold the ends of attempts before
+    /// writing them, so that ends that come close together are written in one statement and
+    /// one commit. Ends are written earlier when a slot is free and a claim goes out anyway,
+    /// when 500 are waiting, and when the worker stops. Nothing is announced (events, the
+    /// error hook) before its write. Default [`Duration::ZERO`]: each end is written as soon
+    /// as the worker sees it. An ended attempt's lease is no longer renewed while it waits,
+    /// so this must be at most a quarter of the [`lease`](Self::lease).
+    ///
+    /// It matters with [`prefetch`](Self::prefetch): without a local queue, every end frees
+    /// a slot, and the claim that fills it writes the end.
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.settings.flush_interval = interval;
+        self
+    }
+
     /// Seeds the jitter of backoffs, for reproducible runs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -449,7 +486,8 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
     /// # Errors
     /// [`BuildError`]: invalid defaults (the same messages as everywhere options are checked), a name registered twice, an empty
     /// owner, a zero lease, concurrency or poll interval, a handler or predicate name that is
-    /// empty, longer than [`Jobs::MAX_NAME_LEN`] bytes or holds a control character.
+    /// empty, longer than [`Jobs::MAX_NAME_LEN`] bytes or holds a control character, a prefetch
+    /// above 1,000, a flush interval above a quarter of the lease.
     pub fn build(self) -> Result<Jobs<S, C>, BuildError> {
         if let Some(error) = self.error {
             return Err(error);
@@ -466,6 +504,14 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         }
         if self.settings.poll_interval < Duration::from_millis(1) {
             return Err(BuildError::Setting("poll interval must be >= 1 ms"));
+        }
+        if self.settings.prefetch > MAX_PREFETCH {
+            return Err(BuildError::Setting("prefetch must be <= 1000"));
+        }
+        if self.settings.flush_interval > self.settings.lease / 4 {
+            return Err(BuildError::Setting(
+                "flush interval must be at most a quarter of the lease",
+            ));
         }
         if self.settings.key_retention > MAX_KEY_RETENTION {
             return Err(BuildError::Setting("key retention must be <= 366 days"));
@@ -523,6 +569,10 @@ pub const DEFAULT_KEY_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 /// How long a stopping worker lets running attempts finish unless
 /// [`JobsBuilder::shutdown_grace`] says otherwise.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Most items [`JobsBuilder::prefetch`] may queue: a queue is a batch of claims held by one
+/// worker, and a long one starves the others.
+const MAX_PREFETCH: u32 = 1_000;
 
 /// The longest key retention: a year and a day.
 const MAX_KEY_RETENTION: Duration = Duration::from_secs(366 * 24 * 60 * 60);

@@ -26,6 +26,8 @@ use retry_toolkit::{
 use tokio::task::{JoinError, JoinSet};
 
 use super::handler::JobContext;
+use super::local::LocalQueue;
+use super::pending::FlushClock;
 use super::protect::{self, Admission};
 use super::{Event, EventKind, Inner, Jobs, lock};
 use crate::history::{AttemptOutcome, AttemptRecord, Wait, WaitReason, cut_error};
@@ -232,34 +234,46 @@ where
         let _listener = Listener::start(Arc::clone(&self.inner));
         let settings = self.inner.settings;
         let mut attempts = Attempts::default();
+        let mut queue = LocalQueue::default();
         let mut ended = Vec::new();
+        let mut flush = FlushClock::default();
         loop {
             attempts.collect_ready(&mut ended);
             if stop.is_cancelled() {
                 break;
             }
             self.purge_kept_keys().await;
+            self.start_queued(&mut queue, &mut attempts).await;
             let free = settings.concurrency.saturating_sub(attempts.len() as u32);
             let mut wait = settings.poll_interval;
-            if free > 0 || !ended.is_empty() {
+            let flush_in = flush.due_in(ended.len(), settings.flush_interval, self.now());
+            // A free slot claims at once (and writes what ended with it); otherwise the ends
+            // wait for the flush interval, so that more share the write.
+            if free > 0 || flush_in.is_some_and(|d| d.is_zero()) {
+                // Up to the free slots, and the local queue topped up to the prefetch.
+                let room = (free + settings.prefetch).saturating_sub(queue.len() as u32);
+                flush.written();
                 match self
-                    .record_and_claim(std::mem::take(&mut ended), free)
+                    .record_and_claim(std::mem::take(&mut ended), room)
                     .await
                 {
                     Ok(claimed) => {
-                        let full = claimed.len() as u32 == free && free > 0;
-                        for record in claimed {
-                            attempts.spawn(Arc::clone(&self.inner), record);
-                        }
+                        let full = claimed.len() as u32 == room && room > 0;
+                        queue.push(&self.inner, claimed);
+                        self.start_queued(&mut queue, &mut attempts).await;
                         if full {
                             continue;
                         }
-                        wait = self.idle_wait().await;
+                        if free > 0 {
+                            wait = self.idle_wait().await;
+                        }
                     }
                     Err(error) => {
                         tracing::error!(target: TARGET, %error, "could not claim work; trying again");
                     }
                 }
+            } else if let Some(flush_in) = flush_in {
+                wait = wait.min(flush_in);
             }
             tokio::select! {
                 Some(done) = attempts.set.join_next_with_id(), if !attempts.is_empty() => attempts.settle(done, &mut ended),
@@ -268,7 +282,17 @@ where
                 () = stop.cancelled() => {}
             }
         }
-        self.stop(attempts, ended).await;
+        self.stop(attempts, ended, queue).await;
+    }
+
+    /// Starts queued items while slots are free.
+    async fn start_queued(&self, queue: &mut LocalQueue, attempts: &mut Attempts) {
+        while attempts.len() < self.inner.settings.concurrency as usize && queue.len() > 0 {
+            match queue.next(&self.inner).await {
+                Some(record) => attempts.spawn(Arc::clone(&self.inner), record),
+                None => break,
+            }
+        }
     }
 
     /// Runs work as [`run`](Self::run) does until the process receives SIGINT (Ctrl-C) or
@@ -296,9 +320,11 @@ where
         Ok(())
     }
 
-    /// The stop path: lets the running attempts finish within the shutdown grace, records
-    /// what ended, and releases the leases of the attempts it abandons.
-    async fn stop(&self, mut attempts: Attempts, mut ended: Vec<Ended>) {
+    /// The stop path: gives the queued items back unstarted, lets the running attempts finish
+    /// within the shutdown grace, records what ended, and releases the leases of the attempts
+    /// it abandons.
+    async fn stop(&self, mut attempts: Attempts, mut ended: Vec<Ended>, queue: LocalQueue) {
+        queue.give_back(&self.inner).await;
         let grace = self.inner.settings.shutdown_grace;
         if !attempts.is_empty() {
             tracing::info!(target: TARGET, running = attempts.len(), ?grace, "stopping: claiming nothing more, letting running attempts finish");

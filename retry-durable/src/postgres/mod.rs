@@ -653,6 +653,37 @@ async fn extend_lease(
     Ok(changed == 1)
 }
 
+/// [`Store::unclaim`]: the row waits again, due at once (at its old due time when that is
+/// earlier, which keeps its place in the queue), and the owner's listening workers are woken
+/// for it, so a stopping worker's queue runs elsewhere without waiting for a poll.
+static UNCLAIM: LazyLock<String> = LazyLock::new(|| {
+    claim::compact(&format!(
+        "UPDATE retry_durable_work SET state = 'waiting', lease_until = NULL,
+             due_at = LEAST(due_at, $3), updated_at = $3, attempt = attempt - 1,
+             revision = revision + 1
+         WHERE id = $1 AND revision = $2 AND state = 'running' AND attempt > 0
+         RETURNING pg_notify({}, '')::text",
+        listen::CHANNEL_SQL
+    ))
+});
+
+/// Runs [`UNCLAIM`].
+async fn unclaim(
+    client: &Object,
+    id: WorkId,
+    revision: Revision,
+    now: Timestamp,
+) -> Result<bool, Failed> {
+    let statement = client.prepare_cached(&UNCLAIM).await?;
+    let changed = client
+        .execute(
+            &statement,
+            &[&id.0, &i64_of(revision.get())?, &i64_of(now.as_millis())?],
+        )
+        .await?;
+    Ok(changed == 1)
+}
+
 /// [`Store::finish`].
 async fn finish(
     client: &mut Object,
@@ -1154,6 +1185,18 @@ impl Store for PostgresStore {
         let released = extend_lease(&client, id, revision, now, now, history).await;
         release(client, &released);
         Ok(released?)
+    }
+
+    async fn unclaim(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let unclaimed = unclaim(&client, id, revision, now).await;
+        release(client, &unclaimed);
+        Ok(unclaimed?)
     }
 
     async fn finish(

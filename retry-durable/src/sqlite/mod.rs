@@ -27,8 +27,8 @@ use crate::record::{
 };
 use crate::sql::{self, CLAIM_FLAG, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
-    Batch, Claim, Finish, Inserted, Listing, NextStep, Store, StoreError, WorkCounts, WorkFilter,
-    other_work,
+    Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Listing, NextStep, Store,
+    StoreError, WorkCounts, WorkFilter, other_work,
 };
 use rows::{dead_from_row, work_from_row};
 
@@ -464,47 +464,8 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<Claim, StoreError> {
         let owner = owner.to_owned();
-        self.with(move |conn| {
-            let now = i64_of(now.as_millis())?;
-            let until = i64_of(lease_until.as_millis())?;
-            // Each arm takes its own first `limit` in index order (work_due and work_lease end
-            // in the rowid: ordered by (time, id)) before the union is sorted. One ORDER BY
-            // over the union sorted every due row: a claim cost O(backlog), 3.5 ms at 10,000
-            // due and 26 ms at 100,000 (BENCHMARKS.md, durable work on SQLite). `LIMIT ?4 + 0`, not
-            // `LIMIT ?4`: SQLite re-prepares a statement whose IN-subquery has a bare
-            // parameter as its LIMIT every time it is bound (StatementStatus::RePrepare counts
-            // one per run): 40 % of all instructions of enqueue-and-run in benches/durable.
-            let mut statement = conn
-                .prepare_cached(&format!(
-                    "UPDATE work SET {CLAIM_FLAG}, state = 'running', attempt = attempt + 1,
-                         lease_until = ?3, updated_at = ?2, revision = revision + 1
-                     WHERE id IN (SELECT id FROM (
-                         SELECT * FROM (SELECT id, due_at AS t FROM work
-                             WHERE owner = ?1 AND state = 'waiting' AND due_at <= ?2
-                             ORDER BY due_at, id LIMIT ?4 + 0)
-                         UNION ALL
-                         SELECT * FROM (SELECT id, lease_until AS t FROM work
-                             WHERE owner = ?1 AND state = 'running' AND lease_until <= ?2
-                             ORDER BY lease_until, id LIMIT ?4 + 0))
-                         ORDER BY t, id LIMIT ?4 + 0)
-                     RETURNING {WORK_COLUMNS}"
-                ))
-                .map_err(failed)?;
-            let rows = statement
-                .query_map(params![owner, now, until, limit], work_from_row)
-                .map_err(failed)?;
-            let mut claim = Claim::default();
-            for row in rows {
-                match row.map_err(failed).and_then(sql::checked_work) {
-                    Ok(record) => claim.work.push(record),
-                    Err(corrupt @ StoreError::Corrupt { .. }) => claim.corrupt.push(corrupt),
-                    Err(other) => return Err(other),
-                }
-            }
-            claim.work.sort_by_key(|r| (r.due_at, r.id));
-            Ok(claim)
-        })
-        .await
+        self.with(move |conn| claim_in(conn, &owner, now, lease_until, limit))
+            .await
     }
 
     async fn extend_lease(
@@ -528,6 +489,27 @@ impl Store for SqliteStore {
         self.move_lease(id, revision, now, now, history).await
     }
 
+    async fn unclaim(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.with(move |conn| {
+            let changed = conn
+                .prepare_cached(UNCLAIM)
+                .map_err(failed)?
+                .execute(params![
+                    id.0,
+                    i64_of(revision.get())?,
+                    i64_of(now.as_millis())?
+                ])
+                .map_err(failed)?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
     async fn finish(
         &self,
         id: WorkId,
@@ -536,101 +518,7 @@ impl Store for SqliteStore {
     ) -> Result<bool, StoreError> {
         self.with(move |conn| {
             let tx = conn.transaction().map_err(failed)?;
-            let rev = i64_of(revision.get())?;
-            let now = i64_of(finish.now.as_millis())?;
-            let history = history::to_json(&finish.history);
-            if let Some(dead) = &finish.dead_letter {
-                let written = tx
-                    .prepare_cached(
-                        "INSERT INTO dead_letter (work_id, owner, handler, payload, options,
-                             retry_if, kind, reason, attempts, last_error, created_at, fire_at,
-                             failed_at, redriven_as, history)
-                         SELECT id, owner, handler, payload, options, retry_if, kind, ?3,
-                             ?6, ?4, created_at, fire_at, ?5, NULL, ?7
-                         FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                    )
-                    .map_err(failed)?
-                    .execute(params![
-                        id.0,
-                        rev,
-                        dead.reason.name(),
-                        dead.last_error,
-                        i64_of(dead.failed_at.as_millis())?,
-                        dead.attempts,
-                        history
-                    ])
-                    .map_err(failed)?;
-                if written != 1 {
-                    return Ok(false);
-                }
-            }
-            let changed = match &finish.then {
-                NextStep::Remove => {
-                    let kept = match finish.keep_key_until {
-                        Some(until) => {
-                            let state = if finish.dead_letter.is_some() {
-                                WorkState::DeadLettered
-                            } else {
-                                WorkState::Succeeded
-                            };
-                            tx.prepare_cached(
-                                "UPDATE work SET state = ?3, lease_until = NULL, due_at = ?4,
-                                     updated_at = ?5, revision = revision + 1, history = ?6
-                                 WHERE id = ?1 AND revision = ?2 AND state = 'running'
-                                     AND key IS NOT NULL",
-                            )
-                            .map_err(failed)?
-                            .execute(params![
-                                id.0,
-                                rev,
-                                state.name(),
-                                i64_of(until.as_millis())?,
-                                now,
-                                history
-                            ])
-                            .map_err(failed)?
-                        }
-                        None => 0,
-                    };
-                    if kept == 1 {
-                        kept
-                    } else {
-                        tx.prepare_cached(
-                            "DELETE FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                        )
-                        .map_err(failed)?
-                        .execute(params![id.0, rev])
-                        .map_err(failed)?
-                    }
-                }
-                NextStep::Wait {
-                    due_at,
-                    fire_at,
-                    attempt,
-                    last_error,
-                    last_delay_ms,
-                } => tx
-                    .prepare_cached(
-                        "UPDATE work SET state = 'waiting', lease_until = NULL, due_at = ?3,
-                             fire_at = ?4, attempt = ?5, last_error = ?6, last_delay_ms = ?7,
-                             updated_at = ?8, revision = revision + 1, history = ?9
-                         WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                    )
-                    .map_err(failed)?
-                    .execute(params![
-                        id.0,
-                        rev,
-                        i64_of(due_at.as_millis())?,
-                        i64_of(fire_at.as_millis())?,
-                        attempt,
-                        last_error,
-                        i64_of(*last_delay_ms)?,
-                        now,
-                        history
-                    ])
-                    .map_err(failed)?,
-            };
-            if changed != 1 {
+            if !finish_in(&tx, id, revision, &finish)? {
                 // Nothing to commit: dropping the transaction rolls the dead letter back.
                 return Ok(false);
             }
@@ -638,6 +526,49 @@ impl Store for SqliteStore {
             Ok(true)
         })
         .await
+    }
+
+    /// One transaction for the whole batch and the claim: one commit (one disk flush with
+    /// [`Durability::Full`]) and one hand-off to the store's thread instead of one per item.
+    /// Each item runs inside a savepoint of its own, so that an item that is refused (its
+    /// claim lost) or fails rolls back alone and its neighbours are still written.
+    async fn finish_and_claim(
+        &self,
+        finished: Vec<Finished>,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> FinishedAndClaimed {
+        let count = finished.len();
+        let owner = owner.to_owned();
+        let done = self
+            .with(move |conn| {
+                let mut tx = conn.transaction().map_err(failed)?;
+                let mut answers = Vec::with_capacity(finished.len());
+                for item in &finished {
+                    answers.push(in_savepoint(&mut tx, |sp| {
+                        finish_in(sp, item.id, item.revision, &item.finish)
+                    }));
+                }
+                let claim = if limit == 0 {
+                    Ok(Claim::default())
+                } else {
+                    in_savepoint(&mut tx, |sp| claim_in(sp, &owner, now, lease_until, limit))
+                };
+                tx.commit().map_err(failed)?;
+                Ok(FinishedAndClaimed {
+                    finished: answers,
+                    claim,
+                })
+            })
+            .await;
+        // The transaction did not commit (or could not start): nothing is known to be
+        // written, for any item.
+        done.unwrap_or_else(|error| FinishedAndClaimed {
+            finished: vec![Err(error.clone()); count],
+            claim: Err(error),
+        })
     }
 
     async fn quarantine(
@@ -932,3 +863,197 @@ impl Store for SqliteStore {
         .await
     }
 }
+
+/// Ends the attempt of `id` claimed at `revision` inside the caller's transaction, as
+/// [`Store::finish`] does: `false` when the claim is lost, and then the caller rolls back
+/// (the dead letter may already be written).
+fn finish_in(
+    tx: &Connection,
+    id: WorkId,
+    revision: Revision,
+    finish: &Finish,
+) -> Result<bool, StoreError> {
+    let rev = i64_of(revision.get())?;
+    let now = i64_of(finish.now.as_millis())?;
+    let history = history::to_json(&finish.history);
+    if let Some(dead) = &finish.dead_letter {
+        let written = tx
+            .prepare_cached(
+                "INSERT INTO dead_letter (work_id, owner, handler, payload, options,
+                     retry_if, kind, reason, attempts, last_error, created_at, fire_at,
+                     failed_at, redriven_as, history)
+                 SELECT id, owner, handler, payload, options, retry_if, kind, ?3,
+                     ?6, ?4, created_at, fire_at, ?5, NULL, ?7
+                 FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+            )
+            .map_err(failed)?
+            .execute(params![
+                id.0,
+                rev,
+                dead.reason.name(),
+                dead.last_error,
+                i64_of(dead.failed_at.as_millis())?,
+                dead.attempts,
+                history
+            ])
+            .map_err(failed)?;
+        if written != 1 {
+            return Ok(false);
+        }
+    }
+    let changed = match &finish.then {
+        NextStep::Remove => {
+            let kept = match finish.keep_key_until {
+                Some(until) => {
+                    let state = if finish.dead_letter.is_some() {
+                        WorkState::DeadLettered
+                    } else {
+                        WorkState::Succeeded
+                    };
+                    tx.prepare_cached(
+                        "UPDATE work SET state = ?3, lease_until = NULL, due_at = ?4,
+                             updated_at = ?5, revision = revision + 1, history = ?6
+                         WHERE id = ?1 AND revision = ?2 AND state = 'running'
+                             AND key IS NOT NULL",
+                    )
+                    .map_err(failed)?
+                    .execute(params![
+                        id.0,
+                        rev,
+                        state.name(),
+                        i64_of(until.as_millis())?,
+                        now,
+                        history
+                    ])
+                    .map_err(failed)?
+                }
+                None => 0,
+            };
+            if kept == 1 {
+                kept
+            } else {
+                tx.prepare_cached(
+                    "DELETE FROM work WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+                )
+                .map_err(failed)?
+                .execute(params![id.0, rev])
+                .map_err(failed)?
+            }
+        }
+        NextStep::Wait {
+            due_at,
+            fire_at,
+            attempt,
+            last_error,
+            last_delay_ms,
+        } => tx
+            .prepare_cached(
+                "UPDATE work SET state = 'waiting', lease_until = NULL, due_at = ?3,
+                     fire_at = ?4, attempt = ?5, last_error = ?6, last_delay_ms = ?7,
+                     updated_at = ?8, revision = revision + 1, history = ?9
+                 WHERE id = ?1 AND revision = ?2 AND state = 'running'",
+            )
+            .map_err(failed)?
+            .execute(params![
+                id.0,
+                rev,
+                i64_of(due_at.as_millis())?,
+                i64_of(fire_at.as_millis())?,
+                attempt,
+                last_error,
+                i64_of(*last_delay_ms)?,
+                now,
+                history
+            ])
+            .map_err(failed)?,
+    };
+    Ok(changed == 1)
+}
+
+/// Runs `write` inside a savepoint of `tx`: kept when it answers `Ok(true)` (or any `Ok` for
+/// a claim), rolled back otherwise, so that one item's refusal or failure is its own.
+fn in_savepoint<T: Keep>(
+    tx: &mut rusqlite::Transaction<'_>,
+    write: impl FnOnce(&Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let sp = tx.savepoint().map_err(failed)?;
+    let answer = write(&sp);
+    match &answer {
+        Ok(kept) if kept.keep() => sp.commit().map_err(failed)?,
+        // Rolls back to the savepoint and releases it.
+        _ => sp.finish().map_err(failed)?,
+    }
+    answer
+}
+
+/// Whether an answer inside a savepoint keeps what it wrote.
+trait Keep {
+    fn keep(&self) -> bool;
+}
+
+impl Keep for bool {
+    fn keep(&self) -> bool {
+        *self
+    }
+}
+
+impl Keep for Claim {
+    fn keep(&self) -> bool {
+        true
+    }
+}
+
+/// [`Store::claim`] on `conn` (a transaction's or a savepoint's too).
+fn claim_in(
+    conn: &Connection,
+    owner: &str,
+    now: Timestamp,
+    lease_until: Timestamp,
+    limit: u32,
+) -> Result<Claim, StoreError> {
+    let now = i64_of(now.as_millis())?;
+    let until = i64_of(lease_until.as_millis())?;
+    // Each arm takes its own first `limit` in index order (work_due and work_lease end
+    // in the rowid: ordered by (time, id)) before the union is sorted. One ORDER BY
+    // over the union sorted every due row: a claim cost O(backlog), 3.5 ms at 10,000
+    // due and 26 ms at 100,000 (BENCHMARKS.md, durable work on SQLite). `LIMIT ?4 + 0`, not
+    // `LIMIT ?4`: SQLite re-prepares a statement whose IN-subquery has a bare
+    // parameter as its LIMIT every time it is bound (StatementStatus::RePrepare counts
+    // one per run): 40 % of all instructions of enqueue-and-run in benches/durable.
+    let mut statement = conn
+        .prepare_cached(&format!(
+            "UPDATE work SET {CLAIM_FLAG}, state = 'running', attempt = attempt + 1,
+                 lease_until = ?3, updated_at = ?2, revision = revision + 1
+             WHERE id IN (SELECT id FROM (
+                 SELECT * FROM (SELECT id, due_at AS t FROM work
+                     WHERE owner = ?1 AND state = 'waiting' AND due_at <= ?2
+                     ORDER BY due_at, id LIMIT ?4 + 0)
+                 UNION ALL
+                 SELECT * FROM (SELECT id, lease_until AS t FROM work
+                     WHERE owner = ?1 AND state = 'running' AND lease_until <= ?2
+                     ORDER BY lease_until, id LIMIT ?4 + 0))
+                 ORDER BY t, id LIMIT ?4 + 0)
+             RETURNING {WORK_COLUMNS}"
+        ))
+        .map_err(failed)?;
+    let rows = statement
+        .query_map(params![owner, now, until, limit], work_from_row)
+        .map_err(failed)?;
+    let mut claim = Claim::default();
+    for row in rows {
+        match row.map_err(failed).and_then(sql::checked_work) {
+            Ok(record) => claim.work.push(record),
+            Err(corrupt @ StoreError::Corrupt { .. }) => claim.corrupt.push(corrupt),
+            Err(other) => return Err(other),
+        }
+    }
+    claim.work.sort_by_key(|r| (r.due_at, r.id));
+    Ok(claim)
+}
+
+/// [`Store::unclaim`]: `?1` id, `?2` revision, `?3` now. The row waits again, due at once:
+/// at its old due time when that is earlier, which keeps its place in the queue.
+const UNCLAIM: &str = "UPDATE work SET state = 'waiting', lease_until = NULL,
+         due_at = MIN(due_at, ?3), updated_at = ?3, attempt = attempt - 1,
+         revision = revision + 1
+     WHERE id = ?1 AND revision = ?2 AND state = 'running' AND attempt > 0";

@@ -1150,6 +1150,96 @@ pub async fn s14_a_released_lease_is_due_at_once_and_a_stale_release_does_nothin
     assert!(nothing_due(&store, 30).await);
 }
 
+/// S17: a worker that batched its completions while its lease ran out cannot complete an item
+/// that another worker re-claimed meanwhile, not even with a claim in the same call; the
+/// batch's other items are written, and the worker learns which were refused. The item's new
+/// owner still completes it.
+pub async fn s17_a_stale_batch_cannot_complete_a_reclaimed_item<S: Store>(store: S) {
+    let taken = new(store.insert(work("o", "a", 0)).await.unwrap());
+    let kept = new(store.insert(work("o", "a", 1)).await.unwrap());
+    let later = new(store.insert(work("o", "a", 500)).await.unwrap());
+    let first = claim_one(&store, 0, 10).await;
+    assert_eq!(first.id, taken.id);
+    let mine = claim_one(&store, 1, 1_000).await;
+    assert_eq!(mine.id, kept.id);
+    // The lease of `first` runs out while its end waits in the batch: another worker takes it.
+    let theirs = claim_one(&store, 20, 2_000).await;
+    assert_eq!((theirs.id, theirs.attempt), (taken.id, 2));
+
+    let batch = vec![ending(&first, dead(1)), ending(&mine, dead(1))];
+    let done = store
+        .finish_and_claim(batch, "o", at(600), at(1_600), 5)
+        .await;
+    let answers: Vec<bool> = done.finished.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        answers,
+        [false, true],
+        "the stale end refused, the live one written"
+    );
+    let claimed: Vec<_> = done.claim.unwrap().work.iter().map(|r| r.id).collect();
+    assert_eq!(
+        claimed,
+        [later.id],
+        "the re-claimed item is not claimed again under its live lease"
+    );
+    assert_eq!(
+        store.get(taken.id).await.unwrap(),
+        Some(theirs.clone()),
+        "the stale batch wrote nothing to the re-claimed item"
+    );
+    let letters = store.dead_letters("o", None, 10).await.unwrap();
+    let ids: Vec<_> = letters.iter().map(|d| d.work_id).collect();
+    assert_eq!(ids, [kept.id], "no dead letter for the refused end");
+
+    // The same stale batch again, alone: still refused.
+    let again = store
+        .finish_and_claim(vec![ending(&first, dead(1))], "o", at(700), at(1_700), 0)
+        .await;
+    let again: Vec<bool> = again.finished.into_iter().map(Result::unwrap).collect();
+    assert_eq!(again, [false]);
+    let done = store
+        .finish_and_claim(vec![ending(&theirs, dead(2))], "o", at(800), at(1_800), 0)
+        .await;
+    let done: Vec<bool> = done.finished.into_iter().map(Result::unwrap).collect();
+    assert_eq!(done, [true], "the live claim completes it");
+    assert_eq!(store.get(taken.id).await.unwrap(), None);
+}
+
+/// S17: a claim given back unstarted (a stopping worker's local queue) leaves the item waiting,
+/// due at once, with its attempt count as before the claim, under a new revision; fenced like a
+/// release, so a stale one changes nothing.
+pub async fn s17_an_unstarted_claim_is_given_back_with_its_attempt<S: Store>(store: S) {
+    let id = new(store.insert(work("o", "a", 0)).await.unwrap()).id;
+    let first = claim_one(&store, 0, 60_000).await;
+    assert_eq!(first.attempt, 1);
+    assert!(store.unclaim(id, first.revision, at(10)).await.unwrap());
+    let given_back = store.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (given_back.state, given_back.attempt, given_back.lease_until),
+        (WorkState::Waiting, 0, None),
+        "the attempt is given back"
+    );
+    assert_ne!(given_back.revision, first.revision, "a new revision");
+    assert_eq!(
+        store.next_due("o").await.unwrap(),
+        Some(at(0)),
+        "due at once, in its old place"
+    );
+    // The old claim is gone: it can neither give back nor finish again.
+    assert!(!store.unclaim(id, first.revision, at(11)).await.unwrap());
+    assert!(!store.finish(id, first.revision, dead(1)).await.unwrap());
+    let second = claim_one(&store, 10, 60_010).await;
+    assert_eq!(
+        (second.id, second.attempt),
+        (id, 1),
+        "the next claim is attempt 1 again"
+    );
+    // A stale give-back does not free the new claim.
+    assert!(!store.unclaim(id, first.revision, at(20)).await.unwrap());
+    assert!(nothing_due(&store, 20).await);
+    assert_eq!(store.get(id).await.unwrap(), Some(second));
+}
+
 /// Whether a claim at `now` finds nothing.
 async fn nothing_due<S: Store>(store: &S, now: u64) -> bool {
     let claim = store
@@ -1376,6 +1466,8 @@ macro_rules! conformance_suite {
             h_a_stale_end_writes_no_history,
             h_a_released_lease_keeps_its_history_and_a_stale_release_writes_none,
             v3_work_is_counted_by_state_per_owner,
+            s17_a_stale_batch_cannot_complete_a_reclaimed_item,
+            s17_an_unstarted_claim_is_given_back_with_its_attempt,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {

@@ -23,11 +23,20 @@ use retry_toolkit::{OptionsError, RetryOptions, TaskError, TaskFailure};
 pub const MONDAY: Timestamp = Timestamp::from_millis(1_767_571_200_000);
 
 pub fn builder<S: Store>(store: S, clock: &MockClock) -> JobsBuilder<S, MockClock> {
-    Jobs::builder(store)
+    let builder = Jobs::builder(store)
         .owner("test")
         .clock(clock.clone())
         .starting_at(MONDAY)
-        .seed(7)
+        .seed(7);
+    // The whole suite again with a local queue on every worker (S17):
+    // `RETRY_DURABLE_TEST_PREFETCH=8 cargo test -p retry-durable --test jobs_sqlite`.
+    match std::env::var("RETRY_DURABLE_TEST_PREFETCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(prefetch) => builder.prefetch(prefetch),
+        None => builder,
+    }
 }
 
 /// A handler that counts its calls and fails the first `fail` of them.
@@ -2901,6 +2910,205 @@ pub async fn h_a_history_limit_of_zero_keeps_none<S: Store>(store: S) {
     assert_eq!((read.attempt, read.history.len()), (1, 0));
 }
 
+/// S17: a worker with a local queue claims beyond its free slots; once it stops, the items it
+/// queued and never started are given back due at once without spending an attempt (work with
+/// a single attempt still runs), and the attempt it abandons is released as before.
+pub async fn s17_a_stopped_worker_gives_back_its_queue_unspent<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let jobs = builder(store.clone(), &clock)
+        .lease(Duration::from_secs(60))
+        .shutdown_grace(Duration::ZERO)
+        .concurrency(1)
+        .prefetch(3)
+        .handler("hang", |_: u32, _ctx| std::future::pending())
+        .handler("quick", Flaky::default().handler(0))
+        .build()
+        .unwrap();
+    let hang = jobs
+        .schedule(When::Now, "hang", &0u32, none())
+        .await
+        .unwrap();
+    let once = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
+    let mut quick = Vec::new();
+    for n in 1..=3u32 {
+        quick.push(
+            jobs.schedule(When::Now, "quick", &n, once.clone())
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    // The restarted worker, built now so that both read the same instant on the mock clock.
+    let flaky = Flaky::default();
+    let restarted = builder(store, &clock)
+        .handler("hang", Flaky::default().handler(0))
+        .handler("quick", flaky.handler(0))
+        .build()
+        .unwrap();
+    let (stop, run) = running(&jobs);
+    let claimed = eventually(|| async {
+        let mut all = vec![hang.id];
+        all.extend(&quick);
+        for id in all {
+            if jobs.get(id).await.unwrap().map(|r| r.state) != Some(WorkState::Running) {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    assert!(claimed, "one slot, yet all four items are claimed");
+    stop.cancel();
+    stopped(run, &clock, Duration::from_millis(1)).await;
+
+    for id in &quick {
+        let back = jobs.get(*id).await.unwrap().unwrap();
+        assert_eq!(
+            (back.state, back.attempt, back.lease_until),
+            (WorkState::Waiting, 0, None),
+            "a queued item is given back unspent"
+        );
+    }
+    let released = jobs.get(hang.id).await.unwrap().unwrap();
+    assert_eq!(released.attempt, 1, "the abandoned attempt is counted");
+
+    assert_eq!(restarted.run_due().await.unwrap(), 4);
+    assert_eq!(flaky.calls(), 3, "single-attempt work still runs");
+    assert!(restarted.dead_letters().await.unwrap().is_empty());
+}
+
+/// S17: with a flush interval, the end of an attempt followed at once by a queued item is held
+/// for the interval and written then; it is announced only once written.
+pub async fn s17_ends_are_written_on_the_flush_timer_and_announced_after<S: Store + Clone>(
+    store: S,
+) {
+    let clock = MockClock::new();
+    let log = Log::default();
+    let (release, slow) = until_released();
+    let jobs = builder(store, &clock)
+        .lease(Duration::from_secs(60))
+        .poll_interval(Duration::from_secs(30))
+        .concurrency(1)
+        .prefetch(1)
+        .flush_interval(Duration::from_secs(1))
+        .handler("quick", Flaky::default().handler(0))
+        .handler("slow", slow)
+        .subscribe(log.subscriber())
+        .build()
+        .unwrap();
+    let quick = jobs
+        .schedule(When::Now, "quick", &1u32, none())
+        .await
+        .unwrap();
+    let held = jobs
+        .schedule(When::Now, "slow", &2u32, none())
+        .await
+        .unwrap();
+    let (stop, run) = running(&jobs);
+    let next_started = eventually(|| {
+        let started = log
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.id == held.id && matches!(e.what, EventKind::Started { .. }));
+        std::future::ready(started)
+    })
+    .await;
+    assert!(next_started, "the queued item did not start");
+    // The quick attempt ended before the slow one took its slot: its end is held.
+    assert_eq!(
+        jobs.get(quick.id).await.unwrap().map(|r| r.state),
+        Some(WorkState::Running),
+        "written before the flush interval"
+    );
+    let succeeded = |log: &Log| {
+        log.0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.id == quick.id && matches!(e.what, EventKind::Succeeded { .. }))
+    };
+    assert!(!succeeded(&log), "announced before it was written");
+
+    clock.advance(Duration::from_secs(1));
+    let written =
+        eventually(|| async { jobs.get(quick.id).await.unwrap().is_none() && succeeded(&log) })
+            .await;
+    assert!(written, "the held end was not written on the flush timer");
+    release.send(()).unwrap();
+    let done = eventually(|| async { jobs.get(held.id).await.unwrap().is_none() }).await;
+    assert!(done, "the slow attempt was not written");
+    stop.cancel();
+    stopped(run, &clock, Duration::from_millis(1)).await;
+}
+
+/// S17: an item cancelled in this process while it waits in the local queue is not run.
+pub async fn s17_a_queued_item_cancelled_here_does_not_run<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let (release, slow) = until_released();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .concurrency(1)
+        .prefetch(1)
+        .handler("slow", slow)
+        .handler("quick", flaky.handler(0))
+        .build()
+        .unwrap();
+    let first = jobs
+        .schedule(When::Now, "slow", &1u32, none())
+        .await
+        .unwrap();
+    let queued = jobs
+        .schedule(When::Now, "quick", &2u32, none())
+        .await
+        .unwrap();
+    let (stop, run) = running(&jobs);
+    let both = eventually(|| async {
+        jobs.get(queued.id).await.unwrap().map(|r| r.state) == Some(WorkState::Running)
+    })
+    .await;
+    assert!(both, "the second item was not queued");
+    assert!(jobs.cancel(queued.id).await.unwrap());
+    release.send(()).unwrap();
+    let done = eventually(|| async { jobs.get(first.id).await.unwrap().is_none() }).await;
+    assert!(done, "the first item was not written");
+    stop.cancel();
+    stopped(run, &clock, Duration::from_millis(1)).await;
+    assert_eq!(flaky.calls(), 0, "a cancelled queued item ran");
+    assert_eq!(
+        jobs.get(queued.id).await.unwrap().map(|r| r.state),
+        Some(WorkState::Cancelled)
+    );
+}
+
+/// S17: the batching settings are checked when built.
+pub async fn s17_batching_settings_are_checked_when_built<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let built = |b: JobsBuilder<S, MockClock>| b.build().err().map(|e| e.to_string());
+    assert_eq!(
+        built(builder(store.clone(), &clock).prefetch(1_001)),
+        Some("prefetch must be <= 1000".to_owned())
+    );
+    assert_eq!(built(builder(store.clone(), &clock).prefetch(1_000)), None);
+    assert_eq!(
+        built(
+            builder(store.clone(), &clock)
+                .lease(Duration::from_secs(4))
+                .flush_interval(Duration::from_millis(1_001))
+        ),
+        Some("flush interval must be at most a quarter of the lease".to_owned())
+    );
+    assert_eq!(
+        built(
+            builder(store, &clock)
+                .lease(Duration::from_secs(4))
+                .flush_interval(Duration::from_secs(1))
+        ),
+        None
+    );
+}
+
 /// One `#[tokio::test]` per case on a fresh store from `$fresh` (`(store, guard)`).
 #[macro_export]
 macro_rules! engine_suite {
@@ -2953,6 +3161,10 @@ macro_rules! engine_suite {
             h_an_items_history_says_why_each_wait_was_chosen,
             h_successes_and_ticks_are_kept_and_the_limit_is_checked,
             h_a_history_limit_of_zero_keeps_none,
+            s17_a_stopped_worker_gives_back_its_queue_unspent,
+            s17_ends_are_written_on_the_flush_timer_and_announced_after,
+            s17_a_queued_item_cancelled_here_does_not_run,
+            s17_batching_settings_are_checked_when_built,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
