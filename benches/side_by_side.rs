@@ -24,7 +24,7 @@
 //! Run by `benches/side-by-side/run.sh`, which installs graphile-worker outside the repository
 //! and passes its directory in `SIDE_BY_SIDE_NODE_DIR`. Flags (after `--`): `--items N`
 //! (50,000), `--rounds N` (3), `--latency-jobs N` (1,000), `--gap-ms N` (5), `--fast-poll-ms N`
-//! (10), `--only SUBSTRING` (contestants whose name contains it), `--no-latency`;
+//! (10), `--only A,B` (contestants whose name contains one of them), `--no-latency`;
 //! `SIDE_BY_SIDE_PEER_TARGET_DIR` gives the apalis peer a cargo target directory of its own.
 //! Wall-clock figures of a shared machine: compare the ratios of one run, never a threshold.
 
@@ -625,10 +625,10 @@ fn main() {
     }
     let config = parse_args();
     let keep = |who: Who| {
-        config
-            .only
-            .as_ref()
-            .is_none_or(|only| who.name().contains(only.as_str()))
+        config.only.as_ref().is_none_or(|only| {
+            only.split(',')
+                .any(|part| !part.is_empty() && who.name().contains(part))
+        })
             && (config.node_dir.is_some() || !matches!(who, Who::Graphile | Who::GraphileBatched))
     };
     let contestants: Vec<Who> = THROUGHPUT.into_iter().filter(|w| keep(*w)).collect();

@@ -71,7 +71,8 @@ async fn worker(url: &str, concurrency: usize, mode: &str) {
         let _ = eof_tx.send(());
     });
     let _ = go_rx.await;
-    let ctx = WorkerContext::new("side-by-side");
+    // apalis registers workers by name in the database: one name per process.
+    let ctx = WorkerContext::new(&format!("side-by-side-{}", std::process::id()));
     let worker = WorkerBuilder::new(&ctx)
         .backend(PostgresStorage::<u64>::new(&pool))
         .concurrency(concurrency)
