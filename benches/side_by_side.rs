@@ -426,21 +426,23 @@ struct Bench {
     base: String,
 }
 
+impl Bench {
+    /// A fresh database for one row (the previous row's is dropped).
+    fn fresh(&self, sync: bool) -> Urls {
+        let name = format!("side_{}", std::process::id());
+        self.rt.block_on(fresh_database(&self.admin, &name, sync));
+        urls(&self.base, &name)
+    }
+}
+
 fn throughput(
     bench: &Bench,
     who: Who,
     sync: bool,
     (workers, concurrency): (usize, usize),
 ) -> Throughput {
-    let Bench {
-        config,
-        rt,
-        admin,
-        base,
-    } = bench;
-    let name = format!("side_{}", std::process::id());
-    rt.block_on(fresh_database(admin, &name, sync));
-    let url = urls(base, &name);
+    let url = bench.fresh(sync);
+    let Bench { config, rt, .. } = bench;
     let n = config.items.to_string();
     let enqueue_s: f64 = run_to_end(command(config, who, "enqueue", &url, &[n]), "enqueue_s")
         .parse()
@@ -484,15 +486,8 @@ fn throughput(
 
 /// Enqueue → handler start in microseconds, one job at a time from another process.
 fn latency(bench: &Bench, who: Who) -> Vec<u64> {
-    let Bench {
-        config,
-        rt,
-        admin,
-        base,
-    } = bench;
-    let name = format!("side_{}", std::process::id());
-    rt.block_on(fresh_database(admin, &name, true));
-    let url = urls(base, &name);
+    let url = bench.fresh(true);
+    let Bench { config, rt, .. } = bench;
     // The schema first (an empty batch), so that the producer finds it.
     let _ = run_to_end(
         command(config, who, "enqueue", &url, &["0".to_owned()]),
@@ -628,8 +623,7 @@ fn main() {
         config.only.as_ref().is_none_or(|only| {
             only.split(',')
                 .any(|part| !part.is_empty() && who.name().contains(part))
-        })
-            && (config.node_dir.is_some() || !matches!(who, Who::Graphile | Who::GraphileBatched))
+        }) && (config.node_dir.is_some() || !matches!(who, Who::Graphile | Who::GraphileBatched))
     };
     let contestants: Vec<Who> = THROUGHPUT.into_iter().filter(|w| keep(*w)).collect();
     let latency_contestants: Vec<Who> = if config.latency {
