@@ -12,6 +12,9 @@
 //! empty; `PostgresStorage::setup` creates apalis's schema. `synchronous_commit` is whatever
 //! the database says (the bench sets it per database).
 //!
+//! The same binary also plays the roles of `benches/side_by_side.rs` (`worker`, `enqueue`,
+//! `trickle`: see `roles.rs`), selected by its first argument.
+//!
 //! apalis's defaults otherwise: fetch batches of 10 (`Config::batch_size`), acknowledgements
 //! buffered and written in batches, completed jobs kept as `Done` rows. The handler counts;
 //! at N it stops every worker, and the run ends when the table says all N are `Done` (the last
@@ -20,6 +23,8 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+mod roles;
 
 use apalis::prelude::*;
 use apalis_postgres::{PgPool, PostgresStorage};
@@ -47,6 +52,9 @@ async fn done_count(pool: &PgPool) -> i64 {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if roles::run(&args).await {
+        return;
+    }
     let url = args
         .get(1)
         .expect("usage: <url> <workers> <concurrency> [items]")
