@@ -237,7 +237,20 @@ pub(crate) fn item(i: &Item, now: Timestamp) -> String {
         i.attempt_timeout_ms,
         &i.payload,
     );
+    attempts_kept(&mut text, &i.timeline);
     text
+}
+
+/// The history's table under its own heading, or that none is kept.
+fn attempts_kept(text: &mut String, timeline: &str) {
+    text.push_str("\nattempts kept:\n");
+    if timeline.trim().is_empty() {
+        text.push_str("  none\n");
+    } else {
+        for line in timeline.lines() {
+            let _ = writeln!(text, "  {line}");
+        }
+    }
 }
 
 pub(crate) fn dead_letters(page: &DeadPage, now: Timestamp) -> String {
@@ -305,6 +318,7 @@ pub(crate) fn dead_letter(d: &Dead, now: Timestamp) -> String {
         d.attempt_timeout_ms,
         &d.payload,
     );
+    attempts_kept(&mut text, &d.timeline);
     text
 }
 

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use retry_durable::{
-    CorruptRow, DeadLetter, DeadLetterId, Store, StoreError, Timing, WorkFilter, WorkId,
-    WorkRecord, WorkState,
+    AttemptRecord, CorruptRow, DeadLetter, DeadLetterId, Store, StoreError, Timing, WorkFilter,
+    WorkId, WorkRecord, WorkState,
 };
 use retry_toolkit::RetryOptions;
 use retry_toolkit::store::Timestamp;
@@ -372,6 +372,61 @@ pub struct Item {
     pub retry_if: Option<String>,
     /// How long one attempt may run, in milliseconds.
     pub attempt_timeout_ms: Option<u64>,
+    /// Its last attempts, oldest first (as many as the owner keeps).
+    pub history: Vec<AttemptView>,
+    /// The same history drawn as a table, one line per attempt (for text output); empty
+    /// when none is kept.
+    #[serde(skip)]
+    pub timeline: String,
+}
+
+/// One attempt of an item's history: when it ran, how it ended, and the wait chosen after it
+/// with why.
+#[derive(Clone, Debug, Serialize)]
+pub struct AttemptView {
+    /// The attempt's number in its run, from 1.
+    pub attempt: u32,
+    /// When it started.
+    #[serde(serialize_with = "time::serialize")]
+    pub started_at: Timestamp,
+    /// When it ended.
+    #[serde(serialize_with = "time::serialize")]
+    pub ended_at: Timestamp,
+    /// How it ended: `succeeded`, `retrying`, `dead-lettered`, `deferred` or `abandoned`.
+    pub outcome: &'static str,
+    /// Its error, if it failed.
+    pub error: Option<String>,
+    /// The wait chosen after it, in milliseconds, if the item waited again.
+    pub wait_ms: Option<u64>,
+    /// Why that wait: `backoff`, `server hint`, `next tick` or `breaker or budget`.
+    pub wait_reason: Option<&'static str>,
+}
+
+impl From<&AttemptRecord> for AttemptView {
+    fn from(a: &AttemptRecord) -> Self {
+        AttemptView {
+            attempt: a.attempt,
+            started_at: a.started_at,
+            ended_at: a.ended_at,
+            outcome: a.outcome.name(),
+            error: a.error.clone(),
+            wait_ms: a.wait.as_ref().map(|w| millis(w.delay)),
+            wait_reason: a.wait.as_ref().map(|w| w.why.name()),
+        }
+    }
+}
+
+/// A history as views and as the table the library draws.
+fn history(
+    records: &[AttemptRecord],
+    timeline: impl std::fmt::Display,
+) -> (Vec<AttemptView>, String) {
+    let table = if records.is_empty() {
+        String::new()
+    } else {
+        timeline.to_string()
+    };
+    (records.iter().map(AttemptView::from).collect(), table)
 }
 
 /// A payload as JSON, or as a string if it is not JSON (a row read back is checked, so only
@@ -386,7 +441,10 @@ fn millis(d: std::time::Duration) -> u64 {
 
 impl From<WorkRecord> for Item {
     fn from(r: WorkRecord) -> Self {
+        let (history, timeline) = history(r.history(), r.timeline());
         Item {
+            history,
+            timeline,
             id: r.id.0,
             timing: TimingView::from(&r.timing),
             state: r.state.name(),
@@ -472,11 +530,19 @@ pub struct Dead {
     pub retry_if: Option<String>,
     /// Its attempt timeout, in milliseconds.
     pub attempt_timeout_ms: Option<u64>,
+    /// The last attempts of its work, oldest first: why it died.
+    pub history: Vec<AttemptView>,
+    /// The same history drawn as a table (for text output); empty when none is kept.
+    #[serde(skip)]
+    pub timeline: String,
 }
 
 impl From<DeadLetter> for Dead {
     fn from(d: DeadLetter) -> Self {
+        let (history, timeline) = history(d.history(), d.timeline());
         Dead {
+            history,
+            timeline,
             id: d.id.0,
             work_id: d.work_id.0,
             reason: d.reason.name(),

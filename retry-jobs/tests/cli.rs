@@ -637,3 +637,38 @@ async fn serve_listens_where_it_says_and_shows_the_status_page() {
         "the fixture's handler is listed: {page}"
     );
 }
+
+/// A dead letter shows the attempts that led to it (the history its work kept), as text and
+/// as JSON; work that never ended an attempt says none is kept.
+#[tokio::test]
+async fn show_lists_the_attempts_kept() {
+    let f = fixture().await;
+    let dead = run(f.db(), &["dead", "show", &f.made.dead.to_string()]);
+    assert_eq!(dead.code, 0, "{dead:?}");
+    let kept = dead
+        .stdout
+        .split("attempts kept:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no attempts section: {dead:?}"));
+    assert!(kept.contains("dead-lettered"), "{dead:?}");
+    assert!(kept.contains("card declined"), "{dead:?}");
+
+    let json = run(
+        f.db(),
+        &["dead", "show", &f.made.dead.to_string(), "--json"],
+    )
+    .json();
+    let history = json["history"].as_array().expect("a history array");
+    assert_eq!(history.len(), 1, "{json}");
+    assert_eq!(history[0]["attempt"], 1);
+    assert_eq!(history[0]["outcome"], "dead-lettered");
+    assert_eq!(history[0]["error"], "card declined");
+
+    let waiting = run(f.db(), &["show", &f.made.waiting.to_string()]);
+    assert!(
+        waiting.stdout.ends_with("attempts kept:\n  none\n"),
+        "{waiting:?}"
+    );
+    let json = run(f.db(), &["show", &f.made.waiting.to_string(), "--json"]).json();
+    assert_eq!(json["history"], serde_json::json!([]));
+}

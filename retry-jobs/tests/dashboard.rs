@@ -152,6 +152,13 @@ async fn v2_every_page_shows_its_rows() {
     let one = get(s.addr, &format!("/dead/{dead}")).await;
     assert_eq!(one.status, 200);
     assert!(one.body.contains("not yet"));
+    // The attempts its work kept, drawn as the library draws them.
+    let kept = one
+        .body
+        .split("<pre id=\"history\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no attempts: {}", one.body));
+    assert!(kept.contains("dead-lettered"), "{}", one.body);
     // Not logged in: a link to log in, no action forms.
     assert!(one.body.contains("href=\"/login\""));
     assert!(!one.body.contains("/redrive\""));

@@ -462,6 +462,19 @@ fn error_and_payload(error: Option<&str>, payload: &str) -> String {
     )
 }
 
+/// A row's kept attempts as the library draws them (escaped), or that none is kept.
+fn attempts_kept(
+    history: &[retry_durable::AttemptRecord],
+    timeline: impl std::fmt::Display,
+) -> String {
+    let table = if history.is_empty() {
+        "none kept".to_owned()
+    } else {
+        escape(&timeline.to_string())
+    };
+    format!("<h2>Attempts</h2><pre id=\"history\">{table}</pre>")
+}
+
 /// One item: the record, its options, its attempts and its last error.
 pub(super) async fn work<S: retry_durable::Store>(
     State(app): AppState<S>,
@@ -515,6 +528,7 @@ pub(super) async fn work<S: retry_durable::Store>(
         record.last_error.as_deref(),
         &record.payload,
     ));
+    body.push_str(&attempts_kept(record.history(), record.timeline()));
     body.push_str(&fields(
         "options",
         &option_rows(
@@ -645,6 +659,7 @@ pub(super) async fn dead_one<S: retry_durable::Store>(
         dead.last_error.as_deref(),
         &dead.payload,
     ));
+    body.push_str(&attempts_kept(dead.history(), dead.timeline()));
     body.push_str(&fields(
         "options",
         &option_rows(
