@@ -205,7 +205,8 @@ struct Stored {
     wait_why: Option<String>,
 }
 
-/// The history column's text.
+/// The history column's text (the SQL stores write it).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn to_json(history: &[AttemptRecord]) -> String {
     let stored: Vec<Stored> = history
         .iter()
