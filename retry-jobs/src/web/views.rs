@@ -157,7 +157,7 @@ pub(super) async fn status<S: retry_durable::Store>(
         Err(why) => return bad_request(&app, &headers, &why),
     };
     let now = Timestamp::system_now();
-    let status = match data::status(&app.store, &app.owner, now).await {
+    let status = match crate::view::status(&app.store, &app.owner, now).await {
         Ok(s) => s,
         Err(e) => return store_failed(&app, &headers, &e),
     };
@@ -165,24 +165,30 @@ pub(super) async fn status<S: retry_durable::Store>(
     body.push_str(
         "<table id=\"status\"><tr><th>handler</th><th>waiting</th><th>running</th>\
          <th>cancelled</th><th>succeeded (kept)</th><th>dead-lettered (kept)</th>\
-         <th>oldest due waiting</th><th>next due</th><th>dead letters</th></tr>",
+         <th>oldest waiting since</th><th>next due</th><th>dead letters</th></tr>",
     );
-    for (handler, line) in &status.handlers {
+    for line in &status.handlers {
         let _ = write!(
             body,
             "<tr><td><a href=\"/work?handler={link}\">{name}</a></td>",
-            link = escape(&url_encode(handler)),
-            name = escape(handler),
+            link = escape(&url_encode(&line.handler)),
+            name = escape(&line.handler),
         );
-        for count in line.counts {
+        for count in [
+            line.waiting,
+            line.running,
+            line.cancelled,
+            line.succeeded,
+            line.dead_lettered,
+        ] {
             let _ = write!(body, "<td>{count}</td>");
         }
         let _ = write!(
             body,
             "<td>{}</td><td>{}</td><td>{}</td></tr>",
-            when_opt(line.oldest_due, now),
+            when_opt(line.oldest_waiting_since, now),
             when_opt(line.next_due, now),
-            line.dead
+            line.dead_letters
         );
     }
     if status.handlers.is_empty() {
@@ -205,7 +211,7 @@ fn filter_form(filter: &WorkFilter, limit: u32) -> String {
         "<form method=\"get\" action=\"/work\" id=\"filter\">State <select name=\"state\">\
          <option value=\"\">any</option>",
     );
-    for state in data::STATES {
+    for state in crate::view::STATES {
         let chosen = if filter.state == Some(state) {
             " selected"
         } else {
