@@ -14,7 +14,8 @@
 //! valgrind on the `PATH` it also counts instructions and heap allocations per call (the
 //! whole process, the server included, by the difference between `FEW` and `MANY` calls).
 //!
-//! `cargo bench -p retry-benches --bench http` (add `-- --no-count` to skip valgrind).
+//! `cargo bench -p retry-benches --bench http` (add `-- --no-count` to skip valgrind; run the
+//! built binary with `--sizes` for the size of a call's future and of its response).
 
 #[allow(dead_code, reason = "shared by the counting benches")]
 mod counted;
@@ -242,6 +243,33 @@ fn run(rt: &Runtime, url: &str, key: &str, calls: u64) {
     });
 }
 
+/// What a call moves (`--sizes`): the future a call returns, and the response it answers,
+/// in bytes (`std::mem::size_of_val`), through the layer and through tower's `Retry`.
+fn sizes(rt: &Runtime, url: &str) {
+    rt.block_on(async {
+        let mut ours = ServiceBuilder::new()
+            .layer(HttpRetry::default().layer())
+            .service(service_fn(ok));
+        let future = ours.ready().await.unwrap().call(request(url));
+        let future_size = std::mem::size_of_val(&future);
+        let response = future.await.unwrap();
+        println!(
+            "retry-http's layer: future {future_size}, response {}",
+            std::mem::size_of_val(&response)
+        );
+        let mut tower = ServiceBuilder::new()
+            .retry(TowerPolicy(2))
+            .service(service_fn(ok));
+        let future = tower.ready().await.unwrap().call(request(url));
+        let future_size = std::mem::size_of_val(&future);
+        let response = future.await.unwrap();
+        println!(
+            "tower's `Retry`: future {future_size}, response {}",
+            std::mem::size_of_val(&response)
+        );
+    });
+}
+
 fn hyper_client() -> Client<HttpConnector, Body> {
     Client::builder(TokioExecutor::new()).build_http()
 }
@@ -302,6 +330,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let url = serve();
     let rt = client_runtime();
+    if args.iter().any(|a| a == "--sizes") {
+        sizes(&rt, &url);
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--run") {
         run(
             &rt,

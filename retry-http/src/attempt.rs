@@ -2,6 +2,7 @@
 //! [`AttemptFuture`] runs one — readiness, the call, for an event stream its first event —
 //! under the attempt timeout, and judges what came back.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -103,7 +104,7 @@ where
     C: Clock + Clone + Send + 'static,
     C::Sleep: Send + 'static,
 {
-    type Attempt = AttemptFuture<S, B, ResB, P, C>;
+    type Attempt = AttemptFuture<S, B, ResB, P, C, (S, Request<B>)>;
 
     fn start(&mut self, attempt: u32) -> Self::Attempt {
         if let Some(failure) = self.failed.take() {
@@ -116,8 +117,7 @@ where
         let (step, call) = match self.first.take() {
             Some((service, request, call)) => (
                 Step::Ready {
-                    service,
-                    request: Some(request),
+                    unsent: Some((service, request)),
                 },
                 call,
             ),
@@ -129,11 +129,10 @@ where
                         safety: Safety::of(request.method(), request.headers()),
                         replayable: true,
                     };
-                    match copy(request) {
+                    match copy(request, true) {
                         Some(request) => (
                             Step::Ready {
-                                service: service.clone(),
-                                request: Some(request),
+                                unsent: Some((service.clone(), request)),
                             },
                             call,
                         ),
@@ -147,28 +146,60 @@ where
     }
 }
 
-impl<S, B, ResB, P, C> AttemptFuture<S, B, ResB, P, C>
+/// A call's first attempt, run before (and without) the loop: its request was sent already,
+/// so its future has no room for one.
+pub(crate) type FirstAttempt<S, B, ResB, P, C> = AttemptFuture<S, B, ResB, P, C, Infallible>;
+
+/// What an attempt sends once its service is ready: the service and the request, or nothing
+/// at all for an attempt whose service was called already (`Infallible`: no room taken).
+pub(crate) trait Unsent<S: Service<Request<B>>, B> {
+    /// The service to make ready.
+    fn service(&mut self) -> &mut S;
+    /// Sends the request through the service, which is ready.
+    fn send(self) -> S::Future;
+}
+
+impl<S: Service<Request<B>>, B> Unsent<S, B> for (S, Request<B>) {
+    fn service(&mut self) -> &mut S {
+        &mut self.0
+    }
+
+    fn send(self) -> S::Future {
+        let (mut service, request) = self;
+        service.call(request)
+    }
+}
+
+impl<S: Service<Request<B>>, B> Unsent<S, B> for Infallible {
+    fn service(&mut self) -> &mut S {
+        match *self {}
+    }
+
+    fn send(self) -> S::Future {
+        match self {}
+    }
+}
+
+impl<S, B, ResB, P, C> FirstAttempt<S, B, ResB, P, C>
 where
     S: Service<Request<B>>,
     ResB: Body,
     C: Clock,
 {
-    /// A call's first attempt, run before (and without) the loop: `service` was made ready
-    /// for `request`.
+    /// A call's first attempt, run before (and without) the loop: the service that was made
+    /// ready for the request was called with it already, `future` is its answer.
     #[inline]
-    pub(crate) fn first(
-        service: S,
-        request: Request<B>,
-        call: Call,
-        shared: &Arc<Shared<P, C>>,
-    ) -> Self {
-        let step = Step::Ready {
-            service,
-            request: Some(request),
-        };
-        AttemptFuture::of(step, call, 1, shared, None)
+    pub(crate) fn first(future: S::Future, call: Call, shared: &Arc<Shared<P, C>>) -> Self {
+        AttemptFuture::of(Step::Calling { future }, call, 1, shared, None)
     }
+}
 
+impl<S, B, ResB, P, C, Q> AttemptFuture<S, B, ResB, P, C, Q>
+where
+    S: Service<Request<B>>,
+    ResB: Body,
+    C: Clock,
+{
     /// The policy the attempt runs under.
     pub(crate) fn shared(&self) -> &Arc<Shared<P, C>> {
         &self.shared
@@ -176,7 +207,7 @@ where
 
     #[inline]
     fn of(
-        step: AttemptStep<S, B, ResB>,
+        step: AttemptStep<S, B, ResB, Q>,
         call: Call,
         attempt: u32,
         shared: &Arc<Shared<P, C>>,
@@ -199,12 +230,14 @@ where
 }
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of
-/// its body.
-pub(crate) fn copy<B: ReplayBody>(request: &Request<B>) -> Option<Request<B>> {
+/// its body; without its URI (left empty) unless `uri`.
+pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Request<B>> {
     let body = request.body().replay()?;
     let mut copy = Request::new(body);
     *copy.method_mut() = request.method().clone();
-    *copy.uri_mut() = request.uri().clone();
+    if uri {
+        *copy.uri_mut() = request.uri().clone();
+    }
     *copy.version_mut() = request.version();
     *copy.headers_mut() = request.headers().clone();
     *copy.extensions_mut() = request.extensions().clone();
@@ -214,14 +247,14 @@ pub(crate) fn copy<B: ReplayBody>(request: &Request<B>) -> Option<Request<B>> {
 pin_project! {
     /// One attempt in progress. The loop names its type; its output is the response, or the
     /// [`Failure`] the loop's hooks judge.
-    pub(crate) struct AttemptFuture<S, B, ResB, P, C>
+    pub(crate) struct AttemptFuture<S, B, ResB, P, C, Q>
     where
         S: Service<Request<B>>,
         ResB: Body,
         C: Clock,
     {
         #[pin]
-        step: Step<S, Request<B>, S::Future, Pin<Box<FirstEvent<ResB>>>, Lost<LayerResponse<ResB>>>,
+        step: Step<Q, S::Future, Pin<Box<FirstEvent<ResB>>>, Lost<LayerResponse<ResB>>>,
         #[pin]
         timer: Option<C::Sleep>,
         shared: Arc<Shared<P, C>>,
@@ -236,9 +269,9 @@ pin_project! {
 pin_project! {
     /// Where the attempt is.
     #[project = StepProj]
-    enum Step<S, R, F, W, L> {
-        // Waiting for the service to be ready (at once, for the first attempt).
-        Ready { service: S, request: Option<R> },
+    enum Step<Q, F, W, L> {
+        // Waiting for the service to be ready, to send the request (both in `unsent`).
+        Ready { unsent: Option<Q> },
         // Waiting for the response head.
         Calling { #[pin] future: F },
         // An event stream: waiting for its first event.
@@ -253,9 +286,8 @@ pin_project! {
 }
 
 /// Where an attempt through service `S` is.
-type AttemptStep<S, B, ResB> = Step<
-    S,
-    Request<B>,
+type AttemptStep<S, B, ResB, Q> = Step<
+    Q,
     <S as Service<Request<B>>>::Future,
     Pin<Box<FirstEvent<ResB>>>,
     Lost<LayerResponse<ResB>>,
@@ -264,8 +296,9 @@ type AttemptStep<S, B, ResB> = Step<
 /// The response a call through the layer returns.
 pub(crate) type LayerResponse<ResB> = Response<ResponseBody<ResB>>;
 
-impl<S, B, ResB, P, C> Future for AttemptFuture<S, B, ResB, P, C>
+impl<S, B, ResB, P, C, Q> Future for AttemptFuture<S, B, ResB, P, C, Q>
 where
+    Q: Unsent<S, B>,
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ResB: Body,
@@ -285,27 +318,33 @@ where
         };
         loop {
             match this.step.as_mut().project() {
-                StepProj::Ready { service, request } => match service.poll_ready(cx) {
-                    Poll::Ready(Ok(())) => {
-                        let Some(request) = request.take() else {
+                StepProj::Ready { unsent } => {
+                    match unsent.as_mut().map(|u| u.service().poll_ready(cx)) {
+                        Some(Poll::Ready(Ok(()))) => {
+                            let Some(unsent) = unsent.take() else {
+                                this.step.set(Step::Done);
+                                return Poll::Pending;
+                            };
+                            let future = unsent.send();
+                            this.step.set(Step::Calling { future });
+                        }
+                        Some(Poll::Ready(Err(e))) => {
+                            this.step.set(Step::Done);
+                            let failed = Failed::Transport(e.into());
+                            return Poll::Ready(Err(failed_attempt(
+                                call,
+                                this.shared,
+                                attempt,
+                                failed,
+                            )));
+                        }
+                        Some(Poll::Pending) => break,
+                        None => {
                             this.step.set(Step::Done);
                             return Poll::Pending;
-                        };
-                        let future = service.call(request);
-                        this.step.set(Step::Calling { future });
+                        }
                     }
-                    Poll::Ready(Err(e)) => {
-                        this.step.set(Step::Done);
-                        let failed = Failed::Transport(e.into());
-                        return Poll::Ready(Err(failed_attempt(
-                            call,
-                            this.shared,
-                            attempt,
-                            failed,
-                        )));
-                    }
-                    Poll::Pending => break,
-                },
+                }
                 StepProj::Calling { future } => match future.poll(cx) {
                     Poll::Ready(Ok(response)) => {
                         // An event stream lasts as long as it lasts: only its idle timeout.
@@ -320,24 +359,36 @@ where
                             continue;
                         }
                         this.step.set(Step::Done);
-                        let (head, body) = response.into_parts();
                         let shared = &**this.shared;
-                        let watch = watch(
-                            shared.policy.clock(),
-                            *this.end,
-                            shared.idle_timeout,
-                            stream,
+                        let clock = shared.policy.clock();
+                        let watch = watch(clock, *this.end, shared.idle_timeout, stream);
+                        // Judged by its head, borrowed: the response is wrapped and moved once.
+                        let judged = call.judge_head(
+                            &shared.classify,
+                            &shared.protection,
+                            clock,
+                            shared.notify.as_ref(),
+                            response.status(),
+                            response.headers(),
                         );
-                        let body = ResponseBody::direct(body, None, attempt).with_watch(watch);
-                        let judged = judged(call, this.shared, attempt, head, body);
-                        // The answer names the call's target: the attempt's, which it needs no
-                        // more (a failure has a copy).
-                        return Poll::Ready(judged.map(|mut response| {
-                            if let Some(call) = this.call.take() {
-                                response.body_mut().name(call.target);
+                        return Poll::Ready(match judged {
+                            Ok(()) => {
+                                // The answer names the call's target: the attempt's, which it
+                                // needs no more.
+                                let target = this.call.take().map(|call| call.target);
+                                let response = response.map(|body| {
+                                    ResponseBody::direct(body, target, attempt).with_watch(watch)
+                                });
+                                Ok(reported(response, attempt))
                             }
-                            response
-                        }));
+                            Err(judged) => {
+                                // A failure keeps the attempt's target (a copy).
+                                let response = response.map(|body| {
+                                    ResponseBody::direct(body, None, attempt).with_watch(watch)
+                                });
+                                Err(judged.lost(response, attempt, call.target.clone()))
+                            }
+                        });
                     }
                     Poll::Ready(Err(e)) => {
                         this.step.set(Step::Done);
@@ -399,7 +450,6 @@ where
     }
 }
 
-/// A response head judged: the answer, or a failure worth retrying.
 /// What an attempt that failed before its response says to the loop.
 fn failed_attempt<ResB: Body, P: Classify, C>(
     call: &Call,
@@ -409,23 +459,4 @@ fn failed_attempt<ResB: Body, P: Classify, C>(
 ) -> Lost<LayerResponse<ResB>> {
     let hook = shared.notify.as_ref();
     call.judge_error(&shared.classify, &shared.protection, hook, attempt, failed)
-}
-
-fn judged<ResB: Body, P: Classify, C: Clock>(
-    call: &Call,
-    shared: &Shared<P, C>,
-    attempt: u32,
-    head: http::response::Parts,
-    body: ResponseBody<ResB>,
-) -> Result<LayerResponse<ResB>, Lost<LayerResponse<ResB>>> {
-    let response = Response::from_parts(head, body);
-    call.judge_response(
-        &shared.classify,
-        &shared.protection,
-        shared.policy.clock(),
-        shared.notify.as_ref(),
-        attempt,
-        response,
-    )
-    .map(|response| reported(response, attempt))
 }

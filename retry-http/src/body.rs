@@ -117,19 +117,28 @@ pin_project! {
     /// [`Error`] whose cause is a [`BodyTimedOut`] naming the limit. Without any of these
     /// limits, reading the body is not timed at all.
     pub struct ResponseBody<B: Body> {
-        held: VecDeque<Frame<B::Data>>,
         #[pin]
         source: Source<B>,
         // What its errors name: given by the layer when the call returns the response, so
         // that a call's success path clones its target once.
         target: Option<Target>,
         attempts: u32,
-        after: StopReason,
-        // The body's time limits, if the policy sets any.
-        watch: Option<Watch>,
-        // The limit that ended the body, once one did.
-        expired: Option<Bound>,
+        // An event stream whose first event was delivered: its errors say so.
+        event_delivered: bool,
+        // The body's time limits, if the policy sets any; the limit that ended it, once one
+        // did.
+        timing: Timing,
+        // The frames an event stream's first event was read with, to come first: boxed, so
+        // that the common body, which holds none, moves a word instead of a queue.
+        held: Option<Box<VecDeque<Frame<B::Data>>>>,
     }
+}
+
+/// A body's time limits: none set, running, or the one that fired.
+enum Timing {
+    Untimed,
+    Watching(Watch),
+    Expired(Bound),
 }
 
 pin_project! {
@@ -146,13 +155,12 @@ impl<B: Body> ResponseBody<B> {
     /// The service's body as it came.
     pub(crate) fn direct(body: B, target: Option<Target>, attempts: u32) -> Self {
         ResponseBody {
-            held: VecDeque::new(),
             source: Source::Direct { body },
             target,
             attempts,
-            after: StopReason::AfterHead,
-            watch: None,
-            expired: None,
+            event_delivered: false,
+            timing: Timing::Untimed,
+            held: None,
         }
     }
 
@@ -163,7 +171,10 @@ impl<B: Body> ResponseBody<B> {
 
     /// Times the body with `watch` (from [`watch`](crate::bound::watch)).
     pub(crate) fn with_watch(mut self, watch: Option<Watch>) -> Self {
-        self.watch = watch;
+        self.timing = match watch {
+            Some(watch) => Timing::Watching(watch),
+            None => Timing::Untimed,
+        };
         self
     }
 
@@ -176,17 +187,12 @@ impl<B: Body> ResponseBody<B> {
         event_delivered: bool,
     ) -> Self {
         ResponseBody {
-            held,
             source: Source::Boxed { body },
             target: Some(target),
             attempts,
-            after: if event_delivered {
-                StopReason::AfterEvent
-            } else {
-                StopReason::AfterHead
-            },
-            watch: None,
-            expired: None,
+            event_delivered,
+            timing: Timing::Untimed,
+            held: (!held.is_empty()).then(|| Box::new(held)),
         }
     }
 }
@@ -204,26 +210,36 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.project();
-        if let Some(frame) = this.held.pop_front() {
+        if let Some(frame) = this.held.as_mut().and_then(|held| held.pop_front()) {
             return Poll::Ready(Some(Ok(frame)));
         }
-        if let Some(bound) = *this.expired {
-            return Poll::Ready(Some(Err(timed_out(
-                this.target.as_ref(),
-                *this.attempts,
-                *this.after,
-                bound,
-            ))));
-        }
+        let after = if *this.event_delivered {
+            StopReason::AfterEvent
+        } else {
+            StopReason::AfterHead
+        };
+        let watch = match this.timing {
+            Timing::Untimed => None,
+            Timing::Watching(watch) => Some(watch),
+            Timing::Expired(bound) => {
+                let bound = *bound;
+                return Poll::Ready(Some(Err(timed_out(
+                    this.target.as_ref(),
+                    *this.attempts,
+                    after,
+                    bound,
+                ))));
+            }
+        };
         let polled = match this.source.project() {
             SourceProj::Direct { body } => body.poll_frame(cx),
             SourceProj::Boxed { body } => body.as_mut().poll_frame(cx),
         };
-        let Some(watch) = this.watch.as_mut() else {
+        let Some(watch) = watch else {
             return polled.map(|frame| {
                 frame.map(|result| {
                     result.map_err(|e| {
-                        Error::new(this.target.clone(), *this.attempts, *this.after)
+                        Error::new(this.target.clone(), *this.attempts, after)
                             .with_cause(Some(e.into()))
                     })
                 })
@@ -239,18 +255,17 @@ where
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::new(
                 this.target.clone(),
                 *this.attempts,
-                *this.after,
+                after,
             )
             .with_cause(Some(e.into()))))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match timers.as_mut().poll_expired(cx) {
                 Poll::Ready(bound) => {
-                    *this.expired = Some(bound);
-                    *this.watch = None;
+                    *this.timing = Timing::Expired(bound);
                     Poll::Ready(Some(Err(timed_out(
                         this.target.as_ref(),
                         *this.attempts,
-                        *this.after,
+                        after,
                         bound,
                     ))))
                 }
@@ -260,7 +275,7 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.held.is_empty()
+        self.held.as_ref().is_none_or(|held| held.is_empty())
             && match &self.source {
                 Source::Direct { body } => body.is_end_stream(),
                 Source::Boxed { body } => body.is_end_stream(),
@@ -275,6 +290,7 @@ where
         let held: u64 = self
             .held
             .iter()
+            .flat_map(|held| held.iter())
             .filter_map(Frame::data_ref)
             .map(|d| d.remaining() as u64)
             .sum();
@@ -295,7 +311,10 @@ fn timed_out(target: Option<&Target>, attempts: u32, after: StopReason, bound: B
 impl<B: Body> std::fmt::Debug for ResponseBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseBody")
-            .field("held_frames", &self.held.len())
+            .field(
+                "held_frames",
+                &self.held.as_ref().map_or(0, |held| held.len()),
+            )
             .field("attempts", &self.attempts)
             .finish_non_exhaustive()
     }

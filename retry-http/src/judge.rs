@@ -88,32 +88,31 @@ impl fmt::Display for Chain<'_> {
 }
 
 impl Call {
-    /// Judges a response head: `Ok` if the response is the answer (not worth retrying).
-    pub(crate) fn judge_response<P: Classify, R: Answer, C: Clock>(
+    /// Judges a response head by its status and headers, borrowed (the answer, the common
+    /// case, is then moved once): `Ok` if the response is the answer (not worth retrying),
+    /// else what its failure says.
+    pub(crate) fn judge_head<P: Classify, C: Clock>(
         &self,
         classify: &P,
         protection: &Protection,
         clock: &C,
         hook: Option<&Hook>,
-        attempt: u32,
-        response: R,
-    ) -> Result<R, Lost<R>> {
-        let (status, headers) = (response.status(), response.headers());
+        status: StatusCode,
+        headers: &HeaderMap,
+    ) -> Result<(), Judged> {
         let outcome = Outcome::new(&self.target.method, Kind::Response(status, headers));
         if !classify.is_retryable(&outcome) {
             // The answer; unless the breaker counts it, which only a failure can tell it.
             if !(protection.has_breaker() && protection.counts(&outcome)) {
-                return Ok(response);
+                return Ok(());
             }
-            return Err(Box::new(Failure {
-                attempt,
-                what: What::Answer(response, status),
+            return Err(Judged {
+                answer: true,
                 verdict: Err(StopReason::NotRetryable),
                 retry_after: None,
                 counts: true,
-                target: self.target.clone(),
                 hook: None,
-            }));
+            });
         }
         let counts = protection.counts(&outcome);
         let verdict = self.verdict(true, false);
@@ -121,15 +120,13 @@ impl Call {
             Ok(()) => response_hint(headers, || clock.wall_now()),
             Err(_) => None,
         };
-        Err(Box::new(Failure {
-            attempt,
-            what: What::Response(response, status),
+        Err(Judged {
+            answer: false,
             verdict,
             retry_after,
             counts,
-            target: self.target.clone(),
             hook: hook.cloned(),
-        }))
+        })
     }
 
     /// Judges a failure before the response was established.
@@ -168,6 +165,38 @@ impl Call {
             return Err(StopReason::NotReplayable);
         }
         Ok(())
+    }
+}
+
+/// A response head that is not simply the answer: worth retrying, or an answer the breaker
+/// counts as a failure. What its [`Failure`] carries once the response is wrapped.
+pub(crate) struct Judged {
+    /// The answer, carried as a failure only for the breaker (`What::Answer`).
+    answer: bool,
+    verdict: Result<(), StopReason>,
+    retry_after: Option<Duration>,
+    counts: bool,
+    hook: Option<Hook>,
+}
+
+impl Judged {
+    /// The failure of attempt `attempt` to `target`, which answered `response`.
+    pub(crate) fn lost<R: Answer>(self, response: R, attempt: u32, target: Target) -> Lost<R> {
+        let status = response.status();
+        let what = if self.answer {
+            What::Answer(response, status)
+        } else {
+            What::Response(response, status)
+        };
+        Box::new(Failure {
+            attempt,
+            what,
+            verdict: self.verdict,
+            retry_after: self.retry_after,
+            counts: self.counts,
+            target,
+            hook: self.hook,
+        })
     }
 }
 

@@ -21,7 +21,7 @@ use retry_toolkit::{
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::attempt::{AttemptFuture, Attempts, LayerResponse, Spare, copy, split};
+use crate::attempt::{AttemptFuture, Attempts, FirstAttempt, LayerResponse, Spare, copy, split};
 use crate::body::{ReplayBody, ResponseBody};
 use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
@@ -126,7 +126,7 @@ impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
 /// budget, a breaker, a deadline or a cancellation token).
 type Loop<S, B, ResB, P, C> = Retry<
     NamedOp<Attempts<S, B, ResB, P, C>>,
-    AttemptFuture<S, B, ResB, P, C>,
+    AttemptFuture<S, B, ResB, P, C, (S, Request<B>)>,
     Lost<LayerResponse<ResB>>,
     C,
     Hooks<
@@ -161,10 +161,6 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        // The service made ready goes to this call's first attempt; a clone stays (tower's
-        // rule: a call may only use a service that `poll_ready` approved).
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
         let target = Target::of(&request);
         if let Some(key) = request.extensions().get::<IdempotencyKey>().cloned() {
             if let Err(reason) = apply_key(request.headers_mut(), &key) {
@@ -180,16 +176,19 @@ where
             .or(shared.cancel.as_ref())
             .map(CancelToken::cancelled);
         let max_attempts = shared.policy.max_attempts();
+        let (policy, protection) = (&shared.policy, &shared.protection);
+        let alone = protection.is_none() && shared.deadline.is_none() && cancel.is_none();
         let spare = if max_attempts > 1 {
-            copy(&request).map(|request| (ready.clone(), request))
+            // A first attempt run alone keeps the URI in its target only, and gives it to the
+            // spare if a retry is needed: a call answered at once copies its URI once.
+            copy(&request, !alone).map(|request| (self.inner.clone(), request))
         } else {
             None
         };
         let safety = Safety::of(request.method(), request.headers());
         // One attempt allowed: nothing needs replaying.
         let replayable = spare.is_some() || max_attempts <= 1;
-        let (policy, protection) = (&shared.policy, &shared.protection);
-        if protection.is_none() && shared.deadline.is_none() && cancel.is_none() {
+        if alone {
             // Nothing to admit, no deadline to start, no signal to race: the first attempt
             // runs on its own, and the loop is built only if it fails. A call answered at once
             // moves no loop.
@@ -199,7 +198,10 @@ where
                 target,
             };
             let (call, spare) = split(call, spare);
-            let attempt = AttemptFuture::first(ready, request, call, shared);
+            // The service `poll_ready` approved takes the request at once (tower's rule: a
+            // call may only use a service that `poll_ready` approved): the attempt holds its
+            // future alone, and the retries a clone.
+            let attempt = FirstAttempt::first(self.inner.call(request), call, shared);
             return ResponseFuture {
                 state: State::First {
                     attempt,
@@ -207,6 +209,10 @@ where
                 },
             };
         }
+        // The service made ready goes to this call's first attempt, run by the loop; a clone
+        // stays (tower's rule: a call may only use a service that `poll_ready` approved).
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
         let call = Call {
             safety,
             replayable,
@@ -306,7 +312,7 @@ pin_project! {
     {
         #[pin]
         state: State<
-            AttemptFuture<S, B, ResB, P, C>,
+            FirstAttempt<S, B, ResB, P, C>,
             Spare<S, B>,
             Loop<S, B, ResB, P, C>,
         >,
@@ -376,6 +382,11 @@ where
         // The first attempt failed: the loop takes over from its failure (whether to retry,
         // the wait, the next attempts), as if it had run that attempt itself.
         let target = failure.target.clone();
+        // The spare's URI, kept in the target until now.
+        let mut spare = spare;
+        if let Ok((_, request)) = &mut spare {
+            *request.uri_mut() = target.uri.clone();
+        }
         let attempts = Attempts::resumed(spare, Arc::clone(&shared), failure);
         let limits = Limited::new(None, None);
         state.set(State::Running {

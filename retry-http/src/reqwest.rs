@@ -203,7 +203,9 @@ where
         // The loop is built in one step (each builder method would move the whole loop, the
         // spare request included), under the budget and the breaker that are set.
         let stops = EarlyStop::new(limits, guard(&shared.protection));
-        let outcome = shared.policy.retry_with(op, hooks, stops).await;
+        // Boxed: a call answered at once never builds the loop, and its future (which the
+        // middleware chain boxes) stays small, so that starting it moves little.
+        let outcome = Box::pin(shared.policy.retry_with(op, hooks, stops)).await;
         finish(
             outcome,
             &call.target,
@@ -249,16 +251,18 @@ where
         None => Err(Failed::TimedOut(timeout.unwrap_or_default())),
     };
     match outcome {
-        Ok(response) => call
-            .judge_response(
-                &shared.classify,
-                &shared.protection,
-                clock,
-                shared.notify.as_ref(),
-                attempt,
-                response,
-            )
-            .map(|response| reported(response, attempt)),
+        // Judged by its head, borrowed: the answer is moved once.
+        Ok(response) => match call.judge_head(
+            &shared.classify,
+            &shared.protection,
+            clock,
+            shared.notify.as_ref(),
+            response.status(),
+            response.headers(),
+        ) {
+            Ok(()) => Ok(reported(response, attempt)),
+            Err(judged) => Err(judged.lost(response, attempt, call.target.clone())),
+        },
         Err(failed) => Err(call.judge_error(
             &shared.classify,
             &shared.protection,
@@ -331,11 +335,10 @@ where
             return Err(Failed::Transport(Box::new(Kept(e))));
         }
     };
-    let wait_for_event =
-        shared.first_event && response.status().is_success() && is_event_stream(response.headers());
+    let stream = is_event_stream(response.headers());
+    let wait_for_event = stream && shared.first_event && response.status().is_success();
     let clock = shared.policy.clock();
     if !wait_for_event {
-        let stream = is_event_stream(response.headers());
         let Some(watch) = watch(clock, end, shared.idle_timeout, stream) else {
             return Ok(response);
         };
@@ -348,7 +351,8 @@ where
     }
     let url = response.url().clone();
     let response: http::Response<reqwest::Body> = response.into();
-    let waited = FirstEvent::new(response, call.target.clone(), attempt)
+    // Boxed: only event streams pay for the room it takes.
+    let waited = Box::pin(FirstEvent::new(response, call.target.clone(), attempt))
         .await
         .map_err(|e| Failed::Stream(Box::new(e)))?;
     let (head, body) = waited.into_parts();
