@@ -363,14 +363,7 @@ where
                         let clock = shared.policy.clock();
                         let watch = watch(clock, *this.end, shared.idle_timeout, stream);
                         // Judged by its head, borrowed: the response is wrapped and moved once.
-                        let judged = call.judge_head(
-                            &shared.classify,
-                            &shared.protection,
-                            clock,
-                            shared.notify.as_ref(),
-                            response.status(),
-                            response.headers(),
-                        );
+                        let judged = call.judge_head(shared, response.status(), response.headers());
                         return Poll::Ready(match judged {
                             Ok(()) => {
                                 // The answer names the call's target: the attempt's, which it

@@ -13,6 +13,7 @@ use retry_toolkit::protect::{Chosen, Counts, Protected};
 use retry_toolkit::{CircuitBreaker, Clock, RetryBudget, RetryError};
 
 use crate::classify::{Classify, Kind, Outcome, never_sent};
+use crate::config::Shared;
 use crate::error::{AttemptTimedOut, BoxError, Error, RetryReport, StopReason, open, write_chain};
 use crate::method::Safety;
 use crate::protect::{Held, Protection};
@@ -93,13 +94,12 @@ impl Call {
     /// else what its failure says.
     pub(crate) fn judge_head<P: Classify, C: Clock>(
         &self,
-        classify: &P,
-        protection: &Protection,
-        clock: &C,
-        hook: Option<&Hook>,
+        shared: &Shared<P, C>,
         status: StatusCode,
         headers: &HeaderMap,
     ) -> Result<(), Judged> {
+        let (classify, protection) = (&shared.classify, &shared.protection);
+        let (clock, hook) = (shared.policy.clock(), shared.notify.as_ref());
         let outcome = Outcome::new(&self.target.method, Kind::Response(status, headers));
         if !classify.is_retryable(&outcome) {
             // The answer; unless the breaker counts it, which only a failure can tell it.

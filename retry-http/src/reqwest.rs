@@ -252,14 +252,7 @@ where
     };
     match outcome {
         // Judged by its head, borrowed: the answer is moved once.
-        Ok(response) => match call.judge_head(
-            &shared.classify,
-            &shared.protection,
-            clock,
-            shared.notify.as_ref(),
-            response.status(),
-            response.headers(),
-        ) {
+        Ok(response) => match call.judge_head(shared, response.status(), response.headers()) {
             Ok(()) => Ok(reported(response, attempt)),
             Err(judged) => Err(judged.lost(response, attempt, call.target.clone())),
         },
