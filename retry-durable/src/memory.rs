@@ -188,16 +188,6 @@ impl Store for MemoryStore {
         inner.work.get(&id.0).map(|r| inner.read(r)).transpose()
     }
 
-    async fn list(
-        &self,
-        owner: &str,
-        after: Option<WorkId>,
-        limit: u32,
-    ) -> Result<Listing, StoreError> {
-        self.list_where(owner, &WorkFilter::new(), after, limit)
-            .await
-    }
-
     async fn list_where(
         &self,
         owner: &str,

@@ -23,6 +23,16 @@ use crate::record::{
 /// A store of durable work. Implemented by [`SqliteStore`](crate::SqliteStore),
 /// `PostgresStore` and [`MemoryStore`](crate::MemoryStore); the conformance suite in `tests/`
 /// runs against each.
+///
+/// A method has a default only where the default is right for every store, so that a store
+/// of your own gets nothing wrong by leaving it out, only slower or less prompt:
+/// [`list`](Self::list) (a listing with no filter), [`finish_and_claim`](Self::finish_and_claim)
+/// (one `finish` per item, then a `claim`), [`count_work`](Self::count_work) (counts the
+/// listed rows) and [`listen`](Self::listen) (hears nothing: workers poll). Every method
+/// whose default would lose a write is required: [`list_where`](Self::list_where),
+/// [`release_lease`](Self::release_lease) (a default could not write the abandoned attempt
+/// into the history) and [`unclaim`](Self::unclaim) (a default could not give the attempt
+/// back).
 pub trait Store: Send + Sync + 'static {
     /// Writes new work. With a key that the owner's work already holds, writes nothing and
     /// returns that row as [`Inserted::Existing`]. A key is held by work that can still run
@@ -53,52 +63,33 @@ pub trait Store: Send + Sync + 'static {
     /// An owner's work in id order, after `after` (for paging), at most `limit` rows: those
     /// that pass their checks, and those that do not (quarantined ones included) by id with
     /// what is wrong — one bad row does not fail the page.
+    ///
+    /// The default is [`list_where`](Self::list_where) with an empty filter, which is this
+    /// listing by definition: right for every store.
     fn list(
         &self,
         owner: &str,
         after: Option<WorkId>,
         limit: u32,
-    ) -> impl Future<Output = Result<Listing, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Listing, StoreError>> + Send {
+        async move {
+            self.list_where(owner, &WorkFilter::new(), after, limit)
+                .await
+        }
+    }
 
     /// An owner's work that matches `filter`, in id order, after `after`, at most `limit`
-    /// rows. The default reads [`list`](Self::list) page by page and filters the rows; the
-    /// stores of this crate filter in the store (SQL), reading only matching rows.
+    /// rows, as [`list`](Self::list) pages them. A row that fails its checks is reported
+    /// whatever the filter says (its values are not trusted, so the filter cannot judge it).
+    /// Required: filtering in the store is what keeps a filtered page one read; a default
+    /// over `list` would read every row of the owner for a rare match.
     fn list_where(
         &self,
         owner: &str,
         filter: &WorkFilter,
         after: Option<WorkId>,
         limit: u32,
-    ) -> impl Future<Output = Result<Listing, StoreError>> + Send {
-        async move {
-            let mut found = Listing::default();
-            let mut after = after;
-            while found.records.len() < limit as usize {
-                let page = self.list(owner, after, 500).await?;
-                let last = page.records.last().map(|r| r.id);
-                let last = match (last, page.corrupt.last().map(|c| c.id)) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-                let Some(last) = last else {
-                    break;
-                };
-                after = Some(last);
-                let full = page.records.len() + page.corrupt.len() == 500;
-                // A corrupt row's values are not trusted, so the filter cannot judge it: it is
-                // reported whatever the filter says.
-                found.corrupt.extend(page.corrupt);
-                found
-                    .records
-                    .extend(page.records.into_iter().filter(|r| filter.matches(r)));
-                if !full {
-                    break;
-                }
-            }
-            found.records.truncate(limit as usize);
-            Ok(found)
-        }
-    }
+    ) -> impl Future<Output = Result<Listing, StoreError>> + Send;
 
     /// Claims up to `limit` items of `owner` that are due at `now` — waiting with
     /// `due_at <= now`, or running with an expired lease (`lease_until <= now`, a worker that
@@ -133,18 +124,15 @@ pub trait Store: Send + Sync + 'static {
     /// [`extend_lease`](Self::extend_lease) to `now` does (running, its attempt counted, due
     /// at once), and writes the item's `history` (the claimed record's, with the abandoned
     /// attempt appended) in the same fenced write. `false` (nothing written) when the item is
-    /// no longer that claim. The default releases without writing the history, so that a
-    /// store written before histories keeps working.
+    /// no longer that claim. Required: releasing through `extend_lease` alone would drop the
+    /// abandoned attempt from the history.
     fn release_lease(
         &self,
         id: WorkId,
         revision: Revision,
         now: Timestamp,
         history: Vec<AttemptRecord>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        drop(history);
-        self.extend_lease(id, revision, now, now)
-    }
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Gives back a claim under which no attempt started — an item a worker took ahead of
     /// time into its local queue and is not going to run (it is stopping): the item waits
@@ -153,17 +141,14 @@ pub trait Store: Send + Sync + 'static {
     /// Fenced like [`extend_lease`](Self::extend_lease): `false`, nothing written, when the
     /// item is no longer that claim.
     ///
-    /// The default releases the lease as [`extend_lease`](Self::extend_lease) with `until`
-    /// equal to `now` does, which leaves the attempt counted; the stores of this crate give
-    /// it back, so that a stopped worker's queue costs its items no attempt.
+    /// Required: releasing the lease through `extend_lease` would leave the attempt counted,
+    /// so that a stopped worker's queue would cost each of its items an attempt it never made.
     fn unclaim(
         &self,
         id: WorkId,
         revision: Revision,
         now: Timestamp,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.extend_lease(id, revision, now, now)
-    }
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Ends the attempt of a running item claimed at `revision`: writes the dead letter if one
     /// is given, then removes the item or makes it wait again. `false` (and nothing written)
@@ -310,8 +295,9 @@ pub trait Store: Send + Sync + 'static {
     /// worker look for due work at once; calling it too often costs a claim, never a wrong
     /// answer, and calls that come before the worker looks count as one.
     ///
-    /// The default returns at once: a store that cannot hear of other processes' writes
-    /// (SQLite, memory) leaves workers to learn of them by polling, at their poll interval.
+    /// The default returns at once, which is right for every store: a store that cannot hear
+    /// of other processes' writes (SQLite, memory) leaves workers to learn of them by
+    /// polling, at their poll interval; only the delay before work is seen depends on it.
     /// `PostgresStore` listens (`LISTEN/NOTIFY`) on a connection of its own, which it makes
     /// again with backoff when it is lost; workers poll meanwhile.
     fn listen<'a>(
@@ -326,7 +312,10 @@ pub trait Store: Send + Sync + 'static {
     /// How many of `owner`'s rows are in each state, quarantined rows apart, and how many
     /// running rows' leases had ended by `now` (their worker stopped without finishing): what
     /// a worker samples for its queue-depth metrics. The default reads every row page by
-    /// page; the stores of this crate count in the store (one SQL statement).
+    /// page through [`list`](Self::list) and [`quarantined`](Self::quarantined), so it is
+    /// right for every store, only slower (a row failing its checks, not quarantined yet, is
+    /// counted nowhere, its state not being trusted); the stores of this crate count in the
+    /// store (one SQL statement).
     fn count_work(
         &self,
         owner: &str,

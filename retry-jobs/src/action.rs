@@ -1,6 +1,9 @@
 //! What an operator can change: re-drive or purge a dead letter, cancel work. Each action
 //! reads the row first so that a refusal says why (unknown id, already re-driven, finished),
 //! then writes through the store contract, which fences the write itself.
+//!
+//! The command line acts on any owner's rows (ids are unique across owners); the dashboard
+//! passes its owner, and a row of another owner is then treated as absent.
 
 use std::fmt;
 
@@ -8,7 +11,7 @@ use retry_durable::{DeadLetterId, Store, StoreError, WorkId};
 use retry_toolkit::store::Timestamp;
 use serde::Serialize;
 
-use crate::view::Item;
+use crate::view::{Item, in_reach};
 
 /// Why an action did nothing.
 #[derive(Debug)]
@@ -58,15 +61,19 @@ pub struct Redriven {
 /// same owner, handler, payload and options: [`DeadLetter::redrive_work`](retry_durable::DeadLetter::redrive_work)) and marks the
 /// dead letter with it, as the owner's own `Jobs::redrive` does. The owner's workers run it; nothing runs here.
 ///
+/// With `owner`, a dead letter of another owner is not found.
+///
 /// # Errors
 /// [`ActionError::NotFound`], [`ActionError::Refused`] when it was already re-driven, or the
 /// store's.
 pub async fn redrive<S: Store>(
     store: &S,
+    owner: Option<&str>,
     id: i64,
     now: Timestamp,
 ) -> Result<Redriven, ActionError> {
-    let Some(dead) = store.dead_letter(DeadLetterId(id)).await? else {
+    let dead = store.dead_letter(DeadLetterId(id)).await?;
+    let Some(dead) = dead.filter(|d| in_reach(owner, &d.owner)) else {
         return Err(ActionError::NotFound(format!("no dead letter #{id}")));
     };
     if let Some(work) = dead.redriven_as {
@@ -97,11 +104,22 @@ pub struct Purged {
     pub dead_letter: i64,
 }
 
-/// Deletes dead letter `id` for good.
+/// Deletes dead letter `id` for good. With `owner`, a dead letter of another owner is not
+/// found (and is read first to tell).
 ///
 /// # Errors
 /// [`ActionError::NotFound`], or the store's.
-pub async fn purge<S: Store>(store: &S, id: i64) -> Result<Purged, ActionError> {
+pub async fn purge<S: Store>(
+    store: &S,
+    owner: Option<&str>,
+    id: i64,
+) -> Result<Purged, ActionError> {
+    if owner.is_some() {
+        let dead = store.dead_letter(DeadLetterId(id)).await?;
+        if !dead.is_some_and(|d| in_reach(owner, &d.owner)) {
+            return Err(ActionError::NotFound(format!("no dead letter #{id}")));
+        }
+    }
     if store.purge(DeadLetterId(id)).await? {
         Ok(Purged { dead_letter: id })
     } else {
@@ -120,17 +138,20 @@ pub struct Cancelled {
 
 /// Cancels work `id` that is waiting or running: it stays, as `cancelled`, and is never
 /// claimed again. An attempt running in a worker is not interrupted from here, but its
-/// outcome is not written (its claim no longer holds).
+/// outcome is not written (its claim no longer holds). With `owner`, work of another owner is
+/// not found.
 ///
 /// # Errors
 /// [`ActionError::NotFound`], [`ActionError::Refused`] for work that already finished or was
 /// cancelled, or the store's.
 pub async fn cancel<S: Store>(
     store: &S,
+    owner: Option<&str>,
     id: i64,
     now: Timestamp,
 ) -> Result<Cancelled, ActionError> {
-    let Some(record) = store.get(WorkId(id)).await? else {
+    let record = store.get(WorkId(id)).await?;
+    let Some(record) = record.filter(|r| in_reach(owner, &r.owner)) else {
         return Err(ActionError::NotFound(format!("no work #{id}")));
     };
     let refused = |state| {

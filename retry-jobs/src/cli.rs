@@ -329,7 +329,7 @@ async fn execute(store: &Opened, cli: &Cli, now: Timestamp) -> Result<String, Fa
             out(json, &page, |p| render::list(p, now))
         }
         Command::Show { id } => {
-            let item = view::item(store, *id)
+            let item = view::item(store, None, *id)
                 .await?
                 .ok_or_else(|| not_found(format!("no work #{id}")))?;
             out(json, &item, |i| render::item(i, now))
@@ -343,13 +343,13 @@ async fn execute(store: &Opened, cli: &Cli, now: Timestamp) -> Result<String, Fa
             out(json, &page, |p| render::dead_letters(p, now))
         }
         Command::Dead(DeadCommand::Show { id }) => {
-            let dead = view::dead_letter(store, *id)
+            let dead = view::dead_letter(store, None, *id)
                 .await?
                 .ok_or_else(|| not_found(format!("no dead letter #{id}")))?;
             out(json, &dead, |d| render::dead_letter(d, now))
         }
         Command::Dead(DeadCommand::Redrive { id }) => {
-            let done = action::redrive(store, *id, now).await?;
+            let done = action::redrive(store, None, *id, now).await?;
             out(json, &done, |d| {
                 format!(
                     "re-drove dead letter #{} as work #{} ({}, due {})\n",
@@ -361,14 +361,14 @@ async fn execute(store: &Opened, cli: &Cli, now: Timestamp) -> Result<String, Fa
             })
         }
         Command::Dead(DeadCommand::Purge { id }) => {
-            let done = action::purge(store, *id).await?;
+            let done = action::purge(store, None, *id).await?;
             out(json, &done, |d| {
                 format!("purged dead letter #{}\n", d.dead_letter)
             })
         }
         Command::Serve(_) => String::new(),
         Command::Cancel { id } => {
-            let done = action::cancel(store, *id, now).await?;
+            let done = action::cancel(store, None, *id, now).await?;
             out(json, &done, |d| {
                 format!("cancelled work #{} (it was {})\n", d.work, d.was)
             })

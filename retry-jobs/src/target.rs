@@ -9,9 +9,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use retry_durable::{
-    Batch, Claim, DeadLetter, DeadLetterId, Finish, Finished, FinishedAndClaimed, Inserted,
-    Listing, NewWork, PostgresStore, QuarantinedWork, Released, SqliteStore, Store, StoreError,
-    WorkFilter, WorkId, WorkRecord, WorkState,
+    AttemptRecord, Batch, Claim, DeadLetter, DeadLetterId, Finish, Finished, FinishedAndClaimed,
+    Inserted, Listing, NewWork, PostgresStore, QuarantinedWork, Released, SqliteStore, Store,
+    StoreError, WorkCounts, WorkFilter, WorkId, WorkRecord, WorkState,
 };
 use retry_toolkit::store::{Revision, Timestamp};
 
@@ -100,8 +100,9 @@ impl Target {
     }
 }
 
-/// An open store of either kind.
-#[derive(Debug)]
+/// An open store of either kind. Cloning shares the connection (pool) as the store's own
+/// clone does, so one opened store can serve a `Jobs` and the views at once.
+#[derive(Clone, Debug)]
 pub enum Opened {
     /// A SQLite file.
     Sqlite(SqliteStore),
@@ -109,160 +110,94 @@ pub enum Opened {
     Postgres(PostgresStore),
 }
 
-/// Calls the same method on whichever store is open.
-macro_rules! each {
-    ($self:ident, $store:ident => $call:expr) => {
-        match $self {
-            Opened::Sqlite($store) => $call.await,
-            Opened::Postgres($store) => $call.await,
-        }
+/// Writes each listed `Store` method as a call of the same method, with the same arguments,
+/// on whichever store is open: the signatures below are the whole of what `Opened` does.
+macro_rules! forward {
+    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) $(-> $ret:ty)?;)*) => {
+        $(
+            async fn $name(&self $(, $arg: $ty)*) $(-> $ret)? {
+                match self {
+                    Opened::Sqlite(store) => store.$name($($arg),*).await,
+                    Opened::Postgres(store) => store.$name($($arg),*).await,
+                }
+            }
+        )*
     };
 }
 
 impl Store for Opened {
-    async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
-        each!(self, s => s.insert(work))
-    }
-
-    async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
-        each!(self, s => s.insert_many(batch))
-    }
-
-    async fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError> {
-        each!(self, s => s.get(id))
-    }
-
-    async fn list(
-        &self,
-        owner: &str,
-        after: Option<WorkId>,
-        limit: u32,
-    ) -> Result<Listing, StoreError> {
-        each!(self, s => s.list(owner, after, limit))
-    }
-
-    async fn list_where(
-        &self,
-        owner: &str,
-        filter: &WorkFilter,
-        after: Option<WorkId>,
-        limit: u32,
-    ) -> Result<Listing, StoreError> {
-        each!(self, s => s.list_where(owner, filter, after, limit))
-    }
-
-    async fn claim(
-        &self,
-        owner: &str,
-        now: Timestamp,
-        lease_until: Timestamp,
-        limit: u32,
-    ) -> Result<Claim, StoreError> {
-        each!(self, s => s.claim(owner, now, lease_until, limit))
-    }
-
-    async fn extend_lease(
-        &self,
-        id: WorkId,
-        revision: Revision,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        each!(self, s => s.extend_lease(id, revision, until, now))
-    }
-
-    async fn finish(
-        &self,
-        id: WorkId,
-        revision: Revision,
-        finish: Finish,
-    ) -> Result<bool, StoreError> {
-        each!(self, s => s.finish(id, revision, finish))
-    }
-
-    async fn finish_and_claim(
-        &self,
-        finished: Vec<Finished>,
-        owner: &str,
-        now: Timestamp,
-        lease_until: Timestamp,
-        limit: u32,
-    ) -> FinishedAndClaimed {
-        each!(self, s => s.finish_and_claim(finished, owner, now, lease_until, limit))
-    }
-
-    async fn quarantine(
-        &self,
-        id: WorkId,
-        claimed_until: Timestamp,
-        reason: String,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        each!(self, s => s.quarantine(id, claimed_until, reason, now))
-    }
-
-    async fn quarantined(
-        &self,
-        owner: &str,
-        after: Option<WorkId>,
-        limit: u32,
-    ) -> Result<Vec<QuarantinedWork>, StoreError> {
-        each!(self, s => s.quarantined(owner, after, limit))
-    }
-
-    async fn release(
-        &self,
-        owner: &str,
-        id: WorkId,
-        now: Timestamp,
-    ) -> Result<Released, StoreError> {
-        each!(self, s => s.release(owner, id, now))
-    }
-
-    async fn purge_quarantined(&self, owner: &str, id: WorkId) -> Result<bool, StoreError> {
-        each!(self, s => s.purge_quarantined(owner, id))
-    }
-
-    async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
-        each!(self, s => s.cancel(id, now))
-    }
-
-    async fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError> {
-        each!(self, s => s.next_due(owner))
-    }
-
-    async fn dead_letters(
-        &self,
-        owner: &str,
-        after: Option<DeadLetterId>,
-        limit: u32,
-    ) -> Result<Vec<DeadLetter>, StoreError> {
-        each!(self, s => s.dead_letters(owner, after, limit))
-    }
-
-    async fn dead_letter(&self, id: DeadLetterId) -> Result<Option<DeadLetter>, StoreError> {
-        each!(self, s => s.dead_letter(id))
-    }
-
-    async fn redrive(
-        &self,
-        id: DeadLetterId,
-        work: NewWork,
-    ) -> Result<Option<WorkRecord>, StoreError> {
-        each!(self, s => s.redrive(id, work))
-    }
-
-    async fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError> {
-        each!(self, s => s.purge(id))
-    }
-
-    async fn purge_kept_keys(
-        &self,
-        owner: &str,
-        now: Timestamp,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
-        each!(self, s => s.purge_kept_keys(owner, now, limit))
+    forward! {
+        fn insert(&self, work: NewWork) -> Result<Inserted, StoreError>;
+        fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError>;
+        fn get(&self, id: WorkId) -> Result<Option<WorkRecord>, StoreError>;
+        fn list(&self, owner: &str, after: Option<WorkId>, limit: u32) -> Result<Listing, StoreError>;
+        fn list_where(
+            &self,
+            owner: &str,
+            filter: &WorkFilter,
+            after: Option<WorkId>,
+            limit: u32,
+        ) -> Result<Listing, StoreError>;
+        fn claim(
+            &self,
+            owner: &str,
+            now: Timestamp,
+            lease_until: Timestamp,
+            limit: u32,
+        ) -> Result<Claim, StoreError>;
+        fn extend_lease(
+            &self,
+            id: WorkId,
+            revision: Revision,
+            until: Timestamp,
+            now: Timestamp,
+        ) -> Result<bool, StoreError>;
+        fn release_lease(
+            &self,
+            id: WorkId,
+            revision: Revision,
+            now: Timestamp,
+            history: Vec<AttemptRecord>,
+        ) -> Result<bool, StoreError>;
+        fn unclaim(&self, id: WorkId, revision: Revision, now: Timestamp) -> Result<bool, StoreError>;
+        fn finish(&self, id: WorkId, revision: Revision, finish: Finish) -> Result<bool, StoreError>;
+        fn finish_and_claim(
+            &self,
+            finished: Vec<Finished>,
+            owner: &str,
+            now: Timestamp,
+            lease_until: Timestamp,
+            limit: u32,
+        ) -> FinishedAndClaimed;
+        fn quarantine(
+            &self,
+            id: WorkId,
+            claimed_until: Timestamp,
+            reason: String,
+            now: Timestamp,
+        ) -> Result<bool, StoreError>;
+        fn quarantined(
+            &self,
+            owner: &str,
+            after: Option<WorkId>,
+            limit: u32,
+        ) -> Result<Vec<QuarantinedWork>, StoreError>;
+        fn release(&self, owner: &str, id: WorkId, now: Timestamp) -> Result<Released, StoreError>;
+        fn purge_quarantined(&self, owner: &str, id: WorkId) -> Result<bool, StoreError>;
+        fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError>;
+        fn next_due(&self, owner: &str) -> Result<Option<Timestamp>, StoreError>;
+        fn dead_letters(
+            &self,
+            owner: &str,
+            after: Option<DeadLetterId>,
+            limit: u32,
+        ) -> Result<Vec<DeadLetter>, StoreError>;
+        fn dead_letter(&self, id: DeadLetterId) -> Result<Option<DeadLetter>, StoreError>;
+        fn redrive(&self, id: DeadLetterId, work: NewWork) -> Result<Option<WorkRecord>, StoreError>;
+        fn purge(&self, id: DeadLetterId) -> Result<bool, StoreError>;
+        fn purge_kept_keys(&self, owner: &str, now: Timestamp, limit: u32) -> Result<u64, StoreError>;
+        fn listen(&self, owner: &str, wake: &(dyn Fn() + Send + Sync));
+        fn count_work(&self, owner: &str, now: Timestamp) -> Result<WorkCounts, StoreError>;
     }
 }
 

@@ -469,12 +469,23 @@ impl From<WorkRecord> for Item {
     }
 }
 
-/// One piece of work by id, of any owner (ids are the store's, unique across owners).
+/// One piece of work by id: of any owner without `owner` (ids are the store's, unique across
+/// owners), else only of that owner (another owner's is `None`).
 ///
 /// # Errors
 /// The store's; a row that fails its checks is [`StoreError::Corrupt`].
-pub async fn item<S: Store>(store: &S, id: i64) -> Result<Option<Item>, StoreError> {
-    Ok(store.get(WorkId(id)).await?.map(Item::from))
+pub async fn item<S: Store>(
+    store: &S,
+    owner: Option<&str>,
+    id: i64,
+) -> Result<Option<Item>, StoreError> {
+    let record = store.get(WorkId(id)).await?;
+    Ok(record.filter(|r| in_reach(owner, &r.owner)).map(Item::from))
+}
+
+/// Whether a row of `row_owner` is in reach: every row without an owner to keep to.
+pub(crate) fn in_reach(owner: Option<&str>, row_owner: &str) -> bool {
+    owner.is_none_or(|owner| owner == row_owner)
 }
 
 /// `owner`'s work claimed by a worker: its attempt and when its lease ends (a lease that has
@@ -596,10 +607,15 @@ pub async fn dead_letters<S: Store>(
     })
 }
 
-/// One dead letter by id.
+/// One dead letter by id: of any owner without `owner`, else only of that owner.
 ///
 /// # Errors
 /// The store's.
-pub async fn dead_letter<S: Store>(store: &S, id: i64) -> Result<Option<Dead>, StoreError> {
-    Ok(store.dead_letter(DeadLetterId(id)).await?.map(Dead::from))
+pub async fn dead_letter<S: Store>(
+    store: &S,
+    owner: Option<&str>,
+    id: i64,
+) -> Result<Option<Dead>, StoreError> {
+    let dead = store.dead_letter(DeadLetterId(id)).await?;
+    Ok(dead.filter(|d| in_reach(owner, &d.owner)).map(Dead::from))
 }

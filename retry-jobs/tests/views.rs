@@ -1,9 +1,15 @@
-//! The views as a library, over any store (here the memory store): paging across many reads
-//! of the store, and the views' own arguments.
+//! The views as a library, over any store (here the memory store, and a SQLite file where
+//! rows are read and changed by id): paging across many reads of the store, the views' own
+//! arguments, and reads and actions kept to one owner (what the dashboard asks for).
+
+mod support;
 
 use std::time::Duration;
 
-use retry_durable::{Jobs, MemoryStore, When, WorkFilter, WorkId, WorkOptions, WorkState};
+use retry_durable::{
+    Jobs, MemoryStore, SqliteStore, Store, When, WorkFilter, WorkId, WorkOptions, WorkState,
+};
+use retry_jobs::action::{self, ActionError};
 use retry_jobs::view::{self, ListQuery};
 use retry_testkit::MockClock;
 use retry_toolkit::store::Timestamp;
@@ -105,4 +111,77 @@ async fn status_counts_every_page_of_the_store() {
     assert_eq!(send.oldest_waiting_age_ms, Some(60_000));
     assert_eq!(send.next_due, Some(MONDAY));
     assert_eq!(status.next_due, Some(MONDAY));
+}
+
+/// The dashboard's reads and actions name their owner: another owner's row is not found and
+/// not changed; the owner's own row is, as the command line (no owner) finds any row.
+#[tokio::test]
+async fn v2_reads_and_actions_kept_to_an_owner_treat_another_owners_rows_as_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("jobs.db")).unwrap();
+    let made = support::make(store.clone(), "billing").await;
+    let now = support::MONDAY + Duration::from_secs(120);
+    let other = Some("default");
+
+    assert!(
+        view::item(&store, other, made.waiting)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        view::dead_letter(&store, other, made.dead)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let refused = [
+        action::cancel(&store, other, made.waiting, now).await.err(),
+        action::redrive(&store, other, made.dead, now).await.err(),
+        action::purge(&store, other, made.dead).await.err(),
+    ];
+    for error in refused {
+        assert!(matches!(error, Some(ActionError::NotFound(_))), "{error:?}");
+    }
+    // Nothing changed: the work still waits, the dead letter is still there, not re-driven.
+    let waiting = view::item(&store, None, made.waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(waiting.state, "waiting");
+    let dead = view::dead_letter(&store, None, made.dead)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(dead.redriven_as, None);
+
+    let mine = Some("billing");
+    let item = view::item(&store, mine, made.waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((item.id, item.owner.as_str()), (made.waiting, "billing"));
+    let cancelled = action::cancel(&store, mine, made.waiting, now)
+        .await
+        .unwrap();
+    assert_eq!(cancelled.was, "waiting");
+    let redriven = action::redrive(&store, mine, made.dead, now).await.unwrap();
+    assert_eq!(redriven.work.owner, "billing");
+    assert!(action::purge(&store, mine, made.dead).await.is_ok());
+    assert!(
+        store
+            .dead_letter(retry_durable::DeadLetterId(made.dead))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A missing id is not found with or without an owner.
+    assert!(matches!(
+        action::purge(&store, mine, made.dead).await,
+        Err(ActionError::NotFound(_))
+    ));
+    assert!(matches!(
+        action::purge(&store, None, made.dead).await,
+        Err(ActionError::NotFound(_))
+    ));
 }

@@ -1466,13 +1466,14 @@ impl<S: Store> Store for FailingFinish<S> {
         self.0.get(id).await
     }
 
-    async fn list(
+    async fn list_where(
         &self,
         owner: &str,
+        filter: &retry_durable::WorkFilter,
         after: Option<WorkId>,
         limit: u32,
     ) -> Result<retry_durable::Listing, StoreError> {
-        self.0.list(owner, after, limit).await
+        self.0.list_where(owner, filter, after, limit).await
     }
 
     async fn claim(
@@ -1499,6 +1500,25 @@ impl<S: Store> Store for FailingFinish<S> {
             ));
         }
         self.0.extend_lease(id, revision, until, now).await
+    }
+
+    async fn release_lease(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+        _: Vec<retry_durable::AttemptRecord>,
+    ) -> Result<bool, StoreError> {
+        self.extend_lease(id, revision, now, now).await
+    }
+
+    async fn unclaim(
+        &self,
+        id: WorkId,
+        revision: Revision,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.extend_lease(id, revision, now, now).await
     }
 
     async fn finish(&self, _: WorkId, _: Revision, _: Finish) -> Result<bool, StoreError> {

@@ -20,7 +20,6 @@
 //! ```
 
 mod auth;
-mod data;
 mod html;
 mod views;
 

@@ -8,12 +8,13 @@ use axum::extract::rejection::{FormRejection, PathRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use retry_durable::{DeadLetterId, StoreError, WorkFilter, WorkId, WorkRecord, WorkState};
+use retry_durable::{StoreError, WorkFilter, WorkId, WorkState};
 use retry_toolkit::store::Timestamp;
 
-use super::data::{self, Outcome};
 use super::html::{Frame, escape, when, when_opt};
 use super::{App, auth};
+use crate::action::{self, ActionError};
+use crate::view::{self, Item, ListQuery};
 
 type AppState<S> = State<Arc<App<S>>>;
 type Params = Result<Query<Vec<(String, String)>>, QueryRejection>;
@@ -157,7 +158,7 @@ pub(super) async fn status<S: retry_durable::Store>(
         Err(why) => return bad_request(&app, &headers, &why),
     };
     let now = Timestamp::system_now();
-    let status = match crate::view::status(&app.store, &app.owner, now).await {
+    let status = match view::status(&app.store, &app.owner, now).await {
         Ok(s) => s,
         Err(e) => return store_failed(&app, &headers, &e),
     };
@@ -211,7 +212,7 @@ fn filter_form(filter: &WorkFilter, limit: u32) -> String {
         "<form method=\"get\" action=\"/work\" id=\"filter\">State <select name=\"state\">\
          <option value=\"\">any</option>",
     );
-    for state in crate::view::STATES {
+    for state in view::STATES {
         let chosen = if filter.state == Some(state) {
             " selected"
         } else {
@@ -239,20 +240,20 @@ fn filter_form(filter: &WorkFilter, limit: u32) -> String {
 }
 
 /// One row of a table of work.
-fn work_row(record: &WorkRecord, now: Timestamp) -> String {
+fn work_row(item: &Item, now: Timestamp) -> String {
     format!(
         "<tr><td><a href=\"/work/{id}\">{id}</a></td><td>{handler}</td><td>{kind}</td>\
          <td>{state}</td><td>{attempt}</td><td>{due}</td><td>{lease}</td><td>{key}</td>\
          <td>{error}</td></tr>",
-        id = record.id.0,
-        handler = escape(&record.handler),
-        kind = record.timing.kind(),
-        state = record.state,
-        attempt = record.attempt,
-        due = escape(&when(record.due_at, now)),
-        lease = when_opt(record.lease_until, now),
-        key = escape(record.key.as_deref().unwrap_or("")),
-        error = escape(record.last_error.as_deref().unwrap_or("")),
+        id = item.id,
+        handler = escape(&item.handler),
+        kind = item.timing.kind,
+        state = item.state,
+        attempt = item.attempt,
+        due = escape(&when(item.due_at, now)),
+        lease = when_opt(item.lease_until, now),
+        key = escape(item.key.as_deref().unwrap_or("")),
+        error = escape(item.last_error.as_deref().unwrap_or("")),
     )
 }
 
@@ -309,20 +310,28 @@ async fn listing<S: retry_durable::Store>(
         Err(why) => return bad_request(app, headers, &why),
     };
     let now = Timestamp::system_now();
-    let (page, more) = match data::list(&app.store, &app.owner, &filter, after, limit).await {
+    // One row past the page tells whether a next page has any.
+    let query = ListQuery {
+        filter: filter.clone(),
+        after,
+        limit: limit.saturating_add(1),
+        ..ListQuery::default()
+    };
+    let mut page = match view::list(&app.store, &app.owner, &query).await {
         Ok(p) => p,
         Err(e) => return store_failed(app, headers, &e),
     };
+    let more = beyond(&mut page.items, limit);
     let mut body = message;
     if fixed_state.is_none() {
         body.push_str(&filter_form(&filter, limit));
     }
     let _ = write!(body, "<table id=\"work\">{WORK_HEAD}");
-    for record in &page.records {
-        body.push_str(&work_row(record, now));
+    for item in &page.items {
+        body.push_str(&work_row(item, now));
     }
     body.push_str("</table>");
-    if page.records.is_empty() {
+    if page.items.is_empty() {
         body.push_str("<p id=\"empty\">Nothing here.</p>");
     }
     if !page.corrupt.is_empty() {
@@ -334,14 +343,14 @@ async fn listing<S: retry_durable::Store>(
             let _ = write!(
                 body,
                 "<tr><td>{}</td><td>{}</td></tr>",
-                row.id.0,
+                row.id,
                 escape(&row.problem)
             );
         }
         body.push_str("</table>");
     }
-    if let (true, Some(last)) = (more, page.records.last()) {
-        let mut next = format!("{path}?after={}&limit={limit}", last.id.0);
+    if let (true, Some(last)) = (more, page.items.last()) {
+        let mut next = format!("{path}?after={}&limit={limit}", last.id);
         if fixed_state.is_none() {
             for (key, value) in [
                 ("state", filter.state.map(WorkState::name)),
@@ -388,6 +397,13 @@ pub(super) async fn in_flight<S: retry_durable::Store>(
     .await
 }
 
+/// Cuts `rows` to `limit`; whether there were more (the one row read past a page).
+fn beyond<T>(rows: &mut Vec<T>, limit: u32) -> bool {
+    let more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    more
+}
+
 /// A two-column table of labels and (escaped) values.
 fn fields(id: &str, rows: &[(&str, String)]) -> String {
     let mut out = format!("<table id=\"{id}\">");
@@ -402,7 +418,7 @@ fn fields(id: &str, rows: &[(&str, String)]) -> String {
 fn option_rows(
     options: &retry_toolkit::RetryOptions,
     retry_if: Option<&str>,
-    timeout: Option<std::time::Duration>,
+    timeout_ms: Option<u64>,
 ) -> Vec<(&'static str, String)> {
     let number = |n: Option<u64>| n.map_or_else(|| "—".to_owned(), |n| n.to_string());
     vec![
@@ -416,7 +432,10 @@ fn option_rows(
         ("retry predicate", escape(retry_if.unwrap_or("—"))),
         (
             "attempt timeout",
-            timeout.map_or_else(|| "—".to_owned(), |t| format!("{t:?}")),
+            timeout_ms.map_or_else(
+                || "—".to_owned(),
+                |ms| format!("{:?}", std::time::Duration::from_millis(ms)),
+            ),
         ),
     ]
 }
@@ -459,24 +478,21 @@ fn absent<S>(app: &App<S>, headers: &HeaderMap, what: &str, id: i64) -> Response
 }
 
 /// A row's last error and payload, then the heading of its options.
-fn error_and_payload(error: Option<&str>, payload: &str) -> String {
+fn error_and_payload(error: Option<&str>, payload: &serde_json::Value) -> String {
     format!(
         "<h2>Last error</h2><pre id=\"last-error\">{}</pre><h2>Payload</h2>\
          <pre id=\"payload\">{}</pre><h2>Options</h2>",
         escape(error.unwrap_or("none")),
-        escape(payload),
+        escape(&payload.to_string()),
     )
 }
 
 /// A row's kept attempts as the library draws them (escaped), or that none is kept.
-fn attempts_kept(
-    history: &[retry_durable::AttemptRecord],
-    timeline: impl std::fmt::Display,
-) -> String {
-    let table = if history.is_empty() {
+fn attempts_kept(timeline: &str) -> String {
+    let table = if timeline.is_empty() {
         "none kept".to_owned()
     } else {
-        escape(&timeline.to_string())
+        escape(timeline)
     };
     format!("<h2>Attempts</h2><pre id=\"history\">{table}</pre>")
 }
@@ -488,35 +504,33 @@ pub(super) async fn work<S: retry_durable::Store>(
     path: IdPath,
     query: Params,
 ) -> Response {
-    let fetch = |id| data::work(&app.store, &app.owner, WorkId(id));
+    let fetch = |id| view::item(&app.store, Some(&app.owner), id);
     let (id, message, record) = match one(&app, &headers, path, query, "work", fetch).await {
         Ok(found) => found,
         Err(answer) => return *answer,
     };
     let now = Timestamp::system_now();
     let frame = frame(&app, &headers);
-    let timing = match &record.timing {
-        retry_durable::Timing::Cron {
-            pattern,
-            zone,
-            misfire,
-        } => format!("cron `{pattern}` in {zone}, misfire {misfire}"),
-        retry_durable::Timing::Every {
-            interval_ms,
-            misfire,
-        } => format!("every {interval_ms} ms, misfire {misfire}"),
-        other => other.kind().to_owned(),
+    let t = &record.timing;
+    let timing = match (&t.cron, &t.zone, t.every_ms, t.misfire) {
+        (Some(pattern), Some(zone), _, Some(misfire)) => {
+            format!("cron `{pattern}` in {zone}, misfire {misfire}")
+        }
+        (_, _, Some(interval_ms), Some(misfire)) => {
+            format!("every {interval_ms} ms, misfire {misfire}")
+        }
+        _ => t.kind.to_owned(),
     };
-    let max = record.options.max_attempts.unwrap_or(0);
+    let max = record.max_attempts.unwrap_or(0);
     let mut body = message;
     body.push_str(&fields(
         "record",
         &[
-            ("id", record.id.0.to_string()),
+            ("id", record.id.to_string()),
             ("handler", escape(&record.handler)),
             ("key", escape(record.key.as_deref().unwrap_or("—"))),
             ("timing", escape(&timing)),
-            ("state", record.state.to_string()),
+            ("state", record.state.to_owned()),
             (
                 "attempts",
                 format!("{} of {max} in this run", record.attempt),
@@ -527,23 +541,24 @@ pub(super) async fn work<S: retry_durable::Store>(
             ("last backoff (ms)", record.last_delay_ms.to_string()),
             ("created", escape(&when(record.created_at, now))),
             ("updated", escape(&when(record.updated_at, now))),
-            ("revision", record.revision.get().to_string()),
+            ("revision", record.revision.to_string()),
         ],
     ));
     body.push_str(&error_and_payload(
         record.last_error.as_deref(),
         &record.payload,
     ));
-    body.push_str(&attempts_kept(record.history(), record.timeline()));
+    body.push_str(&attempts_kept(&record.timeline));
     body.push_str(&fields(
         "options",
         &option_rows(
             &record.options,
             record.retry_if.as_deref(),
-            record.attempt_timeout,
+            record.attempt_timeout_ms,
         ),
     ));
-    if record.state.can_run() && frame.logged_in {
+    let can_run = record.state.parse().is_ok_and(WorkState::can_run);
+    if can_run && frame.logged_in {
         body.push_str(&frame.form(
             &format!("/work/{id}/cancel"),
             "",
@@ -562,21 +577,20 @@ pub(super) async fn dead_list<S: retry_durable::Store>(
 ) -> Response {
     let parsed = params(query, &["after", "limit", "done"]).and_then(|params| {
         let after = params.get("after").map(|t| id(t)).transpose()?;
-        Ok((
-            after.map(DeadLetterId),
-            limit(&params)?,
-            done_message(&params)?,
-        ))
+        Ok((after, limit(&params)?, done_message(&params)?))
     });
     let (after, limit, message) = match parsed {
         Ok(p) => p,
         Err(why) => return bad_request(&app, &headers, &why),
     };
     let now = Timestamp::system_now();
-    let (page, more) = match data::dead_letters(&app.store, &app.owner, after, limit).await {
-        Ok(p) => p,
+    // One past the page tells whether a next page has any.
+    let read = view::dead_letters(&app.store, &app.owner, after, limit.saturating_add(1)).await;
+    let mut page = match read {
+        Ok(p) => p.dead_letters,
         Err(e) => return store_failed(&app, &headers, &e),
     };
+    let more = beyond(&mut page, limit);
     let mut body = message;
     body.push_str(
         "<table id=\"dead\"><tr><th>id</th><th>work</th><th>handler</th><th>kind</th>\
@@ -589,18 +603,17 @@ pub(super) async fn dead_list<S: retry_durable::Store>(
             "<tr><td><a href=\"/dead/{id}\">{id}</a></td><td>{work}</td><td>{handler}</td>\
              <td>{kind}</td><td>{reason}</td><td>{attempts}</td><td>{failed}</td>\
              <td>{error}</td><td>{redriven}</td></tr>",
-            id = dead.id.0,
-            work = dead.work_id.0,
+            id = dead.id,
+            work = dead.work_id,
             handler = escape(&dead.handler),
             kind = escape(&dead.kind),
             reason = dead.reason,
             attempts = dead.attempts,
             failed = escape(&when(dead.failed_at, now)),
             error = escape(dead.last_error.as_deref().unwrap_or("")),
-            redriven = dead.redriven_as.map_or_else(String::new, |w| format!(
-                "<a href=\"/work/{0}\">{0}</a>",
-                w.0
-            )),
+            redriven = dead
+                .redriven_as
+                .map_or_else(String::new, |w| format!("<a href=\"/work/{w}\">{w}</a>")),
         );
     }
     body.push_str("</table>");
@@ -611,7 +624,7 @@ pub(super) async fn dead_list<S: retry_durable::Store>(
         let _ = write!(
             body,
             "<p><a id=\"next\" href=\"/dead?after={}&amp;limit={limit}\">Next page</a></p>",
-            last.id.0
+            last.id
         );
     }
     reply(
@@ -627,7 +640,7 @@ pub(super) async fn dead_one<S: retry_durable::Store>(
     path: IdPath,
     query: Params,
 ) -> Response {
-    let fetch = |id| data::dead_letter(&app.store, &app.owner, DeadLetterId(id));
+    let fetch = |id| view::dead_letter(&app.store, Some(&app.owner), id);
     let (id, message, dead) = match one(&app, &headers, path, query, "dead letter", fetch).await {
         Ok(found) => found,
         Err(answer) => return *answer,
@@ -638,8 +651,8 @@ pub(super) async fn dead_one<S: retry_durable::Store>(
     body.push_str(&fields(
         "record",
         &[
-            ("id", dead.id.0.to_string()),
-            ("work", dead.work_id.0.to_string()),
+            ("id", dead.id.to_string()),
+            ("work", dead.work_id.to_string()),
             ("handler", escape(&dead.handler)),
             ("kind", escape(&dead.kind)),
             ("reason", dead.reason.to_string()),
@@ -651,12 +664,7 @@ pub(super) async fn dead_one<S: retry_durable::Store>(
                 "re-driven as",
                 dead.redriven_as.map_or_else(
                     || "not yet".to_owned(),
-                    |w| {
-                        format!(
-                            "<a id=\"redriven-as\" href=\"/work/{0}\">work #{0}</a>",
-                            w.0
-                        )
-                    },
+                    |w| format!("<a id=\"redriven-as\" href=\"/work/{w}\">work #{w}</a>"),
                 ),
             ),
         ],
@@ -665,13 +673,13 @@ pub(super) async fn dead_one<S: retry_durable::Store>(
         dead.last_error.as_deref(),
         &dead.payload,
     ));
-    body.push_str(&attempts_kept(dead.history(), dead.timeline()));
+    body.push_str(&attempts_kept(&dead.timeline));
     body.push_str(&fields(
         "options",
         &option_rows(
             &dead.options,
             dead.retry_if.as_deref(),
-            dead.attempt_timeout,
+            dead.attempt_timeout_ms,
         ),
     ));
     if frame.logged_in {
@@ -766,7 +774,7 @@ async fn action<S, T, F, Fut>(
 ) -> Response
 where
     F: FnOnce(i64) -> Fut,
-    Fut: Future<Output = Result<Outcome<T>, StoreError>>,
+    Fut: Future<Output = Result<T, ActionError>>,
 {
     if let Some(refused) = may_act(app, headers, &form_fields(form), false) {
         return refused;
@@ -776,10 +784,12 @@ where
         Err(why) => return bad_request(app, headers, &why),
     };
     match run(id).await {
-        Ok(Outcome::Done(_)) => redirect(&done(id)),
-        Ok(Outcome::Unknown) => absent(app, headers, what, id),
-        Ok(Outcome::Refused(why)) => refusal(app, headers, StatusCode::CONFLICT, "Refused", &why),
-        Err(e) => store_failed(app, headers, &e),
+        Ok(_) => redirect(&done(id)),
+        Err(ActionError::NotFound(_)) => absent(app, headers, what, id),
+        Err(ActionError::Refused(why)) => {
+            refusal(app, headers, StatusCode::CONFLICT, "Refused", &why)
+        }
+        Err(ActionError::Store(e)) => store_failed(app, headers, &e),
     }
 }
 
@@ -790,14 +800,7 @@ pub(super) async fn redrive<S: retry_durable::Store>(
     path: IdPath,
     form: Fields,
 ) -> Response {
-    let run = |id| {
-        data::redrive(
-            &app.store,
-            &app.owner,
-            DeadLetterId(id),
-            Timestamp::system_now(),
-        )
-    };
+    let run = |id| action::redrive(&app.store, Some(&app.owner), id, Timestamp::system_now());
     action(&app, &headers, path, form, "dead letter", run, |id| {
         format!("/dead/{id}?done=redriven")
     })
@@ -811,7 +814,7 @@ pub(super) async fn purge<S: retry_durable::Store>(
     path: IdPath,
     form: Fields,
 ) -> Response {
-    let run = |id| data::purge(&app.store, &app.owner, DeadLetterId(id));
+    let run = |id| action::purge(&app.store, Some(&app.owner), id);
     action(&app, &headers, path, form, "dead letter", run, |_| {
         "/dead?done=purged".to_owned()
     })
@@ -825,7 +828,7 @@ pub(super) async fn cancel<S: retry_durable::Store>(
     path: IdPath,
     form: Fields,
 ) -> Response {
-    let run = |id| data::cancel(&app.store, &app.owner, WorkId(id), Timestamp::system_now());
+    let run = |id| action::cancel(&app.store, Some(&app.owner), id, Timestamp::system_now());
     action(&app, &headers, path, form, "work", run, |id| {
         format!("/work/{id}?done=cancelled")
     })

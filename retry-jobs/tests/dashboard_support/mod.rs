@@ -72,6 +72,67 @@ pub async fn fill<S: Store + Clone>(store: &S) -> Filled {
     }
 }
 
+/// Fills `store` (owner `default`) as a small shop's workers might: e-mails waiting and one
+/// being sent, card charges that were declined (dead letters), an inventory sync every 15
+/// minutes and a nightly report. Friendly names, for the guide's screenshot; the hostile
+/// fixture is [`fill`].
+pub async fn showcase<S: Store + Clone>(store: &S) {
+    let jobs = Jobs::builder(store.clone())
+        .handler("send-welcome-email", |_to: String, _ctx| async { Ok(()) })
+        .handler("charge-card", |_order: u32, _ctx| async {
+            Err(TaskFailure::from("card declined: insufficient funds"))
+        })
+        .handler("sync-inventory", |_: (), _ctx| async { Ok(()) })
+        .handler("nightly-report", |_: (), _ctx| async { Ok(()) })
+        .build()
+        .unwrap();
+    let once = WorkOptions::new().retry(RetryOptions::new().with_max_attempts(1));
+    for order in [1041u32, 1057, 1063] {
+        jobs.schedule(When::Now, "charge-card", &order, once.clone())
+            .await
+            .unwrap();
+    }
+    assert_eq!(jobs.run_due().await.unwrap(), 3);
+    for to in ["ana@example.com", "bo@example.com"] {
+        jobs.schedule(When::Now, "send-welcome-email", &to, WorkOptions::new())
+            .await
+            .unwrap();
+    }
+    let now = Timestamp::system_now();
+    let lease = Timestamp::from_millis(now.as_millis() + 300_000);
+    assert_eq!(
+        store
+            .claim("default", now, lease, 10)
+            .await
+            .unwrap()
+            .work
+            .len(),
+        2
+    );
+    for (minutes, to) in [
+        (5, "cy@example.com"),
+        (12, "di@example.com"),
+        (40, "ed@example.com"),
+    ] {
+        let when = When::after(Duration::from_secs(minutes * 60));
+        jobs.schedule(when, "send-welcome-email", &to, WorkOptions::new())
+            .await
+            .unwrap();
+    }
+    let every = When::every(Duration::from_secs(15 * 60));
+    jobs.schedule(every, "sync-inventory", &(), WorkOptions::new())
+        .await
+        .unwrap();
+    jobs.schedule(
+        When::cron("0 2 * * *"),
+        "nightly-report",
+        &(),
+        WorkOptions::new(),
+    )
+    .await
+    .unwrap();
+}
+
 /// A dashboard over `store` on a port of its own; its address.
 pub async fn start<S: Store>(store: S, config: Config) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
