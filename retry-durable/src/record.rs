@@ -319,21 +319,26 @@ impl DeadReason {
     }
 }
 
+impl DeadReason {
+    /// Every reason: parsing a stored name, and the metrics' keys (one per reason).
+    pub(crate) const ALL: [DeadReason; 6] = [
+        DeadReason::Exhausted,
+        DeadReason::NotRetryable,
+        DeadReason::UnknownHandler,
+        DeadReason::BadPayload,
+        DeadReason::UnknownPredicate,
+        DeadReason::HintAboveCeiling,
+    ];
+}
+
 impl FromStr for DeadReason {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, String> {
-        [
-            DeadReason::Exhausted,
-            DeadReason::NotRetryable,
-            DeadReason::UnknownHandler,
-            DeadReason::BadPayload,
-            DeadReason::UnknownPredicate,
-            DeadReason::HintAboveCeiling,
-        ]
-        .into_iter()
-        .find(|reason| reason.name() == name)
-        .ok_or_else(|| format!("unknown dead-letter reason `{name}`"))
+        DeadReason::ALL
+            .into_iter()
+            .find(|reason| reason.name() == name)
+            .ok_or_else(|| format!("unknown dead-letter reason `{name}`"))
     }
 }
 

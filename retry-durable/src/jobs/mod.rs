@@ -88,6 +88,8 @@ impl<S, C> Clone for Jobs<S, C> {
 pub(crate) struct Inner<S, C> {
     pub(crate) store: S,
     pub(crate) owner: String,
+    /// The owner's metric keys, built once (empty without the `metrics` feature).
+    pub(crate) metrics: crate::metrics::Series,
     pub(crate) defaults: RetryOptions,
     pub(crate) registry: Registry,
     pub(crate) on_error: Option<ErrorHook>,
@@ -542,6 +544,7 @@ impl<S: Store, C: Clock> JobsBuilder<S, C> {
         Ok(Jobs {
             inner: Arc::new(Inner {
                 store: self.store,
+                metrics: crate::metrics::Series::new(&self.owner, self.registry.handlers.keys()),
                 owner: self.owner,
                 defaults: self.defaults,
                 registry: self.registry,
@@ -969,7 +972,7 @@ impl<S, C: Clock> Inner<S, C> {
     }
 
     pub(crate) fn emit(&self, record: &WorkRecord, what: EventKind) {
-        crate::metrics::event(&self.owner, &record.handler, &what);
+        crate::metrics::event(&self.metrics, &record.handler, &what);
         if self.subscribers.is_empty() {
             return;
         }
@@ -998,7 +1001,7 @@ impl<S, C: Clock> Inner<S, C> {
             } else {
                 "subscriber"
             };
-            crate::metrics::hook_panicked(&self.owner, label);
+            crate::metrics::hook_panicked(&self.metrics, label);
             let message = worker::panic_message(payload.as_ref());
             tracing::error!(target: "retry_durable", id = id.0, panic = %message, "{hook} panicked; the worker goes on");
         }

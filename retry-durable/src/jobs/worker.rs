@@ -470,7 +470,7 @@ where
             return;
         }
         match self.inner.store.count_work(&self.inner.owner, now).await {
-            Ok(counts) => crate::metrics::queue(&self.inner.owner, &counts),
+            Ok(counts) => crate::metrics::queue(&self.inner.metrics, &counts),
             Err(error) => {
                 tracing::warn!(target: TARGET, %error, "could not count the queue for its metrics");
             }
@@ -607,7 +607,7 @@ impl<S: Store, C: Clock> Jobs<S, C> {
                 Ok(true) => {
                     tracing::error!(target: TARGET, id, %reason, "corrupt work quarantined: it is not run; repair or purge it");
                     let quarantined = EventKind::Quarantined { reason };
-                    crate::metrics::event(&inner.owner, "", &quarantined);
+                    crate::metrics::event(&inner.metrics, "", &quarantined);
                     inner.emit_event(Event {
                         id: work,
                         handler: String::new(),
@@ -815,7 +815,7 @@ where
     );
     tracing::debug!(target: TARGET, id = record.id.0, handler = %record.handler, attempt = record.attempt, "attempt started");
     let late = now.as_millis().saturating_sub(record.due_at.as_millis());
-    crate::metrics::started(&inner.owner, &record.handler, Duration::from_millis(late));
+    crate::metrics::started(&inner.metrics, &record.handler, Duration::from_millis(late));
     let began = inner.clock.now();
     let leased = run_leased(&inner, &record, future, &cancel).await;
     // Gone from the set: `Jobs::cancel` in this process cancelled it in the store (so no
@@ -828,7 +828,7 @@ where
     let outcome = match leased {
         Leased::Ended(outcome) => {
             let took = inner.clock.now().saturating_duration_since(began);
-            crate::metrics::attempt_ended(&inner.owner, &record.handler, outcome.is_ok(), took);
+            crate::metrics::attempt_ended(&inner.metrics, &record.handler, outcome.is_ok(), took);
             outcome
         }
         Leased::Lost => {
