@@ -24,9 +24,14 @@
 //! Run by `benches/side-by-side/run.sh`, which installs graphile-worker outside the repository
 //! and passes its directory in `SIDE_BY_SIDE_NODE_DIR`. Flags (after `--`): `--items N`
 //! (50,000), `--rounds N` (3), `--latency-jobs N` (1,000), `--gap-ms N` (5), `--fast-poll-ms N`
-//! (10), `--only A,B` (contestants whose name contains one of them), `--no-latency`;
+//! (10), `--only A,B` (contestants whose name contains one of them), `--no-latency`,
+//! `--shapes 1x8,2x24` (worker processes × concurrency; default `1x1,1x24,4x1,4x24`),
+//! `--sync on|off` (one `synchronous_commit` setting; default both); `DURABLE_PREFETCH` and
+//! `DURABLE_FLUSH_MS` in the environment set our workers' batching (see `batching.rs`);
 //! `SIDE_BY_SIDE_PEER_TARGET_DIR` gives the apalis peer a cargo target directory of its own.
 //! Wall-clock figures of a shared machine: compare the ratios of one run, never a threshold.
+
+mod batching;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -104,7 +109,7 @@ async fn ours_worker(url: &str, concurrency: u32, latency: bool, settings: OursS
     if let Some(ms) = settings.poll_ms {
         builder = builder.poll_interval(Duration::from_millis(ms));
     }
-    let jobs = builder.build().expect("jobs");
+    let jobs = batching::batching(builder).build().expect("jobs");
     println!("ready");
     let stop = CancelToken::new();
     let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
@@ -211,6 +216,10 @@ struct Config {
     only: Option<String>,
     latency: bool,
     node_dir: Option<PathBuf>,
+    /// (worker processes, concurrency) of the throughput rows.
+    shapes: Vec<(usize, usize)>,
+    /// The `synchronous_commit` settings of the throughput rows.
+    syncs: Vec<bool>,
 }
 
 fn here() -> &'static Path {
@@ -601,6 +610,26 @@ fn parse_args() -> Config {
         only: value("--only"),
         latency: !args.iter().any(|a| a == "--no-latency"),
         node_dir: std::env::var_os("SIDE_BY_SIDE_NODE_DIR").map(PathBuf::from),
+        shapes: value("--shapes").map_or_else(
+            || vec![(1, 1), (1, 24), (4, 1), (4, 24)],
+            |list| {
+                list.split(',')
+                    .map(|shape| {
+                        let (w, c) = shape.split_once('x').expect("--shapes WxC,…");
+                        (
+                            w.parse().expect("--shapes: processes"),
+                            c.parse().expect("--shapes: concurrency"),
+                        )
+                    })
+                    .collect()
+            },
+        ),
+        syncs: match value("--sync").as_deref() {
+            None => vec![true, false],
+            Some("on") => vec![true],
+            Some("off") => vec![false],
+            Some(other) => panic!("--sync on|off, not {other}"),
+        },
     }
 }
 
@@ -670,12 +699,13 @@ fn main() {
         config.items, config.rounds
     );
 
-    let shapes = [(1, 1), (1, 24), (4, 1), (4, 24)];
+    let shapes = config.shapes.clone();
+    let syncs = config.syncs.clone();
     let mut results: Vec<Throughput> = Vec::new();
     let mut latencies: Vec<(Who, usize, f64, f64)> = Vec::new();
     for round in 1..=config.rounds {
-        for sync in [true, false] {
-            for (workers, concurrency) in shapes {
+        for &sync in &syncs {
+            for &(workers, concurrency) in &shapes {
                 for &who in &contestants {
                     let row = throughput(&bench, who, sync, (workers, concurrency));
                     println!(
@@ -736,8 +766,8 @@ fn main() {
         "| jobs/s | graphile-worker | graphile-worker batched | apalis-postgres | retry-durable | ours / graphile | ours / graphile batched | ours / apalis |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for sync in [true, false] {
-        for (workers, concurrency) in shapes {
+    for &sync in &syncs {
+        for &(workers, concurrency) in &shapes {
             let shape = Some((workers, concurrency));
             let [g, gb, a, o] = [Who::Graphile, Who::GraphileBatched, Who::Apalis, Who::Ours]
                 .map(|who| rate(who, sync, shape, false));
@@ -755,7 +785,7 @@ fn main() {
             );
         }
     }
-    for sync in [true, false] {
+    for &sync in &syncs {
         let [g, a, o] =
             [Who::Graphile, Who::Apalis, Who::Ours].map(|who| rate(who, sync, None, true));
         println!(

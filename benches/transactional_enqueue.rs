@@ -12,7 +12,7 @@
 //! medians, min–max, and the load average before each round.
 //!
 //! `cargo bench -p retry-benches --bench transactional_enqueue` (`TXN_ENQUEUE_ITEMS` changes
-//! the 20,000).
+//! the 20,000; `TXN_ENQUEUE_ONLY=a,b` runs only the rows whose name contains one of them).
 
 use std::time::{Duration, Instant};
 
@@ -73,6 +73,17 @@ fn runs() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3)
+}
+
+/// Whether `row` runs: every row, or those named in `TXN_ENQUEUE_ONLY` (comma-separated parts
+/// of a row's name), so that a change to one path is measured without the slow loops.
+fn selected(row: Row) -> bool {
+    match std::env::var("TXN_ENQUEUE_ONLY") {
+        Ok(only) => only
+            .split(',')
+            .any(|part| !part.is_empty() && row.name().contains(part)),
+        Err(_) => true,
+    }
 }
 
 fn load() -> String {
@@ -229,6 +240,9 @@ fn main() {
         for round in 0..runs() {
             println!("round {}: load {}", round + 1, load());
             for (index, row) in ROWS.iter().enumerate() {
+                if !selected(*row) {
+                    continue;
+                }
                 let took = match row {
                     Row::SqliteLoop | Row::SqliteMany | Row::SqliteManyIn | Row::SqliteLoopIn => {
                         sqlite(*row, n).await
@@ -253,17 +267,21 @@ fn main() {
     println!("|---|---|---|---|");
     for (index, row) in ROWS.iter().enumerate() {
         let rates: Vec<f64> = seconds[index].iter().map(|s| n as f64 / s).collect();
+        if rates.is_empty() {
+            continue;
+        }
         let loop_index = if index < 4 { 0 } else { 4 };
-        let today = median(seconds[loop_index].iter().map(|s| n as f64 / s).collect());
+        let today: Vec<f64> = seconds[loop_index].iter().map(|s| n as f64 / s).collect();
         let med = median(rates.clone());
         let (lo, hi) = rates
             .iter()
             .fold((f64::MAX, 0.0_f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-        println!(
-            "| {} | {med:.0} | {lo:.0}–{hi:.0} | {:.2}× |",
-            row.name(),
-            med / today
-        );
+        let ratio = if today.is_empty() {
+            "–".to_owned()
+        } else {
+            format!("{:.2}×", med / median(today))
+        };
+        println!("| {} | {med:.0} | {lo:.0}–{hi:.0} | {ratio} |", row.name());
     }
     drop(cluster);
 }

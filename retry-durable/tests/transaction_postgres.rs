@@ -366,6 +366,50 @@ async fn s16_schedule_many_in_is_all_or_nothing_inside_the_transaction() {
     assert_eq!(orders(&shop.client).await, 2);
 }
 
+/// Issue 31: a batch larger than one statement (5,000 rows) is still all or nothing inside the
+/// caller's transaction — a key held by other work in its third chunk leaves none of the
+/// chunks before it — and a key repeated across chunks answers with its first item.
+#[tokio::test]
+async fn s16_a_batch_of_many_statements_is_all_or_nothing_inside_the_transaction() {
+    let mut shop = shop().await;
+    shop.jobs
+        .schedule(When::Now, "receipt", &1_u32, keyed("order-1"))
+        .await
+        .unwrap();
+    let items = |conflict: Option<usize>| {
+        (0..12_000_u32).map(move |i| {
+            let options = match i {
+                3_000 | 7_000 => keyed("twice"),
+                _ if Some(i as usize) == conflict => keyed("order-1"),
+                _ => WorkOptions::new(),
+            };
+            let payload = if i == 7_000 { 3_010 } else { i + 10 };
+            (When::Now, payload, options)
+        })
+    };
+    let tx = shop.client.transaction().await.unwrap();
+    let error = shop
+        .jobs
+        .schedule_many_in(&tx, "receipt", items(Some(11_000)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ScheduleError::Item { index: 11_000, error } if matches!(**error, ScheduleError::KeyConflict { .. })),
+        "{error}"
+    );
+    let written = shop
+        .jobs
+        .schedule_many_in(&tx, "receipt", items(None))
+        .await
+        .unwrap();
+    assert_eq!(written.len(), 12_000);
+    assert_eq!(written[7_000].id, written[3_000].id);
+    assert_eq!(written[11_999].payload, "12009");
+    tx.commit().await.unwrap();
+    let listed = shop.jobs.list().await.unwrap().records;
+    assert_eq!(listed.len(), 1 + 11_999, "nothing of the refused batch");
+}
+
 #[tokio::test]
 async fn s16_a_deadpool_transaction_commits_and_rolls_back_the_same() {
     let shop = shop().await;

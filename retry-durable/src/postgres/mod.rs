@@ -4,6 +4,7 @@
 //! revision, as on SQLite.
 
 mod claim;
+mod insert;
 mod listen;
 mod schema;
 pub(crate) mod session;
@@ -28,7 +29,7 @@ use crate::record::{
 use crate::sql::{self, Columns, DEAD_COLUMNS, WORK_COLUMNS, i64_of};
 use crate::store::{
     Batch, Claim, Finish, Finished, FinishedAndClaimed, Inserted, Listing, NextStep, Store,
-    StoreError, WorkCounts, WorkFilter, other_work,
+    StoreError, WorkCounts, WorkFilter,
 };
 use session::{Failed, release};
 pub use transaction::PostgresTransaction;
@@ -552,36 +553,12 @@ async fn insert(client: &impl transaction::Conn, work: NewWork) -> Result<Insert
 /// [`Store::insert_many`]: one transaction, rolled back by a conflict.
 async fn insert_many(client: &mut Object, batch: Vec<NewWork>) -> Result<Batch, Failed> {
     let tx = client.transaction().await?;
-    let batch = insert_batch(&tx, batch).await?;
+    let batch = insert::insert_batch(&tx, batch).await?;
     if matches!(batch, Batch::Written(_)) {
         tx.commit().await?;
     }
     // Otherwise dropping the transaction rolls every item back.
     Ok(batch)
-}
-
-/// The items of [`Store::insert_many`], in order, on `client` (a transaction): stops at the
-/// first key held by other work, leaving the items before it written for the caller to roll
-/// back.
-async fn insert_batch(
-    client: &impl transaction::Conn,
-    batch: Vec<NewWork>,
-) -> Result<Batch, Failed> {
-    let mut written = Vec::with_capacity(batch.len());
-    for (index, work) in batch.into_iter().enumerate() {
-        let (handler, payload) = (work.handler.clone(), work.payload.clone());
-        let inserted = insert(client, work).await?;
-        if let Inserted::Existing(existing) = &inserted {
-            if other_work(existing, &handler, &payload) {
-                return Ok(Batch::Conflict {
-                    index,
-                    existing: Box::new(existing.clone()),
-                });
-            }
-        }
-        written.push(inserted);
-    }
-    Ok(Batch::Written(written))
 }
 
 /// [`Store::claim`].

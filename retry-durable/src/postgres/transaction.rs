@@ -2,7 +2,7 @@
 //! connection the store does not own.
 //!
 //! The statements are the store's own ([`insert`](super::insert),
-//! [`insert_batch`](super::insert_batch)), written against [`Conn`] so that they run alike on
+//! [`insert_batch`](super::insert::insert_batch)), written against [`Conn`] so that they run alike on
 //! the pool's connections and on a caller's `tokio_postgres` or deadpool transaction.
 
 use std::future::Future;
@@ -26,6 +26,13 @@ pub trait Conn: Sync {
         statement: &Statement,
         params: &[&(dyn ToSql + Sync)],
     ) -> impl Future<Output = Result<Option<Row>, Error>> + Send;
+
+    /// Every row of `statement`.
+    fn query(
+        &self,
+        statement: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, Error>> + Send;
 
     /// The rows `statement` changed.
     fn execute(
@@ -56,6 +63,14 @@ macro_rules! forward {
             params: &[&(dyn ToSql + Sync)],
         ) -> impl Future<Output = Result<Option<Row>, Error>> + Send {
             <$driver>::query_opt(self, statement, params)
+        }
+
+        fn query(
+            &self,
+            statement: &Statement,
+            params: &[&(dyn ToSql + Sync)],
+        ) -> impl Future<Output = Result<Vec<Row>, Error>> + Send {
+            <$driver>::query(self, statement, params)
         }
 
         fn execute(
@@ -104,6 +119,14 @@ impl Conn for tokio_postgres::Transaction<'_> {
         tokio_postgres::Transaction::query_opt(self, statement, params)
     }
 
+    fn query(
+        &self,
+        statement: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, Error>> + Send {
+        tokio_postgres::Transaction::query(self, statement, params)
+    }
+
     fn execute(
         &self,
         statement: &Statement,
@@ -144,7 +167,7 @@ const ROLL_BACK: &str =
 /// caller's transaction stays usable (unless the connection itself is gone).
 pub(crate) async fn insert_many(tx: &impl Conn, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
     tx.batch_execute(SAVEPOINT).await.map_err(failed)?;
-    let result: Result<Batch, Failed> = super::insert_batch(tx, batch).await;
+    let result: Result<Batch, Failed> = super::insert::insert_batch(tx, batch).await;
     let end = match &result {
         Ok(Batch::Written(_)) => RELEASE,
         _ => ROLL_BACK,

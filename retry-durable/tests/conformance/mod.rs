@@ -8,8 +8,9 @@
 use std::time::Duration;
 
 use retry_durable::{
-    AttemptOutcome, AttemptRecord, DeadReason, Finish, Finished, Inserted, Misfire, NewDeadLetter,
-    NewWork, NextStep, Store, Timing, Wait, WaitReason, WorkCounts, WorkRecord, WorkState,
+    AttemptOutcome, AttemptRecord, Batch, DeadReason, Finish, Finished, Inserted, Misfire,
+    NewDeadLetter, NewWork, NextStep, Store, Timing, Wait, WaitReason, WorkCounts, WorkRecord,
+    WorkState,
 };
 use retry_toolkit::RetryOptions;
 use retry_toolkit::store::{Revision, Timestamp};
@@ -1433,6 +1434,119 @@ pub async fn h_a_released_lease_keeps_its_history_and_a_stale_release_writes_non
     assert_eq!((again.attempt, again.history), (3, abandoned));
 }
 
+/// Items of a batch, `{"n":i}` each, created at 2 s (after the retention of the kept key below).
+fn batch_of(count: usize) -> Vec<NewWork> {
+    (0..count)
+        .map(|i| NewWork {
+            payload: format!(r#"{{"n":{i}}}"#),
+            created_at: at(2_000),
+            ..work("o", "send", 0)
+        })
+        .collect()
+}
+
+fn record_of(inserted: &Inserted) -> &WorkRecord {
+    match inserted {
+        Inserted::New(record) | Inserted::Existing(record) => record,
+    }
+}
+
+fn keyed(mut work: NewWork, key: &str) -> NewWork {
+    work.key = Some(key.to_owned());
+    work
+}
+
+/// Issue 31 (S14): a batch answers as `insert` of its items one after another would, whatever
+/// its size — 12,000 items, more than one statement's worth on PostgreSQL (5,000 rows) — with
+/// ids in the batch's order: nothing for an empty batch; a key repeated in the middle (in the
+/// same or a later chunk) answers with the first item that used it; a key held by live work
+/// answers with it; a key whose kept row's retention is over is taken over, in its place in
+/// the order; a repeated key with other work refuses the whole batch, naming the later item.
+pub async fn s14_a_batch_of_any_size_answers_item_by_item_in_order<S: Store>(store: S) {
+    match store.insert_many(Vec::new()).await.unwrap() {
+        Batch::Written(written) => assert!(written.is_empty()),
+        Batch::Conflict { index, .. } => panic!("an empty batch conflicted at {index}"),
+    }
+    assert!(store.list("o", None, 10).await.unwrap().records.is_empty());
+
+    let live = new(store
+        .insert(keyed(work("o", "send", 0), "live"))
+        .await
+        .unwrap());
+    let old = new(store
+        .insert(keyed(work("o", "send", 0), "kept"))
+        .await
+        .unwrap());
+    let claimed = claim_one(&store, 0, 100).await;
+    assert_eq!(claimed.id, live.id);
+    let claimed_old = claim_one(&store, 0, 100).await;
+    assert!(
+        store
+            .finish(old.id, claimed_old.revision, kept(removed(), 1_000))
+            .await
+            .unwrap()
+    );
+
+    let mut batch = batch_of(12_000);
+    batch[3] = keyed(work("o", "send", 0), "live");
+    batch[4_999] = keyed(batch[4_999].clone(), "edge");
+    batch[5_000] = keyed(batch[4_999].clone(), "edge");
+    batch[6_000] = keyed(batch[6_000].clone(), "kept");
+    batch[7_000] = keyed(batch[7_000].clone(), "mid");
+    batch[7_001] = keyed(batch[7_000].clone(), "mid");
+    let Batch::Written(written) = store.insert_many(batch).await.unwrap() else {
+        panic!("a batch of one work per key conflicted");
+    };
+    assert_eq!(written.len(), 12_000);
+    let existing = |i: usize| match &written[i] {
+        Inserted::Existing(record) => record.clone(),
+        Inserted::New(record) => panic!("item {i} wrote row {}", record.id),
+    };
+    assert_eq!(existing(3).id, live.id);
+    assert_eq!(existing(3).state, WorkState::Running);
+    assert_eq!(existing(5_000).id, record_of(&written[4_999]).id);
+    assert_eq!(existing(7_001).id, record_of(&written[7_000]).id);
+    let mut previous = None;
+    for (i, answer) in written.iter().enumerate() {
+        if let Inserted::New(record) = answer {
+            assert_eq!(record.payload, format!(r#"{{"n":{i}}}"#), "item {i}");
+            assert_eq!((record.state, record.attempt), (WorkState::Waiting, 0));
+            assert!(previous < Some(record.id), "item {i}: ids out of order");
+            previous = Some(record.id);
+        }
+    }
+    let taken_over = record_of(&written[6_000]);
+    assert!(matches!(written[6_000], Inserted::New(_)));
+    assert_eq!(taken_over.key.as_deref(), Some("kept"));
+    assert_eq!(store.get(old.id).await.unwrap(), None);
+    assert_eq!(
+        store.get(taken_over.id).await.unwrap().as_ref(),
+        Some(taken_over)
+    );
+    let stored = store.list("o", None, 20_000).await.unwrap().records;
+    assert_eq!(stored.len(), 1 + 12_000 - 3);
+
+    // The same key for other work, in two chunks: refused at the later item, nothing written.
+    let mut batch = batch_of(12_000);
+    batch[2_000] = keyed(batch[2_000].clone(), "twice");
+    batch[11_500] = keyed(batch[11_500].clone(), "twice");
+    match store.insert_many(batch).await.unwrap() {
+        Batch::Conflict { index, existing } => {
+            assert_eq!(index, 11_500);
+            assert_eq!(existing.payload, r#"{"n":2000}"#);
+        }
+        Batch::Written(_) => panic!("a key used by two works was written"),
+    }
+    // A key of live work, for other work, in the middle of a small batch.
+    let mut batch = batch_of(4);
+    batch[2] = keyed(batch[2].clone(), "live");
+    match store.insert_many(batch).await.unwrap() {
+        Batch::Conflict { index, existing } => assert_eq!((index, existing.id), (2, live.id)),
+        Batch::Written(_) => panic!("a key held by other work was written"),
+    }
+    assert_eq!(store.list("o", None, 20_000).await.unwrap().records, stored);
+}
+
 /// One `#[tokio::test]` per case, each on a fresh store from `$fresh` (an expression that
 /// evaluates to `(store, guard)`).
 #[macro_export]
@@ -1468,6 +1582,7 @@ macro_rules! conformance_suite {
             v3_work_is_counted_by_state_per_owner,
             s17_a_stale_batch_cannot_complete_a_reclaimed_item,
             s17_an_unstarted_claim_is_given_back_with_its_attempt,
+            s14_a_batch_of_any_size_answers_item_by_item_in_order,
         );
     };
     (@cases $fresh:expr; $($case:ident),* $(,)?) => {
