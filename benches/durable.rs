@@ -24,7 +24,10 @@
 //! time per item (user + system of every thread, and of the waited-for peer process with the
 //! `cargo run` around it; it moves much less with the load of a shared machine than wall time
 //! does), and the load average when it ran. Flags (after `--`): `--items N`, `--runs N`, `--only SUBSTRING`
-//! (rows whose name contains it), `--no-peer`, `--no-memory`.
+//! (rows whose name contains it), `--no-peer`, `--no-memory`, `--concurrency N` (the
+//! retry-durable rows: the worker runs N attempts at a time and the `enqueue` loop is N
+//! producer tasks, so that N writes can meet on the store's thread and share a commit; by
+//! default one producer and the worker's default, 16).
 
 mod batching;
 
@@ -76,6 +79,7 @@ struct Args {
     only: Option<String>,
     peer: bool,
     memory: bool,
+    concurrency: Option<u32>,
 }
 
 fn args() -> Args {
@@ -85,6 +89,7 @@ fn args() -> Args {
         only: None,
         peer: true,
         memory: true,
+        concurrency: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -94,6 +99,13 @@ fn args() -> Args {
             "--only" => args.only = it.next(),
             "--no-peer" => args.peer = false,
             "--no-memory" => args.memory = false,
+            "--concurrency" => {
+                args.concurrency = it.next().and_then(|n| n.parse().ok());
+                assert!(
+                    args.concurrency.is_some_and(|n| n > 0),
+                    "--concurrency N, N > 0"
+                );
+            }
             _ => {} // `--bench` and whatever else cargo passes
         }
     }
@@ -234,8 +246,9 @@ fn runtime() -> Runtime {
 
 type Counted = (Jobs<SqliteStore>, CancelToken, Arc<AtomicUsize>);
 
-/// A `Jobs` whose one handler counts and stops the worker at the `items`-th job.
-fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
+/// A `Jobs` whose one handler counts and stops the worker at the `items`-th job; running
+/// `concurrency` attempts at a time when given.
+fn jobs(path: &Path, durability: Durability, items: usize, concurrency: Option<u32>) -> Counted {
     let store = SqliteStore::open_with(
         path,
         SqliteOptions {
@@ -247,7 +260,12 @@ fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
     let stop = CancelToken::new();
     let done = Arc::new(AtomicUsize::new(0));
     let (stop2, done2) = (stop.clone(), Arc::clone(&done));
-    let jobs = batching::batching(Jobs::builder(store))
+    let builder = batching::batching(Jobs::builder(store));
+    let builder = match concurrency {
+        Some(n) => builder.concurrency(n),
+        None => builder,
+    };
+    let jobs = builder
         .handler("noop", move |_item: u64, _ctx| {
             if done2.fetch_add(1, Ordering::SeqCst) + 1 == items {
                 stop2.cancel();
@@ -259,17 +277,33 @@ fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
     (jobs, stop, done)
 }
 
-fn durable(dir: &Path, durability: Durability, items: usize) -> Sample {
+/// Enqueues items `0..items` one `schedule` call each, from `producers` tasks at once (item
+/// `i` by task `i % producers`).
+async fn enqueue_loop(jobs: &Jobs<SqliteStore>, items: usize, producers: u32) {
+    let tasks: Vec<_> = (0..u64::from(producers))
+        .map(|first| {
+            let jobs = jobs.clone();
+            tokio::spawn(async move {
+                for i in (first..items as u64).step_by(producers as usize) {
+                    jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+fn durable(dir: &Path, durability: Durability, items: usize, concurrency: Option<u32>) -> Sample {
     let rt = runtime();
-    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items);
+    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items, concurrency);
     let load = load();
     rt.block_on(async {
         let start = Instant::now();
-        for i in 0..items as u64 {
-            jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
-                .await
-                .unwrap();
-        }
+        enqueue_loop(&jobs, items, concurrency.unwrap_or(1)).await;
         let enqueue = start.elapsed();
         jobs.run(stop).await;
         let total = start.elapsed();
@@ -289,9 +323,14 @@ fn durable(dir: &Path, durability: Durability, items: usize) -> Sample {
 
 /// As [`durable`], with the items written by one `enqueue_many` (one transaction) instead of
 /// one `enqueue` each.
-fn durable_batched(dir: &Path, durability: Durability, items: usize) -> Sample {
+fn durable_batched(
+    dir: &Path,
+    durability: Durability,
+    items: usize,
+    concurrency: Option<u32>,
+) -> Sample {
     let rt = runtime();
-    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items);
+    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items, concurrency);
     let load = load();
     rt.block_on(async {
         let start = Instant::now();
@@ -316,20 +355,21 @@ fn durable_batched(dir: &Path, durability: Durability, items: usize) -> Sample {
     })
 }
 
-fn durable_interleaved(dir: &Path, durability: Durability, items: usize) -> Sample {
+fn durable_interleaved(
+    dir: &Path,
+    durability: Durability,
+    items: usize,
+    concurrency: Option<u32>,
+) -> Sample {
     let rt = runtime();
-    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items);
+    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items, concurrency);
     let load = load();
     rt.block_on(async {
         let start = Instant::now();
         let producer = {
             let jobs = jobs.clone();
             tokio::spawn(async move {
-                for i in 0..items as u64 {
-                    jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
-                        .await
-                        .unwrap();
-                }
+                enqueue_loop(&jobs, items, concurrency.unwrap_or(1)).await;
                 start.elapsed()
             })
         };
@@ -459,7 +499,7 @@ fn memory(pending: usize) {
     );
     let before = vm_rss_kib();
     line(0, before, "(before opening the store)");
-    let (jobs, _stop, done) = jobs(&path, Durability::Normal, usize::MAX);
+    let (jobs, _stop, done) = jobs(&path, Durability::Normal, usize::MAX, None);
     line(0, vm_rss_kib(), "(store opened, Jobs built)");
     rt.block_on(async {
         let step = pending / 10;
@@ -519,11 +559,14 @@ struct Row {
 fn main() {
     let args = args();
     let items = args.items;
+    let concurrency = args.concurrency;
     let wanted = |name: &str| args.only.as_deref().is_none_or(|only| name.contains(only));
     let temp = std::env::temp_dir();
     println!(
-        "durable: {items} trivial jobs per run, {} runs; temp dir {} ; load {}",
+        "durable: {items} trivial jobs per run, {} runs, concurrency {}; temp dir {} ; load {}",
         args.runs,
+        concurrency.map_or("default (1 producer, 16 attempts)".to_owned(), |n| n
+            .to_string()),
         temp.display(),
         loadavg()
     );
@@ -544,7 +587,7 @@ fn main() {
                 "retry-durable NORMAL"
             },
             durability,
-            run: Box::new(move |dir| durable(dir, durability, items)),
+            run: Box::new(move |dir| durable(dir, durability, items, concurrency)),
             samples: Vec::new(),
         });
         rows.push(Row {
@@ -554,7 +597,7 @@ fn main() {
                 "retry-durable NORMAL enqueue_many"
             },
             durability,
-            run: Box::new(move |dir| durable_batched(dir, durability, items)),
+            run: Box::new(move |dir| durable_batched(dir, durability, items, concurrency)),
             samples: Vec::new(),
         });
         rows.push(Row {
@@ -564,7 +607,7 @@ fn main() {
                 "retry-durable NORMAL interleaved"
             },
             durability,
-            run: Box::new(move |dir| durable_interleaved(dir, durability, items)),
+            run: Box::new(move |dir| durable_interleaved(dir, durability, items, concurrency)),
             samples: Vec::new(),
         });
         rows.push(Row {
