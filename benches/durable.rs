@@ -16,6 +16,9 @@
 //!   --manifest-path …`; it prints one machine-readable line that this bench parses.
 //! - **retry-durable enqueue_many**: the same, with the N items written by one
 //!   `Jobs::enqueue_many` (one transaction) instead of N `enqueue` calls.
+//! - **batch c1 / c24**: the throughput rows — N items queued in one batch
+//!   (`enqueue_many` for us, `push_bulk` for apalis), then processed by one worker running 1 or
+//!   24 attempts at a time — whatever `--concurrency` says.
 //! - **memory**: 100,000 pending items enqueued (NORMAL, to keep it short), the process's
 //!   VmRSS before, along the way and after — nothing run: the items live in the file.
 //!
@@ -24,7 +27,7 @@
 //! time per item (user + system of every thread, and of the waited-for peer process with the
 //! `cargo run` around it; it moves much less with the load of a shared machine than wall time
 //! does), and the load average when it ran. Flags (after `--`): `--items N`, `--runs N`, `--only SUBSTRING`
-//! (rows whose name contains it), `--no-peer`, `--no-memory`, `--concurrency N` (the
+//! (rows whose name contains it; several separated by commas, `=NAME` for that row alone), `--no-peer`, `--no-memory`, `--concurrency N` (the
 //! retry-durable rows: the worker runs N attempts at a time and the `enqueue` loop is N
 //! producer tasks, so that N writes can meet on the store's thread and share a commit; by
 //! default one producer and the worker's default, 16).
@@ -425,17 +428,25 @@ fn field(line: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn apalis(dir: &Path, mode: &str, items: usize) -> Sample {
+/// The apalis peer: `batch` as `(concurrency, bulk)` runs its worker at that concurrency,
+/// queueing with one `push_bulk` when `bulk`; `None`, at concurrency 16, one `push` a job.
+fn apalis(dir: &Path, mode: &str, items: usize, batch: Option<(u32, bool)>) -> Sample {
     let load = load();
-    let out = Command::new(cargo())
+    let mut command = Command::new(cargo());
+    command
         .args(["run", "--release", "--quiet", "--manifest-path"])
         .arg(peer_manifest())
         .arg("--")
         .arg(mode)
         .arg(dir)
-        .arg(items.to_string())
-        .output()
-        .unwrap();
+        .arg(items.to_string());
+    if let Some((concurrency, bulk)) = batch {
+        command.arg(concurrency.to_string());
+        if bulk {
+            command.arg("bulk");
+        }
+    }
+    let out = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -560,7 +571,14 @@ fn main() {
     let args = args();
     let items = args.items;
     let concurrency = args.concurrency;
-    let wanted = |name: &str| args.only.as_deref().is_none_or(|only| name.contains(only));
+    let wanted = |name: &str| {
+        args.only.as_deref().is_none_or(|only| {
+            only.split(',').any(|part| match part.strip_prefix('=') {
+                Some(exact) => name == exact,
+                None => name.contains(part),
+            })
+        })
+    };
     let temp = std::env::temp_dir();
     println!(
         "durable: {items} trivial jobs per run, {} runs, concurrency {}; temp dir {} ; load {}",
@@ -613,14 +631,54 @@ fn main() {
         rows.push(Row {
             name: if full { "apalis FULL" } else { "apalis NORMAL" },
             durability,
-            run: Box::new(move |dir| apalis(dir, if full { "full" } else { "normal" }, items)),
+            run: Box::new(move |dir| {
+                apalis(dir, if full { "full" } else { "normal" }, items, None)
+            }),
             samples: Vec::new(),
         });
+        // The throughput rows: queued in one batch, then processed at 1 and 24.
+        for (concurrency, ours, theirs) in [
+            (
+                1,
+                [
+                    "retry-durable FULL batch c1",
+                    "retry-durable NORMAL batch c1",
+                ],
+                ["apalis FULL batch c1", "apalis NORMAL batch c1"],
+            ),
+            (
+                24,
+                [
+                    "retry-durable FULL batch c24",
+                    "retry-durable NORMAL batch c24",
+                ],
+                ["apalis FULL batch c24", "apalis NORMAL batch c24"],
+            ),
+        ] {
+            let pick = |names: [&'static str; 2]| if full { names[0] } else { names[1] };
+            rows.push(Row {
+                name: pick(ours),
+                durability,
+                run: Box::new(move |dir| {
+                    durable_batched(dir, durability, items, Some(concurrency))
+                }),
+                samples: Vec::new(),
+            });
+            rows.push(Row {
+                name: pick(theirs),
+                durability,
+                run: Box::new(move |dir| {
+                    let mode = if full { "full" } else { "normal" };
+                    apalis(dir, mode, items, Some((concurrency, true)))
+                }),
+                samples: Vec::new(),
+            });
+        }
     }
     rows.push(Row {
         name: "apalis default (setup())",
         durability: Durability::Normal,
-        run: Box::new(move |dir| apalis(dir, "default", items)),
+        run: Box::new(move |dir| apalis(dir, "default", items, None)),
         samples: Vec::new(),
     });
     rows.retain(|row| wanted(row.name));
