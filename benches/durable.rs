@@ -16,6 +16,9 @@
 //!   --manifest-path …`; it prints one machine-readable line that this bench parses.
 //! - **retry-durable enqueue_many**: the same, with the N items written by one
 //!   `Jobs::enqueue_many` (one transaction) instead of N `enqueue` calls.
+//! - **batch c1 / c24**: the throughput rows — N items queued in one batch
+//!   (`enqueue_many` for us, `push_bulk` for apalis), then processed by one worker running 1 or
+//!   24 attempts at a time — whatever `--concurrency` says.
 //! - **memory**: 100,000 pending items enqueued (NORMAL, to keep it short), the process's
 //!   VmRSS before, along the way and after — nothing run: the items live in the file.
 //!
@@ -24,7 +27,10 @@
 //! time per item (user + system of every thread, and of the waited-for peer process with the
 //! `cargo run` around it; it moves much less with the load of a shared machine than wall time
 //! does), and the load average when it ran. Flags (after `--`): `--items N`, `--runs N`, `--only SUBSTRING`
-//! (rows whose name contains it), `--no-peer`, `--no-memory`.
+//! (rows whose name contains it; several separated by commas, `=NAME` for that row alone), `--no-peer`, `--no-memory`, `--concurrency N` (the
+//! retry-durable rows: the worker runs N attempts at a time and the `enqueue` loop is N
+//! producer tasks, so that N writes can meet on the store's thread and share a commit; by
+//! default one producer and the worker's default, 16).
 
 mod batching;
 
@@ -76,6 +82,7 @@ struct Args {
     only: Option<String>,
     peer: bool,
     memory: bool,
+    concurrency: Option<u32>,
 }
 
 fn args() -> Args {
@@ -85,6 +92,7 @@ fn args() -> Args {
         only: None,
         peer: true,
         memory: true,
+        concurrency: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -94,6 +102,13 @@ fn args() -> Args {
             "--only" => args.only = it.next(),
             "--no-peer" => args.peer = false,
             "--no-memory" => args.memory = false,
+            "--concurrency" => {
+                args.concurrency = it.next().and_then(|n| n.parse().ok());
+                assert!(
+                    args.concurrency.is_some_and(|n| n > 0),
+                    "--concurrency N, N > 0"
+                );
+            }
             _ => {} // `--bench` and whatever else cargo passes
         }
     }
@@ -234,8 +249,9 @@ fn runtime() -> Runtime {
 
 type Counted = (Jobs<SqliteStore>, CancelToken, Arc<AtomicUsize>);
 
-/// A `Jobs` whose one handler counts and stops the worker at the `items`-th job.
-fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
+/// A `Jobs` whose one handler counts and stops the worker at the `items`-th job; running
+/// `concurrency` attempts at a time when given.
+fn jobs(path: &Path, durability: Durability, items: usize, concurrency: Option<u32>) -> Counted {
     let store = SqliteStore::open_with(
         path,
         SqliteOptions {
@@ -247,7 +263,12 @@ fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
     let stop = CancelToken::new();
     let done = Arc::new(AtomicUsize::new(0));
     let (stop2, done2) = (stop.clone(), Arc::clone(&done));
-    let jobs = batching::batching(Jobs::builder(store))
+    let builder = batching::batching(Jobs::builder(store));
+    let builder = match concurrency {
+        Some(n) => builder.concurrency(n),
+        None => builder,
+    };
+    let jobs = builder
         .handler("noop", move |_item: u64, _ctx| {
             if done2.fetch_add(1, Ordering::SeqCst) + 1 == items {
                 stop2.cancel();
@@ -259,17 +280,33 @@ fn jobs(path: &Path, durability: Durability, items: usize) -> Counted {
     (jobs, stop, done)
 }
 
-fn durable(dir: &Path, durability: Durability, items: usize) -> Sample {
+/// Enqueues items `0..items` one `schedule` call each, from `producers` tasks at once (item
+/// `i` by task `i % producers`).
+async fn enqueue_loop(jobs: &Jobs<SqliteStore>, items: usize, producers: u32) {
+    let tasks: Vec<_> = (0..u64::from(producers))
+        .map(|first| {
+            let jobs = jobs.clone();
+            tokio::spawn(async move {
+                for i in (first..items as u64).step_by(producers as usize) {
+                    jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+fn durable(dir: &Path, durability: Durability, items: usize, concurrency: Option<u32>) -> Sample {
     let rt = runtime();
-    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items);
+    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items, concurrency);
     let load = load();
     rt.block_on(async {
         let start = Instant::now();
-        for i in 0..items as u64 {
-            jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
-                .await
-                .unwrap();
-        }
+        enqueue_loop(&jobs, items, concurrency.unwrap_or(1)).await;
         let enqueue = start.elapsed();
         jobs.run(stop).await;
         let total = start.elapsed();
@@ -289,9 +326,14 @@ fn durable(dir: &Path, durability: Durability, items: usize) -> Sample {
 
 /// As [`durable`], with the items written by one `enqueue_many` (one transaction) instead of
 /// one `enqueue` each.
-fn durable_batched(dir: &Path, durability: Durability, items: usize) -> Sample {
+fn durable_batched(
+    dir: &Path,
+    durability: Durability,
+    items: usize,
+    concurrency: Option<u32>,
+) -> Sample {
     let rt = runtime();
-    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items);
+    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items, concurrency);
     let load = load();
     rt.block_on(async {
         let start = Instant::now();
@@ -316,20 +358,21 @@ fn durable_batched(dir: &Path, durability: Durability, items: usize) -> Sample {
     })
 }
 
-fn durable_interleaved(dir: &Path, durability: Durability, items: usize) -> Sample {
+fn durable_interleaved(
+    dir: &Path,
+    durability: Durability,
+    items: usize,
+    concurrency: Option<u32>,
+) -> Sample {
     let rt = runtime();
-    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items);
+    let (jobs, stop, done) = jobs(&dir.join("durable.db"), durability, items, concurrency);
     let load = load();
     rt.block_on(async {
         let start = Instant::now();
         let producer = {
             let jobs = jobs.clone();
             tokio::spawn(async move {
-                for i in 0..items as u64 {
-                    jobs.schedule(When::Now, "noop", &i, WorkOptions::new())
-                        .await
-                        .unwrap();
-                }
+                enqueue_loop(&jobs, items, concurrency.unwrap_or(1)).await;
                 start.elapsed()
             })
         };
@@ -385,17 +428,25 @@ fn field(line: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn apalis(dir: &Path, mode: &str, items: usize) -> Sample {
+/// The apalis peer: `batch` as `(concurrency, bulk)` runs its worker at that concurrency,
+/// queueing with one `push_bulk` when `bulk`; `None`, at concurrency 16, one `push` a job.
+fn apalis(dir: &Path, mode: &str, items: usize, batch: Option<(u32, bool)>) -> Sample {
     let load = load();
-    let out = Command::new(cargo())
+    let mut command = Command::new(cargo());
+    command
         .args(["run", "--release", "--quiet", "--manifest-path"])
         .arg(peer_manifest())
         .arg("--")
         .arg(mode)
         .arg(dir)
-        .arg(items.to_string())
-        .output()
-        .unwrap();
+        .arg(items.to_string());
+    if let Some((concurrency, bulk)) = batch {
+        command.arg(concurrency.to_string());
+        if bulk {
+            command.arg("bulk");
+        }
+    }
+    let out = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -459,7 +510,7 @@ fn memory(pending: usize) {
     );
     let before = vm_rss_kib();
     line(0, before, "(before opening the store)");
-    let (jobs, _stop, done) = jobs(&path, Durability::Normal, usize::MAX);
+    let (jobs, _stop, done) = jobs(&path, Durability::Normal, usize::MAX, None);
     line(0, vm_rss_kib(), "(store opened, Jobs built)");
     rt.block_on(async {
         let step = pending / 10;
@@ -519,11 +570,21 @@ struct Row {
 fn main() {
     let args = args();
     let items = args.items;
-    let wanted = |name: &str| args.only.as_deref().is_none_or(|only| name.contains(only));
+    let concurrency = args.concurrency;
+    let wanted = |name: &str| {
+        args.only.as_deref().is_none_or(|only| {
+            only.split(',').any(|part| match part.strip_prefix('=') {
+                Some(exact) => name == exact,
+                None => name.contains(part),
+            })
+        })
+    };
     let temp = std::env::temp_dir();
     println!(
-        "durable: {items} trivial jobs per run, {} runs; temp dir {} ; load {}",
+        "durable: {items} trivial jobs per run, {} runs, concurrency {}; temp dir {} ; load {}",
         args.runs,
+        concurrency.map_or("default (1 producer, 16 attempts)".to_owned(), |n| n
+            .to_string()),
         temp.display(),
         loadavg()
     );
@@ -544,7 +605,7 @@ fn main() {
                 "retry-durable NORMAL"
             },
             durability,
-            run: Box::new(move |dir| durable(dir, durability, items)),
+            run: Box::new(move |dir| durable(dir, durability, items, concurrency)),
             samples: Vec::new(),
         });
         rows.push(Row {
@@ -554,7 +615,7 @@ fn main() {
                 "retry-durable NORMAL enqueue_many"
             },
             durability,
-            run: Box::new(move |dir| durable_batched(dir, durability, items)),
+            run: Box::new(move |dir| durable_batched(dir, durability, items, concurrency)),
             samples: Vec::new(),
         });
         rows.push(Row {
@@ -564,20 +625,60 @@ fn main() {
                 "retry-durable NORMAL interleaved"
             },
             durability,
-            run: Box::new(move |dir| durable_interleaved(dir, durability, items)),
+            run: Box::new(move |dir| durable_interleaved(dir, durability, items, concurrency)),
             samples: Vec::new(),
         });
         rows.push(Row {
             name: if full { "apalis FULL" } else { "apalis NORMAL" },
             durability,
-            run: Box::new(move |dir| apalis(dir, if full { "full" } else { "normal" }, items)),
+            run: Box::new(move |dir| {
+                apalis(dir, if full { "full" } else { "normal" }, items, None)
+            }),
             samples: Vec::new(),
         });
+        // The throughput rows: queued in one batch, then processed at 1 and 24.
+        for (concurrency, ours, theirs) in [
+            (
+                1,
+                [
+                    "retry-durable FULL batch c1",
+                    "retry-durable NORMAL batch c1",
+                ],
+                ["apalis FULL batch c1", "apalis NORMAL batch c1"],
+            ),
+            (
+                24,
+                [
+                    "retry-durable FULL batch c24",
+                    "retry-durable NORMAL batch c24",
+                ],
+                ["apalis FULL batch c24", "apalis NORMAL batch c24"],
+            ),
+        ] {
+            let pick = |names: [&'static str; 2]| if full { names[0] } else { names[1] };
+            rows.push(Row {
+                name: pick(ours),
+                durability,
+                run: Box::new(move |dir| {
+                    durable_batched(dir, durability, items, Some(concurrency))
+                }),
+                samples: Vec::new(),
+            });
+            rows.push(Row {
+                name: pick(theirs),
+                durability,
+                run: Box::new(move |dir| {
+                    let mode = if full { "full" } else { "normal" };
+                    apalis(dir, mode, items, Some((concurrency, true)))
+                }),
+                samples: Vec::new(),
+            });
+        }
     }
     rows.push(Row {
         name: "apalis default (setup())",
         durability: Durability::Normal,
-        run: Box::new(move |dir| apalis(dir, "default", items)),
+        run: Box::new(move |dir| apalis(dir, "default", items, None)),
         samples: Vec::new(),
     });
     rows.retain(|row| wanted(row.name));

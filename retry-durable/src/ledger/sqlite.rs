@@ -13,7 +13,7 @@ fn db(error: rusqlite::Error) -> LedgerError {
     failed(error).into()
 }
 
-fn history(tx: &rusqlite::Transaction<'_>, key: &CallKey, row: &Row) -> Result<(), LedgerError> {
+fn history(tx: &rusqlite::Connection, key: &CallKey, row: &Row) -> Result<(), LedgerError> {
     tx.prepare_cached(
         "INSERT INTO call_history (run_id, call_id, revision, state, record)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -47,7 +47,7 @@ fn read(conn: &rusqlite::Connection, key: &CallKey) -> Result<Option<CallRecord>
 
 /// Inserts the row of `key` unless the key is taken; returns the stored record if it is.
 fn insert_row(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &rusqlite::Connection,
     key: &CallKey,
     row: &Row,
 ) -> Result<Option<CallRecord>, LedgerError> {
@@ -90,16 +90,27 @@ where
     }
 }
 
+/// Runs a ledger write in a transaction of the store's (shared with the writes queued beside
+/// it): an error rolls back what it wrote.
+async fn write<T, F>(store: &SqliteStore, job: F) -> Result<T, LedgerError>
+where
+    T: Send + 'static,
+    F: FnOnce(&rusqlite::Connection) -> Result<T, LedgerError> + Send + 'static,
+{
+    match store.write(move |conn| Ok(job(conn)), Result::is_ok).await {
+        Ok(inner) => inner,
+        Err(e) => Err(e.into()),
+    }
+}
+
 impl Ledger for SqliteStore {
     async fn insert(&self, record: CallRecord) -> Result<Insert, LedgerError> {
         let (record, row) = first(record)?;
-        on(self, move |conn| {
-            let tx = conn.transaction().map_err(db)?;
-            if let Some(existing) = insert_row(&tx, &record.key, &row)? {
+        write(self, move |tx| {
+            if let Some(existing) = insert_row(tx, &record.key, &row)? {
                 return Ok(Insert::Existing(existing));
             }
-            history(&tx, &record.key, &row)?;
-            tx.commit().map_err(db)?;
+            history(tx, &record.key, &row)?;
             Ok(Insert::Inserted(record))
         })
         .await
@@ -113,14 +124,12 @@ impl Ledger for SqliteStore {
         transition: Transition,
     ) -> Result<Insert, LedgerError> {
         let (recorded, moved, row) = first_step(record, transition)?;
-        on(self, move |conn| {
-            let tx = conn.transaction().map_err(db)?;
-            if let Some(existing) = insert_row(&tx, &moved.key, &row)? {
+        write(self, move |tx| {
+            if let Some(existing) = insert_row(tx, &moved.key, &row)? {
                 return Ok(Insert::Existing(existing));
             }
-            history(&tx, &moved.key, &recorded)?;
-            history(&tx, &moved.key, &row)?;
-            tx.commit().map_err(db)?;
+            history(tx, &moved.key, &recorded)?;
+            history(tx, &moved.key, &row)?;
             Ok(Insert::Inserted(moved))
         })
         .await
@@ -138,8 +147,7 @@ impl Ledger for SqliteStore {
         let next = next_record(expected, next)?;
         let row = Row::of(&next)?;
         let expected_db = i64::try_from(expected.get()).map_err(backend)?;
-        on(self, move |conn| {
-            let tx = conn.transaction().map_err(db)?;
+        write(self, move |tx| {
             let key = next.key.clone();
             let changed = tx
                 .prepare_cached(
@@ -173,8 +181,7 @@ impl Ledger for SqliteStore {
                     .map_err(db)?;
                 return Err(refused(key, expected, found, &row.args_hash));
             }
-            history(&tx, &key, &row)?;
-            tx.commit().map_err(db)?;
+            history(tx, &key, &row)?;
             Ok(next)
         })
         .await

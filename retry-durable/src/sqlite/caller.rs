@@ -8,7 +8,9 @@
 use std::sync::{Mutex, PoisonError};
 
 use rusqlite::Connection;
+use tokio::sync::oneshot;
 
+use super::group::{Pending, Write, write_all};
 use super::thread::guarded;
 use crate::store::StoreError;
 
@@ -31,6 +33,27 @@ impl CallerConnection {
         // poisoned lock would still guard a connection that `guarded` rolled back.
         let mut conn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         guarded(&mut conn, job)
+    }
+
+    /// Runs the write `job` now, on this thread, in a transaction of its own (there is no
+    /// queue to group it with); `keep` as for the store's thread.
+    pub(super) fn write<T, F>(&self, job: F, keep: fn(&T) -> bool) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (reply, mut answer) = oneshot::channel();
+        let write: Box<dyn Write> = Box::new(Pending::new(job, keep, reply));
+        let conn = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        write_all(&conn, vec![write]);
+        drop(conn);
+        // Answered before `write_all` returned.
+        answer.try_recv().unwrap_or_else(|_| {
+            Err(StoreError::backend(
+                retry_toolkit::effects::BackendKind::Other,
+                "the write was not answered",
+            ))
+        })
     }
 }
 

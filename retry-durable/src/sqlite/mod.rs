@@ -8,6 +8,7 @@
 //! [`RunsOn::CallerThread`]).
 
 mod caller;
+mod group;
 mod rows;
 mod schema;
 mod thread;
@@ -225,6 +226,26 @@ impl SqliteStore {
             Runner::Caller(conn) => conn.run(job),
         }
     }
+
+    /// Runs the write `job` inside a transaction, after the calls before it; on the store's
+    /// thread the writes queued together share one transaction and one commit. `keep` says
+    /// which answers keep what `job` wrote: any other answer, an error or a panic rolls back
+    /// `job`'s writes alone. Answered once the transaction has ended.
+    pub(crate) async fn write<T, F>(&self, job: F, keep: fn(&T) -> bool) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        match &*self.conn {
+            Runner::Thread(thread) => thread.write(job, keep).await,
+            Runner::Caller(conn) => conn.write(job, keep),
+        }
+    }
+}
+
+/// For [`SqliteStore::write`]: every answer keeps what the write did.
+fn always<T>(_: &T) -> bool {
+    true
 }
 
 /// Maps a failed statement to a [`StoreError`]: rusqlite's error is its source.
@@ -365,43 +386,43 @@ impl SqliteStore {
         now: Timestamp,
         history: Option<String>,
     ) -> Result<bool, StoreError> {
-        self.with(move |conn| {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE work SET lease_until = ?3, updated_at = ?4,
+        self.write(
+            move |conn| {
+                let changed = conn
+                    .prepare_cached(
+                        "UPDATE work SET lease_until = ?3, updated_at = ?4,
                          history = COALESCE(?5, history)
                      WHERE id = ?1 AND revision = ?2 AND state = 'running'",
-                )
-                .map_err(failed)?
-                .execute(params![
-                    id.0,
-                    i64_of(revision.get())?,
-                    i64_of(until.as_millis())?,
-                    i64_of(now.as_millis())?,
-                    history
-                ])
-                .map_err(failed)?;
-            Ok(changed == 1)
-        })
+                    )
+                    .map_err(failed)?
+                    .execute(params![
+                        id.0,
+                        i64_of(revision.get())?,
+                        i64_of(until.as_millis())?,
+                        i64_of(now.as_millis())?,
+                        history
+                    ])
+                    .map_err(failed)?;
+                Ok(changed == 1)
+            },
+            always,
+        )
         .await
     }
 }
 
 impl Store for SqliteStore {
     async fn insert(&self, work: NewWork) -> Result<Inserted, StoreError> {
-        self.with(move |conn| insert_or_existing(conn, &work)).await
+        self.write(move |conn| insert_or_existing(conn, &work), always)
+            .await
     }
 
     async fn insert_many(&self, batch: Vec<NewWork>) -> Result<Batch, StoreError> {
-        self.with(move |conn| {
-            let tx = conn.transaction().map_err(failed)?;
-            let batch = insert_batch(&tx, &batch)?;
-            if matches!(batch, Batch::Written(_)) {
-                tx.commit().map_err(failed)?;
-            }
-            // Otherwise dropping the transaction rolls every item back.
-            Ok(batch)
-        })
+        // A refused batch rolls back every item it wrote.
+        self.write(
+            move |conn| insert_batch(conn, &batch),
+            |batch| matches!(batch, Batch::Written(_)),
+        )
         .await
     }
 
@@ -464,8 +485,11 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<Claim, StoreError> {
         let owner = owner.to_owned();
-        self.with(move |conn| claim_in(conn, &owner, now, lease_until, limit))
-            .await
+        self.write(
+            move |conn| claim_in(conn, &owner, now, lease_until, limit),
+            always,
+        )
+        .await
     }
 
     async fn extend_lease(
@@ -495,18 +519,21 @@ impl Store for SqliteStore {
         revision: Revision,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        self.with(move |conn| {
-            let changed = conn
-                .prepare_cached(UNCLAIM)
-                .map_err(failed)?
-                .execute(params![
-                    id.0,
-                    i64_of(revision.get())?,
-                    i64_of(now.as_millis())?
-                ])
-                .map_err(failed)?;
-            Ok(changed == 1)
-        })
+        self.write(
+            move |conn| {
+                let changed = conn
+                    .prepare_cached(UNCLAIM)
+                    .map_err(failed)?
+                    .execute(params![
+                        id.0,
+                        i64_of(revision.get())?,
+                        i64_of(now.as_millis())?
+                    ])
+                    .map_err(failed)?;
+                Ok(changed == 1)
+            },
+            always,
+        )
         .await
     }
 
@@ -516,20 +543,17 @@ impl Store for SqliteStore {
         revision: Revision,
         finish: Finish,
     ) -> Result<bool, StoreError> {
-        self.with(move |conn| {
-            let tx = conn.transaction().map_err(failed)?;
-            if !finish_in(&tx, id, revision, &finish)? {
-                // Nothing to commit: dropping the transaction rolls the dead letter back.
-                return Ok(false);
-            }
-            tx.commit().map_err(failed)?;
-            Ok(true)
-        })
+        // A lost claim rolls back the dead letter it may have written.
+        self.write(
+            move |conn| finish_in(conn, id, revision, &finish),
+            |done| *done,
+        )
         .await
     }
 
-    /// One transaction for the whole batch and the claim: one commit (one disk flush with
-    /// [`Durability::Full`]) and one hand-off to the store's thread instead of one per item.
+    /// One write for the whole batch and the claim: one commit (one disk flush with
+    /// [`Durability::Full`], shared with the writes queued beside it) and one hand-off to the
+    /// store's thread instead of one per item.
     /// Each item runs inside a savepoint of its own, so that an item that is refused (its
     /// claim lost) or fails rolls back alone and its neighbours are still written.
     async fn finish_and_claim(
@@ -543,25 +567,29 @@ impl Store for SqliteStore {
         let count = finished.len();
         let owner = owner.to_owned();
         let done = self
-            .with(move |conn| {
-                let mut tx = conn.transaction().map_err(failed)?;
-                let mut answers = Vec::with_capacity(finished.len());
-                for item in &finished {
-                    answers.push(in_savepoint(&mut tx, |sp| {
-                        finish_in(sp, item.id, item.revision, &item.finish)
-                    }));
-                }
-                let claim = if limit == 0 {
-                    Ok(Claim::default())
-                } else {
-                    in_savepoint(&mut tx, |sp| claim_in(sp, &owner, now, lease_until, limit))
-                };
-                tx.commit().map_err(failed)?;
-                Ok(FinishedAndClaimed {
-                    finished: answers,
-                    claim,
-                })
-            })
+            .write(
+                move |conn| {
+                    let mut answers = Vec::with_capacity(finished.len());
+                    for item in &finished {
+                        answers.push(group::in_savepoint(conn, |sp| {
+                            finish_in(sp, item.id, item.revision, &item.finish)
+                                .map(|done| (done, done))
+                        }));
+                    }
+                    let claim = if limit == 0 {
+                        Ok(Claim::default())
+                    } else {
+                        group::in_savepoint(conn, |sp| {
+                            claim_in(sp, &owner, now, lease_until, limit).map(|c| (c, true))
+                        })
+                    };
+                    Ok(FinishedAndClaimed {
+                        finished: answers,
+                        claim,
+                    })
+                },
+                always,
+            )
             .await;
         // The transaction did not commit (or could not start): nothing is known to be
         // written, for any item.
@@ -578,8 +606,9 @@ impl Store for SqliteStore {
         reason: String,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        self.with(move |conn| {
-            let changed = conn
+        self.write(
+            move |conn| {
+                let changed = conn
                 .prepare_cached(
                     "UPDATE work SET state = 'quarantined', quarantined = ?3, lease_until = NULL,
                          attempt = attempt - 1, updated_at = ?4
@@ -593,8 +622,10 @@ impl Store for SqliteStore {
                     i64_of(now.as_millis())?
                 ])
                 .map_err(failed)?;
-            Ok(changed == 1)
-        })
+                Ok(changed == 1)
+            },
+            always,
+        )
         .await
     }
 
@@ -689,24 +720,25 @@ impl Store for SqliteStore {
     }
 
     async fn cancel(&self, id: WorkId, now: Timestamp) -> Result<Option<WorkState>, StoreError> {
-        self.with(move |conn| {
-            let tx = conn.transaction().map_err(failed)?;
-            let Some(record) = get_work(&tx, id)? else {
-                return Ok(None);
-            };
-            if record.state.can_run() {
-                tx.prepare_cached(
-                    "UPDATE work SET state = 'cancelled', lease_until = NULL, updated_at = ?2,
+        self.write(
+            move |conn| {
+                let Some(record) = get_work(conn, id)? else {
+                    return Ok(None);
+                };
+                if record.state.can_run() {
+                    conn.prepare_cached(
+                        "UPDATE work SET state = 'cancelled', lease_until = NULL, updated_at = ?2,
                          revision = revision + 1
                      WHERE id = ?1",
-                )
-                .map_err(failed)?
-                .execute(params![id.0, i64_of(now.as_millis())?])
-                .map_err(failed)?;
-                tx.commit().map_err(failed)?;
-            }
-            Ok(Some(record.state))
-        })
+                    )
+                    .map_err(failed)?
+                    .execute(params![id.0, i64_of(now.as_millis())?])
+                    .map_err(failed)?;
+                }
+                Ok(Some(record.state))
+            },
+            always,
+        )
         .await
     }
 
@@ -847,19 +879,22 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> Result<u64, StoreError> {
         let owner = owner.to_owned();
-        self.with(move |conn| {
-            let deleted = conn
-                .prepare_cached(
-                    "DELETE FROM work WHERE id IN (SELECT id FROM work
+        self.write(
+            move |conn| {
+                let deleted = conn
+                    .prepare_cached(
+                        "DELETE FROM work WHERE id IN (SELECT id FROM work
                          WHERE owner = ?1 AND state IN ('succeeded', 'dead_lettered')
                              AND due_at <= ?2
                          LIMIT ?3 + 0)",
-                )
-                .map_err(failed)?
-                .execute(params![owner, i64_of(now.as_millis())?, limit])
-                .map_err(failed)?;
-            Ok(deleted as u64)
-        })
+                    )
+                    .map_err(failed)?
+                    .execute(params![owner, i64_of(now.as_millis())?, limit])
+                    .map_err(failed)?;
+                Ok(deleted as u64)
+            },
+            always,
+        )
         .await
     }
 }
@@ -968,39 +1003,6 @@ fn finish_in(
             .map_err(failed)?,
     };
     Ok(changed == 1)
-}
-
-/// Runs `write` inside a savepoint of `tx`: kept when it answers `Ok(true)` (or any `Ok` for
-/// a claim), rolled back otherwise, so that one item's refusal or failure is its own.
-fn in_savepoint<T: Keep>(
-    tx: &mut rusqlite::Transaction<'_>,
-    write: impl FnOnce(&Connection) -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
-    let sp = tx.savepoint().map_err(failed)?;
-    let answer = write(&sp);
-    match &answer {
-        Ok(kept) if kept.keep() => sp.commit().map_err(failed)?,
-        // Rolls back to the savepoint and releases it.
-        _ => sp.finish().map_err(failed)?,
-    }
-    answer
-}
-
-/// Whether an answer inside a savepoint keeps what it wrote.
-trait Keep {
-    fn keep(&self) -> bool;
-}
-
-impl Keep for bool {
-    fn keep(&self) -> bool {
-        *self
-    }
-}
-
-impl Keep for Claim {
-    fn keep(&self) -> bool {
-        true
-    }
 }
 
 /// [`Store::claim`] on `conn` (a transaction's or a savepoint's too).

@@ -7,6 +7,9 @@
 //! pool, which cost about ten times as much per call (BENCHMARKS.md, tool-call ledger on
 //! SQLite). Nothing here needs a tokio runtime: the answer is a plain future.
 //!
+//! Writes sent with [`ConnectionThread::write`] that queue up while the thread is busy share
+//! one transaction when it gets to them ([`group`](super::group)): one commit for all.
+//!
 //! The thread ends when the last handle to the store drops, after the calls already sent,
 //! and the drop waits for it, so the file is closed (and its WAL checkpointed) when the drop
 //! returns, as it was when the connection closed in place.
@@ -21,10 +24,17 @@ use tokio::sync::oneshot;
 
 use retry_toolkit::effects::BackendKind;
 
+use super::group::{self, GROUP_LIMIT, Pending, Write};
 use crate::store::StoreError;
 
-/// One call: runs on the connection and sends its own answer.
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+/// One call on the connection.
+enum Job {
+    /// Runs on its own and sends its own answer: reads, and writes that end their own
+    /// transaction.
+    Alone(Box<dyn FnOnce(&mut Connection) + Send>),
+    /// A write that may share a transaction with the writes queued beside it.
+    Write(Box<dyn Write>),
+}
 
 /// The thread that owns a store's connection, and the queue to it.
 #[derive(Debug)]
@@ -64,18 +74,36 @@ impl ConnectionThread {
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
+        let job = Job::Alone(Box::new(move |conn| {
             let result = guarded(conn, job);
             // The caller may have stopped waiting (its future dropped): the call ran all the
             // same, so a cancelled write may have committed; its answer is dropped here.
             let _ = reply.send(result);
-        });
+        }));
+        self.send(job)?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Runs the write `job` inside a transaction, after the calls sent before it, sharing the
+    /// transaction (and its commit) with the writes queued beside it; answered once the
+    /// transaction ended. `keep` says which answers keep what `job` wrote: any other answer,
+    /// an error or a panic rolls back `job`'s writes alone.
+    pub(super) async fn write<T, F>(&self, job: F, keep: fn(&T) -> bool) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        self.send(Job::Write(Box::new(Pending::new(job, keep, reply))))?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    fn send(&self, job: Job) -> Result<(), StoreError> {
         self.jobs
             .as_ref()
             .ok_or_else(stopped)?
             .send(job)
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+            .map_err(|_| stopped())
     }
 }
 
@@ -93,11 +121,33 @@ impl Drop for ConnectionThread {
 }
 
 /// The thread's loop: every call in order, until the last sender is gone and the queue empty.
+/// A write takes the writes queued right behind it into its transaction, up to the first
+/// call that is not a write; it never waits for more.
 fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
-    while let Ok(job) = queue.recv() {
-        // `run` catches a panic of the caller's closure; this one guards the rest (the
-        // answer's send and drops), so that nothing ends the thread while handles exist.
-        let _ = catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
+    let mut next = None;
+    while let Some(job) = next.take().or_else(|| queue.recv().ok()) {
+        // `run` and `Pending` catch a panic of the caller's closure; this guards the rest
+        // (answers' sends and drops), so that nothing ends the thread while handles exist.
+        let _ = catch_unwind(AssertUnwindSafe(|| match job {
+            Job::Alone(job) => job(&mut conn),
+            Job::Write(write) => {
+                let mut writes = vec![write];
+                while writes.len() < GROUP_LIMIT {
+                    match queue.try_recv() {
+                        Ok(Job::Write(write)) => writes.push(write),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                group::write_all(&conn, writes);
+            }
+        }));
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
     }
     // Dropping the connection closes the file: the last connection checkpoints the WAL.
     drop(conn);
@@ -109,18 +159,22 @@ pub(super) fn guarded<T>(
     conn: &mut Connection,
     job: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    let result = catch_unwind(AssertUnwindSafe(|| job(conn))).unwrap_or_else(|panic| {
-        Err(StoreError::backend(
-            BackendKind::Other,
-            format!("a statement panicked: {}", panic_message(&*panic)),
-        ))
-    });
+    let result =
+        catch_unwind(AssertUnwindSafe(|| job(conn))).unwrap_or_else(|p| Err(panicked(&*p)));
     if !conn.is_autocommit() {
         // A call that panicked inside a transaction: rusqlite's guard rolls back as it
         // unwinds; this is the net under it, so no call inherits another's transaction.
         let _ = conn.execute_batch("ROLLBACK");
     }
     result
+}
+
+/// The error of a call that panicked.
+pub(super) fn panicked(panic: &(dyn Any + Send)) -> StoreError {
+    StoreError::backend(
+        BackendKind::Other,
+        format!("a statement panicked: {}", panic_message(panic)),
+    )
 }
 
 fn stopped() -> StoreError {
@@ -261,6 +315,140 @@ mod tests {
         assert_eq!(count, 0, "the panicked call's insert was committed");
     }
 
+    type Answer<T> = oneshot::Receiver<Result<T, StoreError>>;
+
+    /// Holds the thread inside a call until the returned sender is used (or dropped), so
+    /// that what is sent meanwhile queues up.
+    fn hold(conn: &ConnectionThread) -> Sender<()> {
+        let (entered, wait) = channel::<()>();
+        let (release, hold) = channel::<()>();
+        let held = conn.send(Job::Alone(Box::new(move |_| {
+            let _ = entered.send(());
+            let _ = hold.recv_timeout(Duration::from_secs(60));
+        })));
+        assert!(held.is_ok());
+        wait.recv_timeout(Duration::from_secs(60))
+            .expect("the thread took the holding call");
+        release
+    }
+
+    /// Queues a write of `x` into `t`, which then answers `then`.
+    fn queue<T: Send + 'static>(
+        conn: &ConnectionThread,
+        x: i64,
+        keep: fn(&T) -> bool,
+        then: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+    ) -> Answer<T> {
+        let (reply, answer) = oneshot::channel();
+        let job = move |c: &Connection| {
+            c.execute("INSERT INTO t VALUES (?1)", [x])
+                .map_err(crate::sqlite::failed)?;
+            then()
+        };
+        let sent = conn.send(Job::Write(Box::new(Pending::new(job, keep, reply))));
+        assert!(sent.is_ok());
+        answer
+    }
+
+    fn answered<T>(answer: Answer<T>) -> Result<T, String> {
+        futures_lite_block_on(answer)
+            .map_err(|_| "no answer".to_owned())?
+            .map_err(|e| e.to_string())
+    }
+
+    fn values(conn: &ConnectionThread) -> Vec<i64> {
+        futures_lite_block_on(conn.run(|c| {
+            let mut statement = c
+                .prepare("SELECT x FROM t ORDER BY x")
+                .map_err(crate::sqlite::failed)?;
+            let rows = statement
+                .query_map([], |r| r.get(0))
+                .map_err(crate::sqlite::failed)?;
+            rows.map(|r| r.map_err(crate::sqlite::failed)).collect()
+        }))
+        .expect("the rows")
+    }
+
+    #[test]
+    fn writes_queued_together_fail_alone_and_the_rest_commit() {
+        let (conn, _dir) = started();
+        let release = hold(&conn);
+        let ok = queue(&conn, 1, |_| true, || Ok(()));
+        let failed = queue(
+            &conn,
+            2,
+            |_| true,
+            || -> Result<(), StoreError> {
+                Err(StoreError::backend(BackendKind::Other, "refused"))
+            },
+        );
+        let panics = queue(
+            &conn,
+            3,
+            |_| true,
+            || -> Result<(), StoreError> { panic!("boom in a group") },
+        );
+        let unkept = queue(&conn, 4, |kept: &bool| *kept, || Ok(false));
+        let last = queue(&conn, 5, |_| true, || Ok(()));
+        drop(release);
+        assert_eq!(answered(ok), Ok(()));
+        assert!(answered(failed).is_err_and(|e| e.ends_with("refused")));
+        assert!(answered(panics).is_err_and(|e| e.ends_with("boom in a group")));
+        assert_eq!(answered(unkept), Ok(false));
+        assert_eq!(answered(last), Ok(()));
+        assert_eq!(
+            values(&conn),
+            [1, 5],
+            "only the kept writes are in the file"
+        );
+    }
+
+    #[test]
+    fn a_commit_that_fails_fails_every_write_of_its_group() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let conn = Connection::open(dir.path().join("t.db")).expect("open");
+        // A deferred foreign key is checked at the commit: the one statement that can pass
+        // while the commit after it fails.
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON;
+             CREATE TABLE t (x INTEGER);
+             CREATE TABLE parent (id INTEGER PRIMARY KEY);
+             CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);",
+        )
+        .expect("the tables");
+        let conn = ConnectionThread::start(conn, "t.db").expect("the thread");
+        let release = hold(&conn);
+        let before = queue(&conn, 1, |_| true, || Ok(()));
+        let (reply, orphan) = oneshot::channel();
+        let job = |c: &Connection| {
+            c.execute("INSERT INTO child VALUES (99)", [])
+                .map(|_| ())
+                .map_err(crate::sqlite::failed)
+        };
+        assert!(
+            conn.send(Job::Write(Box::new(Pending::new(job, |_| true, reply))))
+                .is_ok()
+        );
+        let after = queue(&conn, 3, |_| true, || Ok(()));
+        drop(release);
+        for answer in [before, orphan, after] {
+            let error = answered(answer).expect_err("not committed, so not ok");
+            assert!(error.contains("FOREIGN KEY"), "{error}");
+        }
+        assert_eq!(values(&conn), Vec::<i64>::new());
+        // The connection serves the next write as new.
+        assert_eq!(answered(queue(&conn, 4, |_| true, || Ok(()))), Ok(()));
+        assert_eq!(values(&conn), [4]);
+    }
+
+    #[test]
+    fn a_lone_write_commits_at_once_and_is_seen_by_another_connection() {
+        let (conn, dir) = started();
+        assert_eq!(answered(queue(&conn, 7, |_| true, || Ok(()))), Ok(()));
+        let other = Connection::open(dir.path().join("t.db")).expect("open");
+        assert_eq!(rows(&other).ok(), Some(1));
+    }
+
     #[test]
     fn the_thread_ends_when_the_last_handle_drops() {
         let (conn, _dir) = started();
@@ -288,19 +476,19 @@ mod tests {
             .jobs
             .as_ref()
             .map(|jobs| {
-                jobs.send(Box::new(move |_| {
+                jobs.send(Job::Alone(Box::new(move |_| {
                     let _ = entered.send(());
                     let _ = hold.recv_timeout(Duration::from_secs(60));
-                }))
+                })))
             })
             .expect("the queue");
         assert!(held.is_ok());
         wait.recv_timeout(Duration::from_secs(60))
             .expect("the thread took the first call");
         let queued = conn.jobs.as_ref().map(|jobs| {
-            jobs.send(Box::new(|c| {
+            jobs.send(Job::Alone(Box::new(|c| {
                 let _ = c.execute("INSERT INTO t VALUES (1)", []);
-            }))
+            })))
         });
         assert!(matches!(queued, Some(Ok(()))));
         let _ = release.send(());
@@ -318,10 +506,10 @@ mod tests {
         let farewell = leave_farewell(&conn);
         let last = Arc::clone(&conn);
         let queued = conn.jobs.as_ref().map(|jobs| {
-            jobs.send(Box::new(move |_| {
+            jobs.send(Job::Alone(Box::new(move |_| {
                 // By now the test's handle is gone: this is the last one.
                 drop(last);
-            }))
+            })))
         });
         assert!(matches!(queued, Some(Ok(()))));
         drop(conn);

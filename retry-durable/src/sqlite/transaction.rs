@@ -5,7 +5,7 @@
 use rusqlite::Connection;
 
 use super::schema::{APPLICATION_ID, LATEST};
-use super::{failed, insert_batch, insert_or_existing};
+use super::{failed, group, insert_batch, insert_or_existing};
 use crate::record::NewWork;
 use crate::store::{Batch, Inserted, StoreError};
 
@@ -56,18 +56,11 @@ fn in_savepoint<T>(
     write: impl FnOnce(&Connection) -> Result<T, StoreError>,
     keep: impl FnOnce(&T) -> bool,
 ) -> Result<T, StoreError> {
-    conn.execute_batch("SAVEPOINT retry_durable")
-        .map_err(failed)?;
-    let written = write(conn);
-    // Another file's refusal says more than the write's failure on it (no such table).
-    let result = check_file(conn).and(written);
-    let end = match &result {
-        Ok(value) if keep(value) => "RELEASE retry_durable",
-        _ => "ROLLBACK TO retry_durable; RELEASE retry_durable",
-    };
-    let ended = conn.execute_batch(end);
-    // The write's own failure says more than the rollback's that followed it.
-    let value = result?;
-    ended.map_err(failed)?;
-    Ok(value)
+    group::in_savepoint(conn, |conn| {
+        let written = write(conn);
+        // Another file's refusal says more than the write's failure on it (no such table).
+        let value = check_file(conn).and(written)?;
+        let kept = keep(&value);
+        Ok((value, kept))
+    })
 }

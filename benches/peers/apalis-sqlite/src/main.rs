@@ -6,7 +6,8 @@
 //! apalis mode=full items=10000 enqueue_s=… run_s=… total_s=… items_per_s=… done=10000
 //! ```
 //!
-//! Usage: `apalis-sqlite-peer <full|normal|default> <dir> [items]`.
+//! Usage: `apalis-sqlite-peer <full|normal|default> <dir> [items] [concurrency] [bulk]`:
+//! `bulk` queues the N jobs with one `push_bulk` instead of one `push` each.
 //!
 //! - `full` / `normal`: every pooled connection opens with `journal_mode=WAL` and
 //!   `synchronous=FULL` / `NORMAL`, plus the other pragmas of `SqliteStorage::setup`
@@ -18,7 +19,7 @@
 //!   (synchronous unset, so SQLite's compiled-in FULL) and `SqliteStorage::setup` (WAL,
 //!   `synchronous=OFF` on one connection of the pool, the rest FULL).
 //!
-//! The worker runs at concurrency 16 (retry-durable's default), batch size 10 (apalis's
+//! The worker runs at concurrency 16 (retry-durable's default) unless given, batch size 10 (apalis's
 //! default). The handler counts; at N it stops the worker, and the run ends when the file
 //! says all N are `Done` (apalis batches its acknowledgements, so the last ones may land
 //! after the handler returned).
@@ -88,6 +89,8 @@ async fn main() {
     let mode = args.get(1).map_or("full", String::as_str).to_owned();
     let dir = std::path::PathBuf::from(args.get(2).expect("usage: <mode> <dir> [items]"));
     let items: usize = args.get(3).map_or(10_000, |n| n.parse().expect("items"));
+    let concurrency: usize = args.get(4).map_or(16, |n| n.parse().expect("concurrency"));
+    let bulk = args.get(5).is_some_and(|a| a == "bulk");
     TARGET.store(items, Ordering::SeqCst);
 
     let path = dir.join(format!("apalis-{mode}.db"));
@@ -102,14 +105,21 @@ async fn main() {
     let mut backend = SqliteStorage::<u64>::new(&pool);
 
     let start = Instant::now();
-    for i in 0..items as u64 {
-        backend.push(i).await.expect("push");
+    if bulk {
+        backend
+            .push_bulk((0..items as u64).collect())
+            .await
+            .expect("push_bulk");
+    } else {
+        for i in 0..items as u64 {
+            backend.push(i).await.expect("push");
+        }
     }
     let enqueued = start.elapsed();
 
     let worker = WorkerBuilder::new("bench-worker")
         .backend(backend)
-        .concurrency(16)
+        .concurrency(concurrency)
         .build(job);
     worker.run().await.expect("worker");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -121,7 +131,7 @@ async fn main() {
     let total = start.elapsed();
     let run = total - enqueued;
     println!(
-        "apalis mode={mode} items={items} enqueue_s={:.4} run_s={:.4} total_s={:.4} items_per_s={:.1} done={done} synchronous={synchronous}",
+        "apalis mode={mode} items={items} concurrency={concurrency} bulk={bulk} enqueue_s={:.4} run_s={:.4} total_s={:.4} items_per_s={:.1} done={done} synchronous={synchronous}",
         enqueued.as_secs_f64(),
         run.as_secs_f64(),
         total.as_secs_f64(),
