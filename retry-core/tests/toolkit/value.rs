@@ -1,7 +1,7 @@
 //! R8: a successful value judged a failure is retried (`Retry::when_ok`), and the last value or
 //! error comes back when the loop ends.
 
-mod support;
+use crate::support;
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `retry_toolkit`, each with the error; the scheduler reports a panic in the caller's callbacks
 //! the same way (Q3). The table of events is in the crate docs ("Logs").
 
-mod support;
+use crate::support;
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};

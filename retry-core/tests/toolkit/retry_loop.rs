@@ -1,6 +1,6 @@
 //! The retry loop: SPEC R1–R6, D5, O5, and clock/seed injection.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

@@ -8,7 +8,7 @@
 //! base of whole seconds), written for this crate's rules: jitter draws below the cap, the
 //! number of retries is the policy's, and a cap below the base is refused when built.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Tool effects (SPEC A2), idempotency keys (A4), the compare-and-swap ledger (A1) and the
 //! runner's single call (A3).
 
-mod effects_support;
+use crate::effects_support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

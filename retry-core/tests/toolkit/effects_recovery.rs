@@ -1,7 +1,7 @@
 //! Recovery after a crash (SPEC A5), and the crash-point test: a scripted run killed at every
 //! step of every call, then recovered.
 
-mod effects_support;
+use crate::effects_support;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! The error model and the middleware transforms: SPEC E1–E4, M1–M9, D3 (as the middleware's
 //! delay), and bad middleware input. All on paused tokio time.
 
-mod support;
-mod task_support;
+use crate::support;
+use crate::task_support;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

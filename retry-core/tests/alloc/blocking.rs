@@ -1,7 +1,7 @@
 //! R9: blocking code gets the same loop — options, predicates, hooks, limits and clock — with
 //! no async runtime (`RetryPolicy::retry_blocking`, `Retry::call`).
 
-mod support;
+use crate::support;
 
 use std::cell::Cell;
 use std::time::Duration;

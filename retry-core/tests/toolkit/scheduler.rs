@@ -1,8 +1,8 @@
 //! The scheduler: SPEC Q1–Q4, the M4 slot a timed-out task keeps, shutdown, bad options.
 //! All on paused tokio time.
 
-mod support;
-mod task_support;
+use crate::support;
+use crate::task_support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

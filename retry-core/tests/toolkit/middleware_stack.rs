@@ -9,7 +9,7 @@
 //!
 //! Every case runs on its own paused tokio runtime: no wall-clock time passes.
 
-mod task_support;
+use crate::task_support;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,6 +1,6 @@
 //! What a finished loop did, without counting in `notify`: `Retry::summarize`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
