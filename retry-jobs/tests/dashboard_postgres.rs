@@ -2,7 +2,7 @@
 //! throwaway test cluster (or `DATABASE_URL`).
 
 mod dashboard_support;
-#[path = "../../retry-durable/tests/support/postgres.rs"]
+#[path = "../../retry-durable/tests/durable/support/postgres.rs"]
 mod pg;
 
 use dashboard_support::*;

@@ -5,8 +5,7 @@
 //! Nothing sleeps: every wait is for a message from a handler or a subscriber, bounded by a
 //! wall-clock timeout that only turns a missing wake-up into a failure instead of a hang.
 
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::support::postgres as pg;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

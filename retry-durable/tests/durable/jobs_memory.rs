@@ -1,6 +1,6 @@
 //! The owner's behaviour on the in-memory store.
 
-mod engine;
+use crate::engine;
 
 engine_suite!((retry_durable::MemoryStore::new(), ()));
 

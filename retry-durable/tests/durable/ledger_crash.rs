@@ -25,7 +25,7 @@
 //! 66 points on each backend (each cell counts a `before` and an `after` point apiece); the
 //! test prints the matrix and what recovery did at each point.
 
-mod agent_crash;
+use crate::agent_crash;
 
 use agent_crash::sqlite::Sqlite;
 use agent_crash::{Backend, Child};
@@ -46,7 +46,7 @@ async fn a1_a5_sigkill_at_every_crash_point_of_an_agent_run_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("agent.db");
     let covered =
-        agent_crash::every_crash_point::<Sqlite>(db.to_str().unwrap(), "child_agent_run").await;
+        agent_crash::every_crash_point::<Sqlite>(db.to_str().unwrap(), &crate::test_name(module_path!(), "child_agent_run")).await;
     println!("{}", agent_crash::matrix(Sqlite::NAME, &covered));
     for point in &covered {
         println!("{point}");

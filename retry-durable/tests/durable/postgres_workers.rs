@@ -2,8 +2,7 @@
 //! connection, and four real worker processes — one killed with SIGKILL mid-run — that finish
 //! 10,000 jobs with every count reconciled.
 
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::support::postgres as pg;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -392,7 +391,7 @@ fn spawn_worker(url: &str, worker: usize) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "fleet_worker",
+            crate::test_name(module_path!(), "fleet_worker").as_str(),
             "--nocapture",
             "--test-threads",
             "1",

@@ -29,7 +29,7 @@ pub fn builder<S: Store>(store: S, clock: &MockClock) -> JobsBuilder<S, MockCloc
         .starting_at(MONDAY)
         .seed(7);
     // The whole suite again with a local queue on every worker (S17):
-    // `RETRY_DURABLE_TEST_PREFETCH=8 cargo test -p retry-durable --test jobs_sqlite`.
+    // `RETRY_DURABLE_TEST_PREFETCH=8 cargo test -p retry-durable --test durable jobs_sqlite::`.
     match std::env::var("RETRY_DURABLE_TEST_PREFETCH")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -10,11 +10,9 @@
 //! checks of `agent_crash` hold at each step: no side effect happened twice per the witness, no
 //! result reached the transcript twice, nothing was lost, every call ended committed once.
 
-mod agent_crash;
-#[path = "support/chain.rs"]
-mod chain;
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::agent_crash;
+use crate::support::chain;
+use crate::support::postgres as pg;
 
 use std::future::Future;
 use std::sync::Mutex;

@@ -8,8 +8,7 @@
 //! sleep.
 
 #[cfg(feature = "postgres")]
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::support::postgres as pg;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -110,7 +109,7 @@ fn child_inside_its_handler(db: &Db) -> (Child, Output) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_runs_until_a_signal",
+            crate::test_name(module_path!(), "child_runs_until_a_signal").as_str(),
             "--nocapture",
             "--test-threads",
             "1",

@@ -1,6 +1,6 @@
 //! The ledger suite on the in-memory ledger and on SQLite (a real file per case).
 
-mod ledger;
+use crate::ledger;
 
 mod memory {
     use super::ledger;

@@ -2,8 +2,7 @@
 //! executes at most once per key, per an outside witness (a table standing for the mail
 //! server), and every call ends committed exactly once.
 
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::support::postgres as pg;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -76,7 +75,7 @@ async fn a1_two_runner_processes_racing_run_each_side_effect_at_most_once() {
             Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "child_races",
+                    crate::test_name(module_path!(), "child_races").as_str(),
                     "--nocapture",
                     "--test-threads",
                     "1",

@@ -1,7 +1,6 @@
 //! The owner's behaviour on PostgreSQL, unchanged from SQLite and memory.
 
-mod engine;
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::engine;
+use crate::support::postgres as pg;
 
 engine_suite!(pg::fresh().await);

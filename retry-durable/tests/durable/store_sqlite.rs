@@ -1,7 +1,7 @@
 //! The store conformance suite on SQLite, each case on a real file in its own temporary
 //! directory.
 
-mod conformance;
+use crate::conformance;
 
 fn fresh() -> (retry_durable::SqliteStore, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("a temporary directory");

@@ -10,11 +10,9 @@
 //! call failed too), and every item still runs exactly once — claimed again once its lease is
 //! over, finished once, and gone. Times are the store's arguments (no clock, no sleeps).
 
-#[path = "support/chain.rs"]
-mod chain;
-mod conformance;
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::support::chain;
+use crate::conformance;
+use crate::support::postgres as pg;
 
 use std::future::Future;
 

@@ -1,8 +1,7 @@
 //! SQLite files that are not what they should be (P4, P5), and what survives a reopen: clear
 //! errors at open, corrupt rows named, never a panic, nothing lost.
 
-#[path = "support/chain.rs"]
-mod chain;
+use crate::support::chain;
 
 use std::time::Duration;
 

@@ -3,8 +3,7 @@
 //! transaction commits, no worker sees it before, and a refused call (bad input, a key held
 //! by other work, a refused batch) leaves the transaction usable.
 
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::support::postgres as pg;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,8 +1,7 @@
 //! The ledger suite on PostgreSQL, unchanged.
 
-mod ledger;
-#[path = "support/postgres.rs"]
-mod pg;
+use crate::ledger;
+use crate::support::postgres as pg;
 
 ledger_suite!(pg::fresh().await);
 

@@ -1,7 +1,7 @@
 //! The owner's behaviour on SQLite, each case on a real file in its own temporary directory
 //! (`synchronous=NORMAL`: the conformance suite covers the default, `FULL`).
 
-mod engine;
+use crate::engine;
 
 use retry_durable::{Durability, SqliteOptions, SqliteStore};
 

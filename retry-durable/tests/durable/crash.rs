@@ -44,7 +44,7 @@ fn crash_a_child_inside_its_handler(path: &std::path::Path) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_claims_and_hangs",
+            crate::test_name(module_path!(), "child_claims_and_hangs").as_str(),
             "--nocapture",
             "--test-threads",
             "1",

@@ -2,7 +2,7 @@
 //! fresh store; the rows are damaged through `MemoryStore::overwrite` and through a SQLite
 //! connection of the test's own.
 
-mod quarantine;
+use crate::quarantine;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
