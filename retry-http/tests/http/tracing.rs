@@ -1,7 +1,7 @@
 //! The events a call emits name its method, host and status, as the stock fmt subscriber
 //! prints them.
 
-mod support;
+use crate::support;
 
 use std::io;
 use std::sync::{Arc, Mutex};

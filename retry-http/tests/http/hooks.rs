@@ -3,7 +3,7 @@
 //! says so. Through the tower layer and the reqwest middleware, against a real server on
 //! 127.0.0.1, on the mock clock.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};

@@ -2,7 +2,7 @@
 //! instant, deadlines together with attempt timeouts, cancellation in a wait (SPEC R5, R6,
 //! D5, run on T1's clock).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

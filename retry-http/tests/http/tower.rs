@@ -1,7 +1,7 @@
 //! The tower layer around hyper-util's client, against a real server on 127.0.0.1 that
 //! scripts its faults. Every wait is on the mock clock: no test sleeps in wall time.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime};
 

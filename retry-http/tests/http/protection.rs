@@ -2,7 +2,7 @@
 //! a real server on 127.0.0.1 that counts what reaches it. The breaker and the budget read the
 //! policy's mock clock: a break ends when the test moves the clock, never by sleeping.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

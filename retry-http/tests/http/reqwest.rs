@@ -1,7 +1,7 @@
 //! The reqwest-middleware middleware against the same scripted server: the same rules as
 //! the tower layer, through `ClientWithMiddleware`.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `metrics` facade's debugging recorder installed for the test's thread, against a real server
 //! on 127.0.0.1. Every wait is on the mock clock.
 
-mod support;
+use crate::support;
 
 use bytes::Bytes;
 use http::{Request, StatusCode};

@@ -1,7 +1,7 @@
 //! R9 with T1: a blocking retry on the mock clock takes no wall time, records its waits, and
 //! keeps its deadline in virtual time.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! cause (never both), and errors raised by other reqwest middlewares keep their type and
 //! their I/O kind. Real server on 127.0.0.1, mock clock.
 
-mod support;
+use crate::support;
 
 use std::error::Error as StdError;
 use std::io;

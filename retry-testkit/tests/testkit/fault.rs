@@ -1,7 +1,7 @@
 //! Fault scripts: SPEC T4 (scripted failures, checked to be consumed), used with the retry
 //! loop's R1/R2 behaviour.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The mock clock: SPEC T1 (virtual time that every retry loop uses; sleeps instant in wall
 //! time and recorded).
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -3,7 +3,7 @@
 //! timed. Real server on 127.0.0.1, virtual time moved only when the server is quiet
 //! (`MockClock::run_watching` with the server's in-flight count).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
