@@ -3,10 +3,6 @@
 //! backoff::` still selects it. Kept apart: `alloc` (its counting global allocator) and
 //! `effects_footprint` (the process's peak memory measures one call).
 
-#[cfg(feature = "effects")]
-mod effects_support;
-mod support;
-mod task_support;
 mod backoff;
 #[cfg(feature = "effects")]
 mod effects;
@@ -18,6 +14,8 @@ mod effects_bad_input;
 mod effects_recovery;
 #[cfg(feature = "effects")]
 mod effects_safety;
+#[cfg(feature = "effects")]
+mod effects_support;
 mod errors;
 mod footprint;
 #[cfg(feature = "metrics")]
@@ -30,5 +28,7 @@ mod scheduler;
 mod serde;
 mod shapes;
 mod summary;
+mod support;
+mod task_support;
 mod tracing;
 mod value;

@@ -45,8 +45,11 @@ async fn child_agent_run() {
 async fn a1_a5_sigkill_at_every_crash_point_of_an_agent_run_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("agent.db");
-    let covered =
-        agent_crash::every_crash_point::<Sqlite>(db.to_str().unwrap(), &crate::test_name(module_path!(), "child_agent_run")).await;
+    let covered = agent_crash::every_crash_point::<Sqlite>(
+        db.to_str().unwrap(),
+        &crate::test_name(module_path!(), "child_agent_run"),
+    )
+    .await;
     println!("{}", agent_crash::matrix(Sqlite::NAME, &covered));
     for point in &covered {
         println!("{point}");

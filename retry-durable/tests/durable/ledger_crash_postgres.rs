@@ -24,7 +24,11 @@ async fn child_agent_run() {
 #[tokio::test]
 async fn a1_a5_sigkill_at_every_crash_point_of_an_agent_run_on_postgres() {
     let url = pg::database_url().await;
-    let covered = agent_crash::every_crash_point::<Postgres>(&url, &crate::test_name(module_path!(), "child_agent_run")).await;
+    let covered = agent_crash::every_crash_point::<Postgres>(
+        &url,
+        &crate::test_name(module_path!(), "child_agent_run"),
+    )
+    .await;
     println!("{}", agent_crash::matrix(Postgres::NAME, &covered));
     for point in &covered {
         println!("{point}");

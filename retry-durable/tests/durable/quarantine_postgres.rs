@@ -1,8 +1,8 @@
 //! Quarantine of corrupt rows (S15) on PostgreSQL, each case on a database of its own; the rows
 //! are damaged through a connection of the test's own.
 
-use crate::support::postgres as pg;
 use crate::quarantine;
+use crate::support::postgres as pg;
 
 use quarantine::{Change, Tamper};
 use retry_durable::{PostgresStore, WorkId};

@@ -10,8 +10,8 @@
 //! call failed too), and every item still runs exactly once — claimed again once its lease is
 //! over, finished once, and gone. Times are the store's arguments (no clock, no sleeps).
 
-use crate::support::chain;
 use crate::conformance;
+use crate::support::chain;
 use crate::support::postgres as pg;
 
 use std::future::Future;
