@@ -1,9 +1,8 @@
 //! V2 on PostgreSQL: the status page and a re-drive through the form, on a database of the
 //! throwaway test cluster (or `DATABASE_URL`).
 
-mod dashboard_support;
-#[path = "../../retry-durable/tests/durable/support/postgres.rs"]
-mod pg;
+use crate::dashboard_support;
+use crate::pg;
 
 use dashboard_support::*;
 use retry_durable::{Store, WorkState};

@@ -1,7 +1,7 @@
 //! The real binary against a real SQLite file: every command's output and exit code, the
 //! JSON shape, the mutations and their refusals, and bad input.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

@@ -7,7 +7,7 @@
 //!
 //! Chromium missing fails the test with what to install: nothing is skipped.
 
-mod dashboard_support;
+use crate::dashboard_support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

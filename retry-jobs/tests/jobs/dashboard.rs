@@ -1,7 +1,7 @@
 //! V2: the dashboard over HTTP, on a real SQLite file filled through retry-durable's public
 //! API and a real server on 127.0.0.1.
 
-mod dashboard_support;
+use crate::dashboard_support;
 
 use std::net::SocketAddr;
 

@@ -1,7 +1,7 @@
 //! The real binary against a real PostgreSQL (a throwaway cluster the test starts): status,
 //! listings, in-flight leases, re-drive and its refusal, cancel, and a server that is down.
 
-mod support;
+use crate::support;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
