@@ -1,8 +1,0 @@
-//! The store conformance suite on PostgreSQL, unchanged: each case on a database of its own
-//! on a server the tests start themselves (or `DATABASE_URL`).
-
-mod conformance;
-#[path = "support/postgres.rs"]
-mod pg;
-
-conformance_suite!(pg::fresh().await);

@@ -1,0 +1,303 @@
+//! SPEC H6: a set attempt timeout or deadline bounds everything a caller awaits, the
+//! response body included; a streamed body has an idle timeout; without a bound nothing is
+//! timed. Real server on 127.0.0.1, virtual time moved only when the server is quiet
+//! (`MockClock::run_watching` with the server's in-flight count).
+
+use crate::support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Request;
+use http_body::Body as _;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use retry_http::{
+    BodyTimedOut, Bound, BuildError, DefaultClassify, Error, HttpRetry, HttpRetryBuilder,
+    StopReason,
+};
+use retry_testkit::MockClock;
+use retry_toolkit::{Jitter, RetryOptions};
+use support::{Server, Step};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+const S: Duration = Duration::from_secs(1);
+
+fn builder(clock: &MockClock) -> HttpRetryBuilder<DefaultClassify, MockClock> {
+    HttpRetry::builder()
+        .options(RetryOptions::new().with_jitter(Jitter::None))
+        .clock(clock.clone())
+}
+
+/// Sends a GET through the tower layer and reads its body to the end, on `clock`.
+async fn get_body(
+    clock: &MockClock,
+    server: &Server,
+    retry: HttpRetry<DefaultClassify, MockClock>,
+) -> Result<Bytes, Error> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut client = ServiceBuilder::new().layer(retry.layer()).service(client);
+    let request = Request::get(server.url("/"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let call = async move {
+        let response = client.ready().await.unwrap().call(request).await?;
+        Ok(response.into_body().collect().await?.to_bytes())
+    };
+    clock.run_watching(server.io(), call).await
+}
+
+/// The limit a body ran out of, from the error's cause.
+fn bound(error: &Error) -> Option<Bound> {
+    error
+        .cause()
+        .and_then(|c| c.downcast_ref::<BodyTimedOut>())
+        .map(|t| t.0)
+}
+
+fn stall() -> Step {
+    Step::StallBody {
+        declared: 10,
+        sent: "part",
+    }
+}
+
+#[tokio::test]
+async fn h6_a_server_that_never_answers_ends_at_the_attempt_timeout() {
+    let server = Server::start(vec![Step::Hang, Step::Hang, Step::Hang]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock).bounded(S, 10 * S).build().unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(
+        (error.reason(), error.attempts()),
+        (StopReason::Exhausted, 3)
+    );
+    // The message says what happened; the cause is its source.
+    assert_eq!(
+        support::chain(&error),
+        format!(
+            "GET {} gave up after 3 attempts: attempts exhausted: \
+             no response within the attempt timeout of 1s",
+            server.addr
+        )
+    );
+    assert_eq!(server.seen().len(), 3);
+    // Three attempt timeouts and the two backoffs between them; the deadline never came.
+    assert_eq!(clock.elapsed(), 3 * S + Duration::from_millis(200 + 400));
+}
+
+#[tokio::test]
+async fn h6_a_body_that_stalls_ends_at_the_attempt_timeout_and_is_not_replayed() {
+    let server = Server::start(vec![stall()]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock).bounded(2 * S, 30 * S).build().unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::AttemptTimeout(2 * S)));
+    assert_eq!(
+        (error.reason(), error.attempts()),
+        (StopReason::AfterHead, 1)
+    );
+    assert!(
+        support::chain(&error).ends_with(
+            "(1 attempt): the response body did not end in time: the attempt timeout of 2s ran out"
+        ),
+        "{error}"
+    );
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(clock.elapsed(), 2 * S);
+}
+
+#[tokio::test]
+async fn h6_a_body_that_stalls_ends_at_the_deadline() {
+    let server = Server::start(vec![stall()]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock).deadline(5 * S).build().unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::Deadline(5 * S)));
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(clock.elapsed(), 5 * S);
+}
+
+#[tokio::test]
+async fn h6_a_body_that_stalls_ends_at_the_idle_timeout() {
+    let server = Server::start(vec![stall()]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock)
+        .bounded(10 * S, 30 * S)
+        .idle_timeout(S)
+        .build()
+        .unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::Idle(S)));
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(clock.elapsed(), S);
+}
+
+#[tokio::test]
+async fn h6_an_event_stream_outlives_the_deadline_but_not_its_idle_timeout() {
+    // Events arrive, then the stream goes quiet: the deadline (2 s) does not cut a stream
+    // that is established, the idle timeout (3 s) does.
+    let server = Server::start(vec![Step::EventsThenStall(vec!["data: one\n\n"])]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock)
+        .bounded(S, 2 * S)
+        .idle_timeout(3 * S)
+        .build()
+        .unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::Idle(3 * S)));
+    assert_eq!(
+        (error.reason(), error.attempts()),
+        (StopReason::AfterEvent, 1)
+    );
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(clock.elapsed(), 3 * S);
+}
+
+#[tokio::test]
+async fn h6_an_event_stream_established_at_its_head_is_exempt_too() {
+    // With `first_event(false)` the stream is the answer at its head; still a stream.
+    let server = Server::start(vec![Step::EventsThenStall(vec!["data: one\n\n"])]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock)
+        .first_event(false)
+        .bounded(S, 2 * S)
+        .idle_timeout(3 * S)
+        .build()
+        .unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::Idle(3 * S)));
+    assert_eq!(clock.elapsed(), 3 * S);
+}
+
+#[tokio::test]
+async fn h6_without_limits_nothing_is_timed() {
+    let server = Server::start(vec![stall()]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock).build().unwrap();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut client = ServiceBuilder::new().layer(retry.layer()).service(client);
+    let request = Request::get(server.url("/"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+
+    let call = client.ready().await.unwrap().call(request);
+    let response = clock.run_watching(server.io(), call).await.unwrap();
+    let mut body = response.into_body();
+    // The first frame comes; then the body waits, and no timer exists to end it.
+    let first = clock
+        .run_watching(server.io(), body.frame())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.into_data().unwrap(), "part");
+    let waiting = std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::pin::Pin::new(&mut body).poll_frame(cx).is_pending())
+    })
+    .await;
+    assert!(waiting);
+    assert_eq!(clock.pending(), 0);
+    assert!(clock.sleeps().is_empty());
+}
+
+#[test]
+fn h6_an_idle_timeout_of_zero_is_refused() {
+    let error = HttpRetry::builder()
+        .idle_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert_eq!(error, BuildError::ZeroIdleTimeout);
+    assert_eq!(error.to_string(), "http.idle_timeout must be > 0");
+}
+
+#[cfg(feature = "reqwest")]
+mod through_reqwest {
+    use super::*;
+
+    /// Sends a GET through the middleware and reads its body with `bytes()`, on `clock`.
+    async fn get_bytes(
+        clock: &MockClock,
+        server: &Server,
+        retry: HttpRetry<DefaultClassify, MockClock>,
+    ) -> Result<Bytes, reqwest::Error> {
+        let client = support::reqwest_client(&retry);
+        let response = support::reqwest_get(clock, server, &client).await.unwrap();
+        clock.run_watching(server.io(), response.bytes()).await
+    }
+
+    /// The limit a body ran out of, found by walking the error's chain.
+    fn bound_in(error: &(dyn std::error::Error + 'static)) -> Option<Bound> {
+        let mut next = Some(error);
+        while let Some(e) = next {
+            if let Some(timed_out) = e.downcast_ref::<BodyTimedOut>() {
+                return Some(timed_out.0);
+            }
+            if let Some(ours) = e.downcast_ref::<Error>() {
+                return bound(ours);
+            }
+            next = e.source();
+        }
+        None
+    }
+
+    #[tokio::test]
+    async fn h6_reqwest_bytes_of_a_stalled_body_end_at_the_attempt_timeout() {
+        let server = Server::start(vec![stall()]).await;
+        let clock = MockClock::new();
+        let retry = builder(&clock).bounded(2 * S, 30 * S).build().unwrap();
+
+        let error = get_bytes(&clock, &server, retry).await.unwrap_err();
+
+        assert_eq!(
+            bound_in(&error),
+            Some(Bound::AttemptTimeout(2 * S)),
+            "{error:?}"
+        );
+        assert_eq!(server.seen().len(), 1);
+        assert_eq!(clock.elapsed(), 2 * S);
+    }
+
+    #[tokio::test]
+    async fn h6_reqwest_text_of_a_stalled_body_ends_at_the_idle_timeout() {
+        let server = Server::start(vec![stall()]).await;
+        let clock = MockClock::new();
+        let retry = builder(&clock).idle_timeout(S).build().unwrap();
+
+        let error = get_bytes(&clock, &server, retry).await.unwrap_err();
+
+        assert_eq!(bound_in(&error), Some(Bound::Idle(S)), "{error:?}");
+        assert_eq!(server.seen().len(), 1);
+        assert_eq!(clock.elapsed(), S);
+    }
+
+    #[tokio::test]
+    async fn h6_reqwest_a_server_that_never_answers_ends_at_the_deadline() {
+        let server = Server::start(vec![Step::Hang]).await;
+        let clock = MockClock::new();
+        let retry = builder(&clock).deadline(5 * S).build().unwrap();
+        let client = support::reqwest_client(&retry);
+
+        let error = support::reqwest_get(&clock, &server, &client)
+            .await
+            .unwrap_err();
+
+        let error = support::middleware_error(error);
+        let ours = error.downcast_ref::<Error>().unwrap();
+        assert!(ours.is_deadline(), "{ours}");
+        assert_eq!(server.seen().len(), 1);
+        assert_eq!(clock.elapsed(), 5 * S);
+    }
+}
