@@ -4,13 +4,11 @@ use crate::ledger;
 
 mod memory {
     use super::ledger;
-    use crate::ledger_suite;
     ledger_suite!((retry_toolkit::effects::MemoryLedger::new(), ()));
 }
 
 mod sqlite {
     use super::ledger;
-    use crate::ledger_suite;
 
     fn fresh() -> (retry_durable::SqliteStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("a temporary directory");
@@ -49,7 +47,6 @@ mod sqlite {
 /// The same suite with the store's statements on the caller's thread.
 mod sqlite_on_the_callers_thread {
     use super::ledger;
-    use crate::ledger_suite;
 
     fn fresh() -> (retry_durable::SqliteStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("a temporary directory");

@@ -14,9 +14,9 @@ mod ledger;
 mod quarantine;
 mod agent_crash;
 mod support {
-    pub mod chain;
+    pub(crate) mod chain;
     #[cfg(feature = "postgres")]
-    pub mod postgres;
+    pub(crate) mod postgres;
 }
 
 /// The name libtest gives test `name` of the module whose `module_path!()` is `module`: the

@@ -14,7 +14,6 @@ conformance_suite!(fresh());
 /// The same suite with the statements on the caller's thread.
 mod on_the_callers_thread {
     use super::conformance;
-    use crate::conformance_suite;
 
     fn fresh() -> (retry_durable::SqliteStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("a temporary directory");

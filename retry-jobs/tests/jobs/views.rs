@@ -2,7 +2,7 @@
 //! rows are read and changed by id): paging across many reads of the store, the views' own
 //! arguments, and reads and actions kept to one owner (what the dashboard asks for).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
