@@ -1015,16 +1015,6 @@ impl Store for PostgresStore {
     }
 
     /// [`list_where`](Store::list_where) with no filter: one statement for both.
-    async fn list(
-        &self,
-        owner: &str,
-        after: Option<WorkId>,
-        limit: u32,
-    ) -> Result<Listing, StoreError> {
-        self.list_where(owner, &WorkFilter::default(), after, limit)
-            .await
-    }
-
     async fn list_where(
         &self,
         owner: &str,
