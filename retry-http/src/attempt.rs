@@ -231,6 +231,7 @@ where
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of
 /// its body; without its URI (left empty) unless `uri`.
+#[inline]
 pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Request<B>> {
     let body = request.body().replay()?;
     let mut copy = Request::new(body);
@@ -309,6 +310,9 @@ where
 {
     type Output = Result<LayerResponse<ResB>, Lost<LayerResponse<ResB>>>;
 
+    // Inlined into its one caller (the call's future, or the loop's): the answer is then
+    // built where the caller returns it, not moved out of here first.
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let attempt = *this.attempt;
@@ -369,16 +373,14 @@ where
                                 // The answer names the call's target: the attempt's, which it
                                 // needs no more.
                                 let target = this.call.take().map(|call| call.target);
-                                let response = response.map(|body| {
-                                    ResponseBody::direct(body, target, attempt).with_watch(watch)
-                                });
+                                let response = response
+                                    .map(|body| ResponseBody::direct(body, target, attempt, watch));
                                 Ok(reported(response, attempt))
                             }
                             Err(judged) => {
                                 // A failure keeps the attempt's target (a copy).
-                                let response = response.map(|body| {
-                                    ResponseBody::direct(body, None, attempt).with_watch(watch)
-                                });
+                                let response = response
+                                    .map(|body| ResponseBody::direct(body, None, attempt, watch));
                                 Err(judged.lost(response, attempt, call.target.clone()))
                             }
                         });

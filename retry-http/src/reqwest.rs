@@ -338,8 +338,7 @@ where
         let url = response.url().clone();
         let response: http::Response<reqwest::Body> = response.into();
         let (head, body) = response.into_parts();
-        let body =
-            ResponseBody::direct(body, Some(call.target.clone()), attempt).with_watch(Some(watch));
+        let body = ResponseBody::direct(body, Some(call.target.clone()), attempt, Some(watch));
         return Ok(rebuild(url, head, reqwest::Body::wrap(body)));
     }
     let url = response.url().clone();
