@@ -49,7 +49,7 @@ pub(crate) type Spare<S, B> = Result<(S, Request<B>), Call>;
 
 /// What the first attempt judges by, and the spare the retries will use.
 #[inline]
-pub(crate) fn split<S, B>(call: Call, spare: Option<(S, Request<B>)>) -> (Call, Spare<S, B>) {
+fn split<S, B>(call: Call, spare: Option<(S, Request<B>)>) -> (Call, Spare<S, B>) {
     // The first attempt takes `call`; a retry reads its own from the spare request.
     match spare {
         Some(spare) => (call, Ok(spare)),
@@ -234,6 +234,12 @@ where
 #[inline]
 pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Request<B>> {
     let body = request.body().replay()?;
+    Some(copy_head(request, body, uri))
+}
+
+/// A request with `request`'s head (without its URI unless `uri`) and `body`.
+#[inline]
+pub(crate) fn copy_head<B>(request: &Request<B>, body: B, uri: bool) -> Request<B> {
     let mut copy = Request::new(body);
     *copy.method_mut() = request.method().clone();
     if uri {
@@ -242,7 +248,7 @@ pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Req
     *copy.version_mut() = request.version();
     *copy.headers_mut() = request.headers().clone();
     *copy.extensions_mut() = request.extensions().clone();
-    Some(copy)
+    copy
 }
 
 pin_project! {
