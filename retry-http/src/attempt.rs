@@ -49,7 +49,7 @@ pub(crate) type Spare<S, B> = Result<(S, Request<B>), Call>;
 
 /// What the first attempt judges by, and the spare the retries will use.
 #[inline]
-pub(crate) fn split<S, B>(call: Call, spare: Option<(S, Request<B>)>) -> (Call, Spare<S, B>) {
+fn split<S, B>(call: Call, spare: Option<(S, Request<B>)>) -> (Call, Spare<S, B>) {
     // The first attempt takes `call`; a retry reads its own from the spare request.
     match spare {
         Some(spare) => (call, Ok(spare)),
@@ -231,8 +231,15 @@ where
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of
 /// its body; without its URI (left empty) unless `uri`.
+#[inline]
 pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Request<B>> {
     let body = request.body().replay()?;
+    Some(copy_head(request, body, uri))
+}
+
+/// A request with `request`'s head (without its URI unless `uri`) and `body`.
+#[inline]
+pub(crate) fn copy_head<B>(request: &Request<B>, body: B, uri: bool) -> Request<B> {
     let mut copy = Request::new(body);
     *copy.method_mut() = request.method().clone();
     if uri {
@@ -241,7 +248,7 @@ pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Req
     *copy.version_mut() = request.version();
     *copy.headers_mut() = request.headers().clone();
     *copy.extensions_mut() = request.extensions().clone();
-    Some(copy)
+    copy
 }
 
 pin_project! {
@@ -309,6 +316,9 @@ where
 {
     type Output = Result<LayerResponse<ResB>, Lost<LayerResponse<ResB>>>;
 
+    // Inlined into its one caller (the call's future, or the loop's): the answer is then
+    // built where the caller returns it, not moved out of here first.
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let attempt = *this.attempt;
@@ -369,16 +379,14 @@ where
                                 // The answer names the call's target: the attempt's, which it
                                 // needs no more.
                                 let target = this.call.take().map(|call| call.target);
-                                let response = response.map(|body| {
-                                    ResponseBody::direct(body, target, attempt).with_watch(watch)
-                                });
+                                let response = response
+                                    .map(|body| ResponseBody::direct(body, target, attempt, watch));
                                 Ok(reported(response, attempt))
                             }
                             Err(judged) => {
                                 // A failure keeps the attempt's target (a copy).
-                                let response = response.map(|body| {
-                                    ResponseBody::direct(body, None, attempt).with_watch(watch)
-                                });
+                                let response = response
+                                    .map(|body| ResponseBody::direct(body, None, attempt, watch));
                                 Err(judged.lost(response, attempt, call.target.clone()))
                             }
                         });

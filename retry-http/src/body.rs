@@ -152,14 +152,24 @@ pin_project! {
 }
 
 impl<B: Body> ResponseBody<B> {
-    /// The service's body as it came.
-    pub(crate) fn direct(body: B, target: Option<Target>, attempts: u32) -> Self {
+    /// The service's body as it came, timed by `watch` (from [`watch`](crate::bound::watch)).
+    /// Built in one step: the common answer is moved once, not rebuilt for its timers.
+    #[inline]
+    pub(crate) fn direct(
+        body: B,
+        target: Option<Target>,
+        attempts: u32,
+        watch: Option<Watch>,
+    ) -> Self {
         ResponseBody {
             source: Source::Direct { body },
             target,
             attempts,
             event_delivered: false,
-            timing: Timing::Untimed,
+            timing: match watch {
+                Some(watch) => Timing::Watching(watch),
+                None => Timing::Untimed,
+            },
             held: None,
         }
     }

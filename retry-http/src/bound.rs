@@ -138,6 +138,8 @@ pub(crate) fn attempt_end<C: Clock>(
 
 /// The timers of a body whose head just arrived: the rest of `end` (unless the body is a
 /// stream, which the caller reads for as long as it lasts) and the idle timeout.
+/// Inlined: an answer without limits (the default) decides that in two tests.
+#[inline]
 pub(crate) fn watch<C>(
     clock: &C,
     end: Option<(Instant, Bound)>,
@@ -152,6 +154,16 @@ where
     if end.is_none() && idle.is_none() {
         return None;
     }
+    Some(timers(clock, end, idle))
+}
+
+/// The timers of [`watch`], when a limit is set.
+#[inline(never)]
+fn timers<C>(clock: &C, end: Option<(Instant, Bound)>, idle: Option<Duration>) -> Watch
+where
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
+{
     let (total, total_bound) = match end {
         Some((at, bound)) => {
             let left = at.saturating_duration_since(clock.now());
@@ -168,7 +180,7 @@ where
         moved: false,
         clock: clock.clone(),
     };
-    Some(Mutex::new(Box::pin(timers)))
+    Mutex::new(Box::pin(timers))
 }
 
 #[cfg(test)]

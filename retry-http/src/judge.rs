@@ -314,6 +314,7 @@ impl<B> Answer for http::Response<B> {
         self.headers()
     }
 
+    #[inline]
     fn report(&mut self, report: RetryReport) {
         put(self.extensions_mut(), report);
     }
@@ -322,9 +323,13 @@ impl<B> Answer for http::Response<B> {
 /// Puts `report` in a response's extensions; a first answer's only as the absence that
 /// [`RetryReport::of`] reads (no allocation on the success path), so a report an inner
 /// retry left there is taken out, not read as this call's.
+#[inline]
 pub(crate) fn put(extensions: &mut http::Extensions, report: RetryReport) {
     if report.is_first() {
-        extensions.remove::<RetryReport>();
+        // An empty map (the common answer) holds no report to take out.
+        if !extensions.is_empty() {
+            extensions.remove::<RetryReport>();
+        }
     } else {
         extensions.insert(report);
     }
@@ -481,6 +486,7 @@ fn gave_up(target: &Target, status: Option<StatusCode>, attempts: u32, reason: S
 
 /// A call's answer says how many attempts it took (1 when the first answered: by carrying
 /// no report).
+#[inline]
 pub(crate) fn reported<R: Answer>(mut response: R, attempt: u32) -> R {
     response.report(RetryReport::new(attempt, None));
     response

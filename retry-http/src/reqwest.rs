@@ -124,9 +124,9 @@ where
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let shared = &*self.retry.shared;
-        let target = target_of(&request, &self.last_host);
         if let Some(key) = extensions.get::<IdempotencyKey>() {
             if let Err(reason) = apply_key(request.headers_mut(), key) {
+                let target = target_of(&request, &self.last_host);
                 tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
                 crate::metrics::gave_up(reason);
                 return Err(reqwest_middleware::Error::middleware(Error::new(
@@ -146,21 +146,41 @@ where
         } else {
             None
         };
-        let call = Call {
+        let alone = shared.protection.is_none() && shared.deadline.is_none() && cancel.is_none();
+        // A call run alone with a spare names its target from the spare, only when something
+        // reads it (a failure, a timed or streamed body): a call answered at once never does.
+        let named = match &spare {
+            Some(_) if alone => None,
+            _ => Some(target_of(&request, &self.last_host)),
+        };
+        let mut call = Call {
             safety: Safety::of(request.method(), request.headers()),
             replayable: spare.is_some() || max_attempts <= 1,
-            target,
+            target: match named {
+                Some(target) => target,
+                // Until the spare names it, read for its method (and by a PUT's or DELETE's
+                // retry decision, which needs a URI, any URI, as the write's key).
+                None => Target {
+                    method: request.method().clone(),
+                    uri: Uri::default(),
+                },
+            },
         };
         let extensions = &*extensions;
         let mut first = Some(request);
         let mut failed = None;
-        if shared.protection.is_none() && shared.deadline.is_none() && cancel.is_none() {
+        if alone {
             // Nothing to admit, no deadline to start, no signal to race: the first attempt
             // runs on its own, and the loop is built only if it fails. A call answered at
             // once moves no loop.
+            let naming = match &spare {
+                Some(spare) => Naming::Spare(spare, &self.last_host),
+                None => Naming::Known(&call.target),
+            };
             match attempt(
                 shared,
                 &call,
+                &naming,
                 1,
                 None,
                 first.take(),
@@ -170,7 +190,11 @@ where
             .await
             {
                 Ok(response) => return Ok(response),
-                Err(failure) => failed = Some(failure),
+                Err(failure) => {
+                    // The loop's attempts and its end name the target from here on.
+                    call.target = failure.target.clone();
+                    failed = Some(failure);
+                }
             }
         }
         let deadline_at = shared
@@ -190,7 +214,20 @@ where
             async move {
                 match failed {
                     Some(failure) => Err(failure),
-                    None => attempt(shared, call, n, deadline_at, request, next, extensions).await,
+                    None => {
+                        let naming = Naming::Known(&call.target);
+                        attempt(
+                            shared,
+                            call,
+                            &naming,
+                            n,
+                            deadline_at,
+                            request,
+                            next,
+                            extensions,
+                        )
+                        .await
+                    }
                 }
             }
         };
@@ -216,11 +253,33 @@ where
     }
 }
 
+/// Where a call's target comes from: the call's, or the spare request's URL, read only when
+/// asked.
+enum Naming<'a> {
+    Known(&'a Target),
+    Spare(&'a Request, &'a LastHost),
+}
+
+impl Naming<'_> {
+    fn target(&self) -> Target {
+        match self {
+            Naming::Known(target) => (*target).clone(),
+            Naming::Spare(request, last) => target_of(request, last),
+        }
+    }
+}
+
 /// One attempt: the rest of the chain (`None`: the request gave no copy to send again)
-/// under the attempt timeout, its response judged.
+/// under the attempt timeout, its response judged. `naming` names the target of what it
+/// returns (a failure, a body that can fail): `call`'s may name its method only.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site per path, all borrowed"
+)]
 async fn attempt<P, C>(
     shared: &Shared<P, C>,
     call: &Call,
+    naming: &Naming<'_>,
     attempt: u32,
     deadline_at: Option<Instant>,
     request: Option<Request>,
@@ -233,14 +292,16 @@ where
     C::Sleep: Send + 'static,
 {
     let Some(request) = request else {
-        return Err(refused(call, attempt));
+        let mut failure = refused(call, attempt);
+        failure.target = naming.target();
+        return Err(failure);
     };
     let clock = shared.policy.clock();
     let timeout = shared.attempt_timeout;
     let sleep = timeout.map(|timeout| clock.sleep(timeout));
     let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
     let mut extensions = extensions.clone();
-    let exchange = exchange(shared, call, attempt, end, next, request, &mut extensions);
+    let exchange = exchange(shared, naming, attempt, end, next, request, &mut extensions);
     let outcome = match (Timed {
         future: exchange,
         timer: sleep,
@@ -254,15 +315,19 @@ where
         // Judged by its head, borrowed: the answer is moved once.
         Ok(response) => match call.judge_head(shared, response.status(), response.headers()) {
             Ok(()) => Ok(reported(response, attempt)),
-            Err(judged) => Err(judged.lost(response, attempt, call.target.clone())),
+            Err(judged) => Err(judged.lost(response, attempt, naming.target())),
         },
-        Err(failed) => Err(call.judge_error(
-            &shared.classify,
-            &shared.protection,
-            shared.notify.as_ref(),
-            attempt,
-            failed,
-        )),
+        Err(failed) => {
+            let mut failure = call.judge_error(
+                &shared.classify,
+                &shared.protection,
+                shared.notify.as_ref(),
+                attempt,
+                failed,
+            );
+            failure.target = naming.target();
+            Err(failure)
+        }
     }
 }
 
@@ -308,7 +373,7 @@ fn target_of(request: &Request, last: &Mutex<Option<(Scheme, Authority)>>) -> Ta
 /// the deadline), so that `bytes()` and `text()` cannot outlast them.
 async fn exchange<P, C>(
     shared: &Shared<P, C>,
-    call: &Call,
+    naming: &Naming<'_>,
     attempt: u32,
     end: Option<(Instant, Bound)>,
     next: Next<'_>,
@@ -338,14 +403,13 @@ where
         let url = response.url().clone();
         let response: http::Response<reqwest::Body> = response.into();
         let (head, body) = response.into_parts();
-        let body =
-            ResponseBody::direct(body, Some(call.target.clone()), attempt).with_watch(Some(watch));
+        let body = ResponseBody::direct(body, Some(naming.target()), attempt, Some(watch));
         return Ok(rebuild(url, head, reqwest::Body::wrap(body)));
     }
     let url = response.url().clone();
     let response: http::Response<reqwest::Body> = response.into();
     // Boxed: only event streams pay for the room it takes.
-    let waited = Box::pin(FirstEvent::new(response, call.target.clone(), attempt))
+    let waited = Box::pin(FirstEvent::new(response, naming.target(), attempt))
         .await
         .map_err(|e| Failed::Stream(Box::new(e)))?;
     let (head, body) = waited.into_parts();

@@ -13,6 +13,7 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    #[inline]
     pub(crate) fn of<B>(request: &Request<B>) -> Self {
         Target {
             method: request.method().clone(),
