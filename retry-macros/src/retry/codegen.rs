@@ -47,50 +47,32 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
     });
     // Found by a `#[tool]` or a second `#[retry]` expanding after this one.
     let mark = crate::marks::retry_applied(&private);
-    if sig.asyncness.is_none() {
+    let attempts = if sig.asyncness.is_none() {
         // A blocking function: the body is a closure called once per attempt, and the
         // driver waits by blocking the thread on the same clock.
-        return quote! {
-            #(#attrs)*
-            #vis #sig {
-                #(#inner_attrs)*
-                #mark
-                let mut #retry = #driver;
-                loop {
-                    #(#clones)*
-                    match #retry.attempt_blocking(|| { #output_first #body }) {
-                        #private::ControlFlow::Break(#result) => return #result,
-                        #private::ControlFlow::Continue(()) => {}
-                    }
+        quote! {
+            loop {
+                #(#clones)*
+                match #retry.attempt_blocking(|| { #output_first #body }) {
+                    #private::ControlFlow::Break(#result) => return #result,
+                    #private::ControlFlow::Continue(()) => {}
                 }
             }
-        };
-    }
-    if lends_nothing_mutably(&sig) {
+        }
+    } else if lends_nothing_mutably(&sig) {
         // Nothing to lend across attempts: the driver owns a closure building each attempt's
         // block (`async move`: it holds its own copies of the arguments), so the first
         // attempt is polled straight from the driver's `poll` and the loop stays out of line.
-        return quote! {
-            #(#attrs)*
-            #vis #sig {
-                #(#inner_attrs)*
-                #mark
-                let mut #retry = #driver;
-                #retry
-                    .run(move || {
-                        #(#clones)*
-                        async move { #output_first #body }
-                    })
-                    .await
-            }
-        };
-    }
-    quote! {
-        #(#attrs)*
-        #vis #sig {
-            #(#inner_attrs)*
-            #mark
-            let mut #retry = #driver;
+        quote! {
+            #retry
+                .run(move || {
+                    #(#clones)*
+                    async move { #output_first #body }
+                })
+                .await
+        }
+    } else {
+        quote! {
             loop {
                 #(#clones)*
                 match #retry.attempt(async { #output_first #body }).await {
@@ -98,6 +80,15 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
                     #private::ControlFlow::Continue(()) => {}
                 }
             }
+        }
+    };
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #(#inner_attrs)*
+            #mark
+            let mut #retry = #driver;
+            #attempts
         }
     }
 }
