@@ -290,6 +290,11 @@ fn pretty(tokens: proc_macro2::TokenStream) -> String {
 /// — same decisions, same delays for the same seed, same cost — except that it compiles for
 /// `&mut self`, which a closure called once per attempt cannot lend to each attempt's future.
 ///
+/// A function that borrows nothing mutably (no `&mut` argument, a `&self` receiver or none)
+/// needs no such loop, and gets the closure form itself: each attempt's future is built by
+/// `move || { let message = message.clone(); async move { … } }`, handed to the driver's
+/// `run`, so that a first attempt that succeeds costs what it costs under `policy.retry`.
+///
 /// [`RetryOptions`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/struct.RetryOptions.html
 /// [`OptionsError`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/enum.OptionsError.html
 /// [`LimitExceeded`]: https://docs.rs/retry-toolkit/latest/retry_toolkit/enum.LimitExceeded.html

@@ -1,10 +1,14 @@
 //! The loop behind `#[retry]`: one attempt per call, decided by the same rules as [`Retry`].
 //!
-//! [`Retry`] owns its operation, a closure called once per attempt. That shape cannot serve a
-//! function body: a body that uses `&mut self` or a borrowed argument would have to lend them
-//! to every attempt's future from inside a closure, which the borrow checker refuses. So the
-//! expanded function keeps a plain `loop` around its own body and asks a [`Driver`], once per
-//! attempt, to run the body's future and say whether to stop or go on. What follows each
+//! [`Retry`] owns its operation, a closure called once per attempt. That shape cannot serve
+//! every function body: a body that uses `&mut self` or a `&mut` argument would have to lend
+//! them to every attempt's future from inside a closure, which the borrow checker refuses. So
+//! for such a body the expanded function keeps a plain `loop` around it and asks a [`Driver`],
+//! once per attempt, to run the body's future and say whether to stop or go on
+//! ([`Driver::attempt`]). A body that borrows nothing mutably is handed over whole, as a
+//! closure building each attempt's future ([`Driver::run`]): its first attempt is then polled
+//! straight from the driver's `poll`, as [`Retry`] polls its own, and the loop after a failure
+//! runs out of line, so a first attempt that succeeds costs what it does in [`Retry`]. What follows each
 //! attempt is decided by the shared functions of `decide.rs`, and every wait goes through
 //! [`DefaultClock`], so a [`Scope`](crate::Scope) or paused tokio time reaches these
 //! functions too. A plain (blocking) `fn` under `#[retry]` runs the same loop around a
@@ -237,6 +241,25 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
         }
     }
 
+    /// Runs the whole call: `make` builds each attempt's future, as [`Retry`](super::Retry)'s
+    /// operation does. For a body that borrows nothing mutably (a free function, a `&self`
+    /// method), the expansion hands its body here instead of looping around
+    /// [`attempt`](Self::attempt): the first attempt is then started and polled straight from
+    /// [`Run`]'s `poll`, where the optimizer sees the fresh state, and every later step runs
+    /// out of line.
+    #[inline]
+    pub fn run<T, F, M>(&mut self, make: M) -> Run<'_, E, W, N, L, H, G, M, F>
+    where
+        M: FnMut() -> F,
+        F: Future<Output = Result<T, E>>,
+    {
+        Run {
+            driver: self,
+            make,
+            state: RunState::Start,
+        }
+    }
+
     /// Runs one attempt of a blocking `#[retry]` function, `body`, then waits on the default
     /// clock ([`Clock::sleep_blocking`]) if another attempt follows.
     ///
@@ -464,6 +487,230 @@ where
             return Poll::Ready(ControlFlow::Continue(()));
         }
         Poll::Pending
+    }
+}
+
+pin_project! {
+    /// A whole `#[retry]` call whose attempts `make` builds: the future of [`Driver::run`].
+    #[must_use = "a retried call does nothing unless `.await`ed"]
+    pub struct Run<'a, E, W, N, L: DriverLimits<E>, H, G, M, F> {
+        driver: &'a mut Driver<E, W, N, L, H, G>,
+        make: M,
+        #[pin]
+        state: RunState<F, SlotOf<L, E>>,
+    }
+}
+
+pin_project! {
+    /// Where a [`Run`] is.
+    #[project = RunProj]
+    enum RunState<F, T> {
+        // The next attempt starts on this poll.
+        Start,
+        // An attempt runs, raced against the limits' timer (the body is polled first).
+        Racing { #[pin] body: F, #[pin] timer: T },
+        // Waiting before the next attempt.
+        Waiting { #[pin] sleep: DefaultSleep },
+        // Returned its outcome.
+        Done,
+    }
+}
+
+/// Where `Run::drive` picks a [`Run`] up.
+enum Resume<E> {
+    /// Look at the state: a later poll.
+    Dispatch,
+    /// The attempt in the state has just failed with this error.
+    Failed(E),
+    /// The attempt in the state has just returned `Pending`: its timer is polled next.
+    Pending,
+}
+
+impl<E, W, N, L, H, G, M, F, T> Future for Run<'_, E, W, N, L, H, G, M, F>
+where
+    M: FnMut() -> F,
+    F: Future<Output = Result<T, E>>,
+    E: std::fmt::Debug,
+    W: ShouldRetry<E>,
+    N: OnRetry<E>,
+    H: RetryAfter<E>,
+    L: DriverLimits<E>,
+    G: Protection<E>,
+{
+    type Output = Result<T, E>;
+
+    /// The first poll starts the first attempt and polls it right here, inlined into the
+    /// expanded function, as `Retry`'s does: a first attempt that succeeds costs the body,
+    /// the attempt count and the state tags. Everything else is `drive`, out of line.
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.as_mut().project();
+        if !matches!(this.state.as_mut().project(), RunProj::Start) {
+            return self.drive(cx, Resume::Dispatch);
+        }
+        if let Err(error) = begin(this.driver, this.make, this.state.as_mut()) {
+            return Poll::Ready(Err(error));
+        }
+        let polled = match this.state.as_mut().project() {
+            RunProj::Racing { body, .. } => body.poll(cx),
+            // `begin` has just stored the attempt.
+            _ => return self.drive(cx, Resume::Dispatch),
+        };
+        match polled {
+            Poll::Ready(Ok(value)) => {
+                this.driver.stops.guard.succeeded(this.driver.plan.clock());
+                this.state.set(RunState::Done);
+                Poll::Ready(Ok(value))
+            }
+            Poll::Ready(Err(error)) => self.drive(cx, Resume::Failed(error)),
+            Poll::Pending => self.drive(cx, Resume::Pending),
+        }
+    }
+}
+
+/// Counts the next attempt and stores its future, raced against the limits' timer; or, when
+/// the deadline has already passed, leaves the call `Done` and returns its error.
+#[inline]
+fn begin<E, W, N, L, H, G, M, F, T>(
+    driver: &mut Driver<E, W, N, L, H, G>,
+    make: &mut M,
+    mut state: Pin<&mut RunState<F, SlotOf<L, E>>>,
+) -> Result<(), E>
+where
+    M: FnMut() -> F,
+    F: Future<Output = Result<T, E>>,
+    L: DriverLimits<E>,
+    G: Protection<E>,
+{
+    let stops = Pin::new(&mut driver.stops);
+    let timer = match start_attempt(&driver.plan, stops, &mut driver.progress) {
+        Ok(Some((limit, kind))) => SlotOf::<L, E>::armed(driver.plan.clock().sleep(limit), kind),
+        Ok(None) => SlotOf::<L, E>::idle(),
+        Err(exit) => {
+            state.set(RunState::Done);
+            return Err(driver.limits.error(exit));
+        }
+    };
+    state.set(RunState::Racing {
+        body: make(),
+        timer,
+    });
+    Ok(())
+}
+
+impl<E, W, N, L, H, G, M, F, T> Run<'_, E, W, N, L, H, G, M, F>
+where
+    M: FnMut() -> F,
+    F: Future<Output = Result<T, E>>,
+    E: std::fmt::Debug,
+    W: ShouldRetry<E>,
+    N: OnRetry<E>,
+    H: RetryAfter<E>,
+    L: DriverLimits<E>,
+    G: Protection<E>,
+{
+    /// A [`Run`]'s every step but the first attempt's start and success: failures, waits,
+    /// limits, later polls. Each step goes straight to the next (a failure to its wait, a wait
+    /// that has ended to the next attempt) without reading the state back from memory.
+    #[inline(never)]
+    fn drive(self: Pin<&mut Self>, cx: &mut Context<'_>, resume: Resume<E>) -> Poll<Result<T, E>> {
+        let mut this = self.project();
+        let driver = this.driver;
+        let make = this.make;
+        let mut state = this.state.as_mut();
+        // The outcome of the attempt in the state.
+        let mut outcome = match resume {
+            Resume::Failed(error) => Ok(Err(error)),
+            Resume::Pending => match poll_timer(state.as_mut(), cx) {
+                Some(outcome) => outcome,
+                None => return Poll::Pending,
+            },
+            Resume::Dispatch => {
+                let ready = match state.as_mut().project() {
+                    RunProj::Start => true,
+                    RunProj::Racing { .. } => false,
+                    RunProj::Waiting { sleep } => match sleep.poll(cx) {
+                        Poll::Ready(()) => true,
+                        Poll::Pending => return Poll::Pending,
+                    },
+                    RunProj::Done => return Poll::Pending,
+                };
+                if ready {
+                    if let Err(error) = begin(driver, make, state.as_mut()) {
+                        return Poll::Ready(Err(error));
+                    }
+                }
+                match poll_racing(state.as_mut(), cx) {
+                    Some(outcome) => outcome,
+                    None => return Poll::Pending,
+                }
+            }
+        };
+        loop {
+            match driver.decide(outcome) {
+                ControlFlow::Break(result) => {
+                    state.set(RunState::Done);
+                    return Poll::Ready(result);
+                }
+                ControlFlow::Continue(delay) if !delay.is_zero() => {
+                    let sleep = driver.plan.clock().sleep(delay);
+                    state.set(RunState::Waiting { sleep });
+                    if let RunProj::Waiting { sleep } = state.as_mut().project() {
+                        if sleep.poll(cx).is_pending() {
+                            return Poll::Pending;
+                        }
+                    }
+                }
+                ControlFlow::Continue(_) => {
+                    // No timer for a zero wait, but a long run of immediate retries yields now
+                    // and then so other tasks on this thread get to run.
+                    if yields_after(driver.progress.attempt) {
+                        state.set(RunState::Start);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                }
+            }
+            if let Err(error) = begin(driver, make, state.as_mut()) {
+                return Poll::Ready(Err(error));
+            }
+            outcome = match poll_racing(state.as_mut(), cx) {
+                Some(outcome) => outcome,
+                None => return Poll::Pending,
+            };
+        }
+    }
+}
+
+/// The outcome of a [`Run`]'s running attempt (or of its timer, if the attempt is pending);
+/// `None` while neither is ready.
+#[inline]
+fn poll_racing<F, T, E, S, K>(
+    mut state: Pin<&mut RunState<F, S>>,
+    cx: &mut Context<'_>,
+) -> Option<Result<Result<T, E>, Timer<K>>>
+where
+    F: Future<Output = Result<T, E>>,
+    S: TimerSlot<DefaultSleep, K>,
+{
+    match state.as_mut().project() {
+        RunProj::Racing { body, .. } => match body.poll(cx) {
+            Poll::Ready(output) => Some(Ok(output)),
+            Poll::Pending => poll_timer(state, cx),
+        },
+        _ => None,
+    }
+}
+
+/// Whether the timer racing a [`Run`]'s pending attempt has fired.
+#[inline]
+fn poll_timer<F, T, E, S: TimerSlot<DefaultSleep, K>, K>(
+    state: Pin<&mut RunState<F, S>>,
+    cx: &mut Context<'_>,
+) -> Option<Result<Result<T, E>, Timer<K>>> {
+    match state.project() {
+        RunProj::Racing { timer, .. } => timer.poll_fired(cx).map(Err),
+        _ => None,
     }
 }
 

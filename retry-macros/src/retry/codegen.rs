@@ -1,8 +1,10 @@
 //! Emitting the retried function: the signature as written, a new body.
 //!
-//! The body becomes an `async` block that a `loop` builds once per attempt and hands to
-//! `Driver::attempt` (for a plain `fn`, a closure handed to `Driver::attempt_blocking`); owned
-//! arguments are cloned for each attempt first. The policy is a
+//! The body becomes an `async move` block that a closure builds once per attempt and hands
+//! to `Driver::run`, when the function borrows nothing mutably; otherwise (a `&mut` receiver
+//! or argument) an `async` block that a `loop` builds once per attempt and hands to
+//! `Driver::attempt`. A plain `fn`'s body is a closure handed to `Driver::attempt_blocking`.
+//! Owned arguments are cloned for each attempt first. The policy is a
 //! `const`, so the options cost nothing at run time; values the macro could not read (a `const`
 //! path, a `defaults` layer) are checked inside that `const`, so a bad one is a compile error
 //! pointing at it. Generated code names only `::retry_toolkit::__private_0_1`, the private
@@ -10,7 +12,7 @@
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
-use syn::{FnArg, Generics, Ident, Pat, PatIdent, ReturnType, Signature, Type};
+use syn::{FnArg, Generics, Ident, Pat, PatIdent, ReceiverKind, ReturnType, Signature, Type};
 
 use super::valid::{ATTEMPT_TIMEOUT_NOT_POSITIVE, DEADLINE_NOT_POSITIVE, Limit, Options};
 use crate::function::{Function, peel};
@@ -45,31 +47,32 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
     });
     // Found by a `#[tool]` or a second `#[retry]` expanding after this one.
     let mark = crate::marks::retry_applied(&private);
-    if sig.asyncness.is_none() {
+    let attempts = if sig.asyncness.is_none() {
         // A blocking function: the body is a closure called once per attempt, and the
         // driver waits by blocking the thread on the same clock.
-        return quote! {
-            #(#attrs)*
-            #vis #sig {
-                #(#inner_attrs)*
-                #mark
-                let mut #retry = #driver;
-                loop {
-                    #(#clones)*
-                    match #retry.attempt_blocking(|| { #output_first #body }) {
-                        #private::ControlFlow::Break(#result) => return #result,
-                        #private::ControlFlow::Continue(()) => {}
-                    }
+        quote! {
+            loop {
+                #(#clones)*
+                match #retry.attempt_blocking(|| { #output_first #body }) {
+                    #private::ControlFlow::Break(#result) => return #result,
+                    #private::ControlFlow::Continue(()) => {}
                 }
             }
-        };
-    }
-    quote! {
-        #(#attrs)*
-        #vis #sig {
-            #(#inner_attrs)*
-            #mark
-            let mut #retry = #driver;
+        }
+    } else if lends_nothing_mutably(&sig) {
+        // Nothing to lend across attempts: the driver owns a closure building each attempt's
+        // block (`async move`: it holds its own copies of the arguments), so the first
+        // attempt is polled straight from the driver's `poll` and the loop stays out of line.
+        quote! {
+            #retry
+                .run(move || {
+                    #(#clones)*
+                    async move { #output_first #body }
+                })
+                .await
+        }
+    } else {
+        quote! {
             loop {
                 #(#clones)*
                 match #retry.attempt(async { #output_first #body }).await {
@@ -78,7 +81,53 @@ pub(crate) fn expand(function: Function, options: Options) -> TokenStream {
                 }
             }
         }
+    };
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #(#inner_attrs)*
+            #mark
+            let mut #retry = #driver;
+            #attempts
+        }
     }
+}
+
+/// Whether every attempt can get its own copy of each argument: the receiver, if any, is
+/// `&self`, and no argument holds a `&mut` or is a reference bound `mut` (which the body
+/// could reassign for the next attempt). Owned arguments are cloned per attempt anyway.
+/// Anything else (`&mut self`, `self` by value, a `&mut` argument) keeps the loop, which
+/// lends the function's own bindings to each attempt in turn.
+fn lends_nothing_mutably(sig: &Signature) -> bool {
+    // In a type, `mut` only follows `&` (with or without a lifetime) or `*`.
+    fn has_mut(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|t| match t {
+            TokenTree::Ident(ident) => ident == "mut",
+            TokenTree::Group(group) => has_mut(group.stream()),
+            _ => false,
+        })
+    }
+    sig.inputs.iter().all(|input| match input {
+        FnArg::Receiver(receiver) => {
+            receiver.mutability.is_none()
+                && match &receiver.kind {
+                    ReceiverKind::Reference(_, _, mutability) => mutability.is_none(),
+                    ReceiverKind::Typed(_, ty) => {
+                        matches!(peel(ty), Type::Reference(_)) && !has_mut(ty.to_token_stream())
+                    }
+                    _ => false,
+                }
+        }
+        FnArg::Typed(arg) => {
+            let rebinds = match &*arg.pat {
+                Pat::Ident(pat) => pat.mutability.is_some() || pat.by_ref.is_some(),
+                Pat::Wild(_) => false,
+                _ => true,
+            };
+            let reassignable_borrow = rebinds && matches!(peel(&arg.ty), Type::Reference(_));
+            !has_mut(arg.ty.to_token_stream()) && !reassignable_borrow
+        }
+    })
 }
 
 /// `Driver::new(POLICY)` with the hooks and limits the options ask for. The error type is

@@ -87,3 +87,153 @@ fn r9_blocking_fn() {
         },
     ));
 }
+
+#[test]
+fn x4_ref_self_method() {
+    insta::assert_snapshot!(expand(
+        quote!(max_attempts = 3, attempt_timeout_ms = 100),
+        quote! {
+            async fn lookup(&self, key: &str, _: &Trace, label: String) -> Result<&str, LookupError> {
+                self.table.get(key, &label).await
+            }
+        },
+    ));
+}
+
+/// Bodies that lend nothing mutably hand the driver a closure (`run`); any `&mut` or a
+/// reference bound `mut` keeps the loop (`attempt`), which lends the function's own bindings
+/// to each attempt in turn. (`self` by value is refused before this choice.)
+#[test]
+fn x4_only_bodies_that_lend_nothing_mutably_get_a_closure() {
+    let cases = [
+        (
+            quote!(
+                async fn f() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(
+                async fn f(a: u32, b: String) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(
+                async fn f(mut a: u32) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(
+                async fn f(&self, a: &str, _: &u8) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(
+                async fn f<'a>(self: &'a Self) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(
+                async fn f((a, b): (u32, u8)) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            true,
+        ),
+        (
+            quote!(
+                async fn f(&mut self) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                async fn f(self: &mut Self) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                async fn f(mut self: &Self) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                async fn f(a: &mut Vec<u8>) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                async fn f<'a>(a: &'a mut u8) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                async fn f(a: Option<&mut u8>) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                async fn f(a: *mut u8) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                async fn f(mut a: &str) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+        (
+            quote!(
+                async fn f(&(a, b): &(u8, u8)) -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+            false,
+        ),
+    ];
+    for (item, closure) in cases {
+        let expanded = expand(quote!(max_attempts = 2), item.clone());
+        assert_eq!(expanded.contains(".run("), closure, "{item}\n{expanded}");
+        assert_eq!(
+            expanded.contains(".attempt("),
+            !closure,
+            "{item}\n{expanded}"
+        );
+    }
+}

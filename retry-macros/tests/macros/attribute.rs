@@ -688,3 +688,67 @@ fn r9_succeeds() -> Result<u32, Error> {
 fn r9_a_blocking_fn_needs_no_runtime_and_its_success_waits_nothing() {
     assert_eq!(r9_succeeds(), Ok(7));
 }
+
+// X4: a body that lends a `&mut` keeps its own loop around each attempt; limits and yields -----
+// hold there as for any other body.
+
+#[retry(max_attempts = 3, base_delay_ms = 10, attempt_timeout_ms = 100)]
+async fn x4_lent_first_attempt_hangs(calls: &mut u32) -> Result<u32, Error> {
+    *calls += 1;
+    if *calls == 1 {
+        std::future::pending::<()>().await;
+    }
+    Ok(*calls)
+}
+
+#[tokio::test(start_paused = true)]
+async fn x4_a_lent_attempt_that_times_out_is_retried() {
+    let start = tokio::time::Instant::now();
+    let mut calls = 0;
+    assert_eq!(x4_lent_first_attempt_hangs(&mut calls).await, Ok(2));
+    assert_eq!(calls, 2);
+    assert!(elapsed_since(start) >= Duration::from_millis(100));
+}
+
+#[retry(max_attempts = 3, deadline_ms = 300)]
+async fn x4_lent_hangs(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    std::future::pending().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn x4_the_deadline_drops_a_hung_lent_attempt() {
+    let start = tokio::time::Instant::now();
+    let mut calls = 0;
+    let limit = LimitExceeded::DeadlineExceeded {
+        attempts: 1,
+        budget: Duration::from_millis(300),
+    };
+    assert_eq!(x4_lent_hangs(&mut calls).await, Err(Error::Limit(limit)));
+    assert_eq!(calls, 1);
+    assert_eq!(elapsed_since(start), Duration::from_millis(300));
+}
+
+static X4_READY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[retry(max_attempts = 100_000, retry_after = retry_at_once)]
+async fn x4_lent_until_ready(calls: &mut u32) -> Result<u32, Error> {
+    *calls += 1;
+    if X4_READY.load(Ordering::SeqCst) {
+        Ok(*calls)
+    } else {
+        Err(Error::Failed(*calls))
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn x4_immediate_retries_of_a_lent_body_yield_so_other_tasks_run() {
+    tokio::spawn(async { X4_READY.store(true, Ordering::SeqCst) });
+    let mut calls = 0;
+    let attempts = x4_lent_until_ready(&mut calls).await.unwrap();
+    assert_eq!(attempts, calls);
+    assert!(
+        (2..=17).contains(&attempts),
+        "the spawned task waited {attempts} attempts"
+    );
+}
