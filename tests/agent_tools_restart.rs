@@ -10,7 +10,9 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// The example's binary, built by this test if `cargo test` has not (a `--test` run builds
-/// only the test). Built from the workspace root with the command the documentation gives.
+/// only the test). Built with the workspace's features, as `cargo test --workspace` and the
+/// README's `cargo run --example` build it, so that build is reused: `-p` alone resolves the
+/// package's own features and compiles about thirty dependencies again.
 fn example() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
@@ -18,8 +20,7 @@ fn example() -> &'static Path {
             .args([
                 "build",
                 "--quiet",
-                "-p",
-                "retry-examples-agent-tools",
+                "--workspace",
                 "--example",
                 "agent_tools",
                 "--message-format=json",

@@ -4,15 +4,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Builds `example` of the core examples package from the workspace root, as the README's
-/// command does, and returns its executable.
+/// Builds `example` from the workspace root with the workspace's features, as the README's
+/// command does (so the build `cargo test --workspace` made is reused), and returns its
+/// executable.
 fn example(example: &str) -> PathBuf {
     let output = Command::new(env!("CARGO"))
         .args([
             "build",
             "--quiet",
-            "-p",
-            "retry-examples-core",
+            "--workspace",
             "--example",
             example,
             "--message-format=json",
