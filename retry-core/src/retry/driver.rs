@@ -296,7 +296,7 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
 
     /// The outcome of an attempt: its value, or what follows a failure ([`Self::failed`]).
     /// Inlined, as the expanded function's poll is, so that a first attempt that succeeds
-    /// costs what it costs in [`Retry`](super::Retry); a failure's decision stays out of line.
+    /// costs what it costs in [`Retry`](super::Retry).
     #[inline]
     fn decide<T>(
         &mut self,
@@ -325,6 +325,11 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
 
     /// What follows a failed attempt (its error, or a limit's timer that fired): stop with
     /// the function's error, or wait this long.
+    ///
+    /// Always inlined, with [`Self::after_failure`]: `Run::drive`, already out of line, then
+    /// decides each failure without a call of its own (two retries: 1,570 instructions to
+    /// 1,536, below the builder's loop).
+    #[inline(always)]
     fn failed(
         &mut self,
         outcome: Result<E, Timer<<L::Limits as Limits>::Token>>,
@@ -361,6 +366,8 @@ impl<E, W, N, L: DriverLimits<E>, H, G> Driver<E, W, N, L, H, G> {
         }
     }
 
+    /// The shared decision after a failed attempt, with this driver's checks and hooks.
+    #[inline(always)]
     fn after_failure(&mut self, error: E) -> Next<E, <L::Limits as Limits>::Token>
     where
         E: std::fmt::Debug,
@@ -511,7 +518,7 @@ pin_project! {
         Racing { #[pin] body: F, #[pin] timer: T },
         // Waiting before the next attempt.
         Waiting { #[pin] sleep: DefaultSleep },
-        // Returned its outcome.
+        // Returned (a first attempt's success stays in `Racing`: see `poll`).
         Done,
     }
 }
@@ -542,6 +549,11 @@ where
     /// The first poll starts the first attempt and polls it right here, inlined into the
     /// expanded function, as `Retry`'s does: a first attempt that succeeds costs the body,
     /// the attempt count and the state tags. Everything else is `drive`, out of line.
+    ///
+    /// A success leaves the finished attempt in the state instead of storing `Done` (three
+    /// instructions on every call): like any future, a `Run` must not be polled again after
+    /// it returned `Ready`, and one that is panics in the attempt's body, as an `async fn`
+    /// polled after completion does.
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.as_mut().project();
@@ -559,7 +571,6 @@ where
         match polled {
             Poll::Ready(Ok(value)) => {
                 this.driver.stops.guard.succeeded(this.driver.plan.clock());
-                this.state.set(RunState::Done);
                 Poll::Ready(Ok(value))
             }
             Poll::Ready(Err(error)) => self.drive(cx, Resume::Failed(error)),
