@@ -113,8 +113,8 @@ fn batch_columns(shape: Shape) -> (String, String) {
 }
 
 /// Ends the attempts of a batch of `shape` and claims as [`CLAIM`] does, in one statement.
-/// Returns the claimed rows (one row of NULLs if none), each followed by the ids and
-/// revisions of the attempts that were written.
+/// Returns the claimed rows (one row of NULLs if none); one of them, the lowest id's, is
+/// followed by the ids and revisions of the attempts that were written (NULLs on the others).
 ///
 /// Each row is removed or made to wait only where it still carries its claim's revision (the
 /// fence, re-checked on the newest version of a row changed meanwhile); a row whose claim was
@@ -185,9 +185,16 @@ fn finish_and_claim_sql(shape: Shape) -> String {
         );
     }
     parts.push(format!("claimed AS ({})", claim_sql(" AND id <> ALL($5)")));
+    // The written ids and revisions ride on one row only (the claimed row of the lowest id,
+    // or the one row of NULLs): on every row they cost the server an array per row, a batch's
+    // length each, and the wire a batch times a claim's worth of bytes.
     compact(&format!(
         "WITH {}
-         SELECT claimed.*, (SELECT array_agg(id) FROM done), (SELECT array_agg(revision) FROM done)
+         SELECT claimed.*,
+             CASE WHEN claimed.id IS NOT DISTINCT FROM (SELECT min(id) FROM claimed)
+                 THEN (SELECT array_agg(id) FROM done) END,
+             CASE WHEN claimed.id IS NOT DISTINCT FROM (SELECT min(id) FROM claimed)
+                 THEN (SELECT array_agg(revision) FROM done) END
          FROM (VALUES (1)) one LEFT JOIN claimed ON true",
         parts.join(", ")
     ))
@@ -336,17 +343,15 @@ impl Batch {
         let rows = client.query(&statement, &parameters).await?;
         // Committed from here on: a failure to read the answer is the claim's, or leaves the
         // batch unconfirmed (its rows are then gone or waiting, never run twice by us).
-        let done = match rows.first() {
-            None => Vec::new(),
-            Some(row) => {
-                let ids: Option<Vec<i64>> = row.try_get(DONE_IDS)?;
+        let mut done = Vec::new();
+        for row in &rows {
+            let ids: Option<Vec<i64>> = row.try_get(DONE_IDS)?;
+            if let Some(ids) = ids {
                 let revisions: Option<Vec<i64>> = row.try_get(DONE_REVISIONS)?;
-                ids.unwrap_or_default()
-                    .into_iter()
-                    .zip(revisions.unwrap_or_default())
-                    .collect()
+                done = ids.into_iter().zip(revisions.unwrap_or_default()).collect();
+                break;
             }
-        };
+        }
         let claim = claimed(
             rows.iter()
                 .filter(|row| matches!(row.try_get::<_, Option<i64>>(0), Ok(Some(_)))),
