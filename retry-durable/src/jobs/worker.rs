@@ -24,6 +24,7 @@ use retry_toolkit::{
     classify,
 };
 use tokio::task::{JoinError, JoinSet};
+use tokio_util::task::AbortOnDropHandle;
 
 use super::handler::JobContext;
 use super::local::LocalQueue;
@@ -135,27 +136,17 @@ impl Attempts {
     }
 }
 
-/// The store's listener for work written by other processes ([`Store::listen`]), running
+/// Starts the store's listener for work written by other processes ([`Store::listen`]),
 /// beside the worker loop and waking it where work scheduled through the same `Jobs` does;
-/// stopped when dropped, so that it ends with the worker however the worker ends.
-struct Listener(tokio::task::JoinHandle<()>);
-
-impl Listener {
-    fn start<S: Store, C>(inner: Arc<Inner<S, C>>) -> Listener
-    where
-        C: Clock + Clone + Send + Sync + 'static,
-    {
-        Listener(tokio::spawn(async move {
-            let wake = || inner.wake.notify_one();
-            inner.store.listen(&inner.owner, &wake).await;
-        }))
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// stopped when the handle is dropped, so that it ends with the worker however that ends.
+fn listen<S: Store, C>(inner: Arc<Inner<S, C>>) -> AbortOnDropHandle<()>
+where
+    C: Clock + Clone + Send + Sync + 'static,
+{
+    AbortOnDropHandle::new(tokio::spawn(async move {
+        let wake = || inner.wake.notify_one();
+        inner.store.listen(&inner.owner, &wake).await;
+    }))
 }
 
 impl<S: Store, C> Jobs<S, C>
@@ -229,9 +220,26 @@ where
     /// is due again at once (the abandoned attempt counted) and a restarted worker does not
     /// wait out the lease. The release is fenced on the attempt's claim: work that another
     /// worker holds by now is left alone.
+    ///
+    /// The worker runs as a task of its own on the current tokio runtime, and ends when this
+    /// future is dropped: spawned from a runtime thread, each attempt starts on that thread
+    /// as soon as the worker yields, and wakes it when it ends, without a hand-off between
+    /// threads. (Run straight from `#[tokio::main]`'s `block_on`, every attempt crossed
+    /// threads twice: a no-op job at concurrency 1 took twice as long.)
     pub async fn run(&self, stop: CancelToken) {
+        let jobs = self.clone();
+        let worker = AbortOnDropHandle::new(tokio::spawn(async move { jobs.work(stop).await }));
+        if let Err(error) = worker.await {
+            if error.is_panic() {
+                std::panic::resume_unwind(error.into_panic());
+            }
+        }
+    }
+
+    /// The worker of [`run`](Self::run), on the task `run` spawns.
+    async fn work(&self, stop: CancelToken) {
         self.report_in_flight().await;
-        let _listener = Listener::start(Arc::clone(&self.inner));
+        let _listener = listen(Arc::clone(&self.inner));
         let settings = self.inner.settings;
         let mut attempts = Attempts::default();
         let mut queue = LocalQueue::default();

@@ -1068,6 +1068,50 @@ async fn stopped(run: tokio::task::JoinHandle<()>, clock: &MockClock, step: Dura
     run.await.expect("the worker loop panicked");
 }
 
+/// S14: the worker lives as long as `run`'s future, though it runs as a task of its own: once
+/// that future is dropped, new work is not run (nor claimed) by this worker.
+pub async fn s14_a_dropped_worker_runs_nothing_more<S: Store + Clone>(store: S) {
+    let clock = MockClock::new();
+    let flaky = Flaky::default();
+    let jobs = builder(store, &clock)
+        .concurrency(1)
+        .handler("quick", flaky.handler(0))
+        .build()
+        .unwrap();
+    jobs.schedule(When::Now, "quick", &1u32, none())
+        .await
+        .unwrap();
+    {
+        let run = jobs.run(retry_toolkit::CancelToken::new());
+        let mut run = std::pin::pin!(run);
+        let ran = tokio::select! {
+            () = &mut run => false,
+            ran = eventually(|| std::future::ready(flaky.calls() == 1)) => ran,
+        };
+        assert!(ran, "the worker did not run the first item");
+    }
+    // The worker's task sees its abort on its next poll.
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    let second = jobs
+        .schedule(When::Now, "quick", &2u32, none())
+        .await
+        .unwrap();
+    for _ in 0..10_000 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(flaky.calls(), 1, "a dropped worker ran new work");
+    assert_eq!(
+        jobs.get(second.id)
+            .await
+            .unwrap()
+            .map(|r| (r.state, r.attempt)),
+        Some((WorkState::Waiting, 0)),
+        "a dropped worker claimed new work"
+    );
+}
+
 pub async fn s14_a_stopped_worker_releases_what_it_abandons<S: Store + Clone>(store: S) {
     let clock = MockClock::new();
     let (done_tx, slow_handler) = until_released();
@@ -3155,6 +3199,7 @@ macro_rules! engine_suite {
             s12_a_long_handler_keeps_its_lease,
             the_worker_loop_runs_work_as_it_falls_due,
             s14_a_stopped_worker_releases_what_it_abandons,
+            s14_a_dropped_worker_runs_nothing_more,
             s14_a_release_that_fails_leaves_the_lease_to_run_out,
             listing_reads_every_page,
             s13_an_open_breaker_defers_work_without_spending_attempts,
