@@ -21,7 +21,6 @@ use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
 use crate::judge::{Call, Failed, Lost, refused, reported};
-use crate::method::Safety;
 use crate::sse::{FirstEvent, is_event_stream};
 use crate::target::Target;
 
@@ -124,11 +123,8 @@ where
             None => match &self.spare {
                 Ok((service, request)) => {
                     // The spare was copied after the key was applied: the same safety.
-                    let call = Call {
-                        target: Target::of(request),
-                        safety: Safety::of(request.method(), request.headers()),
-                        replayable: true,
-                    };
+                    let target = Target::of(request);
+                    let call = Call::new(request.method(), request.headers(), true, target);
                     match copy(request, true) {
                         Some(request) => (
                             Step::Ready {

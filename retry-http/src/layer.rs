@@ -31,7 +31,7 @@ use crate::error::{BoxError, Error, StopReason};
 use crate::judge::{
     Call, Guard, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, guard, hint, may_retry, retrying,
 };
-use crate::method::{Safety, apply_key};
+use crate::method::apply_key;
 use crate::target::Target;
 
 /// Retries the calls of the service it wraps under an [`HttpRetry`] policy. Made by
@@ -190,18 +190,18 @@ where
         } else {
             None
         };
-        let safety = Safety::of(request.method(), request.headers());
         // One attempt allowed: nothing needs replaying.
         let replayable = spare.is_some() || max_attempts <= 1;
+        let call = Call::new(
+            request.method(),
+            request.headers(),
+            replayable,
+            target.clone(),
+        );
         // The service made ready goes to this call's first attempt, run by the loop; a clone
         // stays (tower's rule: a call may only use a service that `poll_ready` approved).
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        let call = Call {
-            safety,
-            replayable,
-            target: target.clone(),
-        };
         let deadline_at = shared
             .deadline
             .and_then(|budget| policy.clock().now().checked_add(budget));
@@ -239,11 +239,8 @@ impl<S, P, C> RetryService<S, P, C> {
         } else {
             None
         };
-        let call = Call {
-            safety: Safety::of(request.method(), request.headers()),
-            replayable: body.is_some() || max_attempts <= 1,
-            target,
-        };
+        let replayable = body.is_some() || max_attempts <= 1;
+        let call = Call::new(request.method(), request.headers(), replayable, target);
         // The spare keeps no URI: the first attempt's target holds the one copy, and gives
         // it to the spare if a retry is needed (a call answered at once copies its URI once).
         let spare = match body {

@@ -25,7 +25,7 @@ use crate::judge::{
     retrying,
 };
 use crate::layer::Cancel;
-use crate::method::{Safety, apply_key};
+use crate::method::apply_key;
 use crate::sse::{FirstEvent, is_event_stream};
 use crate::target::Target;
 
@@ -153,19 +153,17 @@ where
             Some(_) if alone => None,
             _ => Some(target_of(&request, &self.last_host)),
         };
-        let mut call = Call {
-            safety: Safety::of(request.method(), request.headers()),
-            replayable: spare.is_some() || max_attempts <= 1,
-            target: match named {
-                Some(target) => target,
-                // Until the spare names it, read for its method (and by a PUT's or DELETE's
-                // retry decision, which needs a URI, any URI, as the write's key).
-                None => Target {
-                    method: request.method().clone(),
-                    uri: Uri::default(),
-                },
+        let target = match named {
+            Some(target) => target,
+            // Until the spare names it, read for its method (and by a PUT's or DELETE's retry
+            // decision, which needs a URI, any URI, as the write's key).
+            None => Target {
+                method: request.method().clone(),
+                uri: Uri::default(),
             },
         };
+        let replayable = spare.is_some() || max_attempts <= 1;
+        let mut call = Call::new(request.method(), request.headers(), replayable, target);
         let extensions = &*extensions;
         let mut first = Some(request);
         let mut failed = None;
@@ -173,22 +171,15 @@ where
             // Nothing to admit, no deadline to start, no signal to race: the first attempt
             // runs on its own, and the loop is built only if it fails. A call answered at
             // once moves no loop.
-            let naming = match &spare {
-                Some(spare) => Naming::Spare(spare, &self.last_host),
-                None => Naming::Known(&call.target),
+            let turn = Turn {
+                call: &call,
+                naming: match &spare {
+                    Some(spare) => Naming::Spare(spare, &self.last_host),
+                    None => Naming::Known(&call.target),
+                },
+                number: 1,
             };
-            match attempt(
-                shared,
-                &call,
-                &naming,
-                1,
-                None,
-                first.take(),
-                next.clone(),
-                extensions,
-            )
-            .await
-            {
+            match attempt(shared, &turn, None, first.take(), next.clone(), extensions).await {
                 Ok(response) => return Ok(response),
                 Err(failure) => {
                     // The loop's attempts and its end name the target from here on.
@@ -215,18 +206,12 @@ where
                 match failed {
                     Some(failure) => Err(failure),
                     None => {
-                        let naming = Naming::Known(&call.target);
-                        attempt(
-                            shared,
+                        let turn = Turn {
                             call,
-                            &naming,
-                            n,
-                            deadline_at,
-                            request,
-                            next,
-                            extensions,
-                        )
-                        .await
+                            naming: Naming::Known(&call.target),
+                            number: n,
+                        };
+                        attempt(shared, &turn, deadline_at, request, next, extensions).await
                     }
                 }
             }
@@ -269,18 +254,19 @@ impl Naming<'_> {
     }
 }
 
+/// Which attempt of which call: what it judges by, what names the target of what it returns
+/// (a failure, a body that can fail: `call`'s may name its method only), its number from 1.
+struct Turn<'a> {
+    call: &'a Call,
+    naming: Naming<'a>,
+    number: u32,
+}
+
 /// One attempt: the rest of the chain (`None`: the request gave no copy to send again)
-/// under the attempt timeout, its response judged. `naming` names the target of what it
-/// returns (a failure, a body that can fail): `call`'s may name its method only.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one call site per path, all borrowed"
-)]
+/// under the attempt timeout, its response judged.
 async fn attempt<P, C>(
     shared: &Shared<P, C>,
-    call: &Call,
-    naming: &Naming<'_>,
-    attempt: u32,
+    turn: &Turn<'_>,
     deadline_at: Option<Instant>,
     request: Option<Request>,
     next: Next<'_>,
@@ -291,6 +277,11 @@ where
     C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
+    let Turn {
+        call,
+        ref naming,
+        number: attempt,
+    } = *turn;
     let Some(request) = request else {
         let mut failure = refused(call, attempt);
         failure.target = naming.target();
@@ -301,7 +292,7 @@ where
     let sleep = timeout.map(|timeout| clock.sleep(timeout));
     let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
     let mut extensions = extensions.clone();
-    let exchange = exchange(shared, naming, attempt, end, next, request, &mut extensions);
+    let exchange = exchange(shared, turn, end, next, request, &mut extensions);
     let outcome = match (Timed {
         future: exchange,
         timer: sleep,
@@ -373,8 +364,7 @@ fn target_of(request: &Request, last: &Mutex<Option<(Scheme, Authority)>>) -> Ta
 /// the deadline), so that `bytes()` and `text()` cannot outlast them.
 async fn exchange<P, C>(
     shared: &Shared<P, C>,
-    naming: &Naming<'_>,
-    attempt: u32,
+    turn: &Turn<'_>,
     end: Option<(Instant, Bound)>,
     next: Next<'_>,
     request: Request,
@@ -384,6 +374,7 @@ where
     C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
+    let (naming, attempt) = (&turn.naming, turn.number);
     let response = match next.run(request, extensions).await {
         Ok(response) => response,
         Err(reqwest_middleware::Error::Reqwest(e)) => return Err(Failed::Transport(Box::new(e))),
