@@ -20,7 +20,8 @@ use crate::bound::{Bound, attempt_end, watch};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
-use crate::judge::{Call, Failed, Lost, refused, reported};
+use crate::error::RetryReport;
+use crate::judge::{Call, Failed, Lost, put, refused, reported};
 use crate::sse::{FirstEvent, is_event_stream};
 use crate::target::Target;
 
@@ -375,9 +376,12 @@ where
                                 // The answer names the call's target: the attempt's, which it
                                 // needs no more.
                                 let target = this.call.take().map(|call| call.target);
-                                let response = response
-                                    .map(|body| ResponseBody::direct(body, target, attempt, watch));
-                                Ok(reported(response, attempt))
+                                // Reported in the service's response, in place: the answer is
+                                // then built once, where it is returned.
+                                let mut response = response;
+                                put(response.extensions_mut(), RetryReport::new(attempt, None));
+                                Ok(response
+                                    .map(|body| ResponseBody::direct(body, target, attempt, watch)))
                             }
                             Err(judged) => {
                                 // A failure keeps the attempt's target (a copy).
