@@ -234,8 +234,10 @@ pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Req
     Some(copy_head(request, body, uri))
 }
 
-/// A request with `request`'s head (without its URI unless `uri`) and `body`.
-#[inline]
+/// A request with `request`'s head (without its URI unless `uri`) and `body`. Always
+/// inlined: the copy is then built where its caller keeps it, not returned and moved there
+/// (`#[inline]` alone left it out of line).
+#[inline(always)]
 pub(crate) fn copy_head<B>(request: &Request<B>, body: B, uri: bool) -> Request<B> {
     let mut copy = Request::new(body);
     *copy.method_mut() = request.method().clone();
