@@ -24,6 +24,7 @@ use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::hint::black_box;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -267,7 +268,50 @@ fn sizes(rt: &Runtime, url: &str) {
             "tower's `Retry`: future {future_size}, response {}",
             std::mem::size_of_val(&response)
         );
+        // A middleware's `handle` future is boxed by the chain: the one after `Probe` is
+        // measured through the box it returns (built, never polled).
+        for (name, middleware) in [
+            (
+                "retry-http's middleware",
+                Arc::new(HttpRetry::default().middleware())
+                    as Arc<dyn reqwest_middleware::Middleware>,
+            ),
+            (
+                "reqwest-retry",
+                Arc::new(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+                    reqwest_retry::policies::ExponentialBackoff::builder()
+                        .build_with_max_retries(2),
+                )),
+            ),
+        ] {
+            let client = reqwest_middleware::ClientBuilder::new(reqwest_client())
+                .with(Probe)
+                .with_arc(middleware)
+                .build();
+            let _ = client.get(url).send().await;
+            println!("{name}: `handle` future {}", PROBED.load(Ordering::Relaxed));
+        }
     });
+}
+
+/// The size of the `handle` future of the middleware after it (see `sizes`).
+static PROBED: AtomicUsize = AtomicUsize::new(0);
+
+/// Records the size of the next middleware's `handle` future, then lets it run.
+struct Probe;
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Probe {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let future = next.run(request, extensions);
+        PROBED.store(std::mem::size_of_val(&*future), Ordering::Relaxed);
+        future.await
+    }
 }
 
 fn hyper_client() -> Client<HttpConnector, Body> {

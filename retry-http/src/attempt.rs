@@ -20,8 +20,8 @@ use crate::bound::{Bound, attempt_end, watch};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
-use crate::judge::{Call, Failed, Lost, refused, reported};
-use crate::method::Safety;
+use crate::error::RetryReport;
+use crate::judge::{Call, Failed, Lost, put, refused, reported};
 use crate::sse::{FirstEvent, is_event_stream};
 use crate::target::Target;
 
@@ -124,11 +124,8 @@ where
             None => match &self.spare {
                 Ok((service, request)) => {
                     // The spare was copied after the key was applied: the same safety.
-                    let call = Call {
-                        target: Target::of(request),
-                        safety: Safety::of(request.method(), request.headers()),
-                        replayable: true,
-                    };
+                    let target = Target::of(request);
+                    let call = Call::new(request.method(), request.headers(), true, target);
                     match copy(request, true) {
                         Some(request) => (
                             Step::Ready {
@@ -237,8 +234,10 @@ pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Req
     Some(copy_head(request, body, uri))
 }
 
-/// A request with `request`'s head (without its URI unless `uri`) and `body`.
-#[inline]
+/// A request with `request`'s head (without its URI unless `uri`) and `body`. Always
+/// inlined: the copy is then built where its caller keeps it, not returned and moved there
+/// (`#[inline]` alone left it out of line).
+#[inline(always)]
 pub(crate) fn copy_head<B>(request: &Request<B>, body: B, uri: bool) -> Request<B> {
     let mut copy = Request::new(body);
     *copy.method_mut() = request.method().clone();
@@ -379,9 +378,12 @@ where
                                 // The answer names the call's target: the attempt's, which it
                                 // needs no more.
                                 let target = this.call.take().map(|call| call.target);
-                                let response = response
-                                    .map(|body| ResponseBody::direct(body, target, attempt, watch));
-                                Ok(reported(response, attempt))
+                                // Reported in the service's response, in place: the answer is
+                                // then built once, where it is returned.
+                                let mut response = response;
+                                put(response.extensions_mut(), RetryReport::new(attempt, None));
+                                Ok(response
+                                    .map(|body| ResponseBody::direct(body, target, attempt, watch)))
                             }
                             Err(judged) => {
                                 // A failure keeps the attempt's target (a copy).

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
 use retry_toolkit::protect::{Chosen, Counts, Protected};
 use retry_toolkit::{CircuitBreaker, Clock, RetryBudget, RetryError};
 
@@ -89,6 +89,22 @@ impl fmt::Display for Chain<'_> {
 }
 
 impl Call {
+    /// What the attempts of a request with `method` and `headers` (its key applied) judge
+    /// by; `replayable` if its body can be sent again.
+    #[inline]
+    pub(crate) fn new(
+        method: &Method,
+        headers: &HeaderMap,
+        replayable: bool,
+        target: Target,
+    ) -> Self {
+        Call {
+            target,
+            safety: Safety::of(method, headers),
+            replayable,
+        }
+    }
+
     /// Judges a response head by its status and headers, borrowed (the answer, the common
     /// case, is then moved once): `Ok` if the response is the answer (not worth retrying),
     /// else what its failure says.

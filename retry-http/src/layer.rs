@@ -31,7 +31,7 @@ use crate::error::{BoxError, Error, StopReason};
 use crate::judge::{
     Call, Guard, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, guard, hint, may_retry, retrying,
 };
-use crate::method::{Safety, apply_key};
+use crate::method::apply_key;
 use crate::target::Target;
 
 /// Retries the calls of the service it wraps under an [`HttpRetry`] policy. Made by
@@ -181,7 +181,35 @@ where
         let (policy, protection) = (&shared.policy, &shared.protection);
         let alone = protection.is_none() && shared.deadline.is_none() && cancel.is_none();
         if alone {
-            return self.alone(request, target, max_attempts);
+            // Nothing to admit, no deadline to start, no signal to race: the first attempt runs
+            // on its own, and the loop is built only if it fails. Written here, not in a
+            // method the request is passed to: the request then goes to the service unmoved,
+            // the spare is built where the future keeps it, and a call answered at once moves
+            // no loop and few bytes. One attempt allowed: nothing needs replaying.
+            let body = if max_attempts > 1 {
+                request.body().replay()
+            } else {
+                None
+            };
+            let replayable = body.is_some() || max_attempts <= 1;
+            let call = Call::new(request.method(), request.headers(), replayable, target);
+            // The spare keeps no URI: the first attempt's target holds the one copy, and gives
+            // it to the spare if a retry is needed (a call answered at once copies its URI
+            // once).
+            let spare = match body {
+                Some(body) => Ok((self.inner.clone(), copy_head(&request, body, false))),
+                None => Err(call.clone()),
+            };
+            // The service `poll_ready` approved takes the request at once (tower's rule: a
+            // call may only use a service that `poll_ready` approved): the attempt holds its
+            // future alone, and the retries a clone.
+            let future = self.inner.call(request);
+            return ResponseFuture {
+                state: State::First {
+                    attempt: FirstAttempt::first(future, call, &self.shared),
+                    spare: Some(spare),
+                },
+            };
         }
         let spare = if max_attempts > 1 {
             // A first attempt run alone keeps the URI in its target only, and gives it to the
@@ -190,18 +218,18 @@ where
         } else {
             None
         };
-        let safety = Safety::of(request.method(), request.headers());
         // One attempt allowed: nothing needs replaying.
         let replayable = spare.is_some() || max_attempts <= 1;
+        let call = Call::new(
+            request.method(),
+            request.headers(),
+            replayable,
+            target.clone(),
+        );
         // The service made ready goes to this call's first attempt, run by the loop; a clone
         // stays (tower's rule: a call may only use a service that `poll_ready` approved).
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        let call = Call {
-            safety,
-            replayable,
-            target: target.clone(),
-        };
         let deadline_at = shared
             .deadline
             .and_then(|budget| policy.clock().now().checked_add(budget));
@@ -212,54 +240,6 @@ where
         let run = looping(attempts, limits, guard(protection), target, shared);
         let state = State::Running { run };
         ResponseFuture { state }
-    }
-}
-
-impl<S, P, C> RetryService<S, P, C> {
-    /// The call of a policy with nothing to admit, no deadline to start and no signal to
-    /// race: the first attempt runs on its own, and the loop is built only if it fails. The
-    /// spare is built where the future keeps it, and the future in the caller's slot: a call
-    /// answered at once moves no loop and few bytes.
-    #[inline]
-    fn alone<B, ResB>(
-        &mut self,
-        request: Request<B>,
-        target: Target,
-        max_attempts: u32,
-    ) -> ResponseFuture<S, B, ResB, P, C>
-    where
-        S: Service<Request<B>, Response = Response<ResB>> + Clone,
-        B: ReplayBody,
-        ResB: Body,
-        C: Clock,
-    {
-        // One attempt allowed: nothing needs replaying.
-        let body = if max_attempts > 1 {
-            request.body().replay()
-        } else {
-            None
-        };
-        let call = Call {
-            safety: Safety::of(request.method(), request.headers()),
-            replayable: body.is_some() || max_attempts <= 1,
-            target,
-        };
-        // The spare keeps no URI: the first attempt's target holds the one copy, and gives
-        // it to the spare if a retry is needed (a call answered at once copies its URI once).
-        let spare = match body {
-            Some(body) => Ok((self.inner.clone(), copy_head(&request, body, false))),
-            None => Err(call.clone()),
-        };
-        // The service `poll_ready` approved takes the request at once (tower's rule: a call
-        // may only use a service that `poll_ready` approved): the attempt holds its future
-        // alone, and the retries a clone.
-        let future = self.inner.call(request);
-        ResponseFuture {
-            state: State::First {
-                attempt: FirstAttempt::first(future, call, &self.shared),
-                spare: Some(spare),
-            },
-        }
     }
 }
 

@@ -13,6 +13,7 @@ use pin_project_lite::pin_project;
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 use retry_toolkit::effects::IdempotencyKey;
+use retry_toolkit::middleware::WaitForCancellation;
 use retry_toolkit::{CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited};
 
 use crate::body::ResponseBody;
@@ -25,7 +26,7 @@ use crate::judge::{
     retrying,
 };
 use crate::layer::Cancel;
-use crate::method::{Safety, apply_key};
+use crate::method::apply_key;
 use crate::sse::{FirstEvent, is_event_stream};
 use crate::target::Target;
 
@@ -153,104 +154,137 @@ where
             Some(_) if alone => None,
             _ => Some(target_of(&request, &self.last_host)),
         };
-        let mut call = Call {
-            safety: Safety::of(request.method(), request.headers()),
-            replayable: spare.is_some() || max_attempts <= 1,
-            target: match named {
-                Some(target) => target,
-                // Until the spare names it, read for its method (and by a PUT's or DELETE's
-                // retry decision, which needs a URI, any URI, as the write's key).
-                None => Target {
-                    method: request.method().clone(),
-                    uri: Uri::default(),
-                },
+        let target = match named {
+            Some(target) => target,
+            // Until the spare names it, read for its method (and by a PUT's or DELETE's retry
+            // decision, which needs a URI, any URI, as the write's key).
+            None => Target {
+                method: request.method().clone(),
+                uri: Uri::default(),
             },
         };
-        let extensions = &*extensions;
-        let mut first = Some(request);
-        let mut failed = None;
-        if alone {
-            // Nothing to admit, no deadline to start, no signal to race: the first attempt
-            // runs on its own, and the loop is built only if it fails. A call answered at
-            // once moves no loop.
-            let naming = match &spare {
+        let replayable = spare.is_some() || max_attempts <= 1;
+        let mut call = Call::new(request.method(), request.headers(), replayable, target);
+        if !alone {
+            let rest = Rest {
+                call,
+                spare,
+                first: Ok(request),
+                cancel,
+            };
+            return Box::pin(looping(shared, rest, next, extensions)).await;
+        }
+        // Nothing to admit, no deadline to start, no signal to race: the first attempt runs on
+        // its own, and the loop is built only if it fails. A call answered at once moves no
+        // loop, and its future (which the middleware chain boxes) holds no loop's room.
+        let turn = Turn {
+            call: &call,
+            naming: match &spare {
                 Some(spare) => Naming::Spare(spare, &self.last_host),
                 None => Naming::Known(&call.target),
-            };
-            match attempt(
-                shared,
-                &call,
-                &naming,
-                1,
-                None,
-                first.take(),
-                next.clone(),
-                extensions,
-            )
-            .await
-            {
-                Ok(response) => return Ok(response),
-                Err(failure) => {
-                    // The loop's attempts and its end name the target from here on.
-                    call.target = failure.target.clone();
-                    failed = Some(failure);
+            },
+            number: 1,
+        };
+        // The rest of the chain gets the request now (its future holds it, ours need not) and
+        // a copy of the extensions, which the retries copy again from the caller's.
+        let mut own = extensions.clone();
+        let running = next.clone().run(request, &mut own);
+        let failure = match attempt(shared, &turn, None, Some(running)).await {
+            Ok(response) => return Ok(response),
+            Err(failure) => failure,
+        };
+        // The loop's attempts and its end name the target from here on.
+        call.target = failure.target.clone();
+        let rest = Rest {
+            call,
+            spare,
+            first: Err(failure),
+            cancel: None,
+        };
+        // Boxed: only a call whose first attempt failed pays for the loop's room.
+        Box::pin(looping(shared, rest, next, extensions)).await
+    }
+}
+
+/// What a call's loop starts from: what its attempts judge by, the spare request the retries
+/// copy, the first request (or the failure of a first attempt run on its own), and the
+/// call's cancellation signal.
+struct Rest {
+    call: Call,
+    spare: Option<Request>,
+    first: Result<Request, Lost<Response>>,
+    cancel: Option<WaitForCancellation>,
+}
+
+/// A call's retry loop, from its first attempt or from the failure of one run on its own.
+async fn looping<P, C>(
+    shared: &Shared<P, C>,
+    rest: Rest,
+    next: Next<'_>,
+    extensions: &Extensions,
+) -> reqwest_middleware::Result<Response>
+where
+    P: Classify,
+    C: Clock + Clone + Send + Sync + 'static,
+    C::Sleep: Send + 'static,
+{
+    let Rest {
+        call,
+        spare,
+        first,
+        cancel,
+    } = rest;
+    let (mut first, mut failed) = match first {
+        Ok(request) => (Some(request), None),
+        Err(failure) => (None, Some(failure)),
+    };
+    let deadline_at = shared
+        .deadline
+        .and_then(|budget| shared.policy.clock().now().checked_add(budget));
+    let (call, next) = (&call, &next);
+    let op = move |n: u32| {
+        // The loop's first attempt is the one that already failed, if one did.
+        let failed = failed.take();
+        let request = match failed {
+            Some(_) => None,
+            None => first
+                .take()
+                .or_else(|| spare.as_ref().and_then(Request::try_clone)),
+        };
+        let next = next.clone();
+        async move {
+            match failed {
+                Some(failure) => Err(failure),
+                None => {
+                    let turn = Turn {
+                        call,
+                        naming: Naming::Known(&call.target),
+                        number: n,
+                    };
+                    let mut own = extensions.clone();
+                    let running = request.map(|request| next.run(request, &mut own));
+                    attempt(shared, &turn, deadline_at, running).await
                 }
             }
         }
-        let deadline_at = shared
-            .deadline
-            .and_then(|budget| shared.policy.clock().now().checked_add(budget));
-        let (call, next) = (&call, &next);
-        let op = move |n: u32| {
-            // The loop's first attempt is the one that already failed, if one did.
-            let failed = failed.take();
-            let request = match failed {
-                Some(_) => None,
-                None => first
-                    .take()
-                    .or_else(|| spare.as_ref().and_then(Request::try_clone)),
-            };
-            let next = next.clone();
-            async move {
-                match failed {
-                    Some(failure) => Err(failure),
-                    None => {
-                        let naming = Naming::Known(&call.target);
-                        attempt(
-                            shared,
-                            call,
-                            &naming,
-                            n,
-                            deadline_at,
-                            request,
-                            next,
-                            extensions,
-                        )
-                        .await
-                    }
-                }
-            }
-        };
-        let when: fn(&Lost<Response>, u32) -> bool = may_retry;
-        let notify: fn(&Lost<Response>, u32, std::time::Duration) = retrying;
-        let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
-        let hooks = Hooks::new(FromPolicy, when, notify, hint);
-        // Without a token the loop has no signal to poll.
-        let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
-        // The loop is built in one step (each builder method would move the whole loop, the
-        // spare request included), under the budget and the breaker that are set.
-        let stops = EarlyStop::new(limits, guard(&shared.protection));
-        // Boxed: a call answered at once never builds the loop, and its future (which the
-        // middleware chain boxes) stays small, so that starting it moves little.
-        let outcome = Box::pin(shared.policy.retry_with(op, hooks, stops)).await;
-        finish(
-            outcome,
-            &call.target,
-            max_attempts,
-            shared.policy.max_retry_after(),
-        )
-        .map_err(reqwest_middleware::Error::middleware)
-    }
+    };
+    let when: fn(&Lost<Response>, u32) -> bool = may_retry;
+    let notify: fn(&Lost<Response>, u32, std::time::Duration) = retrying;
+    let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
+    let hooks = Hooks::new(FromPolicy, when, notify, hint);
+    // Without a token the loop has no signal to poll.
+    let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
+    // The loop is built in one step (each builder method would move the whole loop, the spare
+    // request included), under the budget and the breaker that are set.
+    let stops = EarlyStop::new(limits, guard(&shared.protection));
+    let outcome = shared.policy.retry_with(op, hooks, stops).await;
+    finish(
+        outcome,
+        &call.target,
+        shared.policy.max_attempts(),
+        shared.policy.max_retry_after(),
+    )
+    .map_err(reqwest_middleware::Error::middleware)
 }
 
 /// Where a call's target comes from: the call's, or the spare request's URL, read only when
@@ -269,29 +303,36 @@ impl Naming<'_> {
     }
 }
 
+/// Which attempt of which call: what it judges by, what names the target of what it returns
+/// (a failure, a body that can fail: `call`'s may name its method only), its number from 1.
+struct Turn<'a> {
+    call: &'a Call,
+    naming: Naming<'a>,
+    number: u32,
+}
+
+/// The rest of the chain, running with one attempt's request.
+type Running<'a> = Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'a>>;
+
 /// One attempt: the rest of the chain (`None`: the request gave no copy to send again)
-/// under the attempt timeout, its response judged. `naming` names the target of what it
-/// returns (a failure, a body that can fail): `call`'s may name its method only.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one call site per path, all borrowed"
-)]
+/// under the attempt timeout, its response judged.
 async fn attempt<P, C>(
     shared: &Shared<P, C>,
-    call: &Call,
-    naming: &Naming<'_>,
-    attempt: u32,
+    turn: &Turn<'_>,
     deadline_at: Option<Instant>,
-    request: Option<Request>,
-    next: Next<'_>,
-    extensions: &Extensions,
+    running: Option<Running<'_>>,
 ) -> Result<Response, Lost<Response>>
 where
     P: Classify,
     C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
-    let Some(request) = request else {
+    let Turn {
+        call,
+        ref naming,
+        number: attempt,
+    } = *turn;
+    let Some(running) = running else {
         let mut failure = refused(call, attempt);
         failure.target = naming.target();
         return Err(failure);
@@ -300,8 +341,7 @@ where
     let timeout = shared.attempt_timeout;
     let sleep = timeout.map(|timeout| clock.sleep(timeout));
     let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
-    let mut extensions = extensions.clone();
-    let exchange = exchange(shared, naming, attempt, end, next, request, &mut extensions);
+    let exchange = exchange(shared, turn, end, running);
     let outcome = match (Timed {
         future: exchange,
         timer: sleep,
@@ -373,18 +413,16 @@ fn target_of(request: &Request, last: &Mutex<Option<(Scheme, Authority)>>) -> Ta
 /// the deadline), so that `bytes()` and `text()` cannot outlast them.
 async fn exchange<P, C>(
     shared: &Shared<P, C>,
-    naming: &Naming<'_>,
-    attempt: u32,
+    turn: &Turn<'_>,
     end: Option<(Instant, Bound)>,
-    next: Next<'_>,
-    request: Request,
-    extensions: &mut Extensions,
+    running: Running<'_>,
 ) -> Result<Response, Failed>
 where
     C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
-    let response = match next.run(request, extensions).await {
+    let (naming, attempt) = (&turn.naming, turn.number);
+    let response = match running.await {
         Ok(response) => response,
         Err(reqwest_middleware::Error::Reqwest(e)) => return Err(Failed::Transport(Box::new(e))),
         // Kept as it came: `.into()` would re-box it where `downcast_ref` no longer finds the
