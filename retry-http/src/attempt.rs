@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http::{Request, Response};
+use http::{Extensions, HeaderMap, Request, Response, Version};
 use http_body::Body;
 use pin_project_lite::pin_project;
 use retry_toolkit::{Clock, Operation};
@@ -104,7 +104,7 @@ where
     C: Clock + Clone + Send + 'static,
     C::Sleep: Send + 'static,
 {
-    type Attempt = AttemptFuture<S, B, ResB, P, C, (S, Request<B>)>;
+    type Attempt = AttemptFuture<S, B, ResB, P, C, (S, Request<B>), Timed<C>>;
 
     fn start(&mut self, attempt: u32) -> Self::Attempt {
         if let Some(failure) = self.failed.take() {
@@ -126,7 +126,7 @@ where
                     // The spare was copied after the key was applied: the same safety.
                     let target = Target::of(request);
                     let call = Call::new(request.method(), request.headers(), true, target);
-                    match copy(request, true) {
+                    match copy(request) {
                         Some(request) => (
                             Step::Ready {
                                 unsent: Some((service.clone(), request)),
@@ -143,9 +143,11 @@ where
     }
 }
 
-/// A call's first attempt, run before (and without) the loop: its request was sent already,
-/// so its future has no room for one.
-pub(crate) type FirstAttempt<S, B, ResB, P, C> = AttemptFuture<S, B, ResB, P, C, Infallible>;
+/// A call's first attempt, run before (and without) the loop under a policy that times
+/// nothing: its request was sent already and no timer runs, so its future has room for
+/// neither.
+pub(crate) type FirstAttempt<S, B, ResB, P, C> =
+    AttemptFuture<S, B, ResB, P, C, Infallible, Untimed>;
 
 /// What an attempt sends once its service is ready: the service and the request, or nothing
 /// at all for an attempt whose service was called already (`Infallible`: no room taken).
@@ -191,11 +193,12 @@ where
     }
 }
 
-impl<S, B, ResB, P, C, Q> AttemptFuture<S, B, ResB, P, C, Q>
+impl<S, B, ResB, P, C, Q, T> AttemptFuture<S, B, ResB, P, C, Q, T>
 where
     S: Service<Request<B>>,
     ResB: Body,
     C: Clock,
+    T: AttemptTimer<C>,
 {
     /// The policy the attempt runs under.
     pub(crate) fn shared(&self) -> &Arc<Shared<P, C>> {
@@ -210,50 +213,76 @@ where
         shared: &Arc<Shared<P, C>>,
         deadline_at: Option<Instant>,
     ) -> Self {
-        let (clock, timeout) = (shared.policy.clock(), shared.attempt_timeout);
         // An attempt that already failed waits for nothing.
-        let timeout = timeout.filter(|_| !matches!(step, Step::Lost { .. }));
-        let timer = timeout.map(|timeout| clock.sleep(timeout));
-        let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
+        let waits = !matches!(step, Step::Lost { .. });
         AttemptFuture {
             step,
-            timer,
+            timer: T::start(shared, deadline_at, waits),
             shared: Arc::clone(shared),
             call: Some(call),
             attempt,
-            end,
         }
     }
 }
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of
-/// its body; without its URI (left empty) unless `uri`.
-#[inline]
-pub(crate) fn copy<B: ReplayBody>(request: &Request<B>, uri: bool) -> Option<Request<B>> {
-    let body = request.body().replay()?;
-    Some(copy_head(request, body, uri))
-}
-
-/// A request with `request`'s head (without its URI unless `uri`) and `body`. Always
-/// inlined: the copy is then built where its caller keeps it, not returned and moved there
-/// (`#[inline]` alone left it out of line).
+/// its body. Always inlined: the copy is then built where its caller keeps it, not returned
+/// and moved there (`#[inline]` alone left it out of line).
 #[inline(always)]
-pub(crate) fn copy_head<B>(request: &Request<B>, body: B, uri: bool) -> Request<B> {
+pub(crate) fn copy<B: ReplayBody>(request: &Request<B>) -> Option<Request<B>> {
+    let body = request.body().replay()?;
     let mut copy = Request::new(body);
     *copy.method_mut() = request.method().clone();
-    if uri {
-        *copy.uri_mut() = request.uri().clone();
-    }
+    *copy.uri_mut() = request.uri().clone();
     *copy.version_mut() = request.version();
     *copy.headers_mut() = request.headers().clone();
     *copy.extensions_mut() = request.extensions().clone();
-    copy
+    Some(copy)
 }
+
+/// What a first attempt run alone keeps for the retries: its request's head but the method
+/// and URI, which the call's target holds already, and a replay of its body. A request again
+/// only if a retry is needed; until then the call's future has no room for a second URI.
+pub(crate) struct SpareParts<B> {
+    version: Version,
+    headers: HeaderMap,
+    extensions: Extensions,
+    body: B,
+}
+
+impl<B> SpareParts<B> {
+    /// `request`'s parts, with `body` (a replay of its own). Always inlined: they are then
+    /// built where the call's future keeps them.
+    #[inline(always)]
+    pub(crate) fn of(request: &Request<B>, body: B) -> Self {
+        SpareParts {
+            version: request.version(),
+            headers: request.headers().clone(),
+            extensions: request.extensions().clone(),
+            body,
+        }
+    }
+
+    /// The request to send again to `target`.
+    pub(crate) fn request(self, target: &Target) -> Request<B> {
+        let mut request = Request::new(self.body);
+        *request.method_mut() = target.method.clone();
+        *request.uri_mut() = target.uri.clone();
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers;
+        *request.extensions_mut() = self.extensions;
+        request
+    }
+}
+
+/// What a first attempt run alone keeps for the retries: a spare of the service and the
+/// request's [`SpareParts`]; or, when no retry can happen, what a refused retry would name.
+pub(crate) type FirstSpare<S, B> = Result<(S, SpareParts<B>), Call>;
 
 pin_project! {
     /// One attempt in progress. The loop names its type; its output is the response, or the
     /// [`Failure`] the loop's hooks judge.
-    pub(crate) struct AttemptFuture<S, B, ResB, P, C, Q>
+    pub(crate) struct AttemptFuture<S, B, ResB, P, C, Q, T>
     where
         S: Service<Request<B>>,
         ResB: Body,
@@ -261,14 +290,85 @@ pin_project! {
     {
         #[pin]
         step: Step<Q, S::Future, Pin<Box<FirstEvent<ResB>>>, Lost<LayerResponse<ResB>>>,
+        // The attempt timeout, and when the exchange, response body included, must be over.
         #[pin]
-        timer: Option<C::Sleep>,
+        timer: T,
         shared: Arc<Shared<P, C>>,
         // What the attempt judges by; its target goes to the answer's body.
         call: Option<Call>,
         attempt: u32,
-        // When the exchange, response body included, must be over (if a limit says).
+    }
+}
+
+/// How an attempt is timed: by the attempt timeout and the call's deadline ([`Timed`]), or
+/// not at all ([`Untimed`]).
+pub(crate) trait AttemptTimer<C: Clock> {
+    /// The timing of an attempt that starts now; `waits` is false for one that already
+    /// failed (it waits for nothing).
+    fn start<P>(shared: &Shared<P, C>, deadline_at: Option<Instant>, waits: bool) -> Self;
+
+    /// When the exchange, response body included, must be over, and which limit says so.
+    fn end(&self) -> Option<(Instant, Bound)>;
+
+    /// Whether the attempt timeout has run out.
+    fn poll_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool;
+}
+
+/// The timing of a first attempt run alone, under a policy without an attempt timeout or a
+/// deadline: none, and no room for one.
+pub(crate) struct Untimed;
+
+impl<C: Clock> AttemptTimer<C> for Untimed {
+    #[inline]
+    fn start<P>(shared: &Shared<P, C>, deadline_at: Option<Instant>, _: bool) -> Self {
+        debug_assert!(shared.attempt_timeout.is_none() && shared.deadline.is_none());
+        debug_assert!(deadline_at.is_none());
+        Untimed
+    }
+
+    #[inline]
+    fn end(&self) -> Option<(Instant, Bound)> {
+        None
+    }
+
+    #[inline]
+    fn poll_expired(self: Pin<&mut Self>, _: &mut Context<'_>) -> bool {
+        false
+    }
+}
+
+pin_project! {
+    /// The timing of an attempt the loop runs: its attempt timeout, if the policy sets one,
+    /// and the end of its exchange.
+    pub(crate) struct Timed<C: Clock> {
+        #[pin]
+        sleep: Option<C::Sleep>,
         end: Option<(Instant, Bound)>,
+    }
+}
+
+impl<C: Clock> AttemptTimer<C> for Timed<C> {
+    #[inline]
+    fn start<P>(shared: &Shared<P, C>, deadline_at: Option<Instant>, waits: bool) -> Self {
+        let clock = shared.policy.clock();
+        let timeout = shared.attempt_timeout.filter(|_| waits);
+        Timed {
+            sleep: timeout.map(|timeout| clock.sleep(timeout)),
+            end: attempt_end(clock, timeout, deadline_at, shared.deadline),
+        }
+    }
+
+    #[inline]
+    fn end(&self) -> Option<(Instant, Bound)> {
+        self.end
+    }
+
+    #[inline]
+    fn poll_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        self.project()
+            .sleep
+            .as_pin_mut()
+            .is_some_and(|sleep| sleep.poll(cx).is_ready())
     }
 }
 
@@ -302,9 +402,10 @@ type AttemptStep<S, B, ResB, Q> = Step<
 /// The response a call through the layer returns.
 pub(crate) type LayerResponse<ResB> = Response<ResponseBody<ResB>>;
 
-impl<S, B, ResB, P, C, Q> Future for AttemptFuture<S, B, ResB, P, C, Q>
+impl<S, B, ResB, P, C, Q, T> Future for AttemptFuture<S, B, ResB, P, C, Q, T>
 where
     Q: Unsent<S, B>,
+    T: AttemptTimer<C>,
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ResB: Body,
@@ -370,7 +471,7 @@ where
                         this.step.set(Step::Done);
                         let shared = &**this.shared;
                         let clock = shared.policy.clock();
-                        let watch = watch(clock, *this.end, shared.idle_timeout, stream);
+                        let watch = watch(clock, this.timer.end(), shared.idle_timeout, stream);
                         // Judged by its head, borrowed: the response is wrapped and moved once.
                         let judged = call.judge_head(shared, response.status(), response.headers());
                         return Poll::Ready(match judged {
@@ -441,13 +542,11 @@ where
             }
         }
         // Waiting: the attempt timeout may end it.
-        if let Some(timer) = this.timer.as_pin_mut() {
-            if timer.poll(cx).is_ready() {
-                this.step.set(Step::Done);
-                let timeout = this.shared.attempt_timeout.unwrap_or_default();
-                let failed = Failed::TimedOut(timeout);
-                return Poll::Ready(Err(failed_attempt(call, this.shared, attempt, failed)));
-            }
+        if this.timer.poll_expired(cx) {
+            this.step.set(Step::Done);
+            let timeout = this.shared.attempt_timeout.unwrap_or_default();
+            let failed = Failed::TimedOut(timeout);
+            return Poll::Ready(Err(failed_attempt(call, this.shared, attempt, failed)));
         }
         Poll::Pending
     }

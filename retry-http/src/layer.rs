@@ -22,7 +22,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::attempt::{
-    AttemptFuture, Attempts, FirstAttempt, LayerResponse, Spare, copy, copy_head,
+    AttemptFuture, Attempts, FirstAttempt, FirstSpare, LayerResponse, SpareParts, Timed, copy,
 };
 use crate::body::{ReplayBody, ResponseBody};
 use crate::classify::{Classify, DefaultClassify};
@@ -128,7 +128,7 @@ impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
 /// budget, a breaker, a deadline or a cancellation token).
 type Loop<S, B, ResB, P, C> = Retry<
     NamedOp<Attempts<S, B, ResB, P, C>>,
-    AttemptFuture<S, B, ResB, P, C, (S, Request<B>)>,
+    AttemptFuture<S, B, ResB, P, C, (S, Request<B>), Timed<C>>,
     Lost<LayerResponse<ResB>>,
     C,
     Hooks<
@@ -179,10 +179,13 @@ where
             .map(CancelToken::cancelled);
         let max_attempts = shared.policy.max_attempts();
         let (policy, protection) = (&shared.policy, &shared.protection);
-        let alone = protection.is_none() && shared.deadline.is_none() && cancel.is_none();
+        let alone = protection.is_none()
+            && shared.deadline.is_none()
+            && shared.attempt_timeout.is_none()
+            && cancel.is_none();
         if alone {
-            // Nothing to admit, no deadline to start, no signal to race: the first attempt runs
-            // on its own, and the loop is built only if it fails. Written here, not in a
+            // Nothing to admit, nothing to time, no signal to race: the first attempt runs on
+            // its own, and the loop is built only if it fails. Written here, not in a
             // method the request is passed to: the request then goes to the service unmoved,
             // the spare is built where the future keeps it, and a call answered at once moves
             // no loop and few bytes. One attempt allowed: nothing needs replaying.
@@ -193,11 +196,11 @@ where
             };
             let replayable = body.is_some() || max_attempts <= 1;
             let call = Call::new(request.method(), request.headers(), replayable, target);
-            // The spare keeps no URI: the first attempt's target holds the one copy, and gives
-            // it to the spare if a retry is needed (a call answered at once copies its URI
-            // once).
+            // The spare keeps no method or URI: the first attempt's target holds the one copy,
+            // and gives it to the spare if a retry is needed (a call answered at once copies
+            // its URI once).
             let spare = match body {
-                Some(body) => Ok((self.inner.clone(), copy_head(&request, body, false))),
+                Some(body) => Ok((self.inner.clone(), SpareParts::of(&request, body))),
                 None => Err(call.clone()),
             };
             // The service `poll_ready` approved takes the request at once (tower's rule: a
@@ -212,9 +215,7 @@ where
             };
         }
         let spare = if max_attempts > 1 {
-            // A first attempt run alone keeps the URI in its target only, and gives it to the
-            // spare if a retry is needed: a call answered at once copies its URI once.
-            copy(&request, true).map(|request| (self.inner.clone(), request))
+            copy(&request).map(|request| (self.inner.clone(), request))
         } else {
             None
         };
@@ -325,7 +326,7 @@ pin_project! {
         #[pin]
         state: State<
             FirstAttempt<S, B, ResB, P, C>,
-            Spare<S, B>,
+            FirstSpare<S, B>,
             Loop<S, B, ResB, P, C>,
         >,
     }
@@ -394,11 +395,8 @@ where
         // The first attempt failed: the loop takes over from its failure (whether to retry,
         // the wait, the next attempts), as if it had run that attempt itself.
         let target = failure.target.clone();
-        // The spare's URI, kept in the target until now.
-        let mut spare = spare;
-        if let Ok((_, request)) = &mut spare {
-            *request.uri_mut() = target.uri.clone();
-        }
+        // The spare's method and URI, kept in the target until now.
+        let spare = spare.map(|(service, parts)| (service, parts.request(&target)));
         let attempts = Attempts::resumed(spare, Arc::clone(&shared), failure);
         let limits = Limited::new(None, None);
         state.set(State::Running {
