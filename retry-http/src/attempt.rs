@@ -478,13 +478,13 @@ where
                             Ok(()) => {
                                 // The answer names the call's target: the attempt's, which it
                                 // needs no more.
+                                let (mut parts, body) = response.into_parts();
+                                put(&mut parts.extensions, RetryReport::new(attempt, None));
                                 let target = this.call.take().map(|call| call.target);
-                                // Reported in the service's response, in place: the answer is
-                                // then built once, where it is returned.
-                                let mut response = response;
-                                put(response.extensions_mut(), RetryReport::new(attempt, None));
-                                Ok(response
-                                    .map(|body| ResponseBody::direct(body, target, attempt, watch)))
+                                Ok(Response::from_parts(
+                                    parts,
+                                    ResponseBody::direct(body, target, attempt, watch),
+                                ))
                             }
                             Err(judged) => {
                                 // A failure keeps the attempt's target (a copy).
