@@ -25,7 +25,7 @@ use std::future::{Ready, ready};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -64,6 +64,16 @@ const ROWS: &[(&str, &str, u64)] = &[
     (
         "inproc/retry-http+breaker+budget",
         "in process: retry-http's layer, a closed breaker and a budget",
+        CALLS_IN_PROCESS,
+    ),
+    (
+        "inproc/retry-http+timeout",
+        "in process: retry-http's layer, an attempt timeout",
+        CALLS_IN_PROCESS,
+    ),
+    (
+        "inproc/retry-http+bounded",
+        "in process: retry-http's layer, an attempt timeout and a deadline",
         CALLS_IN_PROCESS,
     ),
     (
@@ -164,13 +174,25 @@ fn run(rt: &Runtime, url: &str, key: &str, calls: u64) {
                     black_box(response.unwrap());
                 }
             }
-            "inproc/retry-http+breaker" | "inproc/retry-http+breaker+budget" => {
+            "inproc/retry-http+breaker"
+            | "inproc/retry-http+breaker+budget"
+            | "inproc/retry-http+timeout"
+            | "inproc/retry-http+bounded" => {
                 // Shared as they would be: one breaker (and budget) per host, in an `Arc`.
-                let mut retry = HttpRetry::builder().breaker(Arc::new(CircuitBreaker::new()));
-                if key.ends_with("+budget") {
-                    retry = retry.budget(Arc::new(RetryBudget::new()));
-                }
-                let retry = retry.build().expect("valid defaults");
+                let retry = match key {
+                    "inproc/retry-http+timeout" => {
+                        HttpRetry::builder().attempt_timeout(Duration::from_secs(10))
+                    }
+                    "inproc/retry-http+bounded" => HttpRetry::builder()
+                        .bounded(Duration::from_secs(10), Duration::from_secs(30)),
+                    _ => HttpRetry::builder().breaker(Arc::new(CircuitBreaker::new())),
+                };
+                let retry = if key.ends_with("+budget") {
+                    retry.budget(Arc::new(RetryBudget::new()))
+                } else {
+                    retry
+                };
+                let retry = retry.build().expect("valid settings");
                 let mut service = ServiceBuilder::new()
                     .layer(retry.layer())
                     .service(service_fn(ok));

@@ -16,7 +16,7 @@ use retry_toolkit::{Clock, Operation};
 use tower_service::Service;
 
 use crate::body::{ReplayBody, ResponseBody};
-use crate::bound::{Bound, attempt_end, watch};
+use crate::bound::{Limits, limits, watch, watch_after};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
@@ -104,7 +104,7 @@ where
     C: Clock + Clone + Send + 'static,
     C::Sleep: Send + 'static,
 {
-    type Attempt = AttemptFuture<S, B, ResB, P, C, (S, Request<B>), Timed<C>>;
+    type Attempt = AttemptFuture<S, B, ResB, P, C, (S, Request<B>)>;
 
     fn start(&mut self, attempt: u32) -> Self::Attempt {
         if let Some(failure) = self.failed.take() {
@@ -112,6 +112,7 @@ where
             let step = Step::Lost {
                 failure: Some(failure),
             };
+            // It waits for nothing: no limits.
             return AttemptFuture::of(step, call, attempt, &self.shared, None);
         }
         let (step, call) = match self.first.take() {
@@ -139,15 +140,14 @@ where
                 Err(call) => (Step::Refused, call.clone()),
             },
         };
-        AttemptFuture::of(step, call, attempt, &self.shared, self.deadline_at)
+        let limits = attempt_limits(&self.shared, self.deadline_at);
+        AttemptFuture::of(step, call, attempt, &self.shared, limits)
     }
 }
 
-/// A call's first attempt, run before (and without) the loop under a policy that times
-/// nothing: its request was sent already and no timer runs, so its future has room for
-/// neither.
-pub(crate) type FirstAttempt<S, B, ResB, P, C> =
-    AttemptFuture<S, B, ResB, P, C, Infallible, Untimed>;
+/// A call's first attempt, run before (and without) the loop: its request was sent already,
+/// so its future has no room for one.
+pub(crate) type FirstAttempt<S, B, ResB, P, C> = AttemptFuture<S, B, ResB, P, C, Infallible>;
 
 /// What an attempt sends once its service is ready: the service and the request, or nothing
 /// at all for an attempt whose service was called already (`Infallible`: no room taken).
@@ -183,22 +183,26 @@ impl<S, B, ResB, P, C> FirstAttempt<S, B, ResB, P, C>
 where
     S: Service<Request<B>>,
     ResB: Body,
-    C: Clock,
+    C: Clock + Clone,
 {
     /// A call's first attempt, run before (and without) the loop: the service that was made
     /// ready for the request was called with it already, `future` is its answer.
     #[inline]
-    pub(crate) fn first(future: S::Future, call: Call, shared: &Arc<Shared<P, C>>) -> Self {
-        AttemptFuture::of(Step::Calling { future }, call, 1, shared, None)
+    pub(crate) fn first(
+        future: S::Future,
+        call: Call,
+        shared: &Arc<Shared<P, C>>,
+        limits: Option<Limits<C>>,
+    ) -> Self {
+        AttemptFuture::of(Step::Calling { future }, call, 1, shared, limits)
     }
 }
 
-impl<S, B, ResB, P, C, Q, T> AttemptFuture<S, B, ResB, P, C, Q, T>
+impl<S, B, ResB, P, C, Q> AttemptFuture<S, B, ResB, P, C, Q>
 where
     S: Service<Request<B>>,
     ResB: Body,
-    C: Clock,
-    T: AttemptTimer<C>,
+    C: Clock + Clone,
 {
     /// The policy the attempt runs under.
     pub(crate) fn shared(&self) -> &Arc<Shared<P, C>> {
@@ -211,18 +215,27 @@ where
         call: Call,
         attempt: u32,
         shared: &Arc<Shared<P, C>>,
-        deadline_at: Option<Instant>,
+        limits: Option<Limits<C>>,
     ) -> Self {
-        // An attempt that already failed waits for nothing.
-        let waits = !matches!(step, Step::Lost { .. });
         AttemptFuture {
             step,
-            timer: T::start(shared, deadline_at, waits),
+            limits,
             shared: Arc::clone(shared),
             call: Some(call),
             attempt,
         }
     }
+}
+
+/// The limits of an attempt that starts now under `shared`'s policy, in a call whose deadline
+/// passes at `deadline_at`.
+#[inline]
+pub(crate) fn attempt_limits<P, C: Clock + Clone>(
+    shared: &Shared<P, C>,
+    deadline_at: Option<Instant>,
+) -> Option<Limits<C>> {
+    let (clock, timeout) = (shared.policy.clock(), shared.attempt_timeout);
+    limits(clock, timeout, deadline_at, shared.deadline)
 }
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of
@@ -282,7 +295,7 @@ pub(crate) type FirstSpare<S, B> = Result<(S, SpareParts<B>), Call>;
 pin_project! {
     /// One attempt in progress. The loop names its type; its output is the response, or the
     /// [`Failure`] the loop's hooks judge.
-    pub(crate) struct AttemptFuture<S, B, ResB, P, C, Q, T>
+    pub(crate) struct AttemptFuture<S, B, ResB, P, C, Q>
     where
         S: Service<Request<B>>,
         ResB: Body,
@@ -290,85 +303,13 @@ pin_project! {
     {
         #[pin]
         step: Step<Q, S::Future, Pin<Box<FirstEvent<ResB>>>, Lost<LayerResponse<ResB>>>,
-        // The attempt timeout, and when the exchange, response body included, must be over.
-        #[pin]
-        timer: T,
         shared: Arc<Shared<P, C>>,
         // What the attempt judges by; its target goes to the answer's body.
         call: Option<Call>,
         attempt: u32,
-    }
-}
-
-/// How an attempt is timed: by the attempt timeout and the call's deadline ([`Timed`]), or
-/// not at all ([`Untimed`]).
-pub(crate) trait AttemptTimer<C: Clock> {
-    /// The timing of an attempt that starts now; `waits` is false for one that already
-    /// failed (it waits for nothing).
-    fn start<P>(shared: &Shared<P, C>, deadline_at: Option<Instant>, waits: bool) -> Self;
-
-    /// When the exchange, response body included, must be over, and which limit says so.
-    fn end(&self) -> Option<(Instant, Bound)>;
-
-    /// Whether the attempt timeout has run out.
-    fn poll_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool;
-}
-
-/// The timing of a first attempt run alone, under a policy without an attempt timeout or a
-/// deadline: none, and no room for one.
-pub(crate) struct Untimed;
-
-impl<C: Clock> AttemptTimer<C> for Untimed {
-    #[inline]
-    fn start<P>(shared: &Shared<P, C>, deadline_at: Option<Instant>, _: bool) -> Self {
-        debug_assert!(shared.attempt_timeout.is_none() && shared.deadline.is_none());
-        debug_assert!(deadline_at.is_none());
-        Untimed
-    }
-
-    #[inline]
-    fn end(&self) -> Option<(Instant, Bound)> {
-        None
-    }
-
-    #[inline]
-    fn poll_expired(self: Pin<&mut Self>, _: &mut Context<'_>) -> bool {
-        false
-    }
-}
-
-pin_project! {
-    /// The timing of an attempt the loop runs: its attempt timeout, if the policy sets one,
-    /// and the end of its exchange.
-    pub(crate) struct Timed<C: Clock> {
-        #[pin]
-        sleep: Option<C::Sleep>,
-        end: Option<(Instant, Bound)>,
-    }
-}
-
-impl<C: Clock> AttemptTimer<C> for Timed<C> {
-    #[inline]
-    fn start<P>(shared: &Shared<P, C>, deadline_at: Option<Instant>, waits: bool) -> Self {
-        let clock = shared.policy.clock();
-        let timeout = shared.attempt_timeout.filter(|_| waits);
-        Timed {
-            sleep: timeout.map(|timeout| clock.sleep(timeout)),
-            end: attempt_end(clock, timeout, deadline_at, shared.deadline),
-        }
-    }
-
-    #[inline]
-    fn end(&self) -> Option<(Instant, Bound)> {
-        self.end
-    }
-
-    #[inline]
-    fn poll_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
-        self.project()
-            .sleep
-            .as_pin_mut()
-            .is_some_and(|sleep| sleep.poll(cx).is_ready())
+        // Its timeout and when its exchange must be over, if the policy sets either; the
+        // answer's body takes them over.
+        limits: Option<Limits<C>>,
     }
 }
 
@@ -402,10 +343,9 @@ type AttemptStep<S, B, ResB, Q> = Step<
 /// The response a call through the layer returns.
 pub(crate) type LayerResponse<ResB> = Response<ResponseBody<ResB>>;
 
-impl<S, B, ResB, P, C, Q, T> Future for AttemptFuture<S, B, ResB, P, C, Q, T>
+impl<S, B, ResB, P, C, Q> Future for AttemptFuture<S, B, ResB, P, C, Q>
 where
     Q: Unsent<S, B>,
-    T: AttemptTimer<C>,
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ResB: Body,
@@ -471,7 +411,11 @@ where
                         this.step.set(Step::Done);
                         let shared = &**this.shared;
                         let clock = shared.policy.clock();
-                        let watch = watch(clock, this.timer.end(), shared.idle_timeout, stream);
+                        let idle = shared.idle_timeout;
+                        let watch = match this.limits.take() {
+                            Some(limits) => watch_after(clock, limits, idle, stream),
+                            None => watch(clock, None, idle, stream),
+                        };
                         // Judged by its head, borrowed: the response is wrapped and moved once.
                         let judged = call.judge_head(shared, response.status(), response.headers());
                         return Poll::Ready(match judged {
@@ -542,7 +486,8 @@ where
             }
         }
         // Waiting: the attempt timeout may end it.
-        if this.timer.poll_expired(cx) {
+        let expired = this.limits.as_mut();
+        if expired.is_some_and(|limits| limits.as_mut().attempt_expired(cx)) {
             this.step.set(Step::Done);
             let timeout = this.shared.attempt_timeout.unwrap_or_default();
             let failed = Failed::TimedOut(timeout);

@@ -58,13 +58,19 @@ pub(crate) trait Watcher {
 }
 
 pin_project! {
-    /// The timers on the policy's clock.
-    struct Timers<C: Clock> {
+    /// The timers of an exchange on the policy's clock, in one box: an attempt's timeout
+    /// while the attempt waits for its response ([`Limits`]); then, when the response is the
+    /// answer, the limits of its body (the same box, and the same timer when the attempt
+    /// timeout is what ends the exchange).
+    pub(crate) struct Timers<C: Clock> {
         clock: C,
-        // Until the whole body must have arrived, and which limit that is.
+        // Until the whole body must have arrived, and which limit that is; while the attempt
+        // runs, its timeout.
         #[pin]
         total: Option<C::Sleep>,
         total_bound: Bound,
+        // When the exchange, body included, must be over (the attempt's end), if a limit says.
+        end: Option<(Instant, Bound)>,
         // Until the next byte must arrive.
         #[pin]
         idle: Option<C::Sleep>,
@@ -136,6 +142,77 @@ pub(crate) fn attempt_end<C: Clock>(
     }
 }
 
+/// The limits of an attempt through the tower layer: its timeout, and when its exchange must
+/// be over. Boxed, so that an attempt without limits (the default) keeps one word for them,
+/// and the body of its answer takes the box over ([`watch_after`]).
+pub(crate) type Limits<C> = Pin<Box<Timers<C>>>;
+
+/// The limits of an attempt that starts now: its `timeout` and [`attempt_end`]; `None` when
+/// the policy sets neither. Inlined: an attempt without limits (the default) decides that in
+/// two tests.
+#[inline]
+pub(crate) fn limits<C: Clock + Clone>(
+    clock: &C,
+    timeout: Option<Duration>,
+    deadline_at: Option<Instant>,
+    deadline: Option<Duration>,
+) -> Option<Limits<C>> {
+    if timeout.is_none() && deadline_at.is_none() {
+        return None;
+    }
+    Some(boxed_limits(clock, timeout, deadline_at, deadline))
+}
+
+/// The limits of [`limits`] when one is set.
+#[inline(never)]
+fn boxed_limits<C: Clock + Clone>(
+    clock: &C,
+    timeout: Option<Duration>,
+    deadline_at: Option<Instant>,
+    deadline: Option<Duration>,
+) -> Limits<C> {
+    let end = attempt_end(clock, timeout, deadline_at, deadline);
+    Box::pin(Timers {
+        total: timeout.map(|timeout| clock.sleep(timeout)),
+        total_bound: Bound::AttemptTimeout(timeout.unwrap_or_default()),
+        end,
+        idle: None,
+        idle_for: Duration::ZERO,
+        moved: false,
+        clock: clock.clone(),
+    })
+}
+
+impl<C: Clock> Timers<C> {
+    /// Whether the attempt timeout ran out (asked while the attempt waits for its response).
+    pub(crate) fn attempt_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        let total = self.project().total;
+        total
+            .as_pin_mut()
+            .is_some_and(|sleep| sleep.poll(cx).is_ready())
+    }
+
+    /// Turns the timers to a body's: the rest of `end` and the idle timeout. The attempt's
+    /// timer stays when its timeout is what ends the exchange: it fires at that end already.
+    fn for_body(self: Pin<&mut Self>, end: Option<(Instant, Bound)>, idle: Option<Duration>) {
+        let mut this = self.project();
+        match end {
+            Some((_, bound @ Bound::AttemptTimeout(_))) if this.total.is_some() => {
+                *this.total_bound = bound;
+            }
+            Some((at, bound)) => {
+                let left = at.saturating_duration_since(this.clock.now());
+                this.total.set(Some(this.clock.sleep(left)));
+                *this.total_bound = bound;
+            }
+            None => this.total.set(None),
+        }
+        this.idle.set(idle.map(|idle| this.clock.sleep(idle)));
+        *this.idle_for = idle.unwrap_or_default();
+        *this.moved = false;
+    }
+}
+
 /// The timers of a body whose head just arrived: the rest of `end` (unless the body is a
 /// stream, which the caller reads for as long as it lasts) and the idle timeout.
 /// Inlined: an answer without limits (the default) decides that in two tests.
@@ -154,33 +231,55 @@ where
     if end.is_none() && idle.is_none() {
         return None;
     }
-    Some(timers(clock, end, idle))
+    Some(timers(clock, None, end, idle))
 }
 
-/// The timers of [`watch`], when a limit is set.
-#[inline(never)]
-fn timers<C>(clock: &C, end: Option<(Instant, Bound)>, idle: Option<Duration>) -> Watch
+/// [`watch`] for the answer of an attempt whose limits were `limits`: the body takes their
+/// box over, and their end.
+#[inline]
+pub(crate) fn watch_after<C>(
+    clock: &C,
+    limits: Limits<C>,
+    idle: Option<Duration>,
+    stream: bool,
+) -> Option<Watch>
 where
     C: Clock + Clone + Send + 'static,
     C::Sleep: Send + 'static,
 {
-    let (total, total_bound) = match end {
-        Some((at, bound)) => {
-            let left = at.saturating_duration_since(clock.now());
-            (Some(clock.sleep(left)), bound)
-        }
-        None => (None, Bound::Idle(Duration::ZERO)),
-    };
-    let idle_for = idle.unwrap_or_default();
-    let timers = Timers {
-        total,
-        total_bound,
-        idle: idle.map(|idle| clock.sleep(idle)),
-        idle_for,
-        moved: false,
-        clock: clock.clone(),
-    };
-    Mutex::new(Box::pin(timers))
+    let end = if stream { None } else { limits.end };
+    if end.is_none() && idle.is_none() {
+        return None;
+    }
+    Some(timers(clock, Some(limits), end, idle))
+}
+
+/// The timers of [`watch`] and [`watch_after`] when a limit is set, in `limits`' box if
+/// there is one.
+#[inline(never)]
+fn timers<C>(
+    clock: &C,
+    limits: Option<Limits<C>>,
+    end: Option<(Instant, Bound)>,
+    idle: Option<Duration>,
+) -> Watch
+where
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
+{
+    let mut timers = limits.unwrap_or_else(|| {
+        Box::pin(Timers {
+            total: None,
+            total_bound: Bound::Idle(Duration::ZERO),
+            end: None,
+            idle: None,
+            idle_for: Duration::ZERO,
+            moved: false,
+            clock: clock.clone(),
+        })
+    });
+    timers.as_mut().for_body(end, idle);
+    Mutex::new(timers)
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::attempt::{
-    AttemptFuture, Attempts, FirstAttempt, FirstSpare, LayerResponse, SpareParts, Timed, copy,
+    AttemptFuture, Attempts, FirstAttempt, FirstSpare, LayerResponse, SpareParts, attempt_limits,
+    copy,
 };
 use crate::body::{ReplayBody, ResponseBody};
 use crate::classify::{Classify, DefaultClassify};
@@ -128,7 +129,7 @@ impl<S: fmt::Debug, P, C> fmt::Debug for RetryService<S, P, C> {
 /// budget, a breaker, a deadline or a cancellation token).
 type Loop<S, B, ResB, P, C> = Retry<
     NamedOp<Attempts<S, B, ResB, P, C>>,
-    AttemptFuture<S, B, ResB, P, C, (S, Request<B>), Timed<C>>,
+    AttemptFuture<S, B, ResB, P, C, (S, Request<B>)>,
     Lost<LayerResponse<ResB>>,
     C,
     Hooks<
@@ -179,16 +180,15 @@ where
             .map(CancelToken::cancelled);
         let max_attempts = shared.policy.max_attempts();
         let (policy, protection) = (&shared.policy, &shared.protection);
-        let alone = protection.is_none()
-            && shared.deadline.is_none()
-            && shared.attempt_timeout.is_none()
-            && cancel.is_none();
+        let alone = protection.is_none() && shared.deadline.is_none() && cancel.is_none();
         if alone {
-            // Nothing to admit, nothing to time, no signal to race: the first attempt runs on
-            // its own, and the loop is built only if it fails. Written here, not in a
+            // Nothing to admit, no deadline to start, no signal to race: the first attempt runs
+            // on its own, and the loop is built only if it fails. Written here, not in a
             // method the request is passed to: the request then goes to the service unmoved,
             // the spare is built where the future keeps it, and a call answered at once moves
-            // no loop and few bytes. One attempt allowed: nothing needs replaying.
+            // no loop and few bytes. Timed from before the request is sent. One attempt
+            // allowed: nothing needs replaying.
+            let limits = attempt_limits(shared, None);
             let body = if max_attempts > 1 {
                 request.body().replay()
             } else {
@@ -209,7 +209,7 @@ where
             let future = self.inner.call(request);
             return ResponseFuture {
                 state: State::First {
-                    attempt: FirstAttempt::first(future, call, &self.shared),
+                    attempt: FirstAttempt::first(future, call, &self.shared, limits),
                     spare: Some(spare),
                 },
             };

@@ -126,6 +126,64 @@ async fn h6_a_body_that_stalls_ends_at_the_deadline() {
 }
 
 #[tokio::test]
+async fn h6_a_body_that_stalls_ends_at_the_attempt_timeout_without_a_deadline() {
+    // The first attempt runs without the loop; the timer that timed its head times its body.
+    let server = Server::start(vec![stall()]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock).attempt_timeout(2 * S).build().unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::AttemptTimeout(2 * S)));
+    assert_eq!(
+        (error.reason(), error.attempts()),
+        (StopReason::AfterHead, 1)
+    );
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(clock.elapsed(), 2 * S);
+    // One timer for head and body: no second one started when the head arrived.
+    assert_eq!(clock.sleeps(), vec![2 * S]);
+}
+
+#[tokio::test]
+async fn h6_a_retried_body_that_stalls_ends_at_a_deadline_before_its_attempt_timeout() {
+    // The retry starts 200 ms in: its attempt timeout would end at 4.2 s, the deadline at 4 s.
+    let server = Server::start(vec![Step::Respond(503, vec![], "busy"), stall()]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock).bounded(4 * S, 4 * S).build().unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::Deadline(4 * S)));
+    assert_eq!(
+        (error.reason(), error.attempts()),
+        (StopReason::AfterHead, 2)
+    );
+    assert_eq!(server.seen().len(), 2);
+    assert_eq!(clock.elapsed(), 4 * S);
+}
+
+#[tokio::test]
+async fn h6_an_attempt_timeout_and_an_idle_timeout_time_one_body_together() {
+    // The attempt's timer (5 s) keeps running for the body; the idle timer (2 s) joins it and
+    // fires first.
+    let server = Server::start(vec![stall()]).await;
+    let clock = MockClock::new();
+    let retry = builder(&clock)
+        .attempt_timeout(5 * S)
+        .idle_timeout(2 * S)
+        .build()
+        .unwrap();
+
+    let error = get_body(&clock, &server, retry).await.unwrap_err();
+
+    assert_eq!(bound(&error), Some(Bound::Idle(2 * S)));
+    assert_eq!(clock.elapsed(), 2 * S);
+    // No second timer for the attempt's limit; the idle one restarted after the first frame.
+    assert_eq!(clock.sleeps(), vec![5 * S, 2 * S, 2 * S]);
+}
+
+#[tokio::test]
 async fn h6_a_body_that_stalls_ends_at_the_idle_timeout() {
     let server = Server::start(vec![stall()]).await;
     let clock = MockClock::new();
