@@ -81,6 +81,16 @@ const ROWS: &[(&str, &str, u64)] = &[
         "in process: tower's `Retry`",
         CALLS_IN_PROCESS,
     ),
+    (
+        "inproc/tower+timeout",
+        "in process: tower's `Retry` over its `Timeout`",
+        CALLS_IN_PROCESS,
+    ),
+    (
+        "inproc/tower+bounded",
+        "in process: tower's `Timeout` over its `Retry` over its `Timeout`",
+        CALLS_IN_PROCESS,
+    ),
     ("hyper/bare", "loopback: hyper-util client", CALLS_LOOPBACK),
     (
         "hyper/retry-http",
@@ -204,6 +214,29 @@ fn run(rt: &Runtime, url: &str, key: &str, calls: u64) {
             "inproc/tower" => {
                 let mut service = ServiceBuilder::new()
                     .retry(TowerPolicy(2))
+                    .service(service_fn(ok));
+                for _ in 0..calls {
+                    let response = service.ready().await.unwrap().call(request(url)).await;
+                    black_box(response.unwrap());
+                }
+            }
+            // tower's way to the same limits as retry-http's rows above: a `Timeout` per
+            // attempt, under `Retry`; for a deadline, one more over the whole call.
+            "inproc/tower+timeout" => {
+                let mut service = ServiceBuilder::new()
+                    .retry(TowerPolicy(2))
+                    .timeout(Duration::from_secs(10))
+                    .service(service_fn(ok));
+                for _ in 0..calls {
+                    let response = service.ready().await.unwrap().call(request(url)).await;
+                    black_box(response.unwrap());
+                }
+            }
+            "inproc/tower+bounded" => {
+                let mut service = ServiceBuilder::new()
+                    .timeout(Duration::from_secs(30))
+                    .retry(TowerPolicy(2))
+                    .timeout(Duration::from_secs(10))
                     .service(service_fn(ok));
                 for _ in 0..calls {
                     let response = service.ready().await.unwrap().call(request(url)).await;
