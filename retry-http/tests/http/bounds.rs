@@ -359,3 +359,129 @@ mod through_reqwest {
         assert_eq!(clock.elapsed(), 5 * S);
     }
 }
+
+/// Runs a GET to a server playing `script` under `retry` and returns how the call ended:
+/// reason, attempts, last status, time spent, requests seen, and the error chain.
+async fn ended(
+    script: Vec<Step>,
+    clock: &MockClock,
+    retry: HttpRetryBuilder<DefaultClassify, MockClock>,
+) -> (StopReason, u32, Option<u16>, Duration, usize, String) {
+    let server = Server::start(script).await;
+    let error = get_body(clock, &server, retry.build().unwrap())
+        .await
+        .unwrap_err();
+    let chain = support::chain(&error);
+    // The host and port vary; what follows them is what the call says.
+    let chain = chain
+        .split_once(" gave up")
+        .map_or(chain.clone(), |(_, rest)| rest.to_owned());
+    (
+        error.reason(),
+        error.attempts(),
+        error.status().map(|s| s.as_u16()),
+        clock.elapsed(),
+        server.seen().len(),
+        chain,
+    )
+}
+
+#[tokio::test]
+async fn r5_a_deadline_before_the_attempt_timeout_ends_the_first_attempt() {
+    let clock = MockClock::new();
+    let script = vec![Step::Hang, Step::Hang];
+    let got = ended(script, &clock, builder(&clock).bounded(10 * S, 3 * S)).await;
+
+    let expected = " after 1 attempt: deadline exceeded";
+    assert_eq!(
+        got,
+        (
+            StopReason::DeadlineExceeded,
+            1,
+            None,
+            3 * S,
+            1,
+            expected.into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn r5_an_attempt_timeout_at_the_deadline_is_the_deadline_with_the_timeout_as_cause() {
+    let clock = MockClock::new();
+    let script = vec![Step::Hang, Step::Hang, Step::Hang];
+    let got = ended(script, &clock, builder(&clock).bounded(5 * S, 5 * S)).await;
+
+    let expected =
+        " after 1 attempt: deadline exceeded: no response within the attempt timeout of 5s";
+    assert_eq!(
+        got,
+        (
+            StopReason::DeadlineExceeded,
+            1,
+            None,
+            5 * S,
+            1,
+            expected.into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn r5_an_only_attempt_timing_out_at_the_deadline_is_exhausted() {
+    let clock = MockClock::new();
+    let once = RetryOptions::new()
+        .with_jitter(Jitter::None)
+        .with_max_attempts(1);
+    let retry = builder(&clock).options(once).bounded(5 * S, 5 * S);
+    let got = ended(vec![Step::Hang], &clock, retry).await;
+
+    let expected =
+        " after 1 attempt: attempts exhausted: no response within the attempt timeout of 5s";
+    assert_eq!(
+        got,
+        (StopReason::Exhausted, 1, None, 5 * S, 1, expected.into())
+    );
+}
+
+#[tokio::test]
+async fn r5_the_deadline_cuts_a_later_attempt_naming_the_last_failure() {
+    // Attempts at 0 s and 2.2 s time out after 2 s; the third starts at 4.6 s and is cut at 5 s.
+    let clock = MockClock::new();
+    let script = vec![Step::Hang, Step::Hang, Step::Hang];
+    let got = ended(script, &clock, builder(&clock).bounded(2 * S, 5 * S)).await;
+
+    let expected =
+        " after 3 attempts: deadline exceeded: no response within the attempt timeout of 2s";
+    assert_eq!(
+        got,
+        (
+            StopReason::DeadlineExceeded,
+            3,
+            None,
+            5 * S,
+            3,
+            expected.into()
+        )
+    );
+}
+
+#[tokio::test]
+async fn r5_the_deadline_cuts_a_retry_after_a_503_naming_its_status() {
+    let clock = MockClock::new();
+    let script = vec![Step::Respond(503, vec![], "busy"), Step::Hang];
+    let got = ended(script, &clock, builder(&clock).deadline(3 * S)).await;
+
+    let expected = " after 2 attempts: deadline exceeded; last status 503 Service Unavailable";
+    assert_eq!(
+        got,
+        (
+            StopReason::DeadlineExceeded,
+            2,
+            Some(503),
+            3 * S,
+            2,
+            expected.into()
+        )
+    );
+}
