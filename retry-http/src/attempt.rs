@@ -16,12 +16,12 @@ use retry_toolkit::{Clock, Operation};
 use tower_service::Service;
 
 use crate::body::{ReplayBody, ResponseBody};
-use crate::bound::{Limits, limits, watch, watch_after};
+use crate::bound::{Bound, Limits, limits, watch, watch_after};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
 use crate::error::RetryReport;
-use crate::judge::{Call, Failed, Lost, put, refused, reported};
+use crate::judge::{Call, Failed, Lost, deadline_passed, put, refused, reported};
 use crate::sse::{FirstEvent, is_event_stream};
 use crate::target::Target;
 
@@ -76,19 +76,20 @@ impl<S, B, ResB: Body, P, C> Attempts<S, B, ResB, P, C> {
         }
     }
 
-    /// The attempts of a call whose first attempt ran on its own and failed with `failed`
-    /// (a call without a deadline: the loop's clock starts nothing before it).
+    /// The attempts of a call whose first attempt ran on its own and failed with `failed`;
+    /// the call's deadline, if it has one, passes at `deadline_at`.
     pub(crate) fn resumed(
         spare: Spare<S, B>,
         shared: Arc<Shared<P, C>>,
         failed: Lost<LayerResponse<ResB>>,
+        deadline_at: Option<Instant>,
     ) -> Self {
         Attempts {
             first: None,
             failed: Some(failed),
             spare,
             shared,
-            deadline_at: None,
+            deadline_at,
         }
     }
 }
@@ -113,7 +114,7 @@ where
                 failure: Some(failure),
             };
             // It waits for nothing: no limits.
-            return AttemptFuture::of(step, call, attempt, &self.shared, None);
+            return AttemptFuture::of(step, call, attempt, &self.shared, None, None);
         }
         let (step, call) = match self.first.take() {
             Some((service, request, call)) => (
@@ -140,8 +141,9 @@ where
                 Err(call) => (Step::Refused, call.clone()),
             },
         };
-        let limits = attempt_limits(&self.shared, self.deadline_at);
-        AttemptFuture::of(step, call, attempt, &self.shared, limits)
+        // The loop keeps the call's deadline.
+        let limits = attempt_limits(&self.shared, self.deadline_at, false);
+        AttemptFuture::of(step, call, attempt, &self.shared, limits, self.deadline_at)
     }
 }
 
@@ -193,8 +195,10 @@ where
         call: Call,
         shared: &Arc<Shared<P, C>>,
         limits: Option<Limits<C>>,
+        deadline_at: Option<Instant>,
     ) -> Self {
-        AttemptFuture::of(Step::Calling { future }, call, 1, shared, limits)
+        let step = Step::Calling { future };
+        AttemptFuture::of(step, call, 1, shared, limits, deadline_at)
     }
 }
 
@@ -209,6 +213,11 @@ where
         &self.shared
     }
 
+    /// When the call's deadline passes, if it has one.
+    pub(crate) fn deadline_at(&self) -> Option<Instant> {
+        self.deadline_at
+    }
+
     #[inline]
     fn of(
         step: AttemptStep<S, B, ResB, Q>,
@@ -216,10 +225,12 @@ where
         attempt: u32,
         shared: &Arc<Shared<P, C>>,
         limits: Option<Limits<C>>,
+        deadline_at: Option<Instant>,
     ) -> Self {
         AttemptFuture {
             step,
             limits,
+            deadline_at,
             shared: Arc::clone(shared),
             call: Some(call),
             attempt,
@@ -228,14 +239,16 @@ where
 }
 
 /// The limits of an attempt that starts now under `shared`'s policy, in a call whose deadline
-/// passes at `deadline_at`.
+/// passes at `deadline_at`; an attempt run without the loop keeps that deadline itself
+/// (`own_deadline`).
 #[inline]
 pub(crate) fn attempt_limits<P, C: Clock + Clone>(
     shared: &Shared<P, C>,
     deadline_at: Option<Instant>,
+    own_deadline: bool,
 ) -> Option<Limits<C>> {
     let (clock, timeout) = (shared.policy.clock(), shared.attempt_timeout);
-    limits(clock, timeout, deadline_at, shared.deadline)
+    limits(clock, timeout, deadline_at, shared.deadline, own_deadline)
 }
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of
@@ -310,6 +323,9 @@ pin_project! {
         // Its timeout and when its exchange must be over, if the policy sets either; the
         // answer's body takes them over.
         limits: Option<Limits<C>>,
+        // When the call's deadline passes, if it has one (what the loop needs after a first
+        // attempt run without it).
+        deadline_at: Option<Instant>,
     }
 }
 
@@ -485,10 +501,14 @@ where
                 StepProj::Done => return Poll::Pending,
             }
         }
-        // Waiting: the attempt timeout may end it.
-        let expired = this.limits.as_mut();
-        if expired.is_some_and(|limits| limits.as_mut().attempt_expired(cx)) {
+        // Waiting: the attempt timeout may end it (or the call's deadline, for an attempt that
+        // keeps its own).
+        let limits = this.limits.as_mut();
+        if let Some(bound) = limits.and_then(|limits| limits.as_mut().attempt_expired(cx)) {
             this.step.set(Step::Done);
+            if let Bound::Deadline(_) = bound {
+                return Poll::Ready(Err(deadline_passed(call, attempt)));
+            }
             let timeout = this.shared.attempt_timeout.unwrap_or_default();
             let failed = Failed::TimedOut(timeout);
             return Poll::Ready(Err(failed_attempt(call, this.shared, attempt, failed)));

@@ -148,19 +148,27 @@ pub(crate) fn attempt_end<C: Clock>(
 pub(crate) type Limits<C> = Pin<Box<Timers<C>>>;
 
 /// The limits of an attempt that starts now: its `timeout` and [`attempt_end`]; `None` when
-/// the policy sets neither. Inlined: an attempt without limits (the default) decides that in
-/// two tests.
+/// the policy sets neither. The loop's attempts leave the call's deadline to the loop; one
+/// run without the loop (`own_deadline`) ends itself there, when the deadline comes first.
+/// Inlined: an attempt without limits (the default) decides that in two tests.
 #[inline]
 pub(crate) fn limits<C: Clock + Clone>(
     clock: &C,
     timeout: Option<Duration>,
     deadline_at: Option<Instant>,
     deadline: Option<Duration>,
+    own_deadline: bool,
 ) -> Option<Limits<C>> {
     if timeout.is_none() && deadline_at.is_none() {
         return None;
     }
-    Some(boxed_limits(clock, timeout, deadline_at, deadline))
+    Some(boxed_limits(
+        clock,
+        timeout,
+        deadline_at,
+        deadline,
+        own_deadline,
+    ))
 }
 
 /// The limits of [`limits`] when one is set.
@@ -170,11 +178,24 @@ fn boxed_limits<C: Clock + Clone>(
     timeout: Option<Duration>,
     deadline_at: Option<Instant>,
     deadline: Option<Duration>,
+    own_deadline: bool,
 ) -> Limits<C> {
     let end = attempt_end(clock, timeout, deadline_at, deadline);
+    let (total, total_bound) = match end {
+        // The deadline comes before the attempt timeout (or there is none): the attempt ends
+        // there. At the same instant the timeout fires, as in the loop, which then decides.
+        Some((at, bound @ Bound::Deadline(_))) if own_deadline => {
+            let left = at.saturating_duration_since(clock.now());
+            (Some(clock.sleep(left)), bound)
+        }
+        _ => (
+            timeout.map(|timeout| clock.sleep(timeout)),
+            Bound::AttemptTimeout(timeout.unwrap_or_default()),
+        ),
+    };
     Box::pin(Timers {
-        total: timeout.map(|timeout| clock.sleep(timeout)),
-        total_bound: Bound::AttemptTimeout(timeout.unwrap_or_default()),
+        total,
+        total_bound,
         end,
         idle: None,
         idle_for: Duration::ZERO,
@@ -184,22 +205,21 @@ fn boxed_limits<C: Clock + Clone>(
 }
 
 impl<C: Clock> Timers<C> {
-    /// Whether the attempt timeout ran out (asked while the attempt waits for its response).
-    pub(crate) fn attempt_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
-        let total = self.project().total;
-        total
-            .as_pin_mut()
-            .is_some_and(|sleep| sleep.poll(cx).is_ready())
+    /// The limit that ended the attempt, if one did (asked while the attempt waits for its
+    /// response): its timeout, or the call's deadline for an attempt that keeps its own.
+    pub(crate) fn attempt_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Option<Bound> {
+        let this = self.project();
+        let total = this.total.as_pin_mut();
+        let fired = total.is_some_and(|sleep| sleep.poll(cx).is_ready());
+        fired.then_some(*this.total_bound)
     }
 
     /// Turns the timers to a body's: the rest of `end` and the idle timeout. The attempt's
-    /// timer stays when its timeout is what ends the exchange: it fires at that end already.
+    /// timer stays when the limit it times is what ends the exchange: it fires at that end.
     fn for_body(self: Pin<&mut Self>, end: Option<(Instant, Bound)>, idle: Option<Duration>) {
         let mut this = self.project();
         match end {
-            Some((_, bound @ Bound::AttemptTimeout(_))) if this.total.is_some() => {
-                *this.total_bound = bound;
-            }
+            Some((_, bound)) if this.total.is_some() && bound == *this.total_bound => {}
             Some((at, bound)) => {
                 let left = at.saturating_duration_since(this.clock.now());
                 this.total.set(Some(this.clock.sleep(left)));

@@ -526,3 +526,23 @@ pub(crate) fn refused<R>(call: &Call, attempt: u32) -> Lost<R> {
 #[derive(Debug, thiserror::Error)]
 #[error("the request body gave no copy to send again")]
 struct NotReplayed;
+
+/// The failure of a first attempt run without the loop whose call's deadline passed while it
+/// waited: the call ends there, as the loop ends it (`StopReason::DeadlineExceeded`, no earlier
+/// failure to name).
+pub(crate) fn deadline_passed<R>(call: &Call, attempt: u32) -> Lost<R> {
+    Box::new(Failure {
+        attempt,
+        what: What::Error(Box::new(DeadlinePassed)),
+        verdict: Err(StopReason::DeadlineExceeded),
+        retry_after: None,
+        counts: false,
+        target: call.target.clone(),
+        hook: None,
+    })
+}
+
+/// The call's deadline passed during its first attempt.
+#[derive(Debug, thiserror::Error)]
+#[error("the call's deadline passed during its first attempt")]
+struct DeadlinePassed;

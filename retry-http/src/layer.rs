@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use http_body::Body;
@@ -180,15 +180,18 @@ where
             .map(CancelToken::cancelled);
         let max_attempts = shared.policy.max_attempts();
         let (policy, protection) = (&shared.policy, &shared.protection);
-        let alone = protection.is_none() && shared.deadline.is_none() && cancel.is_none();
+        let deadline_at = shared
+            .deadline
+            .and_then(|budget| policy.clock().now().checked_add(budget));
+        let alone = protection.is_none() && cancel.is_none();
         if alone {
-            // Nothing to admit, no deadline to start, no signal to race: the first attempt runs
-            // on its own, and the loop is built only if it fails. Written here, not in a
-            // method the request is passed to: the request then goes to the service unmoved,
-            // the spare is built where the future keeps it, and a call answered at once moves
-            // no loop and few bytes. Timed from before the request is sent. One attempt
-            // allowed: nothing needs replaying.
-            let limits = attempt_limits(shared, None);
+            // Nothing to admit, no signal to race: the first attempt runs on its own, under
+            // its timeout and the call's deadline, and the loop is built only if it fails.
+            // Written here, not in a method the request is passed to: the request then goes
+            // to the service unmoved, the spare is built where the future keeps it, and a call
+            // answered at once moves no loop and few bytes. Timed from before the request is
+            // sent. One attempt allowed: nothing needs replaying.
+            let limits = attempt_limits(shared, deadline_at, true);
             let body = if max_attempts > 1 {
                 request.body().replay()
             } else {
@@ -209,7 +212,7 @@ where
             let future = self.inner.call(request);
             return ResponseFuture {
                 state: State::First {
-                    attempt: FirstAttempt::first(future, call, &self.shared, limits),
+                    attempt: FirstAttempt::first(future, call, &self.shared, limits, deadline_at),
                     spare: Some(spare),
                 },
             };
@@ -231,9 +234,6 @@ where
         // stays (tower's rule: a call may only use a service that `poll_ready` approved).
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        let deadline_at = shared
-            .deadline
-            .and_then(|budget| policy.clock().now().checked_add(budget));
         let attempts = Attempts::new(ready, spare, request, Arc::clone(shared), call, deadline_at);
         // Without a token the loop has no signal to poll.
         let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
@@ -374,12 +374,15 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
-        let (failure, spare, shared) = match state.as_mut().project() {
+        let (failure, spare, shared, deadline_at) = match state.as_mut().project() {
             StateProj::First { mut attempt, spare } => match attempt.as_mut().poll(cx) {
                 // The attempt named and reported its answer.
                 Poll::Ready(Ok(response)) => return Poll::Ready(Ok(response)),
                 Poll::Ready(Err(failure)) => match spare.take() {
-                    Some(spare) => (failure, spare, Arc::clone(attempt.shared())),
+                    Some(spare) => {
+                        let shared = Arc::clone(attempt.shared());
+                        (failure, spare, shared, attempt.deadline_at())
+                    }
                     None => return Poll::Pending,
                 },
                 Poll::Pending => return Poll::Pending,
@@ -393,12 +396,25 @@ where
             }
         };
         // The first attempt failed: the loop takes over from its failure (whether to retry,
-        // the wait, the next attempts), as if it had run that attempt itself.
-        let target = failure.target.clone();
+        // the wait, the next attempts), as if it had run that attempt itself, with the time
+        // left before the deadline; unless the deadline ended the call with that attempt.
+        let mut target = Some(failure.target.clone());
+        let (max_attempts, ceiling) = (
+            shared.policy.max_attempts(),
+            shared.policy.max_retry_after(),
+        );
+        let (failure, left) =
+            match after_first(failure, deadline_at, shared.policy.clock(), max_attempts) {
+                After::Loop(failure, left) => (failure, left),
+                After::Ended(end) => return answer(Err(end), &mut target, max_attempts, ceiling),
+            };
+        let Some(target) = target else {
+            return Poll::Pending;
+        };
         // The spare's method and URI, kept in the target until now.
         let spare = spare.map(|(service, parts)| (service, parts.request(&target)));
-        let attempts = Attempts::resumed(spare, Arc::clone(&shared), failure);
-        let limits = Limited::new(None, None);
+        let attempts = Attempts::resumed(spare, Arc::clone(&shared), failure, deadline_at);
+        let limits = Limited::new(left, None);
         state.set(State::Running {
             run: looping(attempts, limits, guard(&shared.protection), target, &shared),
         });
@@ -407,6 +423,54 @@ where
             _ => Poll::Pending,
         }
     }
+}
+
+/// Where a call whose first attempt ran without the loop goes from that attempt's failure.
+enum After<R> {
+    /// To the loop, with the time left before the deadline, if the call has one.
+    Loop(Lost<R>, Option<Duration>),
+    /// Nowhere: the deadline ended the call with that attempt, as the loop would have ended it.
+    Ended(RetryError<Lost<R>>),
+}
+
+/// Decides [`After`] for `failure`, the first attempt's, in a call whose deadline passes at
+/// `deadline_at`.
+fn after_first<R, C: Clock>(
+    failure: Lost<R>,
+    deadline_at: Option<Instant>,
+    clock: &C,
+    max_attempts: u32,
+) -> After<R> {
+    let attempts = failure.attempt;
+    // The deadline passed while the attempt waited: nothing earlier to name.
+    if failure.verdict == Err(StopReason::DeadlineExceeded) {
+        return After::Ended(RetryError::DeadlineExceeded {
+            attempts,
+            last: None,
+        });
+    }
+    let Some(deadline_at) = deadline_at else {
+        return After::Loop(failure, None);
+    };
+    let left = deadline_at.saturating_duration_since(clock.now());
+    if !left.is_zero() {
+        return After::Loop(failure, Some(left));
+    }
+    // It failed at the very instant the deadline passed (its timeout ran out then): a loop
+    // started now would stop before its first attempt, so the decision the loop makes after
+    // a failure with no time left is made here. A failure it would retry ends the call with
+    // the deadline, naming it; one it would not (or one whose server asked to wait) ends it
+    // as its own judgement says.
+    let retried =
+        failure.verdict.is_ok() && attempts < max_attempts && failure.retry_after.is_none();
+    After::Ended(if retried {
+        RetryError::DeadlineExceeded {
+            attempts,
+            last: Some(failure),
+        }
+    } else {
+        RetryError::Operation(failure)
+    })
 }
 
 /// The loop's end as the call's answer, whose body names the call's target from now on.
