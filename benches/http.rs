@@ -164,25 +164,31 @@ fn ok(_: Request<Body>) -> Ready<Result<Response<Body>, Infallible>> {
     ready(Ok(Response::new(Full::new(Bytes::from_static(b"ok")))))
 }
 
+/// `calls` calls through `service`, in process, each answer kept from the optimizer.
+async fn in_process<S>(mut service: S, url: &str, calls: u64)
+where
+    S: Service<Request<Body>>,
+    S::Error: std::fmt::Debug,
+{
+    for _ in 0..calls {
+        let response = service.ready().await.unwrap().call(request(url)).await;
+        black_box(response.unwrap());
+    }
+}
+
 /// Runs `calls` calls of row `key` on `rt`.
 fn run(rt: &Runtime, url: &str, key: &str, calls: u64) {
     rt.block_on(async {
         match key {
             "inproc/bare" => {
-                let mut service = service_fn(ok);
-                for _ in 0..calls {
-                    let response = service.ready().await.unwrap().call(request(url)).await;
-                    black_box(response.unwrap());
-                }
+                let service = service_fn(ok);
+                in_process(service, url, calls).await;
             }
             "inproc/retry-http" => {
-                let mut service = ServiceBuilder::new()
+                let service = ServiceBuilder::new()
                     .layer(HttpRetry::default().layer())
                     .service(service_fn(ok));
-                for _ in 0..calls {
-                    let response = service.ready().await.unwrap().call(request(url)).await;
-                    black_box(response.unwrap());
-                }
+                in_process(service, url, calls).await;
             }
             "inproc/retry-http+breaker"
             | "inproc/retry-http+breaker+budget"
@@ -203,45 +209,33 @@ fn run(rt: &Runtime, url: &str, key: &str, calls: u64) {
                     retry
                 };
                 let retry = retry.build().expect("valid settings");
-                let mut service = ServiceBuilder::new()
+                let service = ServiceBuilder::new()
                     .layer(retry.layer())
                     .service(service_fn(ok));
-                for _ in 0..calls {
-                    let response = service.ready().await.unwrap().call(request(url)).await;
-                    black_box(response.unwrap());
-                }
+                in_process(service, url, calls).await;
             }
             "inproc/tower" => {
-                let mut service = ServiceBuilder::new()
+                let service = ServiceBuilder::new()
                     .retry(TowerPolicy(2))
                     .service(service_fn(ok));
-                for _ in 0..calls {
-                    let response = service.ready().await.unwrap().call(request(url)).await;
-                    black_box(response.unwrap());
-                }
+                in_process(service, url, calls).await;
             }
             // tower's way to the same limits as retry-http's rows above: a `Timeout` per
             // attempt, under `Retry`; for a deadline, one more over the whole call.
             "inproc/tower+timeout" => {
-                let mut service = ServiceBuilder::new()
+                let service = ServiceBuilder::new()
                     .retry(TowerPolicy(2))
                     .timeout(Duration::from_secs(10))
                     .service(service_fn(ok));
-                for _ in 0..calls {
-                    let response = service.ready().await.unwrap().call(request(url)).await;
-                    black_box(response.unwrap());
-                }
+                in_process(service, url, calls).await;
             }
             "inproc/tower+bounded" => {
-                let mut service = ServiceBuilder::new()
+                let service = ServiceBuilder::new()
                     .timeout(Duration::from_secs(30))
                     .retry(TowerPolicy(2))
                     .timeout(Duration::from_secs(10))
                     .service(service_fn(ok));
-                for _ in 0..calls {
-                    let response = service.ready().await.unwrap().call(request(url)).await;
-                    black_box(response.unwrap());
-                }
+                in_process(service, url, calls).await;
             }
             "hyper/bare" => {
                 let mut client = hyper_client();

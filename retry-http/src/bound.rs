@@ -235,7 +235,6 @@ impl<C: Clock> Timers<C> {
 
 /// The timers of a body whose head just arrived: the rest of `end` (unless the body is a
 /// stream, which the caller reads for as long as it lasts) and the idle timeout.
-/// Inlined: an answer without limits (the default) decides that in two tests.
 #[inline]
 pub(crate) fn watch<C>(
     clock: &C,
@@ -247,11 +246,7 @@ where
     C: Clock + Clone + Send + 'static,
     C::Sleep: Send + 'static,
 {
-    let end = if stream { None } else { end };
-    if end.is_none() && idle.is_none() {
-        return None;
-    }
-    Some(timers(clock, None, end, idle))
+    watch_in(clock, None, end, idle, stream)
 }
 
 /// [`watch`] for the answer of an attempt whose limits were `limits`: the body takes their
@@ -267,11 +262,29 @@ where
     C: Clock + Clone + Send + 'static,
     C::Sleep: Send + 'static,
 {
-    let end = if stream { None } else { limits.end };
+    let end = limits.end;
+    watch_in(clock, Some(limits), end, idle, stream)
+}
+
+/// [`watch`] in `limits`' box, if there is one. Inlined: an answer without limits (the
+/// default) decides that in two tests.
+#[inline]
+fn watch_in<C>(
+    clock: &C,
+    limits: Option<Limits<C>>,
+    end: Option<(Instant, Bound)>,
+    idle: Option<Duration>,
+    stream: bool,
+) -> Option<Watch>
+where
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
+{
+    let end = if stream { None } else { end };
     if end.is_none() && idle.is_none() {
         return None;
     }
-    Some(timers(clock, Some(limits), end, idle))
+    Some(timers(clock, limits, end, idle))
 }
 
 /// The timers of [`watch`] and [`watch_after`] when a limit is set, in `limits`' box if

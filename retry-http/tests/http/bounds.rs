@@ -360,128 +360,60 @@ mod through_reqwest {
     }
 }
 
-/// Runs a GET to a server playing `script` under `retry` and returns how the call ended:
-/// reason, attempts, last status, time spent, requests seen, and the error chain.
-async fn ended(
-    script: Vec<Step>,
-    clock: &MockClock,
-    retry: HttpRetryBuilder<DefaultClassify, MockClock>,
-) -> (StopReason, u32, Option<u16>, Duration, usize, String) {
-    let server = Server::start(script).await;
-    let error = get_body(clock, &server, retry.build().unwrap())
-        .await
-        .unwrap_err();
-    let chain = support::chain(&error);
-    // The host and port vary; what follows them is what the call says.
-    let chain = chain
-        .split_once(" gave up")
-        .map_or(chain.clone(), |(_, rest)| rest.to_owned());
-    (
-        error.reason(),
-        error.attempts(),
-        error.status().map(|s| s.as_u16()),
-        clock.elapsed(),
-        server.seen().len(),
-        chain,
-    )
-}
-
+/// How a call with a deadline ends, its first attempt run in the loop or without it: the
+/// loop's answers, pinned as (reason, attempts, last status, mock time, requests, message).
 #[tokio::test]
-async fn r5_a_deadline_before_the_attempt_timeout_ends_the_first_attempt() {
-    let clock = MockClock::new();
-    let script = vec![Step::Hang, Step::Hang];
-    let got = ended(script, &clock, builder(&clock).bounded(10 * S, 3 * S)).await;
-
-    let expected = " after 1 attempt: deadline exceeded";
-    assert_eq!(
-        got,
-        (
-            StopReason::DeadlineExceeded,
-            1,
-            None,
-            3 * S,
-            1,
-            expected.into()
-        )
-    );
-}
-
-#[tokio::test]
-async fn r5_an_attempt_timeout_at_the_deadline_is_the_deadline_with_the_timeout_as_cause() {
-    let clock = MockClock::new();
-    let script = vec![Step::Hang, Step::Hang, Step::Hang];
-    let got = ended(script, &clock, builder(&clock).bounded(5 * S, 5 * S)).await;
-
-    let expected =
-        " after 1 attempt: deadline exceeded: no response within the attempt timeout of 5s";
-    assert_eq!(
-        got,
-        (
-            StopReason::DeadlineExceeded,
-            1,
-            None,
-            5 * S,
-            1,
-            expected.into()
-        )
-    );
-}
-
-#[tokio::test]
-async fn r5_an_only_attempt_timing_out_at_the_deadline_is_exhausted() {
-    let clock = MockClock::new();
-    let once = RetryOptions::new()
-        .with_jitter(Jitter::None)
-        .with_max_attempts(1);
-    let retry = builder(&clock).options(once).bounded(5 * S, 5 * S);
-    let got = ended(vec![Step::Hang], &clock, retry).await;
-
-    let expected =
-        " after 1 attempt: attempts exhausted: no response within the attempt timeout of 5s";
-    assert_eq!(
-        got,
-        (StopReason::Exhausted, 1, None, 5 * S, 1, expected.into())
-    );
-}
-
-#[tokio::test]
-async fn r5_the_deadline_cuts_a_later_attempt_naming_the_last_failure() {
-    // Attempts at 0 s and 2.2 s time out after 2 s; the third starts at 4.6 s and is cut at 5 s.
-    let clock = MockClock::new();
-    let script = vec![Step::Hang, Step::Hang, Step::Hang];
-    let got = ended(script, &clock, builder(&clock).bounded(2 * S, 5 * S)).await;
-
-    let expected =
-        " after 3 attempts: deadline exceeded: no response within the attempt timeout of 2s";
-    assert_eq!(
-        got,
-        (
-            StopReason::DeadlineExceeded,
-            3,
-            None,
-            5 * S,
-            3,
-            expected.into()
-        )
-    );
-}
-
-#[tokio::test]
-async fn r5_the_deadline_cuts_a_retry_after_a_503_naming_its_status() {
-    let clock = MockClock::new();
-    let script = vec![Step::Respond(503, vec![], "busy"), Step::Hang];
-    let got = ended(script, &clock, builder(&clock).deadline(3 * S)).await;
-
-    let expected = " after 2 attempts: deadline exceeded; last status 503 Service Unavailable";
-    assert_eq!(
-        got,
-        (
-            StopReason::DeadlineExceeded,
-            2,
-            Some(503),
-            3 * S,
-            2,
-            expected.into()
-        )
-    );
+async fn r5_a_deadline_ends_a_call_as_the_loop_decides() {
+    use StopReason::{DeadlineExceeded as Deadline, Exhausted};
+    const NO_ANSWER: &str = ": no response within the attempt timeout of";
+    // (what happens, the script, the attempt timeout, the deadline, attempts allowed, the end)
+    #[rustfmt::skip]
+    let cases = [
+        ("a deadline before the attempt timeout", 2, Some(10), 3, 3,
+            (Deadline, 1, None, 3, 1, " after 1 attempt: deadline exceeded".to_owned())),
+        ("an attempt timeout at the deadline's instant", 3, Some(5), 5, 3,
+            (Deadline, 1, None, 5, 1, format!(" after 1 attempt: deadline exceeded{NO_ANSWER} 5s"))),
+        ("the only attempt timing out at the deadline's instant", 1, Some(5), 5, 1,
+            (Exhausted, 1, None, 5, 1, format!(" after 1 attempt: attempts exhausted{NO_ANSWER} 5s"))),
+        // Attempts at 0 s and 2.2 s time out after 2 s; the third starts at 4.6 s, cut at 5 s.
+        ("a deadline cutting a third attempt", 3, Some(2), 5, 3,
+            (Deadline, 3, None, 5, 3, format!(" after 3 attempts: deadline exceeded{NO_ANSWER} 2s"))),
+        // A 503 first (0 hangs: see below), then a retry that hangs until the deadline.
+        ("a deadline cutting a retry after a 503", 0, None, 3, 3,
+            (Deadline, 2, Some(503), 3, 2, " after 2 attempts: deadline exceeded; last status 503 Service Unavailable".to_owned())),
+    ];
+    for (what, hangs, timeout, deadline, attempts, expected) in cases {
+        let script = match hangs {
+            0 => vec![Step::Respond(503, vec![], "busy"), Step::Hang],
+            n => (0..n).map(|_| Step::Hang).collect(),
+        };
+        let clock = MockClock::new();
+        let options = RetryOptions::new()
+            .with_jitter(Jitter::None)
+            .with_max_attempts(attempts);
+        let mut retry = builder(&clock).options(options).deadline(deadline * S);
+        if let Some(timeout) = timeout {
+            retry = retry.attempt_timeout(timeout * S);
+        }
+        let server = Server::start(script).await;
+        let error = get_body(&clock, &server, retry.build().unwrap())
+            .await
+            .unwrap_err();
+        // The host and port vary; what follows them is what the call says.
+        let chain = support::chain(&error);
+        let said = chain
+            .split_once(" gave up")
+            .map_or(chain.as_str(), |(_, rest)| rest);
+        let got = (
+            error.reason(),
+            error.attempts(),
+            error.status().map(|status| status.as_u16()),
+            clock.elapsed(),
+            server.seen().len(),
+            said.to_owned(),
+        );
+        let (reason, attempts, status, secs, requests, message) = expected;
+        let expected = (reason, attempts, status, secs * S, requests, message);
+        assert_eq!(got, expected, "{what}");
+    }
 }

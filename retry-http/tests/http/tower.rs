@@ -884,46 +884,14 @@ fn o3_options_are_validated_with_the_usual_messages() {
 /// a clone to be ready.
 #[tokio::test]
 async fn h1_a_first_attempt_alone_calls_the_service_from_call() {
-    let server = Server::start(vec![
-        Step::Respond(503, vec![], "busy"),
-        Step::Respond(200, vec![], "ok"),
-    ])
-    .await;
     let clock = MockClock::new();
-    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = {
-        let calls = std::sync::Arc::clone(&calls);
-        let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
-        tower::service_fn(move |request: Request<Body>| {
-            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            client.request(request)
-        })
-    };
-    let mut client = ServiceBuilder::new()
-        .layer(retry(&clock).layer())
-        .service(counted);
-
-    let call = client.ready().await.unwrap().call(get(&server.url("/")));
-    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
-    let response = drive(&clock, &[], call).await.unwrap();
-
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(report(&response), Some((2, None)));
-    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
-    assert_eq!(server.seen().len(), 2);
-    server.assert_script_done();
+    first_attempt_alone(&clock, retry(&clock)).await;
 }
 
-/// A call with a deadline and an attempt timeout, but no budget, breaker or token, runs its
-/// first attempt without the loop too: the service is called from `call`; the retry runs in
-/// the loop, under what is left of the deadline.
+/// So does one with a deadline and an attempt timeout: the retry then runs in the loop, under
+/// what is left of the deadline.
 #[tokio::test]
 async fn h1_a_bounded_first_attempt_alone_calls_the_service_from_call() {
-    let server = Server::start(vec![
-        Step::Respond(503, vec![], "busy"),
-        Step::Respond(200, vec![], "ok"),
-    ])
-    .await;
     let clock = MockClock::new();
     let bounded = HttpRetry::builder()
         .options(options())
@@ -931,6 +899,19 @@ async fn h1_a_bounded_first_attempt_alone_calls_the_service_from_call() {
         .clock(clock.clone())
         .build()
         .unwrap();
+    first_attempt_alone(&clock, bounded).await;
+}
+
+/// A 503, then a 200, through `retry` over a service that counts its calls.
+async fn first_attempt_alone(
+    clock: &MockClock,
+    retry: HttpRetry<retry_http::DefaultClassify, MockClock>,
+) {
+    let server = Server::start(vec![
+        Step::Respond(503, vec![], "busy"),
+        Step::Respond(200, vec![], "ok"),
+    ])
+    .await;
     let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = {
         let calls = std::sync::Arc::clone(&calls);
@@ -940,13 +921,11 @@ async fn h1_a_bounded_first_attempt_alone_calls_the_service_from_call() {
             client.request(request)
         })
     };
-    let mut client = ServiceBuilder::new()
-        .layer(bounded.layer())
-        .service(counted);
+    let mut client = ServiceBuilder::new().layer(retry.layer()).service(counted);
 
     let call = client.ready().await.unwrap().call(get(&server.url("/")));
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
-    // Time moves only while the server is quiet: the 2 s timeout never fires.
+    // Time moves only while the server is quiet: an attempt timeout never fires.
     let response = clock.run_watching(server.io(), call).await.unwrap();
 
     assert_eq!(response.status(), StatusCode::OK);
