@@ -114,6 +114,11 @@ const ROWS: &[(&str, &str, u64)] = &[
         CALLS_LOOPBACK,
     ),
     (
+        "reqwest/retry-http+bounded",
+        "loopback: reqwest + retry-http's middleware, an attempt timeout and a deadline",
+        CALLS_LOOPBACK,
+    ),
+    (
         "reqwest/reqwest-retry",
         "loopback: reqwest + reqwest-retry",
         CALLS_LOOPBACK,
@@ -269,10 +274,20 @@ fn run(rt: &Runtime, url: &str, key: &str, calls: u64) {
                     black_box(response.bytes().await.unwrap());
                 }
             }
-            "reqwest/chain" | "reqwest/retry-http" | "reqwest/reqwest-retry" => {
+            "reqwest/chain"
+            | "reqwest/retry-http"
+            | "reqwest/retry-http+bounded"
+            | "reqwest/reqwest-retry" => {
                 let builder = reqwest_middleware::ClientBuilder::new(reqwest_client());
                 let client = match key {
                     "reqwest/retry-http" => builder.with(HttpRetry::default().middleware()),
+                    "reqwest/retry-http+bounded" => builder.with(
+                        HttpRetry::builder()
+                            .bounded(Duration::from_secs(10), Duration::from_secs(30))
+                            .build()
+                            .expect("valid settings")
+                            .middleware(),
+                    ),
                     "reqwest/reqwest-retry" => {
                         let policy = reqwest_retry::policies::ExponentialBackoff::builder()
                             .build_with_max_retries(2);
