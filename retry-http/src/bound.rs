@@ -181,18 +181,7 @@ fn boxed_limits<C: Clock + Clone>(
     own_deadline: bool,
 ) -> Limits<C> {
     let end = attempt_end(clock, timeout, deadline_at, deadline);
-    let (total, total_bound) = match end {
-        // The deadline comes before the attempt timeout (or there is none): the attempt ends
-        // there. At the same instant the timeout fires, as in the loop, which then decides.
-        Some((at, bound @ Bound::Deadline(_))) if own_deadline => {
-            let left = at.saturating_duration_since(clock.now());
-            (Some(clock.sleep(left)), bound)
-        }
-        _ => (
-            timeout.map(|timeout| clock.sleep(timeout)),
-            Bound::AttemptTimeout(timeout.unwrap_or_default()),
-        ),
-    };
+    let (total, total_bound) = attempt_timer(clock, timeout, end, own_deadline);
     Box::pin(Timers {
         total,
         total_bound,
@@ -202,6 +191,28 @@ fn boxed_limits<C: Clock + Clone>(
         moved: false,
         clock: clock.clone(),
     })
+}
+
+/// The timer an attempt waits for its response under, and the limit it enforces: the attempt
+/// timeout; or, for an attempt that keeps the call's deadline itself (`own_deadline`: one run
+/// without the loop), the deadline when that comes first or alone (`end` says which). At the
+/// same instant the timeout fires, as in the loop, which then decides.
+pub(crate) fn attempt_timer<C: Clock>(
+    clock: &C,
+    timeout: Option<Duration>,
+    end: Option<(Instant, Bound)>,
+    own_deadline: bool,
+) -> (Option<C::Sleep>, Bound) {
+    match end {
+        Some((at, bound @ Bound::Deadline(_))) if own_deadline => {
+            let left = at.saturating_duration_since(clock.now());
+            (Some(clock.sleep(left)), bound)
+        }
+        _ => (
+            timeout.map(|timeout| clock.sleep(timeout)),
+            Bound::AttemptTimeout(timeout.unwrap_or_default()),
+        ),
+    }
 }
 
 impl<C: Clock> Timers<C> {

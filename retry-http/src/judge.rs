@@ -6,7 +6,7 @@
 //! are the plain functions here, so that the layer's future type can name them.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{HeaderMap, Method, StatusCode};
 use retry_toolkit::protect::{Chosen, Counts, Protected};
@@ -546,3 +546,51 @@ pub(crate) fn deadline_passed<R>(call: &Call, attempt: u32) -> Lost<R> {
 #[derive(Debug, thiserror::Error)]
 #[error("the call's deadline passed during its first attempt")]
 struct DeadlinePassed;
+
+/// Where a call whose first attempt ran without the loop goes from that attempt's failure.
+pub(crate) enum After<R> {
+    /// To the loop, with the time left before the deadline, if the call has one.
+    Loop(Lost<R>, Option<Duration>),
+    /// Nowhere: the deadline ended the call with that attempt, as the loop would have ended it.
+    Ended(RetryError<Lost<R>>),
+}
+
+/// Decides [`After`] for `failure`, the first attempt's, in a call whose deadline passes at
+/// `deadline_at`.
+pub(crate) fn after_first<R, C: Clock>(
+    failure: Lost<R>,
+    deadline_at: Option<Instant>,
+    clock: &C,
+    max_attempts: u32,
+) -> After<R> {
+    let attempts = failure.attempt;
+    // The deadline passed while the attempt waited: nothing earlier to name.
+    if failure.verdict == Err(StopReason::DeadlineExceeded) {
+        return After::Ended(RetryError::DeadlineExceeded {
+            attempts,
+            last: None,
+        });
+    }
+    let Some(deadline_at) = deadline_at else {
+        return After::Loop(failure, None);
+    };
+    let left = deadline_at.saturating_duration_since(clock.now());
+    if !left.is_zero() {
+        return After::Loop(failure, Some(left));
+    }
+    // It failed at the very instant the deadline passed (its timeout ran out then): a loop
+    // started now would stop before its first attempt, so the decision the loop makes after
+    // a failure with no time left is made here. A failure it would retry ends the call with
+    // the deadline, naming it; one it would not (or one whose server asked to wait) ends it
+    // as its own judgement says.
+    let retried =
+        failure.verdict.is_ok() && attempts < max_attempts && failure.retry_after.is_none();
+    After::Ended(if retried {
+        RetryError::DeadlineExceeded {
+            attempts,
+            last: Some(failure),
+        }
+    } else {
+        RetryError::Operation(failure)
+    })
+}

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::{Request, Response};
 use http_body::Body;
@@ -30,7 +30,8 @@ use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{BoxError, Error, StopReason};
 use crate::judge::{
-    Call, Guard, HintFn, Lost, NotifyFn, TARGET, WhenFn, finish, guard, hint, may_retry, retrying,
+    After, Call, Guard, HintFn, Lost, NotifyFn, TARGET, WhenFn, after_first, finish, guard, hint,
+    may_retry, retrying,
 };
 use crate::method::apply_key;
 use crate::target::Target;
@@ -423,54 +424,6 @@ where
             _ => Poll::Pending,
         }
     }
-}
-
-/// Where a call whose first attempt ran without the loop goes from that attempt's failure.
-enum After<R> {
-    /// To the loop, with the time left before the deadline, if the call has one.
-    Loop(Lost<R>, Option<Duration>),
-    /// Nowhere: the deadline ended the call with that attempt, as the loop would have ended it.
-    Ended(RetryError<Lost<R>>),
-}
-
-/// Decides [`After`] for `failure`, the first attempt's, in a call whose deadline passes at
-/// `deadline_at`.
-fn after_first<R, C: Clock>(
-    failure: Lost<R>,
-    deadline_at: Option<Instant>,
-    clock: &C,
-    max_attempts: u32,
-) -> After<R> {
-    let attempts = failure.attempt;
-    // The deadline passed while the attempt waited: nothing earlier to name.
-    if failure.verdict == Err(StopReason::DeadlineExceeded) {
-        return After::Ended(RetryError::DeadlineExceeded {
-            attempts,
-            last: None,
-        });
-    }
-    let Some(deadline_at) = deadline_at else {
-        return After::Loop(failure, None);
-    };
-    let left = deadline_at.saturating_duration_since(clock.now());
-    if !left.is_zero() {
-        return After::Loop(failure, Some(left));
-    }
-    // It failed at the very instant the deadline passed (its timeout ran out then): a loop
-    // started now would stop before its first attempt, so the decision the loop makes after
-    // a failure with no time left is made here. A failure it would retry ends the call with
-    // the deadline, naming it; one it would not (or one whose server asked to wait) ends it
-    // as its own judgement says.
-    let retried =
-        failure.verdict.is_ok() && attempts < max_attempts && failure.retry_after.is_none();
-    After::Ended(if retried {
-        RetryError::DeadlineExceeded {
-            attempts,
-            last: Some(failure),
-        }
-    } else {
-        RetryError::Operation(failure)
-    })
 }
 
 /// The loop's end as the call's answer, whose body names the call's target from now on.

@@ -17,13 +17,13 @@ use retry_toolkit::middleware::WaitForCancellation;
 use retry_toolkit::{CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited};
 
 use crate::body::ResponseBody;
-use crate::bound::{Bound, attempt_end, watch};
+use crate::bound::{Bound, attempt_end, attempt_timer, watch};
 use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{Error, RetryReport};
 use crate::judge::{
-    Answer, Call, Failed, Lost, TARGET, finish, guard, hint, may_retry, put, refused, reported,
-    retrying,
+    After, Answer, Call, Failed, Lost, TARGET, after_first, deadline_passed, finish, guard, hint,
+    may_retry, put, refused, reported, retrying,
 };
 use crate::layer::Cancel;
 use crate::method::apply_key;
@@ -147,7 +147,10 @@ where
         } else {
             None
         };
-        let alone = shared.protection.is_none() && shared.deadline.is_none() && cancel.is_none();
+        let deadline_at = shared
+            .deadline
+            .and_then(|budget| shared.policy.clock().now().checked_add(budget));
+        let alone = shared.protection.is_none() && cancel.is_none();
         // A call run alone with a spare names its target from the spare, only when something
         // reads it (a failure, a timed or streamed body): a call answered at once never does.
         let named = match &spare {
@@ -171,12 +174,14 @@ where
                 spare,
                 first: Ok(request),
                 cancel,
+                deadline: (deadline_at, shared.deadline),
             };
             return Box::pin(looping(shared, rest, next, extensions)).await;
         }
-        // Nothing to admit, no deadline to start, no signal to race: the first attempt runs on
-        // its own, and the loop is built only if it fails. A call answered at once moves no
-        // loop, and its future (which the middleware chain boxes) holds no loop's room.
+        // Nothing to admit, no signal to race: the first attempt runs on its own, under its
+        // timeout and the call's deadline, and the loop is built only if it fails. A call
+        // answered at once moves no loop, and its future (which the middleware chain boxes)
+        // holds no loop's room.
         let turn = Turn {
             call: &call,
             naming: match &spare {
@@ -184,22 +189,34 @@ where
                 None => Naming::Known(&call.target),
             },
             number: 1,
+            own_deadline: true,
         };
         // The rest of the chain gets the request now (its future holds it, ours need not) and
         // a copy of the extensions, which the retries copy again from the caller's.
         let mut own = extensions.clone();
         let running = next.clone().run(request, &mut own);
-        let failure = match attempt(shared, &turn, None, Some(running)).await {
+        let failure = match attempt(shared, &turn, deadline_at, Some(running)).await {
             Ok(response) => return Ok(response),
             Err(failure) => failure,
         };
         // The loop's attempts and its end name the target from here on.
         call.target = failure.target.clone();
+        let policy = &shared.policy;
+        let (max_attempts, ceiling) = (policy.max_attempts(), policy.max_retry_after());
+        let (failure, left) = match after_first(failure, deadline_at, policy.clock(), max_attempts)
+        {
+            After::Loop(failure, left) => (failure, left),
+            After::Ended(end) => {
+                let ended = finish(Err(end), &call.target, max_attempts, ceiling);
+                return ended.map_err(reqwest_middleware::Error::middleware);
+            }
+        };
         let rest = Rest {
             call,
             spare,
             first: Err(failure),
             cancel: None,
+            deadline: (deadline_at, left),
         };
         // Boxed: only a call whose first attempt failed pays for the loop's room.
         Box::pin(looping(shared, rest, next, extensions)).await
@@ -207,13 +224,14 @@ where
 }
 
 /// What a call's loop starts from: what its attempts judge by, the spare request the retries
-/// copy, the first request (or the failure of a first attempt run on its own), and the
-/// call's cancellation signal.
+/// copy, the first request (or the failure of a first attempt run on its own), the call's
+/// cancellation signal, and its deadline (when it passes, and the time the loop has left).
 struct Rest {
     call: Call,
     spare: Option<Request>,
     first: Result<Request, Lost<Response>>,
     cancel: Option<WaitForCancellation>,
+    deadline: (Option<Instant>, Option<std::time::Duration>),
 }
 
 /// A call's retry loop, from its first attempt or from the failure of one run on its own.
@@ -233,14 +251,12 @@ where
         spare,
         first,
         cancel,
+        deadline: (deadline_at, budget),
     } = rest;
     let (mut first, mut failed) = match first {
         Ok(request) => (Some(request), None),
         Err(failure) => (None, Some(failure)),
     };
-    let deadline_at = shared
-        .deadline
-        .and_then(|budget| shared.policy.clock().now().checked_add(budget));
     let (call, next) = (&call, &next);
     let op = move |n: u32| {
         // The loop's first attempt is the one that already failed, if one did.
@@ -260,6 +276,8 @@ where
                         call,
                         naming: Naming::Known(&call.target),
                         number: n,
+                        // The loop keeps the call's deadline.
+                        own_deadline: false,
                     };
                     let mut own = extensions.clone();
                     let running = request.map(|request| next.run(request, &mut own));
@@ -273,7 +291,7 @@ where
     let hint: fn(&Lost<Response>) -> Option<std::time::Duration> = hint;
     let hooks = Hooks::new(FromPolicy, when, notify, hint);
     // Without a token the loop has no signal to poll.
-    let limits = Limited::new(shared.deadline, cancel.map(|wait| Cancel(Some(wait))));
+    let limits = Limited::new(budget, cancel.map(|wait| Cancel(Some(wait))));
     // The loop is built in one step (each builder method would move the whole loop, the spare
     // request included), under the budget and the breaker that are set.
     let stops = EarlyStop::new(limits, guard(&shared.protection));
@@ -304,11 +322,13 @@ impl Naming<'_> {
 }
 
 /// Which attempt of which call: what it judges by, what names the target of what it returns
-/// (a failure, a body that can fail: `call`'s may name its method only), its number from 1.
+/// (a failure, a body that can fail: `call`'s may name its method only), its number from 1,
+/// and whether it keeps the call's deadline itself (a first attempt run without the loop).
 struct Turn<'a> {
     call: &'a Call,
     naming: Naming<'a>,
     number: u32,
+    own_deadline: bool,
 }
 
 /// The rest of the chain, running with one attempt's request.
@@ -331,6 +351,7 @@ where
         call,
         ref naming,
         number: attempt,
+        own_deadline,
     } = *turn;
     let Some(running) = running else {
         let mut failure = refused(call, attempt);
@@ -339,8 +360,8 @@ where
     };
     let clock = shared.policy.clock();
     let timeout = shared.attempt_timeout;
-    let sleep = timeout.map(|timeout| clock.sleep(timeout));
     let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
+    let (sleep, _) = attempt_timer(clock, timeout, end, own_deadline);
     let exchange = exchange(shared, turn, end, running);
     let outcome = match (Timed {
         future: exchange,
@@ -349,6 +370,12 @@ where
     .await
     {
         Some(outcome) => outcome,
+        // The call's deadline, which this attempt keeps: the call ends as the loop ends it.
+        None if own_deadline && matches!(end, Some((_, Bound::Deadline(_)))) => {
+            let mut failure = deadline_passed(call, attempt);
+            failure.target = naming.target();
+            return Err(failure);
+        }
         None => Err(Failed::TimedOut(timeout.unwrap_or_default())),
     };
     match outcome {

@@ -342,6 +342,20 @@ mod through_reqwest {
     }
 
     #[tokio::test]
+    async fn r5_reqwest_a_deadline_ends_a_call_as_the_loop_decides() {
+        for (what, case, expected) in deadline_cases() {
+            let (clock, server, retry) = deadline_case(case).await;
+            let client = support::reqwest_client(&retry);
+            let error = support::reqwest_get(&clock, &server, &client)
+                .await
+                .unwrap_err();
+            let error = support::middleware_error(error);
+            let ours = error.downcast_ref::<Error>().unwrap();
+            assert_eq!(how_it_ended(ours, &clock, &server), expected, "{what}");
+        }
+    }
+
+    #[tokio::test]
     async fn h6_reqwest_a_server_that_never_answers_ends_at_the_deadline() {
         let server = Server::start(vec![Step::Hang]).await;
         let clock = MockClock::new();
@@ -364,56 +378,76 @@ mod through_reqwest {
 /// loop's answers, pinned as (reason, attempts, last status, mock time, requests, message).
 #[tokio::test]
 async fn r5_a_deadline_ends_a_call_as_the_loop_decides() {
+    for (what, case, expected) in deadline_cases() {
+        let (clock, server, retry) = deadline_case(case).await;
+        let error = get_body(&clock, &server, retry).await.unwrap_err();
+        assert_eq!(how_it_ended(&error, &clock, &server), expected, "{what}");
+    }
+}
+
+/// What a deadline case sets up: the server's script (that many hangs; none: a 503, then a
+/// hang), the attempt timeout and the deadline in seconds, and the attempts allowed.
+type DeadlineCase = (usize, Option<u64>, u64, u32);
+
+/// How a call ended: reason, attempts, last status, mock time, requests, message after the
+/// host.
+type Ending = (StopReason, u32, Option<u16>, Duration, usize, String);
+
+/// The deadline cases, each with what happens and how the loop ends it.
+fn deadline_cases() -> Vec<(&'static str, DeadlineCase, Ending)> {
     use StopReason::{DeadlineExceeded as Deadline, Exhausted};
     const NO_ANSWER: &str = ": no response within the attempt timeout of";
-    // (what happens, the script, the attempt timeout, the deadline, attempts allowed, the end)
     #[rustfmt::skip]
-    let cases = [
-        ("a deadline before the attempt timeout", 2, Some(10), 3, 3,
-            (Deadline, 1, None, 3, 1, " after 1 attempt: deadline exceeded".to_owned())),
-        ("an attempt timeout at the deadline's instant", 3, Some(5), 5, 3,
-            (Deadline, 1, None, 5, 1, format!(" after 1 attempt: deadline exceeded{NO_ANSWER} 5s"))),
-        ("the only attempt timing out at the deadline's instant", 1, Some(5), 5, 1,
-            (Exhausted, 1, None, 5, 1, format!(" after 1 attempt: attempts exhausted{NO_ANSWER} 5s"))),
+    let cases = vec![
+        ("a deadline before the attempt timeout", (2, Some(10), 3, 3),
+            (Deadline, 1, None, 3 * S, 1, " after 1 attempt: deadline exceeded".to_owned())),
+        ("an attempt timeout at the deadline's instant", (3, Some(5), 5, 3),
+            (Deadline, 1, None, 5 * S, 1, format!(" after 1 attempt: deadline exceeded{NO_ANSWER} 5s"))),
+        ("the only attempt timing out at the deadline's instant", (1, Some(5), 5, 1),
+            (Exhausted, 1, None, 5 * S, 1, format!(" after 1 attempt: attempts exhausted{NO_ANSWER} 5s"))),
         // Attempts at 0 s and 2.2 s time out after 2 s; the third starts at 4.6 s, cut at 5 s.
-        ("a deadline cutting a third attempt", 3, Some(2), 5, 3,
-            (Deadline, 3, None, 5, 3, format!(" after 3 attempts: deadline exceeded{NO_ANSWER} 2s"))),
-        // A 503 first (0 hangs: see below), then a retry that hangs until the deadline.
-        ("a deadline cutting a retry after a 503", 0, None, 3, 3,
-            (Deadline, 2, Some(503), 3, 2, " after 2 attempts: deadline exceeded; last status 503 Service Unavailable".to_owned())),
+        ("a deadline cutting a third attempt", (3, Some(2), 5, 3),
+            (Deadline, 3, None, 5 * S, 3, format!(" after 3 attempts: deadline exceeded{NO_ANSWER} 2s"))),
+        ("a deadline cutting a retry after a 503", (0, None, 3, 3),
+            (Deadline, 2, Some(503), 3 * S, 2, " after 2 attempts: deadline exceeded; last status 503 Service Unavailable".to_owned())),
     ];
-    for (what, hangs, timeout, deadline, attempts, expected) in cases {
-        let script = match hangs {
-            0 => vec![Step::Respond(503, vec![], "busy"), Step::Hang],
-            n => (0..n).map(|_| Step::Hang).collect(),
-        };
-        let clock = MockClock::new();
-        let options = RetryOptions::new()
-            .with_jitter(Jitter::None)
-            .with_max_attempts(attempts);
-        let mut retry = builder(&clock).options(options).deadline(deadline * S);
-        if let Some(timeout) = timeout {
-            retry = retry.attempt_timeout(timeout * S);
-        }
-        let server = Server::start(script).await;
-        let error = get_body(&clock, &server, retry.build().unwrap())
-            .await
-            .unwrap_err();
-        // The host and port vary; what follows them is what the call says.
-        let chain = support::chain(&error);
-        let said = chain
-            .split_once(" gave up")
-            .map_or(chain.as_str(), |(_, rest)| rest);
-        let got = (
-            error.reason(),
-            error.attempts(),
-            error.status().map(|status| status.as_u16()),
-            clock.elapsed(),
-            server.seen().len(),
-            said.to_owned(),
-        );
-        let (reason, attempts, status, secs, requests, message) = expected;
-        let expected = (reason, attempts, status, secs * S, requests, message);
-        assert_eq!(got, expected, "{what}");
+    cases
+}
+
+/// The clock, the server and the policy of a deadline case.
+async fn deadline_case(
+    (hangs, timeout, deadline, attempts): DeadlineCase,
+) -> (MockClock, Server, HttpRetry<DefaultClassify, MockClock>) {
+    let script = match hangs {
+        0 => vec![Step::Respond(503, vec![], "busy"), Step::Hang],
+        n => (0..n).map(|_| Step::Hang).collect(),
+    };
+    let clock = MockClock::new();
+    let options = RetryOptions::new()
+        .with_jitter(Jitter::None)
+        .with_max_attempts(attempts);
+    let mut retry = builder(&clock)
+        .options(options)
+        .deadline(Duration::from_secs(deadline));
+    if let Some(timeout) = timeout {
+        retry = retry.attempt_timeout(Duration::from_secs(timeout));
     }
+    (clock, Server::start(script).await, retry.build().unwrap())
+}
+
+/// How the call that ended with `error` ended.
+fn how_it_ended(error: &Error, clock: &MockClock, server: &Server) -> Ending {
+    // The host and port vary; what follows them is what the call says.
+    let chain = support::chain(error);
+    let said = chain
+        .split_once(" gave up")
+        .map_or(chain.as_str(), |(_, rest)| rest);
+    (
+        error.reason(),
+        error.attempts(),
+        error.status().map(|status| status.as_u16()),
+        clock.elapsed(),
+        server.seen().len(),
+        said.to_owned(),
+    )
 }
