@@ -239,8 +239,8 @@ where
 }
 
 /// The limits of an attempt that starts now under `shared`'s policy, in a call whose deadline
-/// passes at `deadline_at`; an attempt run without the loop keeps that deadline itself
-/// (`own_deadline`).
+/// passes at `deadline_at` (see [`limits`]); `None` when the policy sets neither a timeout nor
+/// a deadline. Inlined: an attempt without limits (the default) decides that in two tests.
 #[inline]
 pub(crate) fn attempt_limits<P, C: Clock + Clone>(
     shared: &Shared<P, C>,
@@ -248,7 +248,16 @@ pub(crate) fn attempt_limits<P, C: Clock + Clone>(
     own_deadline: bool,
 ) -> Option<Limits<C>> {
     let (clock, timeout) = (shared.policy.clock(), shared.attempt_timeout);
-    limits(clock, timeout, deadline_at, shared.deadline, own_deadline)
+    if timeout.is_none() && deadline_at.is_none() {
+        return None;
+    }
+    Some(limits(
+        clock,
+        timeout,
+        deadline_at,
+        shared.deadline,
+        own_deadline,
+    ))
 }
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of

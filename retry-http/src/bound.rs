@@ -147,33 +147,12 @@ pub(crate) fn attempt_end<C: Clock>(
 /// and the body of its answer takes the box over ([`watch_after`]).
 pub(crate) type Limits<C> = Pin<Box<Timers<C>>>;
 
-/// The limits of an attempt that starts now: its `timeout` and [`attempt_end`]; `None` when
-/// the policy sets neither. The loop's attempts leave the call's deadline to the loop; one
+/// The limits of an attempt that starts now, when its `timeout` or a deadline is set: the
+/// timeout and [`attempt_end`]. The loop's attempts leave the call's deadline to the loop; one
 /// run without the loop (`own_deadline`) ends itself there, when the deadline comes first.
-/// Inlined: an attempt without limits (the default) decides that in two tests.
-#[inline]
-pub(crate) fn limits<C: Clock + Clone>(
-    clock: &C,
-    timeout: Option<Duration>,
-    deadline_at: Option<Instant>,
-    deadline: Option<Duration>,
-    own_deadline: bool,
-) -> Option<Limits<C>> {
-    if timeout.is_none() && deadline_at.is_none() {
-        return None;
-    }
-    Some(boxed_limits(
-        clock,
-        timeout,
-        deadline_at,
-        deadline,
-        own_deadline,
-    ))
-}
-
-/// The limits of [`limits`] when one is set.
+/// Out of line: an attempt without limits (the default) never calls it.
 #[inline(never)]
-fn boxed_limits<C: Clock + Clone>(
+pub(crate) fn limits<C: Clock + Clone>(
     clock: &C,
     timeout: Option<Duration>,
     deadline_at: Option<Instant>,

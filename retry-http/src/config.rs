@@ -83,6 +83,15 @@ pub(crate) struct Shared<P, C> {
     pub(crate) notify: Option<Hook>,
 }
 
+impl<P, C: Clock> Shared<P, C> {
+    /// When the deadline of a call starting now passes, if the policy sets one (and the clock
+    /// can say when).
+    pub(crate) fn deadline_at(&self) -> Option<std::time::Instant> {
+        let budget = self.deadline?;
+        self.policy.clock().now().checked_add(budget)
+    }
+}
+
 impl HttpRetry {
     /// A builder with the defaults.
     pub fn builder() -> HttpRetryBuilder {

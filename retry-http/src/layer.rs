@@ -180,10 +180,8 @@ where
             .or(shared.cancel.as_ref())
             .map(CancelToken::cancelled);
         let max_attempts = shared.policy.max_attempts();
-        let (policy, protection) = (&shared.policy, &shared.protection);
-        let deadline_at = shared
-            .deadline
-            .and_then(|budget| policy.clock().now().checked_add(budget));
+        let protection = &shared.protection;
+        let deadline_at = shared.deadline_at();
         let alone = protection.is_none() && cancel.is_none();
         if alone {
             // Nothing to admit, no signal to race: the first attempt runs on its own, under
@@ -399,7 +397,7 @@ where
         // The first attempt failed: the loop takes over from its failure (whether to retry,
         // the wait, the next attempts), as if it had run that attempt itself, with the time
         // left before the deadline; unless the deadline ended the call with that attempt.
-        let mut target = Some(failure.target.clone());
+        let target = failure.target.clone();
         let (max_attempts, ceiling) = (
             shared.policy.max_attempts(),
             shared.policy.max_retry_after(),
@@ -407,11 +405,10 @@ where
         let (failure, left) =
             match after_first(failure, deadline_at, shared.policy.clock(), max_attempts) {
                 After::Loop(failure, left) => (failure, left),
-                After::Ended(end) => return answer(Err(end), &mut target, max_attempts, ceiling),
+                After::Ended(end) => {
+                    return answer(Err(end), &mut Some(target), max_attempts, ceiling);
+                }
             };
-        let Some(target) = target else {
-            return Poll::Pending;
-        };
         // The spare's method and URI, kept in the target until now.
         let spare = spare.map(|(service, parts)| (service, parts.request(&target)));
         let attempts = Attempts::resumed(spare, Arc::clone(&shared), failure, deadline_at);

@@ -48,6 +48,21 @@ async fn get_body(
     clock.run_watching(server.io(), call).await
 }
 
+/// How a call whose body ran out of time ended: the limit, the reason, the attempts, the
+/// requests the server saw and the mock time spent.
+type BodyEnd = (Option<Bound>, StopReason, u32, usize, Duration);
+
+/// The [`BodyEnd`] of a call that ended with `error`.
+fn body_end(error: &Error, clock: &MockClock, server: &Server) -> BodyEnd {
+    (
+        bound(error),
+        error.reason(),
+        error.attempts(),
+        server.seen().len(),
+        clock.elapsed(),
+    )
+}
+
 /// The limit a body ran out of, from the error's cause.
 fn bound(error: &Error) -> Option<Bound> {
     error
@@ -97,10 +112,15 @@ async fn h6_a_body_that_stalls_ends_at_the_attempt_timeout_and_is_not_replayed()
 
     let error = get_body(&clock, &server, retry).await.unwrap_err();
 
-    assert_eq!(bound(&error), Some(Bound::AttemptTimeout(2 * S)));
     assert_eq!(
-        (error.reason(), error.attempts()),
-        (StopReason::AfterHead, 1)
+        body_end(&error, &clock, &server),
+        (
+            Some(Bound::AttemptTimeout(2 * S)),
+            StopReason::AfterHead,
+            1,
+            1,
+            2 * S
+        )
     );
     assert!(
         support::chain(&error).ends_with(
@@ -108,21 +128,44 @@ async fn h6_a_body_that_stalls_ends_at_the_attempt_timeout_and_is_not_replayed()
         ),
         "{error}"
     );
-    assert_eq!(server.seen().len(), 1);
-    assert_eq!(clock.elapsed(), 2 * S);
 }
 
+/// A body that stalls ends at the limit that comes first, with an error saying it is not
+/// replayed; an event stream that is established is cut by its idle timeout alone.
 #[tokio::test]
-async fn h6_a_body_that_stalls_ends_at_the_deadline() {
-    let server = Server::start(vec![stall()]).await;
-    let clock = MockClock::new();
-    let retry = builder(&clock).deadline(5 * S).build().unwrap();
+async fn h6_a_stalled_body_ends_at_the_first_limit() {
+    type Policy = fn(
+        HttpRetryBuilder<DefaultClassify, MockClock>,
+    ) -> HttpRetryBuilder<DefaultClassify, MockClock>;
+    let events = || vec![Step::EventsThenStall(vec!["data: one\n\n"])];
+    #[rustfmt::skip]
+    let cases: [(&str, Vec<Step>, Policy, BodyEnd); 5] = [
+        ("a deadline", vec![stall()], |b| b.deadline(5 * S),
+            (Some(Bound::Deadline(5 * S)), StopReason::AfterHead, 1, 1, 5 * S)),
+        // The retry starts 200 ms in: its attempt timeout would end at 4.2 s, the deadline at 4 s.
+        ("a retry's deadline before its attempt timeout",
+            vec![Step::Respond(503, vec![], "busy"), stall()], |b| b.bounded(4 * S, 4 * S),
+            (Some(Bound::Deadline(4 * S)), StopReason::AfterHead, 2, 2, 4 * S)),
+        ("an idle timeout", vec![stall()], |b| b.bounded(10 * S, 30 * S).idle_timeout(S),
+            (Some(Bound::Idle(S)), StopReason::AfterHead, 1, 1, S)),
+        // Events arrive, then the stream goes quiet: the deadline (2 s) does not cut a stream
+        // that is established, the idle timeout (3 s) does.
+        ("an event stream", events(), |b| b.bounded(S, 2 * S).idle_timeout(3 * S),
+            (Some(Bound::Idle(3 * S)), StopReason::AfterEvent, 1, 1, 3 * S)),
+        // With `first_event(false)` the stream is the answer at its head; still a stream.
+        ("an event stream answered at its head", events(),
+            |b| b.first_event(false).bounded(S, 2 * S).idle_timeout(3 * S),
+            (Some(Bound::Idle(3 * S)), StopReason::AfterHead, 1, 1, 3 * S)),
+    ];
+    for (what, script, policy, expected) in cases {
+        let server = Server::start(script).await;
+        let clock = MockClock::new();
+        let retry = policy(builder(&clock)).build().unwrap();
 
-    let error = get_body(&clock, &server, retry).await.unwrap_err();
+        let error = get_body(&clock, &server, retry).await.unwrap_err();
 
-    assert_eq!(bound(&error), Some(Bound::Deadline(5 * S)));
-    assert_eq!(server.seen().len(), 1);
-    assert_eq!(clock.elapsed(), 5 * S);
+        assert_eq!(body_end(&error, &clock, &server), expected, "{what}");
+    }
 }
 
 #[tokio::test]
@@ -134,33 +177,18 @@ async fn h6_a_body_that_stalls_ends_at_the_attempt_timeout_without_a_deadline() 
 
     let error = get_body(&clock, &server, retry).await.unwrap_err();
 
-    assert_eq!(bound(&error), Some(Bound::AttemptTimeout(2 * S)));
     assert_eq!(
-        (error.reason(), error.attempts()),
-        (StopReason::AfterHead, 1)
+        body_end(&error, &clock, &server),
+        (
+            Some(Bound::AttemptTimeout(2 * S)),
+            StopReason::AfterHead,
+            1,
+            1,
+            2 * S
+        )
     );
-    assert_eq!(server.seen().len(), 1);
-    assert_eq!(clock.elapsed(), 2 * S);
     // One timer for head and body: no second one started when the head arrived.
     assert_eq!(clock.sleeps(), vec![2 * S]);
-}
-
-#[tokio::test]
-async fn h6_a_retried_body_that_stalls_ends_at_a_deadline_before_its_attempt_timeout() {
-    // The retry starts 200 ms in: its attempt timeout would end at 4.2 s, the deadline at 4 s.
-    let server = Server::start(vec![Step::Respond(503, vec![], "busy"), stall()]).await;
-    let clock = MockClock::new();
-    let retry = builder(&clock).bounded(4 * S, 4 * S).build().unwrap();
-
-    let error = get_body(&clock, &server, retry).await.unwrap_err();
-
-    assert_eq!(bound(&error), Some(Bound::Deadline(4 * S)));
-    assert_eq!(
-        (error.reason(), error.attempts()),
-        (StopReason::AfterHead, 2)
-    );
-    assert_eq!(server.seen().len(), 2);
-    assert_eq!(clock.elapsed(), 4 * S);
 }
 
 #[tokio::test]
@@ -177,68 +205,12 @@ async fn h6_an_attempt_timeout_and_an_idle_timeout_time_one_body_together() {
 
     let error = get_body(&clock, &server, retry).await.unwrap_err();
 
-    assert_eq!(bound(&error), Some(Bound::Idle(2 * S)));
-    assert_eq!(clock.elapsed(), 2 * S);
+    assert_eq!(
+        body_end(&error, &clock, &server),
+        (Some(Bound::Idle(2 * S)), StopReason::AfterHead, 1, 1, 2 * S)
+    );
     // No second timer for the attempt's limit; the idle one restarted after the first frame.
     assert_eq!(clock.sleeps(), vec![5 * S, 2 * S, 2 * S]);
-}
-
-#[tokio::test]
-async fn h6_a_body_that_stalls_ends_at_the_idle_timeout() {
-    let server = Server::start(vec![stall()]).await;
-    let clock = MockClock::new();
-    let retry = builder(&clock)
-        .bounded(10 * S, 30 * S)
-        .idle_timeout(S)
-        .build()
-        .unwrap();
-
-    let error = get_body(&clock, &server, retry).await.unwrap_err();
-
-    assert_eq!(bound(&error), Some(Bound::Idle(S)));
-    assert_eq!(server.seen().len(), 1);
-    assert_eq!(clock.elapsed(), S);
-}
-
-#[tokio::test]
-async fn h6_an_event_stream_outlives_the_deadline_but_not_its_idle_timeout() {
-    // Events arrive, then the stream goes quiet: the deadline (2 s) does not cut a stream
-    // that is established, the idle timeout (3 s) does.
-    let server = Server::start(vec![Step::EventsThenStall(vec!["data: one\n\n"])]).await;
-    let clock = MockClock::new();
-    let retry = builder(&clock)
-        .bounded(S, 2 * S)
-        .idle_timeout(3 * S)
-        .build()
-        .unwrap();
-
-    let error = get_body(&clock, &server, retry).await.unwrap_err();
-
-    assert_eq!(bound(&error), Some(Bound::Idle(3 * S)));
-    assert_eq!(
-        (error.reason(), error.attempts()),
-        (StopReason::AfterEvent, 1)
-    );
-    assert_eq!(server.seen().len(), 1);
-    assert_eq!(clock.elapsed(), 3 * S);
-}
-
-#[tokio::test]
-async fn h6_an_event_stream_established_at_its_head_is_exempt_too() {
-    // With `first_event(false)` the stream is the answer at its head; still a stream.
-    let server = Server::start(vec![Step::EventsThenStall(vec!["data: one\n\n"])]).await;
-    let clock = MockClock::new();
-    let retry = builder(&clock)
-        .first_event(false)
-        .bounded(S, 2 * S)
-        .idle_timeout(3 * S)
-        .build()
-        .unwrap();
-
-    let error = get_body(&clock, &server, retry).await.unwrap_err();
-
-    assert_eq!(bound(&error), Some(Bound::Idle(3 * S)));
-    assert_eq!(clock.elapsed(), 3 * S);
 }
 
 #[tokio::test]
@@ -296,6 +268,19 @@ mod through_reqwest {
         clock.run_watching(server.io(), response.bytes()).await
     }
 
+    /// The error of a GET through the middleware that fails, on `clock`.
+    async fn failed_get(
+        clock: &MockClock,
+        server: &Server,
+        retry: &HttpRetry<DefaultClassify, MockClock>,
+    ) -> anyhow::Error {
+        let client = support::reqwest_client(retry);
+        let error = support::reqwest_get(clock, server, &client)
+            .await
+            .unwrap_err();
+        support::middleware_error(error)
+    }
+
     /// The limit a body ran out of, found by walking the error's chain.
     fn bound_in(error: &(dyn std::error::Error + 'static)) -> Option<Bound> {
         let mut next = Some(error);
@@ -345,11 +330,7 @@ mod through_reqwest {
     async fn r5_reqwest_a_deadline_ends_a_call_as_the_loop_decides() {
         for (what, case, expected) in deadline_cases() {
             let (clock, server, retry) = deadline_case(case).await;
-            let client = support::reqwest_client(&retry);
-            let error = support::reqwest_get(&clock, &server, &client)
-                .await
-                .unwrap_err();
-            let error = support::middleware_error(error);
+            let error = failed_get(&clock, &server, &retry).await;
             let ours = error.downcast_ref::<Error>().unwrap();
             assert_eq!(how_it_ended(ours, &clock, &server), expected, "{what}");
         }
@@ -360,13 +341,9 @@ mod through_reqwest {
         let server = Server::start(vec![Step::Hang]).await;
         let clock = MockClock::new();
         let retry = builder(&clock).deadline(5 * S).build().unwrap();
-        let client = support::reqwest_client(&retry);
 
-        let error = support::reqwest_get(&clock, &server, &client)
-            .await
-            .unwrap_err();
+        let error = failed_get(&clock, &server, &retry).await;
 
-        let error = support::middleware_error(error);
         let ours = error.downcast_ref::<Error>().unwrap();
         assert!(ours.is_deadline(), "{ours}");
         assert_eq!(server.seen().len(), 1);
