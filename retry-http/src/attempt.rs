@@ -16,7 +16,7 @@ use retry_toolkit::{Clock, Operation};
 use tower_service::Service;
 
 use crate::body::{ReplayBody, ResponseBody};
-use crate::bound::{Bound, Limits, limits, watch, watch_after};
+use crate::bound::{BodyClock, Bound, Limits, answer_timing, watch};
 use crate::classify::Classify;
 use crate::config::Shared;
 use crate::error::BoxError;
@@ -102,7 +102,7 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock + Clone + Send + 'static,
+    C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
     type Attempt = AttemptFuture<S, B, ResB, P, C, (S, Request<B>)>;
@@ -141,8 +141,7 @@ where
                 Err(call) => (Step::Refused, call.clone()),
             },
         };
-        // The loop keeps the call's deadline.
-        let limits = attempt_limits(&self.shared, self.deadline_at, false);
+        let limits = attempt_limits(&self.shared, self.deadline_at);
         AttemptFuture::of(step, call, attempt, &self.shared, limits, self.deadline_at)
     }
 }
@@ -158,9 +157,14 @@ pub(crate) trait Unsent<S: Service<Request<B>>, B> {
     fn service(&mut self) -> &mut S;
     /// Sends the request through the service, which is ready.
     fn send(self) -> S::Future;
+    /// Whether the attempt ends itself at the call's deadline: one whose request was sent
+    /// before the loop existed, and runs without it. The loop's own leave that to the loop.
+    const OWN_DEADLINE: bool;
 }
 
 impl<S: Service<Request<B>>, B> Unsent<S, B> for (S, Request<B>) {
+    const OWN_DEADLINE: bool = false;
+
     fn service(&mut self) -> &mut S {
         &mut self.0
     }
@@ -172,6 +176,8 @@ impl<S: Service<Request<B>>, B> Unsent<S, B> for (S, Request<B>) {
 }
 
 impl<S: Service<Request<B>>, B> Unsent<S, B> for Infallible {
+    const OWN_DEADLINE: bool = true;
+
     fn service(&mut self) -> &mut S {
         match *self {}
     }
@@ -239,25 +245,33 @@ where
 }
 
 /// The limits of an attempt that starts now under `shared`'s policy, in a call whose deadline
-/// passes at `deadline_at` (see [`limits`]); `None` when the policy sets neither a timeout nor
-/// a deadline. Inlined: an attempt without limits (the default) decides that in two tests.
+/// passes at `deadline_at`: `None` when the policy sets neither a timeout nor a deadline.
+/// Inlined: an attempt without limits (the default) decides that in two tests.
 #[inline]
-pub(crate) fn attempt_limits<P, C: Clock + Clone>(
+pub(crate) fn attempt_limits<P, C: Clock>(
     shared: &Shared<P, C>,
     deadline_at: Option<Instant>,
-    own_deadline: bool,
 ) -> Option<Limits<C>> {
-    let (clock, timeout) = (shared.policy.clock(), shared.attempt_timeout);
-    if timeout.is_none() && deadline_at.is_none() {
+    if shared.attempt_timeout.is_none() && deadline_at.is_none() {
         return None;
     }
-    Some(limits(
-        clock,
-        timeout,
-        deadline_at,
-        shared.deadline,
-        own_deadline,
-    ))
+    Some(Limits::Due(shared.policy.clock().now()))
+}
+
+/// The limits of a call's first attempt, which starts now, and when the call's deadline
+/// passes, if the policy sets one: one reading of the clock, none without limits.
+#[inline]
+pub(crate) fn call_limits<P, C: Clock>(
+    shared: &Shared<P, C>,
+) -> (Option<Limits<C>>, Option<Instant>) {
+    if shared.attempt_timeout.is_none() && shared.deadline.is_none() {
+        return (None, None);
+    }
+    let now = shared.policy.clock().now();
+    let deadline_at = shared
+        .deadline
+        .and_then(|deadline| now.checked_add(deadline));
+    (Some(Limits::Due(now)), deadline_at)
 }
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of
@@ -376,7 +390,7 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock + Clone + Send + 'static,
+    C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
     type Output = Result<LayerResponse<ResB>, Lost<LayerResponse<ResB>>>;
@@ -435,12 +449,15 @@ where
                         }
                         this.step.set(Step::Done);
                         let shared = &**this.shared;
-                        let clock = shared.policy.clock();
-                        let idle = shared.idle_timeout;
-                        let watch = match this.limits.take() {
-                            Some(limits) => watch_after(clock, limits, idle, stream),
-                            None => watch(clock, None, idle, stream),
-                        };
+                        let deadline_at = *this.deadline_at;
+                        let timing = answer_timing(
+                            shared.policy.clock(),
+                            this.limits.take(),
+                            |start| shared.span(start, deadline_at, Q::OWN_DEADLINE),
+                            shared.idle_timeout,
+                            stream,
+                            || Arc::clone(this.shared) as Arc<dyn BodyClock>,
+                        );
                         // Judged by its head, borrowed: the response is wrapped and moved once.
                         let judged = call.judge_head(shared, response.status(), response.headers());
                         return Poll::Ready(match judged {
@@ -452,13 +469,13 @@ where
                                 let target = this.call.take().map(|call| call.target);
                                 Ok(Response::from_parts(
                                     parts,
-                                    ResponseBody::direct(body, target, attempt, watch),
+                                    ResponseBody::direct(body, target, attempt, timing),
                                 ))
                             }
                             Err(judged) => {
                                 // A failure keeps the attempt's target (a copy).
                                 let response = response
-                                    .map(|body| ResponseBody::direct(body, None, attempt, watch));
+                                    .map(|body| ResponseBody::direct(body, None, attempt, timing));
                                 Err(judged.lost(response, attempt, call.target.clone()))
                             }
                         });
@@ -512,8 +529,11 @@ where
         }
         // Waiting: the attempt timeout may end it (or the call's deadline, for an attempt that
         // keeps its own).
+        let (shared, deadline_at) = (&**this.shared, *this.deadline_at);
+        let span = |start| shared.span(start, deadline_at, Q::OWN_DEADLINE);
         let limits = this.limits.as_mut();
-        if let Some(bound) = limits.and_then(|limits| limits.as_mut().attempt_expired(cx)) {
+        let clock = shared.policy.clock();
+        if let Some(bound) = limits.and_then(|limits| limits.attempt_expired(cx, clock, span)) {
             this.step.set(Step::Done);
             if let Bound::Deadline(_) = bound {
                 return Poll::Ready(Err(deadline_passed(call, attempt)));

@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::PoisonError;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
@@ -12,7 +11,7 @@ use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
 use http_body_util::{Either, Empty, Full};
 use pin_project_lite::pin_project;
 
-use crate::bound::{BodyTimedOut, Bound, Watch};
+use crate::bound::{BodyTimedOut, Bound, Timing, Watch};
 use crate::error::{BoxError, Error, StopReason};
 use crate::target::Target;
 
@@ -134,13 +133,6 @@ pin_project! {
     }
 }
 
-/// A body's time limits: none set, running, or the one that fired.
-enum Timing {
-    Untimed,
-    Watching(Watch),
-    Expired(Bound),
-}
-
 pin_project! {
     /// Where the frames come from: the body as the service returned it, or, for an event
     /// stream whose first event was awaited, the box it was read through.
@@ -152,24 +144,16 @@ pin_project! {
 }
 
 impl<B: Body> ResponseBody<B> {
-    /// The service's body as it came, timed by `watch` (from [`watch`](crate::bound::watch)).
-    /// Built in one step: the common answer is moved once, not rebuilt for its timers.
+    /// The service's body as it came, timed as `timing` says. Built in one step: the common
+    /// answer is moved once, not rebuilt for its timers.
     #[inline]
-    pub(crate) fn direct(
-        body: B,
-        target: Option<Target>,
-        attempts: u32,
-        watch: Option<Watch>,
-    ) -> Self {
+    pub(crate) fn direct(body: B, target: Option<Target>, attempts: u32, timing: Timing) -> Self {
         ResponseBody {
             source: Source::Direct { body },
             target,
             attempts,
             event_delivered: false,
-            timing: match watch {
-                Some(watch) => Timing::Watching(watch),
-                None => Timing::Untimed,
-            },
+            timing,
             held: None,
         }
     }
@@ -181,10 +165,7 @@ impl<B: Body> ResponseBody<B> {
 
     /// Times the body with `watch` (from [`watch`](crate::bound::watch)).
     pub(crate) fn with_watch(mut self, watch: Option<Watch>) -> Self {
-        self.timing = match watch {
-            Some(watch) => Timing::Watching(watch),
-            None => Timing::Untimed,
-        };
+        self.timing = Timing::from(watch);
         self
     }
 
@@ -228,38 +209,21 @@ where
         } else {
             StopReason::AfterHead
         };
-        let watch = match this.timing {
-            Timing::Untimed => None,
-            Timing::Watching(watch) => Some(watch),
-            Timing::Expired(bound) => {
-                let bound = *bound;
-                return Poll::Ready(Some(Err(timed_out(
-                    this.target.as_ref(),
-                    *this.attempts,
-                    after,
-                    bound,
-                ))));
-            }
-        };
+        if let Some(bound) = this.timing.expired() {
+            return Poll::Ready(Some(Err(timed_out(
+                this.target.as_ref(),
+                *this.attempts,
+                after,
+                bound,
+            ))));
+        }
         let polled = match this.source.project() {
             SourceProj::Direct { body } => body.poll_frame(cx),
             SourceProj::Boxed { body } => body.as_mut().poll_frame(cx),
         };
-        let Some(watch) = watch else {
-            return polled.map(|frame| {
-                frame.map(|result| {
-                    result.map_err(|e| {
-                        Error::new(this.target.clone(), *this.attempts, after)
-                            .with_cause(Some(e.into()))
-                    })
-                })
-            });
-        };
-        // `get_mut`: no lock is taken (the mutex only makes the body `Sync`).
-        let timers = watch.get_mut().unwrap_or_else(PoisonError::into_inner);
         match polled {
             Poll::Ready(Some(Ok(frame))) => {
-                timers.as_mut().activity();
+                this.timing.activity();
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::new(
@@ -269,16 +233,13 @@ where
             )
             .with_cause(Some(e.into()))))),
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match timers.as_mut().poll_expired(cx) {
-                Poll::Ready(bound) => {
-                    *this.timing = Timing::Expired(bound);
-                    Poll::Ready(Some(Err(timed_out(
-                        this.target.as_ref(),
-                        *this.attempts,
-                        after,
-                        bound,
-                    ))))
-                }
+            Poll::Pending => match this.timing.poll_expired(cx) {
+                Poll::Ready(bound) => Poll::Ready(Some(Err(timed_out(
+                    this.target.as_ref(),
+                    *this.attempts,
+                    after,
+                    bound,
+                )))),
                 Poll::Pending => Poll::Pending,
             },
         }

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -124,73 +124,92 @@ pub(crate) fn exchange_end(
     }
 }
 
-/// When an attempt starting now must be over: [`exchange_end`] of its attempt timeout and the
-/// call's deadline (`deadline_at`, the policy's `deadline`). Reads the clock only when a limit
-/// needs it.
-pub(crate) fn attempt_end<C: Clock>(
-    clock: &C,
-    timeout: Option<Duration>,
-    deadline_at: Option<Instant>,
-    deadline: Option<Duration>,
-) -> Option<(Instant, Bound)> {
-    match (timeout, deadline_at) {
-        (None, None) => None,
-        (timeout, deadline_at) => exchange_end(
-            timeout.map(|timeout| (clock.now(), timeout)),
-            deadline_at.zip(deadline),
-        ),
+/// What bounds one attempt: when it started, the policy's attempt timeout, the call's deadline
+/// (when it passes, and how long it is), and whether the attempt ends itself at the deadline
+/// (one run without the loop) or leaves that to the loop.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub(crate) start: Instant,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<(Instant, Duration)>,
+    pub(crate) own_deadline: bool,
+}
+
+impl Span {
+    /// When the exchange must be over, body included, and which limit says so.
+    pub(crate) fn end(&self) -> Option<(Instant, Bound)> {
+        exchange_end(self.timeout.map(|t| (self.start, t)), self.deadline)
+    }
+
+    /// The timer the attempt waits for its response under, and the limit it enforces: the
+    /// attempt timeout; or, for an attempt that keeps the call's deadline itself, the deadline
+    /// when that comes first or alone. At the same instant the timeout fires, as in the loop,
+    /// which then decides. Made when the attempt first waits: it fires at the same instant.
+    pub(crate) fn timer<C: Clock>(&self, clock: &C) -> (Option<C::Sleep>, Bound) {
+        match self.end() {
+            Some((at, bound @ Bound::Deadline(_))) if self.own_deadline => {
+                (Some(sleep_until(clock, at)), bound)
+            }
+            _ => {
+                let timeout = self.timeout.unwrap_or_default();
+                let at = self.timeout.and_then(|t| self.start.checked_add(t));
+                let sleep = at.map(|at| sleep_until(clock, at));
+                (sleep, Bound::AttemptTimeout(timeout))
+            }
+        }
+    }
+
+    /// The attempt's timers, in their box: made when the attempt first waits for its response
+    /// (an attempt answered at once makes none). Out of line: the success path never calls it.
+    #[inline(never)]
+    pub(crate) fn timers<C: Clock + Clone>(&self, clock: &C) -> Pin<Box<Timers<C>>> {
+        let (total, total_bound) = self.timer(clock);
+        Box::pin(Timers {
+            total,
+            total_bound,
+            end: self.end(),
+            idle: None,
+            idle_for: Duration::ZERO,
+            moved: false,
+            clock: clock.clone(),
+        })
     }
 }
 
-/// The limits of an attempt through the tower layer: its timeout, and when its exchange must
-/// be over. Boxed, so that an attempt without limits (the default) keeps one word for them,
-/// and the body of its answer takes the box over ([`watch_after`]).
-pub(crate) type Limits<C> = Pin<Box<Timers<C>>>;
-
-/// The limits of an attempt that starts now, when its `timeout` or a deadline is set: the
-/// timeout and [`attempt_end`]. The loop's attempts leave the call's deadline to the loop; one
-/// run without the loop (`own_deadline`) ends itself there, when the deadline comes first.
-/// Out of line: an attempt without limits (the default) never calls it.
-#[inline(never)]
-pub(crate) fn limits<C: Clock + Clone>(
-    clock: &C,
-    timeout: Option<Duration>,
-    deadline_at: Option<Instant>,
-    deadline: Option<Duration>,
-    own_deadline: bool,
-) -> Limits<C> {
-    let end = attempt_end(clock, timeout, deadline_at, deadline);
-    let (total, total_bound) = attempt_timer(clock, timeout, end, own_deadline);
-    Box::pin(Timers {
-        total,
-        total_bound,
-        end,
-        idle: None,
-        idle_for: Duration::ZERO,
-        moved: false,
-        clock: clock.clone(),
-    })
+/// A timer on `clock` that fires at `at` (at once when that has passed).
+fn sleep_until<C: Clock>(clock: &C, at: Instant) -> C::Sleep {
+    clock.sleep(at.saturating_duration_since(clock.now()))
 }
 
-/// The timer an attempt waits for its response under, and the limit it enforces: the attempt
-/// timeout; or, for an attempt that keeps the call's deadline itself (`own_deadline`: one run
-/// without the loop), the deadline when that comes first or alone (`end` says which). At the
-/// same instant the timeout fires, as in the loop, which then decides.
-pub(crate) fn attempt_timer<C: Clock>(
-    clock: &C,
-    timeout: Option<Duration>,
-    end: Option<(Instant, Bound)>,
-    own_deadline: bool,
-) -> (Option<C::Sleep>, Bound) {
-    match end {
-        Some((at, bound @ Bound::Deadline(_))) if own_deadline => {
-            let left = at.saturating_duration_since(clock.now());
-            (Some(clock.sleep(left)), bound)
+/// The limits of an attempt through the tower layer, when the policy sets a timeout or a
+/// deadline: the instant it started until it first waits, then its timers. An attempt answered
+/// at once (a cache, a service in the same process) never makes a timer nor allocates; one
+/// that waits gets them in one box, one word in its future, which the body of its answer then
+/// takes over ([`Timing::of_answer`]).
+pub(crate) enum Limits<C: Clock> {
+    /// The attempt started at this instant and has not waited yet.
+    Due(Instant),
+    /// Its timers, since it first waited.
+    Running(Pin<Box<Timers<C>>>),
+}
+
+impl<C: Clock + Clone> Limits<C> {
+    /// The limit that ended the attempt, if one did (asked while the attempt waits for its
+    /// response); the timers are made at the first wait. `span`: what bounds an attempt that
+    /// started at the given instant.
+    pub(crate) fn attempt_expired(
+        &mut self,
+        cx: &mut Context<'_>,
+        clock: &C,
+        span: impl FnOnce(Instant) -> Span,
+    ) -> Option<Bound> {
+        if let Limits::Due(start) = *self {
+            *self = Limits::Running(span(start).timers(clock));
         }
-        _ => (
-            timeout.map(|timeout| clock.sleep(timeout)),
-            Bound::AttemptTimeout(timeout.unwrap_or_default()),
-        ),
+        match self {
+            Limits::Running(timers) => timers.as_mut().attempt_expired(cx),
+            Limits::Due(_) => None,
+        }
     }
 }
 
@@ -239,21 +258,44 @@ where
     watch_in(clock, None, end, idle, stream)
 }
 
-/// [`watch`] for the answer of an attempt whose limits were `limits`: the body takes their
-/// box over, and their end.
+/// How the answer of an attempt whose limits were `limits` (what bounds it: `span`) times its
+/// body: the rest of the exchange (unless the body is a stream) and the idle timeout. An
+/// attempt that waited hands its timers' box over; one answered at once leaves the body only
+/// when it must end, and its timer is made when the body first waits (`clock`, shared with the
+/// body for that): an answer read at once makes none.
 #[inline]
-pub(crate) fn watch_after<C>(
+pub(crate) fn answer_timing<C>(
     clock: &C,
-    limits: Limits<C>,
+    limits: Option<Limits<C>>,
+    span: impl FnOnce(Instant) -> Span,
     idle: Option<Duration>,
     stream: bool,
-) -> Option<Watch>
+    body_clock: impl FnOnce() -> Arc<dyn BodyClock>,
+) -> Timing
 where
     C: Clock + Clone + Send + 'static,
     C::Sleep: Send + 'static,
 {
-    let end = limits.end;
-    watch_in(clock, Some(limits), end, idle, stream)
+    let watch = match limits {
+        None => watch_in(clock, None, None, idle, stream),
+        Some(Limits::Running(timers)) => {
+            let end = timers.end;
+            watch_in(clock, Some(timers), end, idle, stream)
+        }
+        Some(Limits::Due(start)) => match (span(start).end(), idle) {
+            (Some((at, bound)), None) if !stream => {
+                let deadline = matches!(bound, Bound::Deadline(_));
+                let clock = body_clock();
+                return Timing::Due(Due {
+                    at,
+                    deadline,
+                    clock,
+                });
+            }
+            (end, idle) => watch_in(clock, None, end, idle, stream),
+        },
+    };
+    Timing::from(watch)
 }
 
 /// [`watch`] in `limits`' box, if there is one. Inlined: an answer without limits (the
@@ -261,7 +303,7 @@ where
 #[inline]
 fn watch_in<C>(
     clock: &C,
-    limits: Option<Limits<C>>,
+    limits: Option<Pin<Box<Timers<C>>>>,
     end: Option<(Instant, Bound)>,
     idle: Option<Duration>,
     stream: bool,
@@ -277,12 +319,11 @@ where
     Some(timers(clock, limits, end, idle))
 }
 
-/// The timers of [`watch`] and [`watch_after`] when a limit is set, in `limits`' box if
-/// there is one.
+/// The timers of a body when a limit is set, in `limits`' box if there is one.
 #[inline(never)]
 fn timers<C>(
     clock: &C,
-    limits: Option<Limits<C>>,
+    limits: Option<Pin<Box<Timers<C>>>>,
     end: Option<(Instant, Bound)>,
     idle: Option<Duration>,
 ) -> Watch
@@ -303,6 +344,87 @@ where
     });
     timers.as_mut().for_body(end, idle);
     Mutex::new(timers)
+}
+
+/// The timers of a body that must end at `at`, when `bound` says: what a [`BodyClock`] makes.
+pub(crate) fn ending_at<C>(clock: &C, at: Instant, bound: Bound) -> Watch
+where
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
+{
+    timers(clock, None, Some((at, bound)), None)
+}
+
+/// Makes a body's timers when it first waits: the policy's clock and limits, shared with the
+/// bodies of its answers (a reference count, no allocation).
+pub(crate) trait BodyClock: Send + Sync {
+    /// Timers that end a body at `at`: the call's deadline (`deadline`) or the attempt timeout.
+    fn watch(&self, at: Instant, deadline: bool) -> Watch;
+}
+
+/// A body that must end at an instant, whose timer is not made yet.
+pub(crate) struct Due {
+    at: Instant,
+    deadline: bool,
+    clock: Arc<dyn BodyClock>,
+}
+
+/// How a response body is timed: not at all; by when it must end, until it first waits (its
+/// timer is made then); by its running timers; or no more, the limit that fired named.
+pub(crate) enum Timing {
+    Untimed,
+    Due(Due),
+    Watching(Watch),
+    Expired(Bound),
+}
+
+impl From<Option<Watch>> for Timing {
+    fn from(watch: Option<Watch>) -> Self {
+        match watch {
+            Some(watch) => Timing::Watching(watch),
+            None => Timing::Untimed,
+        }
+    }
+}
+
+impl Timing {
+    /// The limit that ended the body already, if one did.
+    pub(crate) fn expired(&self) -> Option<Bound> {
+        match self {
+            Timing::Expired(bound) => Some(*bound),
+            _ => None,
+        }
+    }
+
+    /// A frame arrived: the idle timer starts over.
+    pub(crate) fn activity(&mut self) {
+        if let Timing::Watching(watch) = self {
+            // `get_mut`: no lock is taken (the mutex only makes the body `Sync`).
+            let timers = watch.get_mut().unwrap_or_else(PoisonError::into_inner);
+            timers.as_mut().activity();
+        }
+    }
+
+    /// The body waits: `Ready` with the limit that ended it, which it remembers. A timer due
+    /// is made now.
+    pub(crate) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Bound> {
+        if let Timing::Due(due) = self {
+            *self = Timing::Watching(due.clock.watch(due.at, due.deadline));
+        }
+        let fired = match self {
+            Timing::Untimed | Timing::Due(_) => return Poll::Pending,
+            Timing::Expired(bound) => return Poll::Ready(*bound),
+            Timing::Watching(watch) => {
+                let timers = watch.get_mut().unwrap_or_else(PoisonError::into_inner);
+                match timers.as_mut().poll_expired(cx) {
+                    Poll::Ready(bound) => bound,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        };
+        *self = Timing::Expired(fired);
+        Poll::Ready(fired)
+    }
 }
 
 #[cfg(test)]

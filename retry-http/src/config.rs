@@ -3,13 +3,14 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use retry_toolkit::{
     BreakerError, BudgetError, CancelToken, CircuitBreaker, Clock, DefaultClock, OptionsError,
     RetryBudget, RetryOptions, RetryPolicy,
 };
 
+use crate::bound::{BodyClock, Bound, Span, Watch, ending_at};
 use crate::classify::{Classify, DefaultClassify, Outcome};
 use crate::judge::Hook;
 use crate::layer::RetryLayer;
@@ -86,9 +87,41 @@ pub(crate) struct Shared<P, C> {
 impl<P, C: Clock> Shared<P, C> {
     /// When the deadline of a call starting now passes, if the policy sets one (and the clock
     /// can say when).
-    pub(crate) fn deadline_at(&self) -> Option<std::time::Instant> {
+    pub(crate) fn deadline_at(&self) -> Option<Instant> {
         let budget = self.deadline?;
         self.policy.clock().now().checked_add(budget)
+    }
+
+    /// What bounds an attempt that started at `start`, in a call whose deadline passes at
+    /// `deadline_at`; `own_deadline`: the attempt ends itself there (see [`Span`]).
+    pub(crate) fn span(
+        &self,
+        start: Instant,
+        deadline_at: Option<Instant>,
+        own_deadline: bool,
+    ) -> Span {
+        Span {
+            start,
+            timeout: self.attempt_timeout,
+            deadline: deadline_at.zip(self.deadline),
+            own_deadline,
+        }
+    }
+}
+
+impl<P, C> BodyClock for Shared<P, C>
+where
+    P: Send + Sync,
+    C: Clock + Clone + Send + Sync + 'static,
+    C::Sleep: Send + 'static,
+{
+    fn watch(&self, at: Instant, deadline: bool) -> Watch {
+        let bound = if deadline {
+            Bound::Deadline(self.deadline.unwrap_or_default())
+        } else {
+            Bound::AttemptTimeout(self.attempt_timeout.unwrap_or_default())
+        };
+        ending_at(self.policy.clock(), at, bound)
     }
 }
 

@@ -22,8 +22,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::attempt::{
-    AttemptFuture, Attempts, FirstAttempt, FirstSpare, LayerResponse, SpareParts, attempt_limits,
-    copy,
+    AttemptFuture, Attempts, FirstAttempt, FirstSpare, LayerResponse, SpareParts, call_limits, copy,
 };
 use crate::body::{ReplayBody, ResponseBody};
 use crate::classify::{Classify, DefaultClassify};
@@ -150,7 +149,7 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock + Clone + Send + 'static,
+    C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
     type Response = LayerResponse<ResB>;
@@ -181,7 +180,7 @@ where
             .map(CancelToken::cancelled);
         let max_attempts = shared.policy.max_attempts();
         let protection = &shared.protection;
-        let deadline_at = shared.deadline_at();
+        let (limits, deadline_at) = call_limits(shared);
         let alone = protection.is_none() && cancel.is_none();
         if alone {
             // Nothing to admit, no signal to race: the first attempt runs on its own, under
@@ -190,7 +189,6 @@ where
             // to the service unmoved, the spare is built where the future keeps it, and a call
             // answered at once moves no loop and few bytes. Timed from before the request is
             // sent. One attempt allowed: nothing needs replaying.
-            let limits = attempt_limits(shared, deadline_at, true);
             let body = if max_attempts > 1 {
                 request.body().replay()
             } else {
@@ -259,7 +257,7 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock + Clone + Send + 'static,
+    C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
     let when: WhenFn<LayerResponse<ResB>> = may_retry;
@@ -365,7 +363,7 @@ where
     ResB: Body,
     ResB::Error: Into<BoxError>,
     P: Classify,
-    C: Clock + Clone + Send + 'static,
+    C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
     type Output = Result<Response<ResponseBody<ResB>>, Error>;

@@ -17,7 +17,7 @@ use retry_toolkit::middleware::WaitForCancellation;
 use retry_toolkit::{CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited};
 
 use crate::body::ResponseBody;
-use crate::bound::{Bound, attempt_end, attempt_timer, watch};
+use crate::bound::{Bound, Timing, watch};
 use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{Error, RetryReport};
@@ -358,11 +358,13 @@ where
     };
     let clock = shared.policy.clock();
     let timeout = shared.attempt_timeout;
-    let end = attempt_end(clock, timeout, deadline_at, shared.deadline);
-    // The limit is read back from `end` when the timer fires: keeping `attempt_timer`'s
+    let span = (timeout.is_some() || deadline_at.is_some())
+        .then(|| shared.span(clock.now(), deadline_at, own_deadline));
+    let end = span.and_then(|span| span.end());
+    // The limit is read back from `end` when the timer fires: keeping the one `timer` gives
     // across the wait made every call dearer (+420 instructions with the `Bound`, +70 with a
     // flag, counted).
-    let (sleep, _) = attempt_timer(clock, timeout, end, own_deadline);
+    let sleep = span.and_then(|span| span.timer(clock).0);
     let exchange = exchange(shared, turn, end, running);
     let outcome = match (Timed {
         future: exchange,
@@ -469,7 +471,12 @@ where
         let url = response.url().clone();
         let response: http::Response<reqwest::Body> = response.into();
         let (head, body) = response.into_parts();
-        let body = ResponseBody::direct(body, Some(naming.target()), attempt, Some(watch));
+        let body = ResponseBody::direct(
+            body,
+            Some(naming.target()),
+            attempt,
+            Timing::Watching(watch),
+        );
         return Ok(rebuild(url, head, reqwest::Body::wrap(body)));
     }
     let url = response.url().clone();

@@ -243,6 +243,101 @@ async fn h6_without_limits_nothing_is_timed() {
     assert!(clock.sleeps().is_empty());
 }
 
+/// A body that sends one frame, then waits forever.
+struct PartThenStall(bool);
+
+impl http_body::Body for PartThenStall {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if std::mem::take(&mut self.0) {
+            std::task::Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(
+                b"part",
+            )))))
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// A service that answers at once (a cache, a stack in the same process): its attempt never
+/// waits, so no timer exists until its body waits; the limits still count from the call's
+/// start, and the body ends at the instant it would have.
+#[tokio::test]
+async fn h6_an_answer_at_once_is_timed_from_the_start_of_its_call() {
+    type Policy = fn(
+        HttpRetryBuilder<DefaultClassify, MockClock>,
+    ) -> HttpRetryBuilder<DefaultClassify, MockClock>;
+    #[rustfmt::skip]
+    let cases: [(&str, Policy, Bound); 3] = [
+        ("an attempt timeout", |b| b.attempt_timeout(2 * S), Bound::AttemptTimeout(2 * S)),
+        ("a deadline", |b| b.deadline(5 * S), Bound::Deadline(5 * S)),
+        ("a deadline before the attempt timeout", |b| b.bounded(10 * S, 3 * S),
+            Bound::Deadline(3 * S)),
+    ];
+    for (what, policy, expected) in cases {
+        let clock = MockClock::new();
+        let retry = policy(builder(&clock)).build().unwrap();
+        let answer = tower::service_fn(|_: Request<Full<Bytes>>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(PartThenStall(true)))
+        });
+        let mut client = ServiceBuilder::new().layer(retry.layer()).service(answer);
+        let request = Request::get("http://127.0.0.1:1/")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+
+        let response = client.ready().await.unwrap().call(request).await.unwrap();
+        assert!(clock.sleeps().is_empty(), "{what}: no timer for the head");
+        // The caller starts reading a second later; the first frame is there at once.
+        clock.advance(S);
+        let mut body = response.into_body();
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.into_data().unwrap(), "part", "{what}");
+        let error = clock.run(body.collect()).await.unwrap_err();
+
+        let limit = match expected {
+            Bound::AttemptTimeout(limit) | Bound::Deadline(limit) => limit,
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            (
+                bound(&error),
+                error.reason(),
+                error.attempts(),
+                clock.elapsed()
+            ),
+            (Some(expected), StopReason::AfterHead, 1, limit),
+            "{what}"
+        );
+        // One timer, made when the body first waited, for what was left.
+        assert_eq!(clock.sleeps(), vec![limit - S], "{what}");
+    }
+}
+
+#[tokio::test]
+async fn h6_an_answer_read_at_once_makes_no_timer() {
+    let clock = MockClock::new();
+    let retry = builder(&clock).bounded(2 * S, 30 * S).build().unwrap();
+    let answer = tower::service_fn(|_: Request<Full<Bytes>>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from("done"))))
+    });
+    let mut client = ServiceBuilder::new().layer(retry.layer()).service(answer);
+    let request = Request::get("http://127.0.0.1:1/")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+
+    let response = client.ready().await.unwrap().call(request).await.unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+
+    assert_eq!(body, "done");
+    assert!(clock.sleeps().is_empty());
+    assert_eq!(clock.pending(), 0);
+}
+
 #[test]
 fn h6_an_idle_timeout_of_zero_is_refused() {
     let error = HttpRetry::builder()
