@@ -276,26 +276,39 @@ where
     C: Clock + Clone + Send + 'static,
     C::Sleep: Send + 'static,
 {
-    let watch = match limits {
-        None => watch_in(clock, None, None, idle, stream),
+    match limits {
         Some(Limits::Running(timers)) => {
             let end = timers.end;
-            watch_in(clock, Some(timers), end, idle, stream)
+            Timing::from(watch_in(clock, Some(timers), end, idle, stream))
         }
-        Some(Limits::Due(start)) => match (span(start).end(), idle) {
-            (Some((at, bound)), None) if !stream => {
-                let deadline = matches!(bound, Bound::Deadline(_));
-                let clock = body_clock();
-                return Timing::Due(Due {
-                    at,
-                    deadline,
-                    clock,
-                });
-            }
-            (end, idle) => watch_in(clock, None, end, idle, stream),
-        },
-    };
-    Timing::from(watch)
+        Some(Limits::Due(start)) => body_timing(clock, span(start).end(), idle, stream, body_clock),
+        None => body_timing(clock, None, idle, stream, body_clock),
+    }
+}
+
+/// How a body whose exchange must be over by `end` is timed, with no timers of its attempt to
+/// take over: until it first waits, only when it must end (`body_clock` then makes its timer),
+/// unless an idle timeout starts now.
+#[inline]
+pub(crate) fn body_timing<C>(
+    clock: &C,
+    end: Option<(Instant, Bound)>,
+    idle: Option<Duration>,
+    stream: bool,
+    body_clock: impl FnOnce() -> Arc<dyn BodyClock>,
+) -> Timing
+where
+    C: Clock + Clone + Send + 'static,
+    C::Sleep: Send + 'static,
+{
+    match (end, idle) {
+        (Some((at, bound)), None) if !stream => Timing::Due(Due {
+            at,
+            deadline: matches!(bound, Bound::Deadline(_)),
+            clock: body_clock(),
+        }),
+        (end, idle) => Timing::from(watch_in(clock, None, end, idle, stream)),
+    }
 }
 
 /// [`watch`] in `limits`' box, if there is one. Inlined: an answer without limits (the

@@ -17,7 +17,7 @@ use retry_toolkit::middleware::WaitForCancellation;
 use retry_toolkit::{CancelToken, Clock, DefaultClock, EarlyStop, FromPolicy, Hooks, Limited};
 
 use crate::body::ResponseBody;
-use crate::bound::{Bound, Timing, watch};
+use crate::bound::{BodyClock, Bound, Timing, body_timing, watch};
 use crate::classify::{Classify, DefaultClassify};
 use crate::config::{HttpRetry, Shared};
 use crate::error::{Error, RetryReport};
@@ -124,7 +124,7 @@ where
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let shared = &*self.retry.shared;
+        let shared = &self.retry.shared;
         if let Some(key) = extensions.get::<IdempotencyKey>() {
             if let Err(reason) = apply_key(request.headers_mut(), key) {
                 let target = target_of(&request, &self.last_host);
@@ -234,7 +234,7 @@ struct Rest {
 
 /// A call's retry loop, from its first attempt or from the failure of one run on its own.
 async fn looping<P, C>(
-    shared: &Shared<P, C>,
+    shared: &Arc<Shared<P, C>>,
     rest: Rest,
     next: Next<'_>,
     extensions: &Extensions,
@@ -335,7 +335,7 @@ type Running<'a> = Pin<Box<dyn Future<Output = reqwest_middleware::Result<Respon
 /// One attempt: the rest of the chain (`None`: the request gave no copy to send again)
 /// under the attempt timeout, its response judged.
 async fn attempt<P, C>(
-    shared: &Shared<P, C>,
+    shared: &Arc<Shared<P, C>>,
     turn: &Turn<'_>,
     deadline_at: Option<Instant>,
     running: Option<Running<'_>>,
@@ -442,12 +442,13 @@ fn target_of(request: &Request, last: &Mutex<Option<(Scheme, Authority)>>) -> Ta
 /// the policy limits time, the body is timed too (`end`: the rest of the attempt timeout or
 /// the deadline), so that `bytes()` and `text()` cannot outlast them.
 async fn exchange<P, C>(
-    shared: &Shared<P, C>,
+    shared: &Arc<Shared<P, C>>,
     turn: &Turn<'_>,
     end: Option<(Instant, Bound)>,
     running: Running<'_>,
 ) -> Result<Response, Failed>
 where
+    P: Classify,
     C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
@@ -465,18 +466,16 @@ where
     let wait_for_event = stream && shared.first_event && response.status().is_success();
     let clock = shared.policy.clock();
     if !wait_for_event {
-        let Some(watch) = watch(clock, end, shared.idle_timeout, stream) else {
+        let idle = shared.idle_timeout;
+        let body_clock = || Arc::clone(shared) as Arc<dyn BodyClock>;
+        let timing = body_timing(clock, end, idle, stream, body_clock);
+        if let Timing::Untimed = timing {
             return Ok(response);
-        };
+        }
         let url = response.url().clone();
         let response: http::Response<reqwest::Body> = response.into();
         let (head, body) = response.into_parts();
-        let body = ResponseBody::direct(
-            body,
-            Some(naming.target()),
-            attempt,
-            Timing::Watching(watch),
-        );
+        let body = ResponseBody::direct(body, Some(naming.target()), attempt, timing);
         return Ok(rebuild(url, head, reqwest::Body::wrap(body)));
     }
     let url = response.url().clone();
