@@ -6,6 +6,10 @@
 //! server that sends a head and then stalls holds the caller forever although the policy
 //! promised a deadline. A body that runs out of time fails with [`BodyTimedOut`], naming the
 //! limit, and is never replayed (its head was the call's answer).
+//!
+//! Timers are made when something first waits: an attempt answered at once, and a body read
+//! at once, make none. The limits count from the attempt's start all the same, so a timer made
+//! later fires at the instant one made at the start would have.
 
 use std::fmt;
 use std::future::Future;
@@ -185,7 +189,7 @@ fn sleep_until<C: Clock>(clock: &C, at: Instant) -> C::Sleep {
 /// deadline: the instant it started until it first waits, then its timers. An attempt answered
 /// at once (a cache, a service in the same process) never makes a timer nor allocates; one
 /// that waits gets them in one box, one word in its future, which the body of its answer then
-/// takes over ([`Timing::of_answer`]).
+/// takes over ([`answer_timing`]).
 pub(crate) enum Limits<C: Clock> {
     /// The attempt started at this instant and has not waited yet.
     Due(Instant),

@@ -361,9 +361,9 @@ where
     let span = (timeout.is_some() || deadline_at.is_some())
         .then(|| shared.span(clock.now(), deadline_at, own_deadline));
     let end = span.and_then(|span| span.end());
-    // The limit is read back from `end` when the timer fires: keeping the one `timer` gives
-    // across the wait made every call dearer (+420 instructions with the `Bound`, +70 with a
-    // flag, counted).
+    // The limit is read back from `end` when the timer fires: keeping the `Bound` that
+    // `Span::timer` gives across the wait made every call dearer (+420 instructions, +70 with
+    // a flag, counted).
     let sleep = span.and_then(|span| span.timer(clock).0);
     let exchange = exchange(shared, turn, end, running);
     let outcome = match (Timed {
