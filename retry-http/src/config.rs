@@ -86,7 +86,8 @@ pub(crate) struct Shared<P, C> {
 
 impl<P, C: Clock> Shared<P, C> {
     /// When the deadline of a call starting now passes, if the policy sets one (and the clock
-    /// can say when).
+    /// can say when). The layer reads its clock once for this and the first attempt's start.
+    #[cfg(feature = "reqwest")]
     pub(crate) fn deadline_at(&self) -> Option<Instant> {
         let budget = self.deadline?;
         self.policy.clock().now().checked_add(budget)
