@@ -27,12 +27,18 @@ use crate::target::Target;
 pub(crate) const MAX_HELD: usize = 64 * 1024;
 
 /// Whether a response's `Content-Type` is `text/event-stream` (parameters and case aside).
+/// Read as bytes, not checked as text first: every response is asked, and a parameter that is
+/// not visible ASCII does not hide an event stream.
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/event-stream"))
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return false;
+    };
+    let mut parts = value.as_bytes().split(|&b| b == b';');
+    parts.next().is_some_and(|essence| {
+        essence
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"text/event-stream")
+    })
 }
 
 /// Finds the end of the first event in a stream of bytes: a blank line after at least one
@@ -243,10 +249,19 @@ mod tests {
             ("Text/Event-Stream; charset=utf-8", true),
             ("text/plain", false),
             ("text/event-streams", false),
+            (" text/event-stream ;charset=utf-8", true),
+            ("text/event-stream-x", false),
+            ("", false),
         ] {
             headers.insert(CONTENT_TYPE, value.parse().unwrap());
             assert_eq!(is_event_stream(&headers), expected, "{value}");
         }
+        // Bytes that are not visible ASCII, in a parameter and in the type itself.
+        let odd = |bytes: &[u8]| http::HeaderValue::from_bytes(bytes).unwrap();
+        headers.insert(CONTENT_TYPE, odd(b"text/event-stream; name=\xe9"));
+        assert!(is_event_stream(&headers));
+        headers.insert(CONTENT_TYPE, odd(b"text/event-str\xe9am"));
+        assert!(!is_event_stream(&headers));
         headers.clear();
         assert!(!is_event_stream(&headers));
     }
