@@ -268,10 +268,7 @@ pub(crate) fn call_limits<P, C: Clock>(
         return (None, None);
     }
     let now = shared.policy.clock().now();
-    let deadline_at = shared
-        .deadline
-        .and_then(|deadline| now.checked_add(deadline));
-    (Some(Limits::Due(now)), deadline_at)
+    (Some(Limits::Due(now)), shared.deadline_from(now))
 }
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of

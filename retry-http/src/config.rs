@@ -85,12 +85,10 @@ pub(crate) struct Shared<P, C> {
 }
 
 impl<P, C: Clock> Shared<P, C> {
-    /// When the deadline of a call starting now passes, if the policy sets one (and the clock
-    /// can say when). The layer reads its clock once for this and the first attempt's start.
-    #[cfg(feature = "reqwest")]
-    pub(crate) fn deadline_at(&self) -> Option<Instant> {
-        let budget = self.deadline?;
-        self.policy.clock().now().checked_add(budget)
+    /// When the deadline of a call that started at `start` passes, if the policy sets one
+    /// (and the clock can say when).
+    pub(crate) fn deadline_from(&self, start: Instant) -> Option<Instant> {
+        start.checked_add(self.deadline?)
     }
 
     /// What bounds an attempt that started at `start`, in a call whose deadline passes at

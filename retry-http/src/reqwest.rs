@@ -147,7 +147,7 @@ where
         } else {
             None
         };
-        let deadline_at = shared.deadline_at();
+        let deadline_at = shared.deadline_from(shared.policy.clock().now());
         let alone = shared.protection.is_none() && cancel.is_none();
         // A call run alone with a spare names its target from the spare, only when something
         // reads it (a failure, a timed or streamed body): a call answered at once never does.

@@ -33,8 +33,8 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(CONTENT_TYPE) else {
         return false;
     };
-    let mut parts = value.as_bytes().split(|&b| b == b';');
-    parts.next().is_some_and(|essence| {
+    let essence = value.as_bytes().split(|&b| b == b';').next();
+    essence.is_some_and(|essence| {
         essence
             .trim_ascii()
             .eq_ignore_ascii_case(b"text/event-stream")
