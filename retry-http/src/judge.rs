@@ -107,19 +107,37 @@ impl Call {
 
     /// Judges a response head by its status and headers, borrowed (the answer, the common
     /// case, is then moved once): `Ok` if the response is the answer (not worth retrying),
-    /// else what its failure says.
+    /// else what its failure says. Inlined: an answer, without a breaker to weigh it, is told
+    /// in two tests; the rest is [`judge_failed_head`](Self::judge_failed_head).
+    #[inline]
     pub(crate) fn judge_head<P: Classify, C: Clock>(
         &self,
         shared: &Shared<P, C>,
         status: StatusCode,
         headers: &HeaderMap,
     ) -> Result<(), Judged> {
-        let (classify, protection) = (&shared.classify, &shared.protection);
-        let (clock, hook) = (shared.policy.clock(), shared.notify.as_ref());
         let outcome = Outcome::new(&self.target.method, Kind::Response(status, headers));
-        if !classify.is_retryable(&outcome) {
+        let retryable = shared.classify.is_retryable(&outcome);
+        if !retryable && !shared.protection.has_breaker() {
+            return Ok(());
+        }
+        self.judge_failed_head(shared, &outcome, retryable, headers)
+    }
+
+    /// The rest of [`judge_head`](Self::judge_head): a response worth retrying, or an answer
+    /// the breaker may count as a failure.
+    fn judge_failed_head<P, C: Clock>(
+        &self,
+        shared: &Shared<P, C>,
+        outcome: &Outcome<'_>,
+        retryable: bool,
+        headers: &HeaderMap,
+    ) -> Result<(), Judged> {
+        let protection = &shared.protection;
+        let (clock, hook) = (shared.policy.clock(), shared.notify.as_ref());
+        if !retryable {
             // The answer; unless the breaker counts it, which only a failure can tell it.
-            if !(protection.has_breaker() && protection.counts(&outcome)) {
+            if !protection.counts(outcome) {
                 return Ok(());
             }
             return Err(Judged {
@@ -130,7 +148,7 @@ impl Call {
                 hook: None,
             });
         }
-        let counts = protection.counts(&outcome);
+        let counts = protection.counts(outcome);
         let verdict = self.verdict(true, false);
         let retry_after = match verdict {
             Ok(()) => response_hint(headers, || clock.wall_now()),

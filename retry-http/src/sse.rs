@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 
 use bytes::Buf;
 use http::header::CONTENT_TYPE;
-use http::{HeaderMap, Response};
+use http::{HeaderMap, HeaderValue, Response};
 use http_body::{Body, Frame};
 
 use crate::body::ResponseBody;
@@ -30,7 +30,7 @@ pub(crate) const MAX_HELD: usize = 64 * 1024;
 /// Read as bytes, not checked as text first: every response is asked, and a parameter that is
 /// not visible ASCII does not hide an event stream.
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    let Some(value) = headers.get(CONTENT_TYPE) else {
+    let Some(value) = content_type(headers) else {
         return false;
     };
     let essence = value.as_bytes().split(|&b| b == b';').next();
@@ -40,6 +40,21 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
             .eq_ignore_ascii_case(b"text/event-stream")
     })
 }
+
+/// The first `Content-Type` value of `headers`. Every response is asked and most carry a few
+/// headers: comparing their names costs less than hashing one, so only a long head is looked
+/// up by hash.
+fn content_type(headers: &HeaderMap) -> Option<&HeaderValue> {
+    if headers.keys_len() > SCANNED {
+        return headers.get(CONTENT_TYPE);
+    }
+    headers
+        .iter()
+        .find_map(|(name, value)| (name == CONTENT_TYPE).then_some(value))
+}
+
+/// The most header names [`content_type`] compares one by one.
+const SCANNED: usize = 8;
 
 /// Finds the end of the first event in a stream of bytes: a blank line after at least one
 /// `data` field. Lines end with CR, LF or CRLF; a line is a `data` field when it is `data`
@@ -264,5 +279,25 @@ mod tests {
         assert!(!is_event_stream(&headers));
         headers.clear();
         assert!(!is_event_stream(&headers));
+    }
+
+    #[test]
+    fn h4_the_content_type_is_found_in_short_and_long_heads() {
+        for others in [0, 1, SCANNED - 1, SCANNED, SCANNED + 1, 40] {
+            let mut headers = HeaderMap::new();
+            for n in 0..others {
+                let name = http::HeaderName::try_from(format!("x-other-{n}")).unwrap();
+                headers.insert(name, "text/event-stream".parse().unwrap());
+            }
+            assert!(!is_event_stream(&headers), "{others} other headers");
+            // The first value counts, as with `HeaderMap::get`.
+            headers.append(CONTENT_TYPE, "text/event-stream".parse().unwrap());
+            headers.append(CONTENT_TYPE, "text/plain".parse().unwrap());
+            assert!(is_event_stream(&headers), "{others} other headers");
+            headers.remove(CONTENT_TYPE);
+            headers.append(CONTENT_TYPE, "text/plain".parse().unwrap());
+            headers.append(CONTENT_TYPE, "text/event-stream".parse().unwrap());
+            assert!(!is_event_stream(&headers), "{others} other headers");
+        }
     }
 }
