@@ -45,6 +45,45 @@ pub(crate) fn valgrind_available() -> bool {
     Command::new("valgrind").arg("--version").output().is_ok()
 }
 
+/// The environment variable that tells a child run which heap layout to start from.
+const HEAP_LAYOUT: &str = "RETRY_BENCH_HEAP_LAYOUT";
+
+/// Heap layouts [`per_unit_over_layouts`] averages over.
+pub(crate) const LAYOUTS: u32 = 6;
+
+/// Allocates (and keeps, until the returned blocks are dropped) a few blocks before the
+/// workload starts, as many as the parent asked for: each count gives glibc's heap another
+/// layout. A child run calls it first.
+///
+/// Why: where the blocks of a call land decides whether glibc reuses a freed block at once or
+/// walks its bins, and that alone moves a loopback call by up to 500 instructions, the same
+/// workload, the same code. One layout can flatter one contestant and not another; the mean
+/// over several does not.
+pub(crate) fn hold_heap_layout() -> Vec<Box<[u8]>> {
+    let layout: usize = std::env::var(HEAP_LAYOUT)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    (0..layout)
+        .map(|i| vec![0u8; 24 + 40 * i].into_boxed_slice())
+        .collect()
+}
+
+/// `(instructions, heap blocks)` per unit of work, instructions as the mean over [`LAYOUTS`]
+/// heap layouts (see [`hold_heap_layout`]; heap blocks do not depend on them).
+pub(crate) fn per_unit_over_layouts(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64) {
+    let units = (many - few) as f64;
+    let instructions = (0..LAYOUTS)
+        .map(|layout| {
+            let count = |n| count_in(exe, key, n, Tool::Cachegrind, layout);
+            (count(many) - count(few)) as f64 / units
+        })
+        .sum::<f64>()
+        / f64::from(LAYOUTS);
+    let blocks = (count(exe, key, many, Tool::Dhat) - count(exe, key, few, Tool::Dhat)) as f64;
+    (instructions, blocks / units)
+}
+
 /// `(instructions, heap blocks)` per unit of work: `exe --run <key> <n>` run for `few` and
 /// `many` units.
 pub(crate) fn per_unit(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64) {
@@ -78,6 +117,11 @@ enum Tool {
 
 /// The whole process's instructions or heap blocks allocated, running `key` `n` times.
 fn count(exe: &Path, key: &str, n: u64, tool: Tool) -> u64 {
+    count_in(exe, key, n, tool, 0)
+}
+
+/// [`count`], from heap layout `layout` (see [`hold_heap_layout`]).
+fn count_in(exe: &Path, key: &str, n: u64, tool: Tool, layout: u32) -> u64 {
     let (args, marker): (&[&str], &str) = match tool {
         Tool::Cachegrind => (
             &[
@@ -93,6 +137,7 @@ fn count(exe: &Path, key: &str, n: u64, tool: Tool) -> u64 {
         .args(args)
         .arg(exe)
         .args(["--run", key, &n.to_string()])
+        .env(HEAP_LAYOUT, layout.to_string())
         .output()
         .expect("valgrind runs");
     let stderr = String::from_utf8_lossy(&output.stderr);

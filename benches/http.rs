@@ -13,6 +13,9 @@
 //! and the client thread's time on CPU per call (the server runs on threads of its own); with
 //! valgrind on the `PATH` it also counts instructions and heap allocations per call (the
 //! whole process, the server included, by the difference between `FEW` and `MANY` calls).
+//! Instructions are the mean over `counted::LAYOUTS` heap layouts: glibc's choice between
+//! reusing a freed block at once and walking its bins moves a loopback call by hundreds of
+//! instructions with nothing else changed.
 //!
 //! `cargo bench -p retry-benches --bench http` (add `-- --no-count` to skip valgrind; run the
 //! built binary with `--sizes` for the size of a call's future and of its response).
@@ -436,6 +439,8 @@ fn on_cpu_ns() -> Option<u64> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    // Held until the end: the layout the parent asked for (see `counted::hold_heap_layout`).
+    let _layout = counted::hold_heap_layout();
     let url = serve();
     let rt = client_runtime();
     if args.iter().any(|a| a == "--sizes") {
@@ -477,7 +482,7 @@ fn main() {
         let (median, min, max) = counted::median_min_max(&mut wall);
         let (c, c_min, c_max) = counted::median_min_max(&mut cpu);
         let (instructions, allocations) = if count {
-            let (i, a) = counted::per_unit(&exe, key, FEW, MANY);
+            let (i, a) = counted::per_unit_over_layouts(&exe, key, FEW, MANY);
             (format!("{i:.0}"), format!("{a:.1}"))
         } else {
             ("not counted".into(), "not counted".into())

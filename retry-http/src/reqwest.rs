@@ -38,6 +38,10 @@ use crate::target::Target;
 /// `reqwest_middleware::Error::Middleware` holding this crate's [`Error`] (downcast it to
 /// read the attempts and the reason).
 ///
+/// Every attempt runs the rest of the chain with the extensions as the caller gave them: the
+/// first with the caller's own (what the chain adds to a first answer reaches the caller, as
+/// it would without this middleware), each retry with a copy taken before the first attempt.
+///
 /// ```no_run
 /// use retry_toolkit::effects::IdempotencyKey;
 /// use retry_http::HttpRetry;
@@ -111,29 +115,39 @@ impl Answer for Response {
     }
 }
 
-#[async_trait::async_trait]
+/// The future of one call through the middleware.
+type Handled<'a> = Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'a>>;
+
+// Written out, not with `#[async_trait]`: what needs no waiting (the key, the spare, the
+// target) is done before the call's future exists, and the request goes to the rest of the
+// chain at once, instead of being moved into this future and out again.
 impl<P, C> Middleware for RetryMiddleware<P, C>
 where
     P: Classify,
     C: Clock + Clone + Send + Sync + 'static,
     C::Sleep: Send + 'static,
 {
-    async fn handle(
-        &self,
+    fn handle<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
         mut request: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
+        extensions: &'life1 mut Extensions,
+        next: Next<'life2>,
+    ) -> Handled<'async_trait>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
         let shared = &self.retry.shared;
         if let Some(key) = extensions.get::<IdempotencyKey>() {
             if let Err(reason) = apply_key(request.headers_mut(), key) {
                 let target = target_of(&request, &self.last_host);
                 tracing::info!(target: TARGET, method = %target.method, host = %target.host(), %reason, "http request refused");
                 crate::metrics::gave_up(reason);
-                return Err(reqwest_middleware::Error::middleware(Error::new(
-                    Some(target),
-                    0,
-                    reason,
+                let refused = Error::new(Some(target), 0, reason);
+                return Box::pin(std::future::ready(Err(
+                    reqwest_middleware::Error::middleware(refused),
                 )));
             }
         }
@@ -147,7 +161,10 @@ where
         } else {
             None
         };
-        let deadline_at = shared.deadline_from(shared.policy.clock().now());
+        // The clock is read only when there is a deadline to count: most calls have none.
+        let deadline_at = shared
+            .deadline
+            .and_then(|_| shared.deadline_from(shared.policy.clock().now()));
         let alone = shared.protection.is_none() && cancel.is_none();
         // A call run alone with a spare names its target from the spare, only when something
         // reads it (a failure, a timed or streamed body): a call answered at once never does.
@@ -165,7 +182,7 @@ where
             },
         };
         let replayable = spare.is_some() || max_attempts <= 1;
-        let mut call = Call::new(request.method(), request.headers(), replayable, target);
+        let call = Call::new(request.method(), request.headers(), replayable, target);
         if !alone {
             let rest = Rest {
                 call,
@@ -174,50 +191,54 @@ where
                 cancel,
                 deadline: (deadline_at, shared.deadline),
             };
-            return Box::pin(looping(shared, rest, next, extensions)).await;
+            return Box::pin(looping(shared, rest, next, extensions));
         }
         // Nothing to admit, no signal to race: the first attempt runs on its own, under its
         // timeout and the call's deadline, and the loop is built only if it fails. A call
-        // answered at once moves no loop, and its future (which the middleware chain boxes)
-        // holds no loop's room.
-        let turn = Turn {
-            call: &call,
-            naming: match &spare {
-                Some(spare) => Naming::Spare(spare, &self.last_host),
+        // answered at once moves no loop, and its future holds no loop's room. The rest of the
+        // chain takes the request and the caller's extensions now, as it would without this
+        // middleware; the retries start from a copy of the extensions as they were given.
+        let given = extensions.clone();
+        let running = next.clone().run(request, extensions);
+        let last_host = &self.last_host;
+        Box::pin(async move {
+            let mut call = call;
+            let naming = match &spare {
+                Some(spare) => Naming::Spare(spare, last_host),
                 None => Naming::Known(&call.target),
-            },
-            number: 1,
-            own_deadline: true,
-        };
-        // The rest of the chain gets the request now (its future holds it, ours need not) and
-        // a copy of the extensions, which the retries copy again from the caller's.
-        let mut own = extensions.clone();
-        let running = next.clone().run(request, &mut own);
-        let failure = match attempt(shared, &turn, deadline_at, Some(running)).await {
-            Ok(response) => return Ok(response),
-            Err(failure) => failure,
-        };
-        // The loop's attempts and its end name the target from here on.
-        call.target = failure.target.clone();
-        let policy = &shared.policy;
-        let (max_attempts, ceiling) = (policy.max_attempts(), policy.max_retry_after());
-        let (failure, left) = match after_first(failure, deadline_at, policy.clock(), max_attempts)
-        {
-            After::Loop(failure, left) => (failure, left),
-            After::Ended(end) => {
-                let ended = finish(Err(end), &call.target, max_attempts, ceiling);
-                return ended.map_err(reqwest_middleware::Error::middleware);
-            }
-        };
-        let rest = Rest {
-            call,
-            spare,
-            first: Err(failure),
-            cancel: None,
-            deadline: (deadline_at, left),
-        };
-        // Boxed: only a call whose first attempt failed pays for the loop's room.
-        Box::pin(looping(shared, rest, next, extensions)).await
+            };
+            let turn = Turn {
+                call: &call,
+                naming,
+                number: 1,
+                own_deadline: true,
+            };
+            let failure = match attempt(shared, &turn, deadline_at, Some(running)).await {
+                Ok(response) => return Ok(response),
+                Err(failure) => failure,
+            };
+            // The loop's attempts and its end name the target from here on.
+            call.target = failure.target.clone();
+            let policy = &shared.policy;
+            let (max_attempts, ceiling) = (policy.max_attempts(), policy.max_retry_after());
+            let (failure, left) =
+                match after_first(failure, deadline_at, policy.clock(), max_attempts) {
+                    After::Loop(failure, left) => (failure, left),
+                    After::Ended(end) => {
+                        let ended = finish(Err(end), &call.target, max_attempts, ceiling);
+                        return ended.map_err(reqwest_middleware::Error::middleware);
+                    }
+                };
+            let rest = Rest {
+                call,
+                spare,
+                first: Err(failure),
+                cancel: None,
+                deadline: (deadline_at, left),
+            };
+            // Boxed: only a call whose first attempt failed pays for the loop's room.
+            Box::pin(looping(shared, rest, next, &given)).await
+        })
     }
 }
 
@@ -366,12 +387,18 @@ where
     // a flag, counted).
     let sleep = span.and_then(|span| span.timer(clock).0);
     let exchange = exchange(shared, turn, end, running);
-    let outcome = match (Timed {
-        future: exchange,
-        timer: sleep,
-    })
-    .await
-    {
+    // Without a timer the exchange is awaited as it is: its answer is moved once less.
+    let timed = match sleep {
+        None => Some(exchange.await),
+        Some(timer) => {
+            Timed {
+                future: exchange,
+                timer,
+            }
+            .await
+        }
+    };
+    let outcome = match timed {
         Some(outcome) => outcome,
         // The call's deadline, which this attempt keeps: the call ends as the loop ends it.
         None if own_deadline && matches!(end, Some((_, Bound::Deadline(_)))) => {
@@ -525,7 +552,7 @@ pin_project! {
         #[pin]
         future: F,
         #[pin]
-        timer: Option<S>,
+        timer: S,
     }
 }
 
@@ -537,9 +564,9 @@ impl<F: Future, S: Future<Output = ()>> Future for Timed<F, S> {
         if let Poll::Ready(out) = this.future.poll(cx) {
             return Poll::Ready(Some(out));
         }
-        match this.timer.as_pin_mut().map(|t| t.poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(None),
-            _ => Poll::Pending,
+        match this.timer.poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
         }
     }
 }

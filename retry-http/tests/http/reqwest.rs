@@ -404,3 +404,112 @@ async fn h5_reqwest_each_call_names_its_own_host_after_a_call_to_another() {
         .unwrap_err();
     assert_eq!(our_error(&error).host(), Some(host(a.url("/")).as_str()));
 }
+
+/// The extensions of a call, as the middleware after the retry's sees them: what each attempt
+/// started from, and a mark of its own added.
+mod extensions {
+    use super::*;
+
+    use std::sync::Mutex;
+
+    use http::Extensions;
+    use reqwest_middleware::{Middleware, Next};
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Given(u32);
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Added(u32);
+
+    /// Records what each attempt's extensions held, then adds its own mark.
+    #[derive(Default)]
+    struct Recording(Arc<Mutex<Vec<(Option<Given>, Option<Added>)>>>);
+
+    #[async_trait::async_trait]
+    impl Middleware for Recording {
+        async fn handle(
+            &self,
+            request: reqwest::Request,
+            extensions: &mut Extensions,
+            next: Next<'_>,
+        ) -> reqwest_middleware::Result<reqwest::Response> {
+            let seen = (
+                extensions.get::<Given>().cloned(),
+                extensions.get::<Added>().cloned(),
+            );
+            let attempt = {
+                let mut seen_so_far = self.0.lock().unwrap();
+                seen_so_far.push(seen);
+                seen_so_far.len() as u32
+            };
+            extensions.insert(Added(attempt));
+            next.run(request, extensions).await
+        }
+    }
+
+    fn client(
+        clock: &MockClock,
+    ) -> (
+        ClientWithMiddleware,
+        Arc<Mutex<Vec<(Option<Given>, Option<Added>)>>>,
+    ) {
+        let recording = Recording::default();
+        let seen = Arc::clone(&recording.0);
+        let retry = HttpRetry::builder()
+            .options(RetryOptions::new().with_jitter(Jitter::None))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let client = ClientBuilder::new(reqwest::Client::builder().no_proxy().build().unwrap())
+            .with(retry.middleware())
+            .with(recording)
+            .build();
+        (client, seen)
+    }
+
+    #[tokio::test]
+    async fn h5_every_attempt_starts_from_the_extensions_as_the_caller_gave_them() {
+        let server = Server::start(vec![
+            Step::Respond(503, vec![], "busy"),
+            Step::Respond(503, vec![], "busy"),
+            Step::Respond(200, vec![], "ok"),
+        ])
+        .await;
+        let clock = MockClock::new();
+        let (client, seen) = client(&clock);
+        let request = client.get(server.url("/")).build().unwrap();
+        let mut given = Extensions::new();
+        given.insert(Given(7));
+
+        let call = client.execute_with_extensions(request, &mut given);
+        let response = drive(&clock, &[], call).await.unwrap();
+
+        assert_eq!(response.status(), 200);
+        // No attempt sees what an earlier attempt added.
+        let as_given = (Some(Given(7)), None);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [as_given.clone(), as_given.clone(), as_given]
+        );
+        server.assert_script_done();
+    }
+
+    #[tokio::test]
+    async fn h5_what_the_chain_adds_to_a_first_answer_reaches_the_caller() {
+        // As it would without the retry: the first attempt runs with the caller's extensions.
+        let server = Server::start(vec![Step::Respond(200, vec![], "ok")]).await;
+        let clock = MockClock::new();
+        let (client, seen) = client(&clock);
+        let request = client.get(server.url("/")).build().unwrap();
+        let mut given = Extensions::new();
+        given.insert(Given(7));
+
+        let call = client.execute_with_extensions(request, &mut given);
+        let response = drive(&clock, &[], call).await.unwrap();
+
+        assert_eq!(response.status(), 200);
+        assert_eq!(*seen.lock().unwrap(), [(Some(Given(7)), None)]);
+        assert_eq!(given.get::<Added>(), Some(&Added(1)));
+        assert_eq!(given.get::<Given>(), Some(&Given(7)));
+    }
+}
