@@ -421,9 +421,12 @@ mod extensions {
     #[derive(Clone, Debug, PartialEq)]
     struct Added(u32);
 
+    /// What each attempt's extensions held, in order.
+    type Seen = Arc<Mutex<Vec<(Option<Given>, Option<Added>)>>>;
+
     /// Records what each attempt's extensions held, then adds its own mark.
     #[derive(Default)]
-    struct Recording(Arc<Mutex<Vec<(Option<Given>, Option<Added>)>>>);
+    struct Recording(Seen);
 
     #[async_trait::async_trait]
     impl Middleware for Recording {
@@ -447,12 +450,7 @@ mod extensions {
         }
     }
 
-    fn client(
-        clock: &MockClock,
-    ) -> (
-        ClientWithMiddleware,
-        Arc<Mutex<Vec<(Option<Given>, Option<Added>)>>>,
-    ) {
+    fn client(clock: &MockClock) -> (ClientWithMiddleware, Seen) {
         let recording = Recording::default();
         let seen = Arc::clone(&recording.0);
         let retry = HttpRetry::builder()
