@@ -465,14 +465,10 @@ mod extensions {
         (client, seen)
     }
 
-    #[tokio::test]
-    async fn h5_every_attempt_starts_from_the_extensions_as_the_caller_gave_them() {
-        let server = Server::start(vec![
-            Step::Respond(503, vec![], "busy"),
-            Step::Respond(503, vec![], "busy"),
-            Step::Respond(200, vec![], "ok"),
-        ])
-        .await;
+    /// Runs a GET against `script` with extensions holding `Given(7)`: its answer's status,
+    /// what each attempt's extensions held, and the caller's extensions after the call.
+    async fn call(script: Vec<Step>) -> (u16, Vec<(Option<Given>, Option<Added>)>, Extensions) {
+        let server = Server::start(script).await;
         let clock = MockClock::new();
         let (client, seen) = client(&clock);
         let request = client.get(server.url("/")).build().unwrap();
@@ -482,31 +478,29 @@ mod extensions {
         let call = client.execute_with_extensions(request, &mut given);
         let response = drive(&clock, &[], call).await.unwrap();
 
-        assert_eq!(response.status(), 200);
+        server.assert_script_done();
+        let seen = seen.lock().unwrap().clone();
+        (response.status().as_u16(), seen, given)
+    }
+
+    #[tokio::test]
+    async fn h5_every_attempt_starts_from_the_extensions_as_the_caller_gave_them() {
+        let busy = || Step::Respond(503, vec![], "busy");
+        let (status, seen, _) = call(vec![busy(), busy(), Step::Respond(200, vec![], "ok")]).await;
+
+        assert_eq!(status, 200);
         // No attempt sees what an earlier attempt added.
         let as_given = (Some(Given(7)), None);
-        assert_eq!(
-            *seen.lock().unwrap(),
-            [as_given.clone(), as_given.clone(), as_given]
-        );
-        server.assert_script_done();
+        assert_eq!(seen, [as_given.clone(), as_given.clone(), as_given]);
     }
 
     #[tokio::test]
     async fn h5_what_the_chain_adds_to_a_first_answer_reaches_the_caller() {
         // As it would without the retry: the first attempt runs with the caller's extensions.
-        let server = Server::start(vec![Step::Respond(200, vec![], "ok")]).await;
-        let clock = MockClock::new();
-        let (client, seen) = client(&clock);
-        let request = client.get(server.url("/")).build().unwrap();
-        let mut given = Extensions::new();
-        given.insert(Given(7));
+        let (status, seen, given) = call(vec![Step::Respond(200, vec![], "ok")]).await;
 
-        let call = client.execute_with_extensions(request, &mut given);
-        let response = drive(&clock, &[], call).await.unwrap();
-
-        assert_eq!(response.status(), 200);
-        assert_eq!(*seen.lock().unwrap(), [(Some(Given(7)), None)]);
+        assert_eq!(status, 200);
+        assert_eq!(seen, [(Some(Given(7)), None)]);
         assert_eq!(given.get::<Added>(), Some(&Added(1)));
         assert_eq!(given.get::<Given>(), Some(&Given(7)));
     }
