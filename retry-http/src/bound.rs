@@ -149,11 +149,18 @@ impl Span {
     /// attempt timeout; or, for an attempt that keeps the call's deadline itself, the deadline
     /// when that comes first or alone. At the same instant the timeout fires, as in the loop,
     /// which then decides. Made when the attempt first waits: it fires at the same instant.
-    pub(crate) fn timer<C: Clock>(&self, clock: &C) -> (Option<C::Sleep>, Bound) {
-        match self.end() {
+    /// `end` is this span's [`end`](Self::end), which the caller has already.
+    pub(crate) fn timer<C: Clock>(
+        &self,
+        end: Option<(Instant, Bound)>,
+        clock: &C,
+    ) -> (Option<C::Sleep>, Bound) {
+        match end {
             Some((at, bound @ Bound::Deadline(_))) if self.own_deadline => {
                 (Some(sleep_until(clock, at)), bound)
             }
+            Some((at, bound @ Bound::AttemptTimeout(_))) => (Some(sleep_until(clock, at)), bound),
+            // No limit; or the deadline first, which the loop keeps: the attempt's own timeout.
             _ => {
                 let timeout = self.timeout.unwrap_or_default();
                 let at = self.timeout.and_then(|t| self.start.checked_add(t));
@@ -167,11 +174,12 @@ impl Span {
     /// (an attempt answered at once makes none). Out of line: the success path never calls it.
     #[inline(never)]
     pub(crate) fn timers<C: Clock + Clone>(&self, clock: &C) -> Pin<Box<Timers<C>>> {
-        let (total, total_bound) = self.timer(clock);
+        let end = self.end();
+        let (total, total_bound) = self.timer(end, clock);
         Box::pin(Timers {
             total,
             total_bound,
-            end: self.end(),
+            end,
             idle: None,
             idle_for: Duration::ZERO,
             moved: false,

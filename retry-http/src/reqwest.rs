@@ -385,7 +385,7 @@ where
     // The limit is read back from `end` when the timer fires: keeping the `Bound` that
     // `Span::timer` gives across the wait made every call dearer (+420 instructions, +70 with
     // a flag, counted).
-    let sleep = span.and_then(|span| span.timer(clock).0);
+    let sleep = span.and_then(|span| span.timer(end, clock).0);
     let exchange = exchange(shared, turn, end, running);
     // Without a timer the exchange is awaited as it is: its answer is moved once less.
     let timed = match sleep {
