@@ -72,16 +72,14 @@ pub(crate) fn hold_heap_layout() -> Vec<Box<[u8]>> {
 /// `(instructions, heap blocks)` per unit of work, instructions as the mean over [`LAYOUTS`]
 /// heap layouts (see [`hold_heap_layout`]; heap blocks do not depend on them).
 pub(crate) fn per_unit_over_layouts(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64) {
-    let units = (many - few) as f64;
     let instructions = (0..LAYOUTS)
-        .map(|layout| {
-            let count = |n| count_in(exe, key, n, Tool::Cachegrind, layout);
-            (count(many) - count(few)) as f64 / units
-        })
+        .map(|layout| per_unit_in(exe, key, few, many, Tool::Cachegrind, layout))
         .sum::<f64>()
         / f64::from(LAYOUTS);
-    let blocks = (count(exe, key, many, Tool::Dhat) - count(exe, key, few, Tool::Dhat)) as f64;
-    (instructions, blocks / units)
+    (
+        instructions,
+        per_unit_in(exe, key, few, many, Tool::Dhat, 0),
+    )
 }
 
 /// `(instructions, heap blocks)` per unit of work: `exe --run <key> <n>` run for `few` and
@@ -93,8 +91,7 @@ pub(crate) fn per_unit(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64)
 
 /// [`per_unit`] and the bytes allocated per unit.
 pub(crate) fn per_unit_with_bytes(exe: &Path, key: &str, few: u64, many: u64) -> (f64, f64, f64) {
-    let units = (many - few) as f64;
-    let diff = |tool| (count(exe, key, many, tool) - count(exe, key, few, tool)) as f64 / units;
+    let diff = |tool| per_unit_in(exe, key, few, many, tool, 0);
     (
         diff(Tool::Cachegrind),
         diff(Tool::Dhat),
@@ -104,7 +101,13 @@ pub(crate) fn per_unit_with_bytes(exe: &Path, key: &str, few: u64, many: u64) ->
 
 /// Instructions alone per unit of work (cachegrind only: the `instructions` bench).
 pub(crate) fn instructions_per_unit(exe: &Path, key: &str, few: u64, many: u64) -> f64 {
-    let count = |n| count(exe, key, n, Tool::Cachegrind);
+    per_unit_in(exe, key, few, many, Tool::Cachegrind, 0)
+}
+
+/// What `tool` counts per unit of work, from heap layout `layout`: the difference between
+/// `many` and `few` units, so that start-up cancels out.
+fn per_unit_in(exe: &Path, key: &str, few: u64, many: u64, tool: Tool, layout: u32) -> f64 {
+    let count = |n| count(exe, key, n, tool, layout);
     (count(many) - count(few)) as f64 / (many - few) as f64
 }
 
@@ -115,13 +118,9 @@ enum Tool {
     DhatBytes,
 }
 
-/// The whole process's instructions or heap blocks allocated, running `key` `n` times.
-fn count(exe: &Path, key: &str, n: u64, tool: Tool) -> u64 {
-    count_in(exe, key, n, tool, 0)
-}
-
-/// [`count`], from heap layout `layout` (see [`hold_heap_layout`]).
-fn count_in(exe: &Path, key: &str, n: u64, tool: Tool, layout: u32) -> u64 {
+/// The whole process's instructions or heap blocks allocated, running `key` `n` times from
+/// heap layout `layout` (see [`hold_heap_layout`]).
+fn count(exe: &Path, key: &str, n: u64, tool: Tool, layout: u32) -> u64 {
     let (args, marker): (&[&str], &str) = match tool {
         Tool::Cachegrind => (
             &[
