@@ -268,7 +268,7 @@ pub(crate) fn call_limits<P, C: Clock>(
         return (None, None);
     }
     let now = shared.policy.clock().now();
-    (Some(Limits::Due(now)), shared.deadline_from(now))
+    (Some(Limits::Due(now)), shared.deadline_from(|| now))
 }
 
 /// A copy of `request` to send again: the same head, extensions included, and a replay of

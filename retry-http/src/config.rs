@@ -86,9 +86,11 @@ pub(crate) struct Shared<P, C> {
 
 impl<P, C: Clock> Shared<P, C> {
     /// When the deadline of a call that started at `start` passes, if the policy sets one
-    /// (and the clock can say when).
-    pub(crate) fn deadline_from(&self, start: Instant) -> Option<Instant> {
-        start.checked_add(self.deadline?)
+    /// (and the clock can say when). `start` is asked only when there is a deadline: most
+    /// calls have none, and need not read the clock for it.
+    pub(crate) fn deadline_from(&self, start: impl FnOnce() -> Instant) -> Option<Instant> {
+        let deadline = self.deadline?;
+        start().checked_add(deadline)
     }
 
     /// What bounds an attempt that started at `start`, in a call whose deadline passes at

@@ -161,10 +161,7 @@ where
         } else {
             None
         };
-        // The clock is read only when there is a deadline to count: most calls have none.
-        let deadline_at = shared
-            .deadline
-            .and_then(|_| shared.deadline_from(shared.policy.clock().now()));
+        let deadline_at = shared.deadline_from(|| shared.policy.clock().now());
         let alone = shared.protection.is_none() && cancel.is_none();
         // A call run alone with a spare names its target from the spare, only when something
         // reads it (a failure, a timed or streamed body): a call answered at once never does.
