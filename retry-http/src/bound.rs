@@ -156,10 +156,10 @@ impl Span {
         clock: &C,
     ) -> (Option<C::Sleep>, Bound) {
         match end {
-            Some((at, bound @ Bound::Deadline(_))) if self.own_deadline => {
+            // The timeout first; or the deadline, for an attempt that keeps it.
+            Some((at, bound)) if self.own_deadline || !matches!(bound, Bound::Deadline(_)) => {
                 (Some(sleep_until(clock, at)), bound)
             }
-            Some((at, bound @ Bound::AttemptTimeout(_))) => (Some(sleep_until(clock, at)), bound),
             // No limit; or the deadline first, which the loop keeps: the attempt's own timeout.
             _ => {
                 let timeout = self.timeout.unwrap_or_default();

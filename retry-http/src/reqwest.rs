@@ -179,7 +179,7 @@ where
             },
         };
         let replayable = spare.is_some() || max_attempts <= 1;
-        let call = Call::new(request.method(), request.headers(), replayable, target);
+        let mut call = Call::new(request.method(), request.headers(), replayable, target);
         if !alone {
             let rest = Rest {
                 call,
@@ -194,12 +194,15 @@ where
         // timeout and the call's deadline, and the loop is built only if it fails. A call
         // answered at once moves no loop, and its future holds no loop's room. The rest of the
         // chain takes the request and the caller's extensions now, as it would without this
-        // middleware; the retries start from a copy of the extensions as they were given.
-        let given = extensions.clone();
+        // middleware; the retries start from a copy of the extensions as they were given (a
+        // call without a spare sends nothing again: no copy).
+        let given = match spare {
+            Some(_) => extensions.clone(),
+            None => Extensions::new(),
+        };
         let running = next.clone().run(request, extensions);
         let last_host = &self.last_host;
         Box::pin(async move {
-            let mut call = call;
             let naming = match &spare {
                 Some(spare) => Naming::Spare(spare, last_host),
                 None => Naming::Known(&call.target),
